@@ -1,0 +1,255 @@
+"""One configuration loader for the CLI, the ingester, migrations and the hook.
+
+Precedence: defaults < JSON file < ``SOFTWALLTIME_*`` environment < explicit overrides
+(command-line flags). Every option has a file key and an environment variable:
+
+================================  ==================================  ===========
+file key                          environment variable                default
+================================  ==================================  ===========
+dsn                               SOFTWALLTIME_DSN                    (none)
+predictor                         SOFTWALLTIME_PREDICTOR              v3
+v1_jobs                           SOFTWALLTIME_V1_JOBS                2
+v3_jobs                           SOFTWALLTIME_V3_JOBS                15
+reserve_s                         SOFTWALLTIME_RESERVE_S              900
+long_walltime_threshold_s         SOFTWALLTIME_LONG_WALLTIME_...      0 (off)
+long_walltime_factor              SOFTWALLTIME_LONG_WALLTIME_FACTOR   1.0
+runjob_min_wait_s                 SOFTWALLTIME_RUNJOB_MIN_WAIT_S      0 (off)
+override_existing                 SOFTWALLTIME_OVERRIDE_EXISTING      false
+dry_run                           SOFTWALLTIME_DRY_RUN                false
+connect_timeout_s                 SOFTWALLTIME_CONNECT_TIMEOUT_S      1.0
+statement_timeout_ms              SOFTWALLTIME_STATEMENT_TIMEOUT_MS   250
+users_allow / users_deny          SOFTWALLTIME_USERS_ALLOW / _DENY    [] (comma list in env)
+queues_allow / queues_deny        SOFTWALLTIME_QUEUES_ALLOW / _DENY   []
+sys_path                          SOFTWALLTIME_SYS_PATH               [] (os.pathsep list in env)
+debug                             SOFTWALLTIME_DEBUG                  false
+accounting_dir                    SOFTWALLTIME_ACCOUNTING_DIR         $PBS_HOME/server_priv/accounting
+server                            SOFTWALLTIME_SERVER                 (from job ids)
+================================  ==================================  ===========
+
+The config file is JSON (the same format PBS accepts for a hook configuration).
+It is found from the explicit path, else ``SOFTWALLTIME_CONFIG``, else
+``/etc/softwalltime.json`` if that exists.
+
+Python 3.6+ syntax and stdlib only: the hook imports this module.
+"""
+
+import json
+import os
+import re
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
+
+from .errors import ConfigError
+
+PREDICTORS = ("v1", "v2", "v3")
+DEFAULT_CONFIG_FILE = "/etc/softwalltime.json"
+ENV_PREFIX = "SOFTWALLTIME_"
+
+Settings = NamedTuple(
+    "Settings",
+    [
+        ("dsn", Optional[str]),
+        ("predictor", str),
+        ("v1_jobs", int),
+        ("v3_jobs", int),
+        ("reserve_s", int),
+        ("long_walltime_threshold_s", int),
+        ("long_walltime_factor", float),
+        ("runjob_min_wait_s", int),
+        ("override_existing", bool),
+        ("dry_run", bool),
+        ("connect_timeout_s", float),
+        ("statement_timeout_ms", int),
+        ("users_allow", Tuple[str, ...]),
+        ("users_deny", Tuple[str, ...]),
+        ("queues_allow", Tuple[str, ...]),
+        ("queues_deny", Tuple[str, ...]),
+        ("sys_path", Tuple[str, ...]),
+        ("debug", bool),
+        ("accounting_dir", Optional[str]),
+        ("server", Optional[str]),
+        ("source", str),
+    ],
+)
+Settings.__doc__ = "Validated, immutable settings. ``source`` says where they came from."
+
+DEFAULTS = {
+    "dsn": None,
+    "predictor": "v3",
+    "v1_jobs": 2,
+    "v3_jobs": 15,
+    "reserve_s": 900,
+    "long_walltime_threshold_s": 0,
+    "long_walltime_factor": 1.0,
+    "runjob_min_wait_s": 0,
+    "override_existing": False,
+    "dry_run": False,
+    "connect_timeout_s": 1.0,
+    "statement_timeout_ms": 250,
+    "users_allow": (),
+    "users_deny": (),
+    "queues_allow": (),
+    "queues_deny": (),
+    "sys_path": (),
+    "debug": False,
+    "accounting_dir": None,
+    "server": None,
+}  # type: Dict[str, Any]
+
+_LIST_KEYS = ("users_allow", "users_deny", "queues_allow", "queues_deny", "sys_path")
+_INT_KEYS = (
+    "v1_jobs",
+    "v3_jobs",
+    "reserve_s",
+    "long_walltime_threshold_s",
+    "runjob_min_wait_s",
+    "statement_timeout_ms",
+)
+_FLOAT_KEYS = ("long_walltime_factor", "connect_timeout_s")
+_BOOL_KEYS = ("override_existing", "dry_run", "debug")
+_STR_KEYS = ("dsn", "predictor", "accounting_dir", "server")
+
+
+def _coerce(key, value, origin):
+    # type: (str, Any, str) -> Any
+    """Check and convert one value; ``origin`` names the file or variable for the error."""
+    where = "{}: key {!r}".format(origin, key)
+    if key in _BOOL_KEYS:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError("{}: expected true or false, got {!r}".format(where, value))
+    if key in _INT_KEYS:
+        if isinstance(value, bool):
+            raise ConfigError("{}: expected an integer, got {!r}".format(where, value))
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError("{}: expected an integer, got {!r}".format(where, value)) from None
+        if number < 0:
+            raise ConfigError("{}: must not be negative, got {}".format(where, number))
+        if key in ("v1_jobs", "v3_jobs") and number < 1:
+            raise ConfigError("{}: must be at least 1, got {}".format(where, number))
+        return number
+    if key in _FLOAT_KEYS:
+        if isinstance(value, bool):
+            raise ConfigError("{}: expected a number, got {!r}".format(where, value))
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError("{}: expected a number, got {!r}".format(where, value)) from None
+        if not number > 0:
+            raise ConfigError("{}: must be greater than 0, got {}".format(where, number))
+        return number
+    if key in _LIST_KEYS:
+        if isinstance(value, str):
+            sep = os.pathsep if key == "sys_path" else ","
+            return tuple(x.strip() for x in value.split(sep) if x.strip())
+        if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
+            return tuple(value)
+        raise ConfigError("{}: expected a list of strings, got {!r}".format(where, value))
+    if key in _STR_KEYS:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise ConfigError("{}: expected a string, got {!r}".format(where, type(value).__name__))
+        if key == "predictor" and value not in PREDICTORS:
+            raise ConfigError(
+                "{}: must be one of {}, got {!r}".format(where, ", ".join(PREDICTORS), value)
+            )
+        if key == "predictor":
+            return value
+        return value or None
+    raise ConfigError("{}: unknown key (known keys: {})".format(where, ", ".join(sorted(DEFAULTS))))
+
+
+def _read_file(path):
+    # type: (str) -> Dict[str, Any]
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as err:
+        raise ConfigError("{}: cannot read configuration file: {}".format(path, err.strerror)) from err
+    except ValueError as err:
+        raise ConfigError("{}: not valid JSON: {}".format(path, err)) from err
+    if not isinstance(data, dict):
+        raise ConfigError("{}: expected a JSON object at top level".format(path))
+    return data
+
+
+def load_settings(path=None, environ=None, overrides=None):
+    # type: (Optional[str], Optional[Mapping[str, str]], Optional[Mapping[str, Any]]) -> Settings
+    """Build validated settings from defaults, a JSON file, the environment and overrides.
+
+    :param path: the JSON config file; ``None`` means ``$SOFTWALLTIME_CONFIG`` or
+        ``/etc/softwalltime.json`` when present
+    :param environ: the environment to read ``SOFTWALLTIME_*`` from (default ``os.environ``;
+        the hook passes ``{}`` so pbs_server's environment cannot change its behaviour)
+    :param overrides: values from command-line flags; ``None`` values are ignored
+    :raises ConfigError: naming the file or variable and the key
+    """
+    env = os.environ if environ is None else environ
+    values = dict(DEFAULTS)
+    sources = ["defaults"]
+
+    if path is None:
+        path = env.get(ENV_PREFIX + "CONFIG") or None
+        if path is None and os.path.exists(DEFAULT_CONFIG_FILE):
+            path = DEFAULT_CONFIG_FILE
+    if path is not None:
+        for key, value in _read_file(path).items():
+            if key.startswith("_") or key == "comment":
+                continue  # room for comments in a JSON file
+            values[key] = _coerce(key, value, path)
+        sources.append(path)
+
+    for key in DEFAULTS:
+        name = ENV_PREFIX + key.upper()
+        if name in env:
+            values[key] = _coerce(key, env[name], "environment variable " + name)
+            sources.append(name)
+
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            values[key] = _coerce(key, value, "option --" + key.replace("_", "-"))
+            sources.append("--" + key.replace("_", "-"))
+
+    return Settings(source=", ".join(sources), **values)
+
+
+def require_dsn(settings):
+    # type: (Settings) -> str
+    """Return the DSN or raise a ConfigError that says every way to give one."""
+    if not settings.dsn:
+        raise ConfigError(
+            "no database given: set SOFTWALLTIME_DSN, the 'dsn' key of the config file "
+            "(SOFTWALLTIME_CONFIG or {}), or pass --dsn".format(DEFAULT_CONFIG_FILE)
+        )
+    return settings.dsn
+
+
+def libpq_dsn(dsn):
+    # type: (str) -> str
+    """Turn a SQLAlchemy URL (``postgresql+psycopg2://...``) into a libpq connection string.
+
+    libpq itself accepts ``postgresql://`` URIs and ``key=value`` strings, so only the
+    driver suffix needs removing.
+    """
+    return re.sub(r"^postgres(?:ql)?\+\w+://", "postgresql://", dsn.strip())
+
+
+_URL_PW_RE = re.compile(r"^(\w[\w+.-]*://[^:/@?#]*):([^@/?#]*)@")
+_KV_PW_RE = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
+_QUERY_PW_RE = re.compile(r"([?&]password=)[^&#]*")
+
+
+def redact_dsn(dsn):
+    # type: (Optional[str]) -> str
+    """Return the DSN with any password replaced by ``***``; safe to print or log."""
+    if not dsn:
+        return "(none)"
+    text = _URL_PW_RE.sub(r"\1:***@", dsn)
+    text = _KV_PW_RE.sub(r"\1***", text)
+    return _QUERY_PW_RE.sub(r"\1***", text)

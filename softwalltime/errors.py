@@ -1,0 +1,21 @@
+"""One exception hierarchy for the whole product.
+
+The library raises these; only front ends (the CLI, the ingester's entry point,
+the hook) turn them into messages and exit codes.
+"""
+
+
+class SoftwalltimeError(Exception):
+    """Base class: an expected failure with a message fit for an administrator."""
+
+
+class ConfigError(SoftwalltimeError):
+    """The configuration is invalid; the message names the file (or variable) and key."""
+
+
+class DatabaseError(SoftwalltimeError):
+    """The database cannot be reached or used; the message never contains a password."""
+
+
+class ParseError(SoftwalltimeError, ValueError):
+    """A value (duration, size, record) could not be parsed."""

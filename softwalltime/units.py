@@ -1,0 +1,72 @@
+"""PBS value formats: durations and sizes.
+
+Follows OpenPBS ``decode_time()`` / ``attr_fn_size.c`` (see pbs-reference.md 1.5).
+Pure functions, Python 3.6+ syntax: the hook imports this module.
+"""
+
+import re
+
+from .errors import ParseError
+
+# [-]S, M:S or H:M:S, any number of digits per field, optional fraction.
+# The sign is accepted because Torque logs contain negative durations; OpenPBS never writes one.
+_DURATION_RE = re.compile(r"^(-?)(\d+)(?::(\d+))?(?::(\d+))?(?:\.(\d+))?$")
+_SIZE_RE = re.compile(r"^(\d+)([kmgtp]?)([bw]?)$", re.IGNORECASE)
+_SIZE_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50}
+# A PBS word is 8 bytes (pbs_share.h).
+_WORD_BYTES = 8
+
+
+def parse_duration(text):
+    # type: (str) -> int
+    """Parse a PBS duration (``S``, ``M:S`` or ``H:M:S``, hours unbounded) into whole seconds.
+
+    A fraction is rounded to the nearest second, halves up, as ``pbs.duration`` does.
+
+    :param text: e.g. ``"168:00:00"``, ``"1:30"``, ``"300"``, ``"00:00:01.5"``
+    :returns: seconds (negative only if the text had a leading ``-``)
+    :raises ParseError: the text is not a duration
+    """
+    m = _DURATION_RE.match(text.strip())
+    if m is None:
+        raise ParseError("not a duration: {!r}".format(text))
+    sign, a, b, c, frac = m.groups()
+    fields = [int(x) for x in (a, b, c) if x is not None]
+    seconds = 0
+    for value in fields:
+        seconds = seconds * 60 + value
+    if frac is not None and int(frac[0]) >= 5:
+        seconds += 1
+    return -seconds if sign else seconds
+
+
+def format_duration(seconds):
+    # type: (int) -> str
+    """Format seconds as PBS writes durations: ``HH:MM:SS`` with unbounded hours.
+
+    :param seconds: a non-negative number of seconds
+    :raises ValueError: seconds is negative
+    """
+    seconds = int(seconds)
+    if seconds < 0:
+        raise ValueError("negative duration: {}".format(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return "{:02d}:{:02d}:{:02d}".format(hours, rest // 60, rest % 60)
+
+
+def parse_size(text):
+    # type: (str) -> int
+    """Parse a PBS size into bytes: ``<int>[k|m|g|t|p][b|w]``, case-insensitive, binary multipliers.
+
+    A bare number means bytes (``mem=30`` is 30 bytes); ``w`` is an 8-byte word.
+
+    :raises ParseError: the text is not a size
+    """
+    m = _SIZE_RE.match(text.strip())
+    if m is None:
+        raise ParseError("not a size: {!r}".format(text))
+    number, mult, unit = m.groups()
+    value = int(number) << _SIZE_SHIFT[mult.lower()]
+    if unit.lower() == "w":
+        value *= _WORD_BYTES
+    return value
