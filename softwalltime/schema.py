@@ -1,0 +1,101 @@
+"""Every table, in one place (SQLAlchemy Core). Created only by alembic migrations.
+
+Names are for people reading them in ``psql``: ``finished_jobs``, ``job_reruns``,
+``ingest_checkpoints``. Durations are integer seconds (``*_s``), instants are
+``timestamptz`` (``*_at``).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(column_0_label)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+finished_jobs = sa.Table(
+    "finished_jobs",
+    metadata,
+    # Natural key: PBS job ids wrap at max_job_sequence_id, so (server, job_id) alone repeats.
+    sa.Column("server", sa.Text, primary_key=True, comment="PBS server name, e.g. pbs01"),
+    sa.Column("job_id", sa.Text, primary_key=True, comment="full id as logged: 123.pbs01, 7[3].pbs01"),
+    sa.Column("ctime", sa.DateTime(timezone=True), primary_key=True, comment="job creation time"),
+    sa.Column("job_seq", sa.BigInteger, nullable=False, comment="numeric part of the id; orders ties"),
+    sa.Column("array_index", sa.Integer, nullable=True, comment="subjob index, NULL for plain jobs"),
+    sa.Column("username", sa.Text, nullable=False),
+    sa.Column("groupname", sa.Text, nullable=True),
+    sa.Column("project", sa.Text, nullable=True),
+    sa.Column("account", sa.Text, nullable=True),
+    sa.Column("queue", sa.Text, nullable=True),
+    sa.Column("job_name", sa.Text, nullable=True),
+    sa.Column("walltime_s", sa.Integer, nullable=True, comment="Resource_List.walltime"),
+    sa.Column("soft_walltime_s", sa.Integer, nullable=True, comment="Resource_List.soft_walltime"),
+    sa.Column(
+        "runtime_s", sa.Integer, nullable=True, comment="resources_used.walltime of the last run"
+    ),
+    sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("ended_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("exit_status", sa.Integer, nullable=True),
+    sa.Column("ncpus", sa.Integer, nullable=True),
+    sa.Column("ngpus", sa.Integer, nullable=True),
+    sa.Column("nodect", sa.Integer, nullable=True),
+    sa.Column("mem_bytes", sa.BigInteger, nullable=True, comment="Resource_List.mem"),
+    sa.Column("select_spec", sa.Text, nullable=True, comment="Resource_List.select as typed"),
+    sa.Column("run_count", sa.Integer, nullable=True),
+    sa.Column("source_file", sa.Text, nullable=True, comment="accounting file the E record came from"),
+    sa.Column("source_offset", sa.BigInteger, nullable=True, comment="byte offset of the E record"),
+    sa.Column(
+        "ingested_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    comment="One row per finished job (PBS E record); what the predictors read.",
+)
+
+# "This user's last N finished jobs by end time (ties: higher job id first)" is an
+# index-only scan: the key gives the order, INCLUDE carries what the predictors read.
+sa.Index(
+    "ix_finished_jobs_user_recent",
+    finished_jobs.c.username,
+    finished_jobs.c.ended_at.desc(),
+    finished_jobs.c.job_seq.desc(),
+    postgresql_include=["runtime_s", "walltime_s"],
+)
+
+job_reruns = sa.Table(
+    "job_reruns",
+    metadata,
+    sa.Column("server", sa.Text, primary_key=True),
+    sa.Column("job_id", sa.Text, primary_key=True),
+    sa.Column("ctime", sa.DateTime(timezone=True), primary_key=True),
+    sa.Column("run_count", sa.Integer, primary_key=True, comment="run_count of the R record"),
+    sa.Column("username", sa.Text, nullable=False),
+    sa.Column("runtime_s", sa.Integer, nullable=True, comment="resources_used.walltime of that run"),
+    sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("ended_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("exit_status", sa.Integer, nullable=True),
+    sa.Column("source_file", sa.Text, nullable=True),
+    sa.Column("source_offset", sa.BigInteger, nullable=True),
+    sa.Column(
+        "ingested_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    comment="PBS R records: usage of runs that ended in a rerun/requeue (the E record has the last run).",
+)
+
+ingest_checkpoints = sa.Table(
+    "ingest_checkpoints",
+    metadata,
+    sa.Column("path", sa.Text, primary_key=True, comment="absolute path of the accounting file"),
+    sa.Column("inode", sa.BigInteger, nullable=True),
+    sa.Column(
+        "fingerprint", sa.Text, nullable=False, comment="hash of the first line: detects replacement"
+    ),
+    sa.Column("byte_offset", sa.BigInteger, nullable=False, comment="end of the last complete line"),
+    sa.Column("line_number", sa.BigInteger, nullable=False, comment="lines consumed so far"),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
+    comment="Ingester state per file, committed with the rows it covers.",
+)
