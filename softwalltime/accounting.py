@@ -77,7 +77,7 @@ _TOKEN_RE = re.compile(
     r"(?<![^ ])([A-Za-z_][\w.]*)=(?:\"(.*?)\"(?= |\Z)|'(.*?)'(?= |\Z)|([^ ]*))", re.DOTALL
 )
 _KEY_RE = re.compile(r"[A-Za-z_][\w.]*\Z")
-_KEY_CACHE = {}  # type: Dict[str, bool]
+_KEY_CACHE: Dict[str, bool] = {}
 _KEY_CACHE_MAX = 4096
 _DATE_RE = re.compile(r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d\Z")
 # A second "date;T;" inside a message means a torn record (an unterminated fragment
@@ -127,8 +127,8 @@ def tokenize(message: str) -> Tuple[Dict[str, str], Tuple[str, ...]]:
     # _TOKEN_RE (kept for reference and tests) and about three times faster.
     parts = message.split(" ")
     n = len(parts)
-    attrs = {}  # type: Dict[str, str]
-    dups = None  # type: Optional[List[str]]
+    attrs: Dict[str, str] = {}
+    dups: Optional[List[str]] = None
     i = 0
     while i < n:
         key, eq, value = parts[i].partition("=")
@@ -168,18 +168,17 @@ def parse_line(line: str) -> Record:
         raise ParseError("not an accounting record (expected 'date;type;id;message')")
     logged_at, rtype, ident, message = parts
     if len(logged_at) != 19 or _DATE_RE.match(logged_at) is None:
-        raise ParseError("bad timestamp {!r} (expected MM/DD/YYYY HH:MM:SS)".format(logged_at[:40]))
+        raise ParseError(f"bad timestamp {logged_at[:40]!r} (expected MM/DD/YYYY HH:MM:SS)")
     if rtype not in RECORD_TYPES:
-        raise ParseError("unknown record type {!r}".format(rtype[:10]))
+        raise ParseError(f"unknown record type {rtype[:10]!r}")
     if not ident:
         raise ParseError("empty record id")
     if ";" in message:
         torn = _TORN_RE.search(message)
         if torn is not None:
             raise ParseError(
-                "torn record: another record starts at column {}".format(
-                    len(logged_at) + len(rtype) + len(ident) + 3 + torn.start() + 1
-                )
+                "torn record: another record starts at column "
+                f"{len(logged_at) + len(rtype) + len(ident) + 3 + torn.start() + 1}"
             )
     attrs, dups = tokenize(message)
     return Record(logged_at, rtype, ident, attrs, dups)
@@ -194,7 +193,7 @@ def parse_job_id(ident: str) -> Tuple[int, Optional[int], Optional[str], bool]:
     """
     m = _JOB_ID_RE.match(ident)
     if m is None:
-        raise ParseError("not a job id: {!r}".format(ident[:60]))
+        raise ParseError(f"not a job id: {ident[:60]!r}")
     seq, index, server = m.groups()
     if index is None:
         return int(seq), None, server, False
@@ -222,7 +221,7 @@ _EPOCH_MAX = 32503680000
 def _check(key: str, value: int, limit: int) -> int:
     if -limit - 1 <= value <= limit:
         return value
-    raise ParseError("{}={} is out of range".format(key, value))
+    raise ParseError(f"{key}={value} is out of range")
 
 
 def _int(attrs: Dict[str, str], key: str, limit: int = _INT4_MAX) -> Optional[int]:
@@ -232,7 +231,7 @@ def _int(attrs: Dict[str, str], key: str, limit: int = _INT4_MAX) -> Optional[in
     try:
         number = int(value)
     except ValueError:
-        raise ParseError("{}={!r} is not an integer".format(key, value[:40])) from None
+        raise ParseError(f"{key}={value[:40]!r} is not an integer") from None
     return _check(key, number, limit)
 
 
@@ -243,7 +242,7 @@ def _duration(attrs: Dict[str, str], key: str) -> Optional[int]:
     try:
         seconds = parse_duration(value)
     except ParseError:
-        raise ParseError("{}={!r} is not a duration".format(key, value[:40])) from None
+        raise ParseError(f"{key}={value[:40]!r} is not a duration") from None
     return _check(key, seconds, _INT4_MAX)
 
 
@@ -254,7 +253,7 @@ def _size(attrs: Dict[str, str], key: str) -> Optional[int]:
     try:
         size = parse_size(value)
     except ParseError:
-        raise ParseError("{}={!r} is not a size".format(key, value[:40])) from None
+        raise ParseError(f"{key}={value[:40]!r} is not a size") from None
     return _check(key, size, _INT8_MAX)
 
 
@@ -263,7 +262,7 @@ def _epoch(attrs: Dict[str, str], key: str, required: bool) -> Optional[int]:
     # start=0 means "never started" in some writers; 0 is never a real job time.
     if value is None or value <= 0:
         if required:
-            raise ParseError("missing or zero {}=".format(key))
+            raise ParseError(f"missing or zero {key}=")
         return None
     return value
 
@@ -273,7 +272,7 @@ def _server_of(ident: str, suffix: Optional[str], server: Optional[str]) -> str:
         return server
     if suffix:
         return suffix
-    raise ParseError("job id {!r} has no server suffix; name the server (--server)".format(ident))
+    raise ParseError(f"job id {ident!r} has no server suffix; name the server (--server)")
 
 
 # Column order of finished_job_row(); the keys of finished_job() in the same order.
