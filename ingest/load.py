@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import io
 import logging
-from typing import Any, Dict, List, Optional, Tuple
+import queue
+import threading
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import psycopg2
 import psycopg2.errors
@@ -26,6 +28,8 @@ log = logging.getLogger(__name__)
 LOCK_KEY = 0x737774696E677374
 CONNECT_TIMEOUT_S = 5
 
+# Appended by copy_line() to every staged row: where the record came from.
+_SOURCE_COLUMNS = ("source_file", "source_offset")
 _TIME_COLUMNS = {"ctime", "started_at", "ended_at"}
 _BIGINT_COLUMNS = {"job_seq", "mem_bytes"}
 _TEXT_COLUMNS = {
@@ -43,8 +47,8 @@ _TEXT_COLUMNS = {
 
 def _stage_ddl(name: str, columns: Tuple[str, ...]) -> str:
     cols = []
-    for col in columns + ("source_offset",):
-        if col in _TEXT_COLUMNS:
+    for col in columns + _SOURCE_COLUMNS:
+        if col in _TEXT_COLUMNS or col == "source_file":
             kind = "text"
         elif col in _TIME_COLUMNS or col in _BIGINT_COLUMNS or col == "source_offset":
             kind = "bigint"  # epoch seconds: converted by to_timestamp() in the INSERT
@@ -56,18 +60,13 @@ def _stage_ddl(name: str, columns: Tuple[str, ...]) -> str:
 
 
 def _insert_sql(table: str, stage: str, columns: Tuple[str, ...]) -> str:
-    exprs = [
-        f"to_timestamp({c})" if c in _TIME_COLUMNS else c for c in columns + ("source_offset",)
-    ]
+    exprs = [f"to_timestamp({c})" if c in _TIME_COLUMNS else c for c in columns + _SOURCE_COLUMNS]
     # Identifiers are constants of this module; only values are data, and they travel by COPY.
-    return (
-        "INSERT INTO {t} ({cols}, source_file) SELECT {exprs}, %(source_file)s FROM {s} "  # noqa: S608
-        "ON CONFLICT DO NOTHING".format(
-            t=table,
-            cols=", ".join(columns + ("source_offset",)),
-            exprs=", ".join(exprs),
-            s=stage,
-        )
+    return "INSERT INTO {t} ({cols}) SELECT {exprs} FROM {s} ON CONFLICT DO NOTHING".format(  # noqa: S608
+        t=table,
+        cols=", ".join(columns + _SOURCE_COLUMNS),
+        exprs=", ".join(exprs),
+        s=stage,
     )
 
 
@@ -156,13 +155,14 @@ class Loader:
         self,
         jobs: List[str],
         reruns: List[str],
-        checkpoint: Checkpoint,
+        checkpoints: Sequence[Checkpoint],
     ) -> Tuple[int, int]:
-        """Store one batch and move the file's checkpoint, atomically.
+        """Store one batch and move the checkpoints of the files it covers, atomically.
 
-        :param jobs: COPY text lines (no newline) in FINISHED_JOB_COLUMNS + source_offset order
-        :param reruns: the same for RERUN_COLUMNS
-        :param checkpoint: the position just after the last line the batch covers
+        :param jobs: COPY lines from copy_line() for finished_jobs
+        :param reruns: COPY lines from copy_line() for job_reruns
+        :param checkpoints: for each file the batch covers, the position just after its
+            last line in the batch
         :returns: (finished_jobs rows inserted, job_reruns rows inserted); rows already
             present are not counted
         :raises DatabaseError: the batch was rolled back (nothing of it is stored)
@@ -170,25 +170,25 @@ class Loader:
         try:
             with self.conn.cursor() as cur:
                 self._ensure_staging(cur)
-                params = {"source_file": checkpoint.path}
                 inserted_jobs = inserted_reruns = 0
                 if jobs:
                     _copy(cur, _STAGE_JOBS, jobs)
-                    cur.execute(_INSERT_JOBS, params)
+                    cur.execute(_INSERT_JOBS)
                     inserted_jobs = cur.rowcount
                 if reruns:
                     _copy(cur, _STAGE_RERUNS, reruns)
-                    cur.execute(_INSERT_RERUNS, params)
+                    cur.execute(_INSERT_RERUNS)
                     inserted_reruns = cur.rowcount
-                cur.execute(_UPSERT_CHECKPOINT, checkpoint._asdict())
+                for cp in checkpoints:
+                    cur.execute(_UPSERT_CHECKPOINT, cp._asdict())
             self.conn.commit()
         except psycopg2.Error as err:
             try:
                 self.conn.rollback()
             except psycopg2.Error:
                 pass  # the connection is gone; the error below says why
-            self._staged = self._staged and not self.conn.closed
-            raise _db_error(f"batch for {checkpoint.path} rolled back", err) from err
+            where = ", ".join(cp.path for cp in checkpoints[:3])
+            raise _db_error(f"batch rolled back ({where})", err) from err
         return inserted_jobs, inserted_reruns
 
     def close(self) -> None:
@@ -208,10 +208,11 @@ _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 NULL = "\\N"
 
 
-def copy_line(row: Tuple[Any, ...], offset: int, escape: bool) -> str:
-    """One COPY text-format line for ``row`` plus its source offset.
+def copy_line(row: Tuple[Any, ...], source: str, offset: int, escape: bool) -> str:
+    """One COPY text-format line for ``row`` plus its source file and offset.
 
     :param row: values from finished_job_row() or rerun_row()
+    :param source: the file's path, already COPY-escaped (see copy_text())
     :param offset: byte offset of the record in its file
     :param escape: the source line contained a backslash, tab or CR, so text values must
         be escaped (checked once per line by the caller: the common case needs nothing)
@@ -223,8 +224,14 @@ def copy_line(row: Tuple[Any, ...], offset: int, escape: bool) -> str:
         ]
     else:
         values = [NULL if v is None else str(v) for v in row]
+    values.append(source)
     values.append(str(offset))
     return "\t".join(values)
+
+
+def copy_text(text: str) -> str:
+    """Escape one text value for COPY's text format."""
+    return text.translate(_ESCAPES)
 
 
 def count_rows(conn: Any, table: str) -> Optional[int]:
@@ -236,3 +243,59 @@ def count_rows(conn: Any, table: str) -> Optional[int]:
         n = cur.fetchone()[0]
     conn.commit()
     return int(n)
+
+
+class Committer:
+    """Commits batches on a worker thread, so parsing goes on while PostgreSQL works.
+
+    psycopg2 releases the GIL while it waits for the server, so the parser (one core) and
+    the server (the other) overlap. At most one batch waits in the queue: memory stays
+    bounded. Batches are committed in order, each with its checkpoints, so a crash
+    loses at most uncommitted batches, which the next run reads again.
+    """
+
+    def __init__(self, loader: Loader) -> None:
+        self.loader = loader
+        self.inserted_jobs = 0
+        self.inserted_reruns = 0
+        self.error: Optional[DatabaseError] = None
+        self._queue: queue.Queue[Optional[Tuple[List[str], List[str], List[Checkpoint]]]] = (
+            queue.Queue(maxsize=1)
+        )
+        self._thread = threading.Thread(target=self._work, name="ingest-commit", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self.error is not None:
+                continue  # drain: after a failure nothing more is committed
+            try:
+                jobs, reruns = self.loader.commit_batch(*item)
+            except DatabaseError as err:
+                self.error = err
+                continue
+            self.inserted_jobs += jobs
+            self.inserted_reruns += reruns
+
+    def submit(self, jobs: List[str], reruns: List[str], checkpoints: List[Checkpoint]) -> None:
+        """Queue a batch (blocks while the previous one is still waiting).
+
+        :raises DatabaseError: an earlier batch failed
+        """
+        if self.error is not None:
+            raise self.error
+        self._queue.put((jobs, reruns, checkpoints))
+
+    def finish(self) -> None:
+        """Wait for every queued batch.
+
+        :raises DatabaseError: a batch failed (it and every later one were rolled back)
+        """
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        if self.error is not None:
+            raise self.error

@@ -28,7 +28,7 @@ from .files import (
     looks_like_accounting_name,
     plan,
 )
-from .load import Loader, connect, copy_line
+from .load import Committer, Loader, connect, copy_line, copy_text
 
 log = logging.getLogger(__name__)
 
@@ -171,13 +171,22 @@ class _Progress:
 
 
 class Ingester:
-    """Runs one ingest over a loader session."""
+    """Runs one ingest over a loader session.
+
+    A batch collects rows (and the checkpoints of the files they came from) across files,
+    so a directory of many small daily files costs few transactions.
+    """
 
     def __init__(self, opts: Options, loader: Loader, progress_stream: IO[str]) -> None:
         self.opts = opts
         self.loader = loader
         self.summary = Summary()
         self.progress = _Progress(opts.progress, progress_stream)
+        self.committer: Optional[Committer] = None
+        self.jobs: List[str] = []
+        self.reruns: List[str] = []
+        self.checkpoints: Dict[str, Checkpoint] = {}
+        self.batch_lines = 0
 
     # -- reporting -------------------------------------------------------------------
 
@@ -204,29 +213,41 @@ class Ingester:
         started = time.monotonic()
         checkpoints = self.loader.checkpoints()
         by_identity = index_checkpoints(checkpoints)
-        for path in self.files():
-            try:
-                f = inspect(path)
-            except FileError as err:
-                self._fail(str(err))
-                continue
-            p = plan(f, checkpoints.get(f.path), by_identity)
-            if p.note:
-                self.summary.notes.append(f"{f.path}: {p.note}")
-                log.info("%s: %s", f.path, p.note)
-            if f.fingerprint is None:
-                self.summary.notes.append(f"{f.path}: no complete line yet; left for the next run")
-                self._state("waiting")
-                continue
-            if p.state == "unchanged":
-                self._state("unchanged")
-                continue
-            try:
-                self._ingest(f, p)
-            except FileError as err:
-                self._fail(str(err))
-                continue
-            self._state(p.state)
+        self.committer = Committer(self.loader)
+        try:
+            for path in self.files():
+                try:
+                    f = inspect(path)
+                except FileError as err:
+                    self._fail(str(err))
+                    continue
+                p = plan(f, checkpoints.get(f.path), by_identity)
+                if p.note:
+                    self.summary.notes.append(f"{f.path}: {p.note}")
+                    log.info("%s: %s", f.path, p.note)
+                if f.fingerprint is None:
+                    self.summary.notes.append(
+                        f"{f.path}: no complete line yet; left for the next run"
+                    )
+                    self._state("waiting")
+                    continue
+                if p.state == "unchanged":
+                    self._state("unchanged")
+                    continue
+                try:
+                    self._ingest(f, p)
+                except FileError as err:
+                    self._fail(str(err))
+                    continue
+                self._state(p.state)
+            self._flush()
+        finally:
+            self.committer.finish()
+        self.summary.count("E")[1] += self.committer.inserted_jobs
+        self.summary.count("R")[1] += self.committer.inserted_reruns
+        for rtype in ("E", "R"):
+            if self.summary.counts[rtype] == [0, 0, 0]:
+                del self.summary.counts[rtype]
         self.progress.update(self.summary.bytes_read, self.summary.records, force=True)
         self.progress.done()
         self.summary.seconds = time.monotonic() - started
@@ -240,33 +261,30 @@ class Ingester:
         self.summary.failed.append(message)
         self._state("unusable")
 
+    def _flush(self) -> None:
+        """Hand the current batch (rows and checkpoints) to the committer."""
+        if not (self.jobs or self.reruns or self.checkpoints):
+            return
+        assert self.committer is not None
+        self.committer.submit(self.jobs, self.reruns, list(self.checkpoints.values()))
+        self.jobs, self.reruns, self.checkpoints = [], [], {}
+        self.batch_lines = 0
+
     def _ingest(self, f: LogFile, p: Plan) -> None:
-        """Read ``f`` from the plan's offset to its last complete line, committing batches."""
+        """Read ``f`` from the plan's offset to its last complete line, batching rows."""
         s = self.summary
         server = self.opts.server
         batch_size = self.opts.batch_size
         max_lines = batch_size * _LINES_PER_ROW
         path = f.path
+        source = copy_text(path)
         counts = s.counts
-        jobs: List[str] = []
-        reruns: List[str] = []
-        e_stored = s.count("E")
-        r_stored = s.count("R")
         lineno = p.line_number
-        committed_pos = p.offset
-        batch_lines = 0
         reader = Reader(f, p.offset)
         pos = p.offset
-
-        def commit(end: int, line_number: int) -> None:
-            nonlocal jobs, reruns, committed_pos, batch_lines
-            cp = Checkpoint(path, f.inode, f.fingerprint or "", end, line_number)
-            new_jobs, new_reruns = self.loader.commit_batch(jobs, reruns, cp)
-            e_stored[1] += new_jobs
-            r_stored[1] += new_reruns
-            jobs, reruns = [], []
-            committed_pos = end
-            batch_lines = 0
+        fingerprint = f.fingerprint or ""
+        jobs, reruns = self.jobs, self.reruns
+        batch_lines = self.batch_lines
 
         for start, data in reader.chunks():
             lines = data.split(b"\n")
@@ -277,6 +295,7 @@ class Ingester:
                 lineno += 1
                 off = pos
                 pos += len(raw) + 1
+                batch_lines += 1
                 if not raw or raw[0] == _HASH or raw[0] == _SEMI or raw.isspace():
                     s.ignored_lines += 1
                     continue
@@ -299,20 +318,19 @@ class Ingester:
                         else:
                             row = rerun_row(rec, server)
                     except ParseError as err:
-                        self._bad_line(path, lineno, off, raw, str(err), jobs, reruns)
+                        self._bad_line(path, source, lineno, off, raw, str(err))
                         continue
                     c = counts.get(rec.rtype) or s.count(rec.rtype)
                     c[0] += 1
-                    if row is not None:
-                        esc = "\\" in text or "\t" in text or "\r" in text
-                        line = copy_line(row, off, esc)
-                        if rec.rtype == "E":
-                            jobs.append(line)
-                        else:
-                            reruns.append(line)
-                        if len(jobs) + len(reruns) >= batch_size:
-                            commit(min(pos, start + len(data)), lineno)
-                            continue
+                    if row is None:
+                        continue
+                    esc = "\\" in text or "\t" in text or "\r" in text
+                    if rec.rtype == "E":
+                        jobs.append(copy_line(row, source, off, esc))
+                    else:
+                        reruns.append(copy_line(row, source, off, esc))
+                    if len(jobs) + len(reruns) < batch_size:
+                        continue
                 else:
                     rtype = _TYPES_B.get(t)
                     if (
@@ -320,18 +338,24 @@ class Ingester:
                         or _PREFIX_B.match(raw) is None
                         or (raw.count(b";") > 3 and _TORN_B.search(raw, 20) is not None)
                     ):
-                        self._bad_line(path, lineno, off, raw, None, jobs, reruns)
+                        self._bad_line(path, source, lineno, off, raw, None)
                         continue
                     c = counts.get(rtype) or s.count(rtype)
                     c[0] += 1
-                batch_lines += 1
-                if batch_lines >= max_lines:
-                    commit(min(pos, start + len(data)), lineno)
+                    if batch_lines < max_lines:
+                        continue
+                # The batch is full: commit it with this file's position after this line.
+                end = min(pos, start + len(data))
+                self.checkpoints[path] = Checkpoint(path, f.inode, fingerprint, end, lineno)
+                self._flush()
+                jobs, reruns = self.jobs, self.reruns
+                batch_lines = 0
             pos = start + len(data)
             s.bytes_read += len(data)
             self.progress.update(s.bytes_read, s.records)
-        if pos != committed_pos or jobs or reruns:
-            commit(pos, lineno)
+        self.batch_lines = batch_lines
+        if pos != p.offset or path in self.checkpoints:
+            self.checkpoints[path] = Checkpoint(path, f.inode, fingerprint, pos, lineno)
         if reader.pending:
             s.notes.append(
                 f"{path}:{lineno + 1}: incomplete last line ({reader.pending} bytes) "
@@ -339,39 +363,30 @@ class Ingester:
             )
 
     def _bad_line(
-        self,
-        path: str,
-        lineno: int,
-        off: int,
-        raw: bytes,
-        reason: Optional[str],
-        jobs: List[str],
-        reruns: List[str],
+        self, path: str, source: str, lineno: int, off: int, raw: bytes, reason: Optional[str]
     ) -> None:
         """Report a malformed line; if it is torn, also process the record that follows."""
         torn = _TORN_B.search(raw, 1)
-        text = raw.decode("utf-8", "replace")
         if torn is not None:
             self._malformed(
                 path,
                 lineno,
                 _type_of(raw),
-                "torn record: another record starts at column "
-                f"{torn.start() + 1} (the first part was cut off)",
+                f"torn record: another record starts at column {torn.start() + 1} "
+                "(the first part was cut off)",
             )
-            self._tail_record(path, lineno, off + torn.start(), raw[torn.start() :], jobs, reruns)
+            self._tail_record(path, source, lineno, off + torn.start(), raw[torn.start() :])
             return
         if reason is None:
             try:
-                parse_line(text)
+                parse_line(raw.decode("utf-8", "replace"))
                 reason = "bad record prefix"
             except ParseError as err:
                 reason = str(err)
         self._malformed(path, lineno, _type_of(raw), reason)
 
-    def _tail_record(
-        self, path: str, lineno: int, off: int, raw: bytes, jobs: List[str], reruns: List[str]
-    ) -> None:
+    def _tail_record(self, path: str, source: str, lineno: int, off: int, raw: bytes) -> None:
+        """The record after the cut in a torn line: counted and stored like any other."""
         text = raw.decode("utf-8", "replace").replace("\x00", "")
         try:
             rec = parse_line(text)
@@ -383,12 +398,13 @@ class Ingester:
             elif rec.rtype == "R":
                 row = rerun_row(rec, self.opts.server)
         except ParseError as err:
-            self._bad_line(path, lineno, off, raw, str(err), jobs, reruns)
+            self._bad_line(path, source, lineno, off, raw, str(err))
             return
         self.summary.count(rec.rtype)[0] += 1
         if row is not None:
             esc = "\\" in text or "\t" in text or "\r" in text
-            (jobs if rec.rtype == "E" else reruns).append(copy_line(row, off, esc))
+            target = self.jobs if rec.rtype == "E" else self.reruns
+            target.append(copy_line(row, source, off, esc))
 
 
 def _type_of(raw: bytes) -> str:
