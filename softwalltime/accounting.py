@@ -363,6 +363,18 @@ RERUN_COLUMNS = (
 _RR_TIME_POS = (2, 6, 7)
 
 
+_FJ_INT_KEYS = (
+    "ctime",
+    "start",
+    "end",
+    "Exit_status",
+    "Resource_List.ncpus",
+    "Resource_List.ngpus",
+    "Resource_List.nodect",
+    "run_count",
+)
+
+
 def finished_job_row(rec: Record, server: Optional[str] = None) -> Optional[Tuple[Any, ...]]:
     """Like :func:`finished_job`, as a tuple in ``FINISHED_JOB_COLUMNS`` order with times as
     UTC epoch seconds (the ingester's fast path: no datetime objects).
@@ -371,6 +383,75 @@ def finished_job_row(rec: Record, server: Optional[str] = None) -> Optional[Tupl
     """
     if rec.rtype != "E" or not _is_history_ident(rec):
         return None
+    # Fast path for the clean common case; anything unusual (a missing or unparsable
+    # value, a bound exceeded, an array subjob) goes to _finished_job_row_checked, which
+    # is the specification and gives the precise error. Tests check the two agree.
+    a = rec.attrs
+    g = a.get
+    ident = rec.ident
+    seq_text, _dot, suffix = ident.partition(".")
+    user = g("user")
+    try:
+        ctime, start, end, status, ncpus, ngpus, nodect, runs = [
+            int(v) if v else None for v in map(g, _FJ_INT_KEYS)
+        ]
+    except ValueError:
+        return _finished_job_row_checked(rec, server)
+    wall = _DURATION_CACHE.get(g("Resource_List.walltime") or "")
+    used = _DURATION_CACHE.get(g("resources_used.walltime") or "")
+    soft_text = g("Resource_List.soft_walltime")
+    soft = _DURATION_CACHE.get(soft_text) if soft_text else None
+    mem_text = g("Resource_List.mem")
+    mem = _SIZE_CACHE.get(mem_text) if mem_text else None
+    if (
+        not user
+        or not (server or suffix)
+        or not seq_text.isdigit()
+        or not seq_text.isascii()
+        or len(seq_text) > 18
+        or (_dot and not suffix)
+        or ctime is None
+        or end is None
+        or not 0 < ctime <= _EPOCH_MAX
+        or not 0 < end <= _EPOCH_MAX
+        or (start is not None and not 0 < start <= _EPOCH_MAX)
+        or wall is None
+        or used is None
+        or (soft_text and soft is None)
+        or (mem_text and mem is None)
+        or max(abs(status or 0), ncpus or 0, ngpus or 0, nodect or 0, runs or 0) > _INT4_MAX
+        or min(ncpus or 0, ngpus or 0, nodect or 0, runs or 0) < 0
+    ):
+        return _finished_job_row_checked(rec, server)
+    return (
+        server or suffix,
+        ident,
+        ctime,
+        int(seq_text),
+        None,
+        user,
+        g("group"),
+        g("project"),
+        g("account"),
+        g("queue"),
+        g("jobname"),
+        wall,
+        soft,
+        used,
+        start,
+        end,
+        status,
+        ncpus,
+        ngpus,
+        nodect,
+        mem,
+        g("Resource_List.select"),
+        runs,
+    )
+
+
+def _finished_job_row_checked(rec: Record, server: Optional[str]) -> Tuple[Any, ...]:
+    """finished_job_row() field by field, with a precise ParseError for a bad field."""
     seq, index, suffix, _parent = parse_job_id(rec.ident)
     a = rec.attrs
     user = a.get("user")
