@@ -112,7 +112,8 @@ def generate(directory: Path, n_jobs: int, seed: int = 42) -> dict[str, int]:
                 f"Resource_List.select={nodes}:ncpus={min(ncpus, 2)}:mem=4gb "
                 f"Resource_List.walltime={_hms(walltime)}"
             )
-            host = f"exec_host=n{seq % 120:03d}/0*{min(ncpus, 2)} exec_vnode=(n{seq % 120:03d}:ncpus={min(ncpus, 2)})"
+            node, per = f"n{seq % 120:03d}", min(ncpus, 2)
+            host = f"exec_host={node}/0*{per} exec_vnode=({node}:ncpus={per})"
             ts = time.strftime("%m/%d/%Y %H:%M:%S", time.gmtime(ctime))
             out.write(f"{ts};Q;{ident};{info} {rl} \n")
             runs = 1
@@ -120,7 +121,8 @@ def generate(directory: Path, n_jobs: int, seed: int = 42) -> dict[str, int]:
                 # A rerun: first run requeued after a while, then the final run.
                 first_end = start + run // 3
                 out.write(
-                    f"{ts};S;{ident};{info} start={start} {host} {rl} resource_assigned.ncpus={ncpus} \n"
+                    f"{ts};S;{ident};{info} start={start} {host} {rl} "
+                    f"resource_assigned.ncpus={ncpus} \n"
                     f"{ts};R;{ident};{info} start={start} {host} {rl} session={seq % 65536} "
                     f"end={first_end} Exit_status=-11 resources_used.cpupercent=90 "
                     f"resources_used.cput={_hms(run // 3)} resources_used.mem=1048576kb "
@@ -133,10 +135,12 @@ def generate(directory: Path, n_jobs: int, seed: int = 42) -> dict[str, int]:
                 end = start + run
                 runs = 2
             out.write(
-                f"{ts};S;{ident};{info} start={start} {host} {rl} resource_assigned.ncpus={ncpus} \n"
+                f"{ts};S;{ident};{info} start={start} {host} {rl} "
+                f"resource_assigned.ncpus={ncpus} \n"
                 f"{ts};E;{ident};{info} start={start} {host} {rl} session={seq % 65536} "
                 f"end={end} Exit_status=0 resources_used.cpupercent=95 "
-                f"resources_used.cput={_hms(run * ncpus)} resources_used.mem={rng.randint(1, 9999999)}kb "
+                f"resources_used.cput={_hms(run * ncpus)} "
+                f"resources_used.mem={rng.randint(1, 9999999)}kb "
                 f"resources_used.ncpus={ncpus} resources_used.vmem=2097152kb "
                 f"resources_used.walltime={_hms(run)} run_count={runs}\n"
             )

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import psycopg2
 import pytest
+from softwalltime_ingest import __main__ as ingest_main
+from softwalltime_ingest.load import LOCK_KEY
 
 from softwalltime import accounting as acct
 from softwalltime import cli
 from softwalltime.errors import ParseError
-from softwalltime_ingest import __main__ as ingest_main
-from softwalltime_ingest.load import LOCK_KEY
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
