@@ -32,6 +32,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ingest options, for both front ends."""
     parser.add_argument(
@@ -58,6 +68,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_BATCH_SIZE,
         metavar="N",
         help="stored records per transaction (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_non_negative,
+        default=0,
+        metavar="N",
+        help="parse in N worker processes when there is much to read (backfills on a host "
+        "with idle cores; default 0: parse in this process)",
     )
     parser.add_argument(
         "--progress",
@@ -94,6 +112,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         server=args.server or settings.server,
         batch_size=args.batch_size,
         progress=progress,
+        workers=args.workers,
     )
     summary = run(opts)
     print(summary.render(), flush=True)

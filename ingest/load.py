@@ -204,36 +204,6 @@ def _copy(cur: Any, table: str, lines: List[str]) -> None:
     cur.copy_expert(f"COPY {table} FROM STDIN", io.BytesIO(data), size=1 << 20)
 
 
-_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-NULL = "\\N"
-
-
-def copy_line(row: Tuple[Any, ...], source: str, offset: int, escape: bool) -> str:
-    """One COPY text-format line for ``row`` plus its source file and offset.
-
-    :param row: values from finished_job_row() or rerun_row()
-    :param source: the file's path, already COPY-escaped (see copy_text())
-    :param offset: byte offset of the record in its file
-    :param escape: the source line contained a backslash, tab or CR, so text values must
-        be escaped (checked once per line by the caller: the common case needs nothing)
-    """
-    if escape:
-        values = [
-            NULL if v is None else (v.translate(_ESCAPES) if isinstance(v, str) else str(v))
-            for v in row
-        ]
-    else:
-        values = [NULL if v is None else str(v) for v in row]
-    values.append(source)
-    values.append(str(offset))
-    return "\t".join(values)
-
-
-def copy_text(text: str) -> str:
-    """Escape one text value for COPY's text format."""
-    return text.translate(_ESCAPES)
-
-
 def count_rows(conn: Any, table: str) -> Optional[int]:
     """Row count of one of our tables (used by the summary and the benchmark)."""
     if table not in ("finished_jobs", "job_reruns", "ingest_checkpoints"):

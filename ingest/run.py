@@ -1,20 +1,23 @@
 """One ingest run: lock, find files, read new complete lines, parse, load in batches, summarise.
 
-Lines are handled as bytes in large chunks; only E and R records (the ones stored) are
-decoded and fully tokenized. Every other line gets its ``date;T;ID;`` prefix validated and
-is counted, so a malformed line of any type is reported as ``file:line: reason``.
+Files are read in chunks of whole lines. Chunks are parsed (ingest/parse.py) in worker
+processes when there is much to read, in this process otherwise, and their results are
+consumed strictly in file order: rows go into batches, and a batch is committed together
+with the checkpoint of every file it covers (ingest/load.py), on a worker thread.
 """
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import logging
-import re
+import multiprocessing
+import os
 import sys
 import time
-from typing import IO, Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import IO, Deque, Dict, List, NamedTuple, Optional, Tuple, Union
 
-from softwalltime.accounting import RECORD_TYPES, finished_job_row, parse_line, rerun_row
-from softwalltime.errors import ParseError
+from softwalltime.accounting import RECORD_TYPES
 
 from .files import (
     Checkpoint,
@@ -28,23 +31,19 @@ from .files import (
     looks_like_accounting_name,
     plan,
 )
-from .load import Committer, Loader, connect, copy_line, copy_text
+from .load import Committer, Loader, connect
+from .parse import MALFORMED_TYPE, SHOW_MALFORMED, Chunk, copy_text, parse_chunk
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_SIZE = 10000
-# Malformed lines shown one by one; the rest are only counted.
-SHOW_MALFORMED = 10
 # A batch is also committed after this many lines per stored row of batch size, so a long
 # stretch of Q/S records still moves the checkpoint forward.
 _LINES_PER_ROW = 20
 _PROGRESS_EVERY_S = 0.5
-
-_PREFIX_B = re.compile(rb"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;[A-Za-z];[^;]+;")
-_TORN_B = re.compile(rb"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;[A-Za-z];")
-_TYPES_B = {k.encode("ascii"): k for k in RECORD_TYPES}
-_HASH, _SEMI = ord("#"), ord(";")
-MALFORMED_TYPE = "?"  # malformed lines whose record type cannot be told
+# Parse worker processes pay off only when there is a lot to read (a backfill, a first
+# run) and spare cores; a cron run reads a few kB and always parses in-process.
+PARALLEL_MIN_BYTES = 16 << 20
 
 
 class Options(NamedTuple):
@@ -56,6 +55,7 @@ class Options(NamedTuple):
     server: Optional[str]  # PBS server name; None: each job id's suffix
     batch_size: int = DEFAULT_BATCH_SIZE
     progress: bool = False
+    workers: int = 0  # parse processes; 0: parse in this process
 
 
 class Summary:
@@ -170,6 +170,25 @@ class _Progress:
             self.stream.flush()
 
 
+class _FileEnd(NamedTuple):
+    """Queued after a file's last chunk: where its checkpoint goes once all is consumed."""
+
+    f: LogFile
+    end: int
+    lineno: int
+    pending: int
+    state: str
+    error: Optional[str]
+
+
+class _ChunkJob(NamedTuple):
+    f: LogFile
+    end: int  # byte offset after the chunk
+    lineno: int  # line number of the chunk's last line
+    nlines: int
+    result: Union[Chunk, concurrent.futures.Future[Chunk]]
+
+
 class Ingester:
     """Runs one ingest over a loader session.
 
@@ -183,23 +202,13 @@ class Ingester:
         self.summary = Summary()
         self.progress = _Progress(opts.progress, progress_stream)
         self.committer: Optional[Committer] = None
+        self.pool: Optional[concurrent.futures.ProcessPoolExecutor] = None
+        self.inflight: Deque[Union[_ChunkJob, _FileEnd]] = collections.deque()
+        self.max_inflight = 1
         self.jobs: List[str] = []
         self.reruns: List[str] = []
         self.checkpoints: Dict[str, Checkpoint] = {}
         self.batch_lines = 0
-
-    # -- reporting -------------------------------------------------------------------
-
-    def _malformed(self, path: str, lineno: int, rtype: str, reason: str) -> None:
-        s = self.summary
-        s.malformed += 1
-        c = s.count(rtype)
-        c[0] += 1
-        c[2] += 1
-        if s.malformed <= SHOW_MALFORMED:
-            log.warning("%s:%d: %s", path, lineno, reason)
-
-    # -- the work --------------------------------------------------------------------
 
     def files(self) -> List[str]:
         if self.opts.paths:
@@ -213,35 +222,38 @@ class Ingester:
         started = time.monotonic()
         checkpoints = self.loader.checkpoints()
         by_identity = index_checkpoints(checkpoints)
+        todo: List[Tuple[LogFile, Plan]] = []
+        for path in self.files():
+            try:
+                f = inspect(path)
+            except FileError as err:
+                self._fail(str(err))
+                continue
+            p = plan(f, checkpoints.get(f.path), by_identity)
+            if p.note:
+                self.summary.notes.append(f"{f.path}: {p.note}")
+                log.info("%s: %s", f.path, p.note)
+            if f.fingerprint is None:
+                self.summary.notes.append(f"{f.path}: no complete line yet; left for the next run")
+                self._state("waiting")
+            elif p.state == "unchanged":
+                self._state("unchanged")
+            else:
+                todo.append((f, p))
+        # Archives count as big: their uncompressed size is unknown until read.
+        work = sum(f.size - p.offset if not f.compressed else PARALLEL_MIN_BYTES for f, p in todo)
+        if self.opts.workers > 0 and work >= PARALLEL_MIN_BYTES:
+            self._start_pool(self.opts.workers)
         self.committer = Committer(self.loader)
         try:
-            for path in self.files():
-                try:
-                    f = inspect(path)
-                except FileError as err:
-                    self._fail(str(err))
-                    continue
-                p = plan(f, checkpoints.get(f.path), by_identity)
-                if p.note:
-                    self.summary.notes.append(f"{f.path}: {p.note}")
-                    log.info("%s: %s", f.path, p.note)
-                if f.fingerprint is None:
-                    self.summary.notes.append(
-                        f"{f.path}: no complete line yet; left for the next run"
-                    )
-                    self._state("waiting")
-                    continue
-                if p.state == "unchanged":
-                    self._state("unchanged")
-                    continue
-                try:
-                    self._ingest(f, p)
-                except FileError as err:
-                    self._fail(str(err))
-                    continue
-                self._state(p.state)
+            for f, p in todo:
+                self._read(f, p)
+            while self.inflight:
+                self._consume()
             self._flush()
         finally:
+            if self.pool is not None:
+                self.pool.shutdown(cancel_futures=True)
             self.committer.finish()
         self.summary.count("E")[1] += self.committer.inserted_jobs
         self.summary.count("R")[1] += self.committer.inserted_reruns
@@ -253,6 +265,14 @@ class Ingester:
         self.summary.seconds = time.monotonic() - started
         return self.summary
 
+    def _start_pool(self, workers: int) -> None:
+        # fork is cheap and needs no re-import; the workers are started here, before the
+        # committer thread exists, so no thread's lock is ever copied into a child.
+        ctx = multiprocessing.get_context("fork")
+        self.pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx)
+        list(self.pool.map(_warm_up, range(workers)))
+        self.max_inflight = 2 * workers  # bounded read-ahead: memory stays flat
+
     def _state(self, state: str) -> None:
         self.summary.file_states[state] = self.summary.file_states.get(state, 0) + 1
 
@@ -260,6 +280,84 @@ class Ingester:
         log.error("%s", message)
         self.summary.failed.append(message)
         self._state("unusable")
+
+    def _read(self, f: LogFile, p: Plan) -> None:
+        """Queue ``f``'s new chunks for parsing, then a marker for its end."""
+        source = copy_text(f.path)
+        reader = Reader(f, p.offset)
+        lineno = p.line_number
+        pos = p.offset
+        error = None
+        try:
+            for start, data in reader.chunks():
+                nlines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+                result: Union[Chunk, concurrent.futures.Future[Chunk]]
+                if self.pool is not None:
+                    result = self.pool.submit(
+                        parse_chunk, data, start, lineno, source, self.opts.server
+                    )
+                else:
+                    result = parse_chunk(data, start, lineno, source, self.opts.server)
+                lineno += nlines
+                pos = start + len(data)
+                self._push(_ChunkJob(f, pos, lineno, nlines, result))
+                self.summary.bytes_read += len(data)
+        except FileError as err:
+            error = str(err)
+        self._push(_FileEnd(f, pos, lineno, reader.pending, p.state, error))
+
+    def _push(self, item: Union[_ChunkJob, _FileEnd]) -> None:
+        self.inflight.append(item)
+        while len(self.inflight) > self.max_inflight:
+            self._consume()
+
+    def _consume(self) -> None:
+        """Take the oldest queued item: its rows into the batch, its checkpoint when done."""
+        item = self.inflight.popleft()
+        s = self.summary
+        if isinstance(item, _FileEnd):
+            f = item.f
+            if item.end != 0 or f.path in self.checkpoints:
+                self.checkpoints[f.path] = Checkpoint(
+                    f.path, f.inode, f.fingerprint or "", item.end, item.lineno
+                )
+            if item.error is not None:
+                self._fail(item.error)
+            else:
+                self._state(item.state)
+            if item.pending:
+                s.notes.append(
+                    f"{f.path}:{item.lineno + 1}: incomplete last line ({item.pending} bytes) "
+                    "left for the next run"
+                )
+            return
+        chunk = item.result if isinstance(item.result, Chunk) else item.result.result()
+        f = item.f
+        batch_size = self.opts.batch_size
+        for is_rerun, line, end, lineno in chunk.rows:
+            (self.reruns if is_rerun else self.jobs).append(line)
+            if len(self.jobs) + len(self.reruns) >= batch_size:
+                self.checkpoints[f.path] = Checkpoint(
+                    f.path, f.inode, f.fingerprint or "", end, lineno
+                )
+                self._flush()
+        for rtype, (read, bad) in chunk.counts.items():
+            c = s.count(rtype)
+            c[0] += read
+            c[2] += bad
+        for lineno, reason in chunk.malformed:
+            if s.malformed < SHOW_MALFORMED:
+                log.warning("%s:%d: %s", f.path, lineno, reason)
+            s.malformed += 1
+        s.malformed += chunk.malformed_total - len(chunk.malformed)
+        s.ignored_lines += chunk.ignored
+        self.batch_lines += item.nlines
+        if self.batch_lines >= batch_size * _LINES_PER_ROW:
+            self.checkpoints[f.path] = Checkpoint(
+                f.path, f.inode, f.fingerprint or "", item.end, item.lineno
+            )
+            self._flush()
+        self.progress.update(s.bytes_read, s.records)
 
     def _flush(self) -> None:
         """Hand the current batch (rows and checkpoints) to the committer."""
@@ -270,147 +368,9 @@ class Ingester:
         self.jobs, self.reruns, self.checkpoints = [], [], {}
         self.batch_lines = 0
 
-    def _ingest(self, f: LogFile, p: Plan) -> None:
-        """Read ``f`` from the plan's offset to its last complete line, batching rows."""
-        s = self.summary
-        server = self.opts.server
-        batch_size = self.opts.batch_size
-        max_lines = batch_size * _LINES_PER_ROW
-        path = f.path
-        source = copy_text(path)
-        counts = s.counts
-        lineno = p.line_number
-        reader = Reader(f, p.offset)
-        pos = p.offset
-        fingerprint = f.fingerprint or ""
-        jobs, reruns = self.jobs, self.reruns
-        batch_lines = self.batch_lines
 
-        for start, data in reader.chunks():
-            lines = data.split(b"\n")
-            if not lines[-1]:
-                lines.pop()
-            pos = start
-            for raw in lines:
-                lineno += 1
-                off = pos
-                pos += len(raw) + 1
-                batch_lines += 1
-                if not raw or raw[0] == _HASH or raw[0] == _SEMI or raw.isspace():
-                    s.ignored_lines += 1
-                    continue
-                t = raw[20:21]
-                if t == b"E" or t == b"R":
-                    text = raw.decode("utf-8", "replace")
-                    if "\x00" in text:
-                        text = text.replace("\x00", "")  # PostgreSQL text cannot hold NUL
-                    try:
-                        rec = parse_line(text)
-                        if rec.duplicate_keys:
-                            raise ParseError(
-                                "key(s) {} appear twice: possibly forged through an unescaped "
-                                "value (PBS issue #1013); not stored".format(
-                                    ", ".join(rec.duplicate_keys)
-                                )
-                            )
-                        if rec.rtype == "E":
-                            row = finished_job_row(rec, server)
-                        else:
-                            row = rerun_row(rec, server)
-                    except ParseError as err:
-                        self._bad_line(path, source, lineno, off, raw, str(err))
-                        continue
-                    c = counts.get(rec.rtype) or s.count(rec.rtype)
-                    c[0] += 1
-                    if row is None:
-                        continue
-                    esc = "\\" in text or "\t" in text or "\r" in text
-                    if rec.rtype == "E":
-                        jobs.append(copy_line(row, source, off, esc))
-                    else:
-                        reruns.append(copy_line(row, source, off, esc))
-                    if len(jobs) + len(reruns) < batch_size:
-                        continue
-                else:
-                    rtype = _TYPES_B.get(t)
-                    if (
-                        rtype is None
-                        or _PREFIX_B.match(raw) is None
-                        or (raw.count(b";") > 3 and _TORN_B.search(raw, 20) is not None)
-                    ):
-                        self._bad_line(path, source, lineno, off, raw, None)
-                        continue
-                    c = counts.get(rtype) or s.count(rtype)
-                    c[0] += 1
-                    if batch_lines < max_lines:
-                        continue
-                # The batch is full: commit it with this file's position after this line.
-                end = min(pos, start + len(data))
-                self.checkpoints[path] = Checkpoint(path, f.inode, fingerprint, end, lineno)
-                self._flush()
-                jobs, reruns = self.jobs, self.reruns
-                batch_lines = 0
-            pos = start + len(data)
-            s.bytes_read += len(data)
-            self.progress.update(s.bytes_read, s.records)
-        self.batch_lines = batch_lines
-        if pos != p.offset or path in self.checkpoints:
-            self.checkpoints[path] = Checkpoint(path, f.inode, fingerprint, pos, lineno)
-        if reader.pending:
-            s.notes.append(
-                f"{path}:{lineno + 1}: incomplete last line ({reader.pending} bytes) "
-                "left for the next run"
-            )
-
-    def _bad_line(
-        self, path: str, source: str, lineno: int, off: int, raw: bytes, reason: Optional[str]
-    ) -> None:
-        """Report a malformed line; if it is torn, also process the record that follows."""
-        torn = _TORN_B.search(raw, 1)
-        if torn is not None:
-            self._malformed(
-                path,
-                lineno,
-                _type_of(raw),
-                f"torn record: another record starts at column {torn.start() + 1} "
-                "(the first part was cut off)",
-            )
-            self._tail_record(path, source, lineno, off + torn.start(), raw[torn.start() :])
-            return
-        if reason is None:
-            try:
-                parse_line(raw.decode("utf-8", "replace"))
-                reason = "bad record prefix"
-            except ParseError as err:
-                reason = str(err)
-        self._malformed(path, lineno, _type_of(raw), reason)
-
-    def _tail_record(self, path: str, source: str, lineno: int, off: int, raw: bytes) -> None:
-        """The record after the cut in a torn line: counted and stored like any other."""
-        text = raw.decode("utf-8", "replace").replace("\x00", "")
-        try:
-            rec = parse_line(text)
-            if rec.duplicate_keys:
-                raise ParseError("duplicate keys {}".format(", ".join(rec.duplicate_keys)))
-            row: Optional[Tuple[Any, ...]] = None
-            if rec.rtype == "E":
-                row = finished_job_row(rec, self.opts.server)
-            elif rec.rtype == "R":
-                row = rerun_row(rec, self.opts.server)
-        except ParseError as err:
-            self._bad_line(path, source, lineno, off, raw, str(err))
-            return
-        self.summary.count(rec.rtype)[0] += 1
-        if row is not None:
-            esc = "\\" in text or "\t" in text or "\r" in text
-            target = self.jobs if rec.rtype == "E" else self.reruns
-            target.append(copy_line(row, source, off, esc))
-
-
-def _type_of(raw: bytes) -> str:
-    if _PREFIX_B.match(raw) is not None:
-        return _TYPES_B.get(raw[20:21], MALFORMED_TYPE)
-    return MALFORMED_TYPE
+def _warm_up(_: int) -> int:
+    return os.getpid()
 
 
 def run(opts: Options, progress_stream: Optional[IO[str]] = None) -> Summary:

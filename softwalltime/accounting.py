@@ -397,12 +397,11 @@ def finished_job_row(rec: Record, server: Optional[str] = None) -> Optional[Tupl
         ]
     except ValueError:
         return _finished_job_row_checked(rec, server)
-    wall = _DURATION_CACHE.get(g("Resource_List.walltime") or "")
-    used = _DURATION_CACHE.get(g("resources_used.walltime") or "")
-    soft_text = g("Resource_List.soft_walltime")
-    soft = _DURATION_CACHE.get(soft_text) if soft_text else None
-    mem_text = g("Resource_List.mem")
-    mem = _SIZE_CACHE.get(mem_text) if mem_text else None
+    # The same helpers as the checked path: cached, and they raise the precise error.
+    wall = _duration(a, "Resource_List.walltime")
+    used = _duration(a, "resources_used.walltime")
+    soft = _duration(a, "Resource_List.soft_walltime")
+    mem = _size(a, "Resource_List.mem")
     if (
         not user
         or not (server or suffix)
@@ -415,10 +414,6 @@ def finished_job_row(rec: Record, server: Optional[str] = None) -> Optional[Tupl
         or not 0 < ctime <= _EPOCH_MAX
         or not 0 < end <= _EPOCH_MAX
         or (start is not None and not 0 < start <= _EPOCH_MAX)
-        or wall is None
-        or used is None
-        or (soft_text and soft is None)
-        or (mem_text and mem is None)
         or max(abs(status or 0), ncpus or 0, ngpus or 0, nodect or 0, runs or 0) > _INT4_MAX
         or min(ncpus or 0, ngpus or 0, nodect or 0, runs or 0) < 0
     ):

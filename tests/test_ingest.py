@@ -435,3 +435,16 @@ def test_server_option_names_the_server(capsys, fresh_dsn, tmp_path):
     code, out, _ = ingest(capsys, fresh_dsn, "--server", "edge", str(log))
     assert code == 0
     assert query(fresh_dsn, "SELECT server, job_id FROM finished_jobs") == [("edge", "6")]
+
+
+def test_worker_processes_give_the_same_result(capsys, fresh_dsn, big_log):
+    path, n = big_log
+    code, out, _ = ingest(capsys, fresh_dsn, "--workers", "2", "--batch-size", "3000", str(path))
+    assert code == 0
+    assert summary_row(out, "E") == (n, n, 0, 0)
+    assert count(fresh_dsn) == n
+    assert checkpoint(fresh_dsn, path) == (path.stat().st_size, n)
+    offsets = query(
+        fresh_dsn, "SELECT min(source_offset), count(DISTINCT source_offset) FROM finished_jobs"
+    )
+    assert offsets == [(0, n)]
