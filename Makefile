@@ -43,3 +43,7 @@ demo-stop:
 
 clean: demo-stop
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache
+
+## bench-ingest: 1,000,000-job accounting log from the HPC2N trace -> parse and load rates
+bench-ingest: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_ingest.py

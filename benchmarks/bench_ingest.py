@@ -186,9 +186,10 @@ def parse_only(directory: Path) -> None:
     )
 
 
-def _ingest(dsn: str, directory: Path) -> tuple[float, int, str]:
+def _ingest(dsn: str, directory: Path, extra: list[str]) -> tuple[float, int, str]:
     """Run the console script; return (seconds, peak RSS kB of that process, stdout)."""
     cmd = [str(BIN / "softwalltime-ingest"), "--dsn", dsn, "--no-progress", "--dir", str(directory)]
+    cmd += extra
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _pid, status, usage = os.wait4(proc.pid, 0)
@@ -255,6 +256,9 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1_000_000, help="E records in the big log")
     ap.add_argument("--small", type=int, default=100_000, help="E records in the small log")
     ap.add_argument("--keep", action="store_true", help="keep the generated logs in .bench/")
+    ap.add_argument(
+        "--workers", type=int, default=2, help="also run the big log with --workers N (0: skip)"
+    )
     args = ap.parse_args()
     if not TRACE.exists():
         sys.exit(f"missing trace {TRACE}")
@@ -272,22 +276,29 @@ def main() -> int:
     server = _Server()
     try:
         results = {}
-        for label, d, n in (("small", small, args.small), ("big", big, args.jobs)):
-            dsn = server.fresh(f"swt_bench_{label}")
-            dt, rss, out = _ingest(dsn, d)
+        runs: list[tuple[str, Path, int, list[str]]] = [
+            ("small", small, args.small, []),
+            ("big", big, args.jobs, []),
+        ]
+        if args.workers:
+            runs.append(("big-workers", big, args.jobs, ["--workers", str(args.workers)]))
+        for label, d, n, extra in runs:
+            dsn = server.fresh(f"swt_bench_{label.replace('-', '_')}")
+            dt, rss, out = _ingest(dsn, d, extra)
             rows = _rows(dsn)
-            dt2, rss2, out2 = _ingest(dsn, d)
+            dt2, rss2, out2 = _ingest(dsn, d, extra)
             rows2 = _rows(dsn)
             results[label] = (n, dt, rss, dt2, rows, rows2)
             print(
-                f"end to end ({label}, {n:,} E): {dt:.1f} s = {n / dt:,.0f} E records/s; "
+                f"end to end ({label}{' ' + ' '.join(extra) if extra else ''}, {n:,} E): "
+                f"{dt:.1f} s = {n / dt:,.0f} E records/s; "
                 f"rows {rows:,}; no-op re-run {dt2:.2f} s adding {rows2 - rows} rows; "
-                f"peak RSS {rss / 1024:.0f} MB",
+                f"peak RSS {rss / 1024:.0f} MB (ingesting process)",
                 flush=True,
             )
             if label == "big":
                 print(out.rstrip())
-            server.drop(f"swt_bench_{label}")
+            server.drop(f"swt_bench_{label.replace('-', '_')}")
         s, b = results["small"], results["big"]
         print(
             f"memory: peak RSS {s[2] / 1024:.0f} MB for {s[0]:,} E records, "
