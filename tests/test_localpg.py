@@ -23,7 +23,7 @@ def test_cluster_starts_answers_and_stops():
     # Not pytest's tmp_path: when we are root the server runs as 'postgres', which cannot
     # enter pytest's private (0700) base directory.
     tmp_path = Path(tempfile.mkdtemp(prefix="swt-localpg-"))
-    cluster = localpg.LocalCluster(tmp_path / "pg")
+    cluster = localpg.LocalCluster(tmp_path)
     cluster.start()
     try:
         assert cluster.is_running()
@@ -34,7 +34,7 @@ def test_cluster_starts_answers_and_stops():
             cur.execute("SHOW listen_addresses")
             assert cur.fetchone()[0] == "127.0.0.1"
         conn.close()
-        assert localpg.main(["dsn", str(tmp_path / "pg")]) == 0
+        assert localpg.main(["dsn", str(tmp_path)]) == 0
     finally:
         cluster.destroy()
         shutil.rmtree(tmp_path, ignore_errors=True)
