@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 HOOK_PATH := softwalltime/__init__.py softwalltime/errors.py softwalltime/units.py \
              softwalltime/config.py softwalltime/predict.py softwalltime/decide.py \
              softwalltime/lookup.py softwalltime/hooklog.py hooks/softwalltime_hook.py
-LINTED    := softwalltime ingest hooks migrations tests benchmarks
+LINTED    := $(wildcard softwalltime ingest hooks migrations tests benchmarks)
 
 .PHONY: test lint pytest demo demo-stop clean
 
