@@ -295,3 +295,9 @@ def test_predict_command_errors(capsys):
         cli.main(["--dsn", DSN, "predict", "--user", "a", "--walltime", "tomorrow"])
     assert exit_.value.code == 2
     assert "not a duration" in capsys.readouterr().err
+
+
+def test_example_hook_config_is_valid():
+    settings = load_settings(str(REPO / "hooks" / "softwalltime_hook.json"), environ={})
+    assert settings.predictor == "v3" and settings.dsn and settings.sys_path
+    assert settings.connect_timeout_s == 1.0 and settings.statement_timeout_ms == 250
