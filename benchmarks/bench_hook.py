@@ -41,6 +41,7 @@ from psycopg2.extensions import make_dsn
 from softwalltime import db, decide, lookup
 from softwalltime.config import load_settings, redact_dsn
 from softwalltime.localpg import LocalCluster
+from softwalltime.predict import PREDICTORS, predict
 
 REPO = Path(__file__).resolve().parents[1]
 EPOCH = 1_767_225_600  # 2026-01-01T00:00:00Z
@@ -199,6 +200,23 @@ def _hook_runs(settings_path: str, users: list[str], n: int) -> list[float]:
     return samples
 
 
+def _predict_throughput() -> None:
+    """predict() alone, as the replay evaluator calls it: 15-row histories, default params."""
+    rng = random.Random(5)
+    histories = [
+        [(rng.randint(0, 86400), rng.choice([None, 3600, 86400])) for _ in range(15)]
+        for _ in range(1000)
+    ]
+    figures = []
+    for predictor in PREDICTORS:
+        start = time.perf_counter()
+        for _ in range(100):
+            for history in histories:
+                predict(predictor, 86400, history)
+        figures.append(f"{predictor} {100_000 / (time.perf_counter() - start):,.0f}/s")
+    print("predict() calls per second (15-job history): " + ", ".join(figures))
+
+
 def _explain(dsn: str, user: str) -> None:
     conn = psycopg2.connect(dsn)
     try:
@@ -315,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             os.unlink(fh.name)
             lookup.close_cached()
         _explain(dsn, busiest)
+        _predict_throughput()
         _connect_timeout_check()
     finally:
         lookup.close_cached()

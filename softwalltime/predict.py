@@ -148,12 +148,13 @@ def predict_mean(
     reserve_s: int,
 ) -> Prediction:
     """v1 (``reserve_s=0``) and v2: mean runtime of the last ``v1_jobs`` jobs plus a reserve."""
+    limit = params.v1_jobs  # a local: NamedTuple attribute access is slow in the loop
     total = 0
     count = 0
     for runtime_s, _walltime in history:
         total += runtime_s
         count += 1
-        if count == params.v1_jobs:
+        if count == limit:
             break
     if count == 0:
         return Prediction(walltime_s, predictor, 0, None, REASON_NO_HISTORY)
@@ -166,18 +167,20 @@ def predict_v3(
     walltime_s: int, history: Sequence[HistoryRow], params: PredictorParams
 ) -> Prediction:
     """v3: the largest runtime/walltime ratio of the last ``v3_jobs`` jobs with walltime > 0."""
+    limit = params.v3_jobs  # a local: NamedTuple attribute access is slow in the loop
     best_rt = 0
-    best_wt = 0  # best ratio so far is best_rt / best_wt; 0/0 means "none yet"
+    best_wt = 0  # the best ratio so far is best_rt / best_wt; 0/0 means "none yet"
     count = 0
     for runtime_s, job_walltime_s in history:
-        if job_walltime_s is None or job_walltime_s <= 0:
+        if not job_walltime_s or job_walltime_s < 0:  # None, 0 or negative: no ratio
             continue
-        # Compare runtime_s/job_walltime_s > best_rt/best_wt without division.
-        if count == 0 or runtime_s * best_wt > best_rt * job_walltime_s:
+        # runtime_s/job_walltime_s >= best_rt/best_wt, exactly, without division; always
+        # true for the first usable job, where best_wt is 0 (equal ratios predict the same).
+        if runtime_s * best_wt >= best_rt * job_walltime_s:
             best_rt = runtime_s
             best_wt = job_walltime_s
         count += 1
-        if count == params.v3_jobs:
+        if count == limit:
             break
     if count == 0:
         return Prediction(walltime_s, "v3", 0, None, REASON_NO_HISTORY)
