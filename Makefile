@@ -5,8 +5,9 @@ BIN    := $(VENV)/bin
 
 # Code that pbs_server's embedded Python imports: Python 3.6+, stdlib + psycopg2 only.
 HOOK_PATH := softwalltime/__init__.py softwalltime/errors.py softwalltime/units.py \
-             softwalltime/config.py
-LINTED    := softwalltime ingest hooks migrations tests
+             softwalltime/config.py softwalltime/predict.py softwalltime/decide.py \
+             softwalltime/lookup.py softwalltime/hooklog.py hooks/softwalltime_hook.py
+LINTED    := $(wildcard softwalltime ingest hooks migrations tests benchmarks)
 
 .PHONY: test lint pytest demo demo-stop clean
 
@@ -44,6 +45,12 @@ demo-stop:
 clean: demo-stop
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache
 
+## bench-hook: hook decision time (warm/cold connection) over 1M history rows / 10k users
+.PHONY: bench-hook
+bench-hook: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_hook.py
+
 ## bench-ingest: 1,000,000-job accounting log from the HPC2N trace -> parse and load rates
+.PHONY: bench-ingest
 bench-ingest: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_ingest.py
