@@ -448,3 +448,18 @@ def test_worker_processes_give_the_same_result(capsys, fresh_dsn, big_log):
         fresh_dsn, "SELECT min(source_offset), count(DISTINCT source_offset) FROM finished_jobs"
     )
     assert offsets == [(0, n)]
+
+
+def test_cron_entry_runs_every_five_minutes_without_secrets():
+    cron = (REPO / "ingest" / "softwalltime-ingest.cron").read_text()
+    entries = [
+        line.split()
+        for line in cron.splitlines()
+        if line.strip() and not line.startswith("#") and "=" not in line.split()[0]
+    ]
+    assert len(entries) == 1
+    fields = entries[0]
+    assert fields[:6] == ["*/5", "*", "*", "*", "*", "root"]
+    assert fields[6] == "softwalltime-ingest" and "--no-progress" in fields
+    assert not re.search(r"://[^@\s]*:[^@\s]*@|password=", cron)  # no password in the crontab
+    assert "advisory lock" in cron and ".pgpass" in cron
