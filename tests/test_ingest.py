@@ -463,3 +463,21 @@ def test_cron_entry_runs_every_five_minutes_without_secrets():
     assert fields[6] == "softwalltime-ingest" and "--no-progress" in fields
     assert not re.search(r"://[^@\s]*:[^@\s]*@|password=", cron)  # no password in the crontab
     assert "advisory lock" in cron and ".pgpass" in cron
+
+
+def test_text_values_survive_copy_exactly(capsys, fresh_dsn, tmp_path):
+    log = tmp_path / "acct"
+    log.write_text(
+        "12/21/2009 15:27:00;E;1.s;user=u jobname=None queue=NoneQ "
+        "ctime=1261424924 end=1261425023\n"
+        "12/21/2009 15:27:00;E;2.s;user=u jobname=a\\b\tc ctime=1261424924 end=1261425023\n"
+        "12/21/2009 15:27:00;E;3.s;user=u jobname=x\x00y ctime=1261424924 end=1261425023\n"
+    )
+    code, out, _ = ingest(capsys, fresh_dsn, str(log))
+    assert code == 0
+    rows = query(fresh_dsn, "SELECT job_id, job_name, queue, account FROM finished_jobs ORDER BY 1")
+    assert rows == [
+        ("1.s", "None", "NoneQ", None),
+        ("2.s", "a\\b\tc", None, None),
+        ("3.s", "xy", None, None),  # NUL cannot be stored in PostgreSQL text; it is dropped
+    ]
