@@ -36,22 +36,13 @@ def copy_line(row: Tuple[Any, ...], source: str, offset: int, escape: bool) -> s
     :param escape: the source line contained a backslash, tab or CR, so text values must
         be escaped (checked once per line by the caller: the common case needs nothing)
     """
-    if not escape:
-        # All in C: str() every value, then the 'None's of the None values become \N. Exact
-        # when 'None' occurs once per None value, i.e. no text value contains 'None' (a job
-        # named None); otherwise the careful path below.
-        text = "\t".join(map(str, row))
-        nones = row.count(None)
-        if text.count("None") == nones:
-            if nones:
-                text = text.replace("None", NULL)
-            return f"{text}\t{source}\t{offset}"
-        values = [NULL if v is None else str(v) for v in row]
-    else:
+    if escape:
         values = [
             NULL if v is None else (v.translate(_ESCAPES) if isinstance(v, str) else str(v))
             for v in row
         ]
+    else:
+        values = [NULL if v is None else str(v) for v in row]
     values.append(source)
     values.append(str(offset))
     return "\t".join(values)
