@@ -204,17 +204,6 @@ def _copy(cur: Any, table: str, lines: List[str]) -> None:
     cur.copy_expert(f"COPY {table} FROM STDIN", io.BytesIO(data), size=1 << 20)
 
 
-def count_rows(conn: Any, table: str) -> Optional[int]:
-    """Row count of one of our tables (used by the summary and the benchmark)."""
-    if table not in ("finished_jobs", "job_reruns", "ingest_checkpoints"):
-        raise ValueError(table)
-    with conn.cursor() as cur:
-        cur.execute(f"SELECT count(*) FROM {table}")  # noqa: S608 -- fixed names
-        n = cur.fetchone()[0]
-    conn.commit()
-    return int(n)
-
-
 class Committer:
     """Commits batches on a worker thread, so parsing goes on while PostgreSQL works.
 
