@@ -1,7 +1,7 @@
 """One ingest run: lock, find files, read new complete lines, parse, load in batches, summarise.
 
-Files are read in chunks of whole lines. Chunks are parsed (ingest/parse.py) in worker
-processes when there is much to read, in this process otherwise, and their results are
+Files are read in chunks of whole lines. Chunks are parsed (ingest/parse.py) in this
+process, or in worker processes when asked (``--workers``) and there is much to read; results are
 consumed strictly in file order: rows go into batches, and a batch is committed together
 with the checkpoint of every file it covers (ingest/load.py), on a worker thread.
 """
