@@ -23,7 +23,7 @@ R record) plus ``finished_jobs.runtime_s`` (the E record describes only the last
 import datetime
 import itertools
 import re
-from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from .errors import ParseError
 from .units import parse_duration, parse_size
@@ -31,6 +31,7 @@ from .units import parse_duration, parse_size
 __all__ = [
     "RECORD_TYPES",
     "Record",
+    "attribute_keys_ok",
     "finished_job",
     "finished_job_row",
     "parse_job_id",
@@ -112,6 +113,15 @@ def _key_ok(key: str) -> bool:
     if ok and len(_GOOD_KEYS) < _KEY_CACHE_MAX:
         _GOOD_KEYS.add(key)
     return ok
+
+
+def attribute_keys_ok(keys: Iterable[str]) -> bool:
+    """True if every key is a valid attribute name ``[A-Za-z_][\\w.]*`` (what tokenize()
+    accepts as a key); cached, so the usual keys cost one set test in C.
+
+    :param keys: attribute names (iterated at most twice)
+    """
+    return _GOOD_KEYS.issuperset(keys) or all(map(_key_ok, keys))
 
 
 def tokenize(message: str) -> Tuple[Dict[str, str], Tuple[str, ...]]:
