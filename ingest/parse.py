@@ -14,7 +14,7 @@ import gc
 import itertools
 import operator
 import re
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from softwalltime.accounting import (
     RECORD_TYPES,
@@ -42,25 +42,103 @@ _AT_TYPE = operator.itemgetter(20)  # the record type's byte in a line with a go
 _KNOWN_TYPES_B = frozenset(ord(k) for k in RECORD_TYPES)
 _ER_TYPES = re.compile(b"[ER]")
 _DATE = re.compile(r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d\Z")
-# ctime start end Exit_status ncpus ngpus nodect run_count, tab-joined ('' when absent),
-# each in the canonical form str(int()) would give and well inside its bounds; anything
-# else (an 11-digit epoch, a leading zero, a sign, a zero time) takes the checked path.
-_E_INTS = (
-    ("ctime", "start", "end", "Exit_status")
-    + tuple("Resource_List." + k for k in ("ncpus", "ngpus", "nodect"))
-    + ("run_count",)
-)
+# How the fast path matches an E record's message: one regex per layout (the sequence of
+# keys, which one writer repeats on every line), with the stored numbers validated in it.
+# Each number must be in the canonical form str(int()) gives and well inside its bounds;
+# anything else (an 11-digit epoch, a leading zero, a zero time) fails the match and takes
+# the checked path.
 _EPOCH = "[1-9][0-9]{0,9}"
-_COUNT = "(?:0|[1-9][0-9]{0,8})"
-_E_INTS_RE = re.compile(
-    rf"{_EPOCH}\t(?:{_EPOCH})?\t{_EPOCH}\t(?:0|-?[1-9][0-9]{{0,8}})?"
-    rf"\t{_COUNT}?\t{_COUNT}?\t{_COUNT}?\t{_COUNT}?\Z"
+_COUNT = "0|[1-9][0-9]{0,8}"
+_FIELDS: Tuple[Tuple[str, str], ...] = (
+    ("user", "[^ ]++"),
+    ("ctime", _EPOCH),
+    ("start", _EPOCH + "|"),
+    ("end", _EPOCH),
+    ("Exit_status", "0|-?[1-9][0-9]{0,8}|"),
+    ("Resource_List.ncpus", _COUNT + "|"),
+    ("Resource_List.ngpus", _COUNT + "|"),
+    ("Resource_List.nodect", _COUNT + "|"),
+    ("run_count", _COUNT + "|"),
+    ("Resource_List.walltime", "[^ ]*+"),
+    ("Resource_List.soft_walltime", "[^ ]*+"),
+    ("resources_used.walltime", "[^ ]*+"),
+    ("Resource_List.mem", "[^ ]*+"),
+    ("group", "[^ ]*+"),
+    ("project", "[^ ]*+"),
+    ("account", "[^ ]*+"),
+    ("queue", "[^ ]*+"),
+    ("jobname", "[^ ]*+"),
+    ("Resource_List.select", "[^ ]*+"),
 )
-_E_TEXTS = ("group", "project", "account", "queue", "jobname")
+_REQUIRED = frozenset(("user", "ctime", "end"))
+_FIRST_TEXT = 13  # _FIELDS from here on are text: NULL when absent, '' when empty
+_TEMPLATES_MAX = 64
+
+
+class _Template(NamedTuple):
+    """A compiled layout: its regex and where each of _FIELDS is in the match."""
+
+    regex: re.Pattern[str]
+    groups: Tuple[int, ...]  # group number of each of _FIELDS (the last, empty one if absent)
+    absent_text: Tuple[int, ...]  # positions in _FIELDS of text fields the layout lacks
+
+
+# Templates by number of words, most recently built first; layouts already looked at
+# (None: not a layout the fast path takes); layouts seen once (a template is built on the
+# second sighting, so a log whose every line differs compiles nothing).
+_TEMPLATES: Dict[int, List[_Template]] = {}
+_LAYOUTS: Dict[Tuple[str, ...], Optional[_Template]] = {}
+_SEEN_ONCE: Set[Tuple[str, ...]] = set()
+
+
+def _template(keys: Tuple[str, ...]) -> Optional[_Template]:
+    """The regex for messages with exactly these keys, in this order (None: not taken)."""
+    if not _REQUIRED.issubset(keys):
+        return None
+    patterns = dict(_FIELDS)
+    where: Dict[str, int] = {}
+    parts = []
+    for key in keys:
+        pattern = patterns.get(key)
+        if pattern is None:
+            parts.append(re.escape(key) + "=[^ ]*+")
+        else:
+            where[key] = len(where) + 1
+            parts.append(f"{re.escape(key)}=({pattern})")
+    last = len(where) + 1
+    regex = re.compile(" ".join(parts) + "()")
+    groups = tuple(where.get(key, last) for key, _ in _FIELDS)
+    absent = tuple(i for i, (key, _) in enumerate(_FIELDS) if i >= _FIRST_TEXT and key not in where)
+    return _Template(regex, groups, absent)
+
+
+def _learn(message: str) -> Optional[_Template]:
+    """Look at a message no template matched; build a template for its layout if worth it."""
+    words = message.split(" ")
+    try:
+        keys = tuple(map(operator.itemgetter(0), map(str.split, words, _EQ, _ONE)))
+    except ValueError:
+        return None
+    if len(set(keys)) != len(keys) or not attribute_keys_ok(keys):
+        return None
+    if keys in _LAYOUTS:
+        return None  # the layout has its template: a value did not match it
+    if keys not in _SEEN_ONCE:
+        if len(_SEEN_ONCE) >= _TEMPLATES_MAX * 16:
+            _SEEN_ONCE.clear()
+        _SEEN_ONCE.add(keys)
+        return None
+    if len(_LAYOUTS) >= _TEMPLATES_MAX:
+        _LAYOUTS.clear()
+        _TEMPLATES.clear()
+    tpl = _LAYOUTS[keys] = _template(keys)
+    if tpl is not None:
+        _TEMPLATES.setdefault(len(keys), []).insert(0, tpl)
+    return tpl
+
+
 _EQ = itertools.repeat("=")
 _ONE = itertools.repeat(1)
-_EMPTY = itertools.repeat("")
-_NULLS = itertools.repeat(NULL)
 _INT4_MAX = 2**31 - 1
 _INT8_MAX = 2**63 - 1
 # COPY text of durations and sizes by their log text: few distinct values repeat.
@@ -128,29 +206,32 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
     ident, message = parts[2], parts[3]
     if ";" in message or '="' in message or "='" in message:
         return None
-    words = message.split(" ")
-    try:
-        attrs = dict(map(str.split, words, _EQ, _ONE))
-    except ValueError:
-        return None  # a word without '='
-    if len(attrs) != len(words) or not attribute_keys_ok(attrs):
-        return None
     seq_text, dot, suffix = ident.partition(".")
-    g = attrs.get
-    user = g("user")
     if (
-        not user
-        or not (suffix or (server and not dot))
+        not (suffix or (server and not dot))
         or not seq_text.isdigit()
         or not seq_text.isascii()
         or len(seq_text) > 18
     ):
         return None
-    ints = "\t".join(map(g, _E_INTS, _EMPTY))
-    if _E_INTS_RE.match(ints) is None:
-        return None
-    ctime, start_end_status_counts = ints.split("\t", 1)
+    m = None
+    for tpl in _TEMPLATES.get(message.count(" ") + 1, ()):
+        m = tpl.regex.fullmatch(message)
+        if m is not None:
+            break
+    else:
+        tpl = _learn(message)  # type: ignore[assignment]
+        if tpl is None:
+            return None
+        m = tpl.regex.fullmatch(message)
+        if m is None:
+            return None
+    values = list(m.group(*tpl.groups))
+    for i in tpl.absent_text:
+        values[i] = NULL
     (
+        user,
+        ctime,
         start,
         end,
         status,
@@ -158,28 +239,33 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
         ngpus,
         nodect,
         runs,
-    ) = start_end_status_counts.split("\t")
-    wall = g("Resource_List.walltime")
+        wall,
+        soft,
+        used,
+        mem,
+        group,
+        project,
+        account,
+        queue,
+        jobname,
+        select,
+    ) = values
     if wall:
         wall = _DURATIONS.get(wall) or _duration_text(wall)
         if wall is None:
             return None
-    soft = g("Resource_List.soft_walltime")
     if soft:
         soft = _DURATIONS.get(soft) or _duration_text(soft)
         if soft is None:
             return None
-    used = g("resources_used.walltime")
     if used:
         used = _DURATIONS.get(used) or _duration_text(used)
         if used is None:
             return None
-    mem = g("Resource_List.mem")
     if mem:
         mem = _SIZES.get(mem) or _size_text(mem)
         if mem is None:
             return None
-    group, project, account, queue, jobname = map(g, _E_TEXTS, _NULLS)
     return "\t".join(
         (
             server or suffix,
@@ -203,7 +289,7 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
             ngpus or NULL,
             nodect or NULL,
             mem or NULL,
-            g("Resource_List.select", NULL),
+            select,
             runs or NULL,
             source,
             str(offset),
