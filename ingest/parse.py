@@ -41,7 +41,6 @@ _E = ord("E")
 _AT_TYPE = operator.itemgetter(20)  # the record type's byte in a line with a good prefix
 _KNOWN_TYPES_B = frozenset(ord(k) for k in RECORD_TYPES)
 _ER_TYPES = re.compile(b"[ER]")
-_DATE = re.compile(r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d\Z")
 # How the fast path matches an E record's message: one regex per layout (the sequence of
 # keys, which one writer repeats on every line), with the stored numbers validated in it.
 # Each number must be in the canonical form str(int()) gives and well inside its bounds;
@@ -71,7 +70,10 @@ _FIELDS: Tuple[Tuple[str, str], ...] = (
     ("Resource_List.select", "[^ ]*+"),
 )
 _REQUIRED = frozenset(("user", "ctime", "end"))
-_FIRST_TEXT = 13  # _FIELDS from here on are text: NULL when absent, '' when empty
+# The line's prefix: groups 1-4 are the job id, its sequence number, the dot and the suffix.
+_E_PREFIX = r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;E;(([0-9]{1,18})(?:(\.)([^;]*+))?);"
+_PREFIX_GROUPS = (1, 2, 3, 4)
+_FIRST_TEXT = len(_PREFIX_GROUPS) + 13  # values from here on are text: NULL when absent
 _TEMPLATES_MAX = 64
 
 
@@ -79,8 +81,10 @@ class _Template(NamedTuple):
     """A compiled layout: its regex and where each of _FIELDS is in the match."""
 
     regex: re.Pattern[str]
-    groups: Tuple[int, ...]  # group number of each of _FIELDS (the last, empty one if absent)
-    absent_text: Tuple[int, ...]  # positions in _FIELDS of text fields the layout lacks
+    # group numbers of the job id parts, then of each of _FIELDS (the last, empty group
+    # if the layout lacks the key)
+    groups: Tuple[int, ...]
+    absent_text: Tuple[int, ...]  # positions in groups of text fields the layout lacks
 
 
 # Templates by number of words, most recently built first; layouts already looked at
@@ -103,12 +107,16 @@ def _template(keys: Tuple[str, ...]) -> Optional[_Template]:
         if pattern is None:
             parts.append(re.escape(key) + "=[^ ]*+")
         else:
-            where[key] = len(where) + 1
+            where[key] = len(_PREFIX_GROUPS) + len(where) + 1
             parts.append(f"{re.escape(key)}=({pattern})")
-    last = len(where) + 1
-    regex = re.compile(" ".join(parts) + "()")
-    groups = tuple(where.get(key, last) for key, _ in _FIELDS)
-    absent = tuple(i for i, (key, _) in enumerate(_FIELDS) if i >= _FIRST_TEXT and key not in where)
+    last = len(_PREFIX_GROUPS) + len(where) + 1
+    regex = re.compile(_E_PREFIX + " ".join(parts) + "()")
+    groups = _PREFIX_GROUPS + tuple(where.get(key, last) for key, _ in _FIELDS)
+    absent = tuple(
+        len(_PREFIX_GROUPS) + i
+        for i, (key, _) in enumerate(_FIELDS)
+        if len(_PREFIX_GROUPS) + i >= _FIRST_TEXT and key not in where
+    )
     return _Template(regex, groups, absent)
 
 
@@ -192,44 +200,40 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
     """
     # Trailing whitespace is not part of any value (parse_line() strips it too).
     line = text.rstrip()
-    parts = line.split(";", 3)
     if (
-        len(parts) != 4
-        or parts[1] != "E"
-        or "\\" in line
+        "\\" in line
         or "\t" in line
         or "\r" in line
         or "\n" in line
-        or _DATE.match(parts[0]) is None
-    ):
-        return None
-    ident, message = parts[2], parts[3]
-    if ";" in message or '="' in message or "='" in message:
-        return None
-    seq_text, dot, suffix = ident.partition(".")
-    if (
-        not (suffix or (server and not dot))
-        or not seq_text.isdigit()
-        or not seq_text.isascii()
-        or len(seq_text) > 18
+        or line.count(";") != 3  # a ';' in the message: maybe a torn line
+        or '="' in line
+        or "='" in line
     ):
         return None
     m = None
-    for tpl in _TEMPLATES.get(message.count(" ") + 1, ()):
-        m = tpl.regex.fullmatch(message)
+    # A line has one space in its date and one between each two words of its message.
+    for tpl in _TEMPLATES.get(line.count(" "), ()):
+        m = tpl.regex.fullmatch(line)
         if m is not None:
             break
     else:
-        tpl = _learn(message)  # type: ignore[assignment]
+        parts = line.split(";", 3)
+        if len(parts) != 4 or parts[1] != "E":
+            return None
+        tpl = _learn(parts[3])  # type: ignore[assignment]
         if tpl is None:
             return None
-        m = tpl.regex.fullmatch(message)
+        m = tpl.regex.fullmatch(line)
         if m is None:
             return None
     values = list(m.group(*tpl.groups))
     for i in tpl.absent_text:
         values[i] = NULL
     (
+        ident,
+        seq_text,
+        dot,
+        suffix,
         user,
         ctime,
         start,
@@ -250,6 +254,8 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
         jobname,
         select,
     ) = values
+    if not (suffix or (server and not dot)):
+        return None
     if wall:
         wall = _DURATIONS.get(wall) or _duration_text(wall)
         if wall is None:
