@@ -71,7 +71,7 @@ _FIELDS: Tuple[Tuple[str, str], ...] = (
 )
 _REQUIRED = frozenset(("user", "ctime", "end"))
 # The line's prefix: groups 1-4 are the job id, its sequence number, the dot and the suffix.
-_E_PREFIX = r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;E;(([0-9]{1,18})(?:(\.)([^;]*+))?);"
+_E_PREFIX = r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;E;((0|[1-9][0-9]{0,17})(?:(\.)([^;]*+))?);"
 _PREFIX_GROUPS = (1, 2, 3, 4)
 _FIRST_TEXT = len(_PREFIX_GROUPS) + 13  # values from here on are text: NULL when absent
 _TEMPLATES_MAX = 64
@@ -277,7 +277,7 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
             server or suffix,
             ident,
             ctime,
-            str(int(seq_text)),
+            seq_text,
             NULL,
             user,
             group,
@@ -338,6 +338,7 @@ class Chunk(NamedTuple):
     malformed: List[Tuple[int, str]]  # (line number, reason), the first SHOW_MALFORMED
     malformed_total: int
     ignored: int  # blank and comment lines
+    lines: int  # lines in the chunk
 
 
 class _State:
@@ -422,7 +423,7 @@ def _parse_clean(
                 continue
         counts[chr(raw[20])][0] -= 1  # counted again by _record()
         _record(st, text, raw, source, server, lineno + i + 1, off, end)
-    return Chunk(rows, counts, st.malformed, st.malformed_total, 0)
+    return Chunk(rows, counts, st.malformed, st.malformed_total, 0, len(lines))
 
 
 def _parse_lines(
@@ -470,7 +471,7 @@ def _parse_lines(
                 continue
             c = counts.get(rtype) or st.count(rtype)
             c[0] += 1
-    return Chunk(st.rows, counts, st.malformed, st.malformed_total, ignored)
+    return Chunk(st.rows, counts, st.malformed, st.malformed_total, ignored, len(lines))
 
 
 def _record(

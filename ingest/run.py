@@ -12,6 +12,7 @@ import collections
 import concurrent.futures
 import logging
 import multiprocessing
+import operator
 import os
 import sys
 import time
@@ -44,6 +45,8 @@ _PROGRESS_EVERY_S = 0.5
 # Parse worker processes pay off only when there is a lot to read (a backfill, a first
 # run) and spare cores; a cron run reads a few kB and always parses in-process.
 PARALLEL_MIN_BYTES = 16 << 20
+_IS_RERUN = operator.itemgetter(0)  # of a Chunk row
+_LINE = operator.itemgetter(1)
 
 
 class Options(NamedTuple):
@@ -290,14 +293,15 @@ class Ingester:
         error = None
         try:
             for start, data in reader.chunks():
-                nlines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
                 result: Union[Chunk, concurrent.futures.Future[Chunk]]
                 if self.pool is not None:
+                    nlines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
                     result = self.pool.submit(
                         parse_chunk, data, start, lineno, source, self.opts.server
                     )
                 else:
                     result = parse_chunk(data, start, lineno, source, self.opts.server)
+                    nlines = result.lines
                 lineno += nlines
                 pos = start + len(data)
                 self._push(_ChunkJob(f, pos, lineno, nlines, result))
@@ -334,9 +338,18 @@ class Ingester:
         chunk = item.result if isinstance(item.result, Chunk) else item.result.result()
         f = item.f
         batch_size = self.opts.batch_size
-        for is_rerun, line, end, lineno in chunk.rows:
-            (self.reruns if is_rerun else self.jobs).append(line)
+        rows = chunk.rows
+        i = 0
+        while i < len(rows):
+            part = rows[i : i + max(1, batch_size - len(self.jobs) - len(self.reruns))]
+            i += len(part)
+            if any(map(_IS_RERUN, part)):
+                for is_rerun, line, _end, _lineno in part:
+                    (self.reruns if is_rerun else self.jobs).append(line)
+            else:
+                self.jobs.extend(map(_LINE, part))  # in C: the common case
             if len(self.jobs) + len(self.reruns) >= batch_size:
+                _r, _l, end, lineno = part[-1]
                 self.checkpoints[f.path] = Checkpoint(
                     f.path, f.inode, f.fingerprint or "", end, lineno
                 )
