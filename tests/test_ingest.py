@@ -13,8 +13,12 @@ from pathlib import Path
 
 import psycopg2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from softwalltime_ingest import __main__ as ingest_main
+from softwalltime_ingest import parse as parse_module
 from softwalltime_ingest.load import LOCK_KEY
+from softwalltime_ingest.parse import _parse_lines, copy_line, e_copy_line, parse_chunk
 
 from softwalltime import accounting as acct
 from softwalltime import cli
@@ -481,3 +485,155 @@ def test_text_values_survive_copy_exactly(capsys, fresh_dsn, tmp_path):
         ("2.s", "a\\b\tc", None, None),
         ("3.s", "xy", None, None),  # NUL cannot be stored in PostgreSQL text; it is dropped
     ]
+
+
+# --- the parser's fast paths against the reference ------------------------------------
+
+_E_BASE = {
+    "user": "alice",
+    "group": "phys",
+    "project": "_pbs_project_default",
+    "jobname": "relax",
+    "queue": "workq",
+    "ctime": "1743598800",
+    "qtime": "1743598800",
+    "start": "1743598862",
+    "exec_vnode": "(n001:ncpus=8)",
+    "Resource_List.mem": "4gb",
+    "Resource_List.ncpus": "8",
+    "Resource_List.ngpus": "0",
+    "Resource_List.nodect": "1",
+    "Resource_List.select": "1:ncpus=8:mem=4gb",
+    "Resource_List.walltime": "04:00:00",
+    "Resource_List.soft_walltime": "01:00:00",
+    "end": "1743602591",
+    "Exit_status": "0",
+    "resources_used.walltime": "01:02:09",
+    "run_count": "1",
+    "account": "acc",
+}
+_FIELD_KEYS = st.sampled_from(sorted(_E_BASE) + ["session", "x", "_y.z"])
+_ODD_VALUES = st.one_of(
+    st.sampled_from(
+        ["", "0", "00", "007", "-1", "-0", "+3", "1_0", "2147483648", "99999999999", "1e3"]
+        + ["4 gb", "1:2:3:4", "10:00", "-01:00", "5000000p", '"q"', "'q", "a;b", "None"]
+        + ["\\N", "a\\b", "t\tb", "é", "٣", "1.5", " "]
+    ),
+    st.integers(-(2**40), 2**40).map(str),
+    st.text(alphabet="0123456789:=;\"' .-\\\té", max_size=12),
+)
+
+
+@st.composite
+def _e_lines(draw):
+    attrs = dict(_E_BASE)
+    for key in draw(st.lists(st.sampled_from(sorted(_E_BASE)), max_size=4)):
+        attrs.pop(key, None)  # a missing field
+    for key, value in draw(st.lists(st.tuples(_FIELD_KEYS, _ODD_VALUES), max_size=3)):
+        attrs[key] = value  # an odd value, or an extra key
+    words = [f"{k}={v}" for k, v in attrs.items()]
+    words = draw(st.permutations(words))
+    if draw(st.booleans()):
+        words += draw(st.lists(st.sampled_from(["user=bob", "free", "=x", ""]), max_size=2))
+    ident = draw(
+        st.one_of(
+            st.sampled_from(["5012.pbs01", "5012", "5012.", "0.s", "05.s", "7[3].s", "7[].s"]),
+            st.sampled_from(["R5.s", "license", "5012.a b", "1234567890123456789.s"]),
+            st.from_regex(r"[0-9]{1,20}(\.[a-z0-9.]{0,6})?", fullmatch=True),
+        )
+    )
+    rtype = draw(st.sampled_from(["E", "E", "E", "R", "Q"]))
+    date = draw(st.sampled_from(["04/02/2025 14:03:11", "4/02/2025 14:03:11"]))
+    tail = draw(st.sampled_from(["", "\n", " \n", "\r\n"]))
+    return f"{date};{rtype};{ident};{' '.join(words)}{tail}"
+
+
+def _reference_copy_line(text: str, server: str | None) -> str | None:
+    """What the checked path stores for a line (None: nothing, or an error)."""
+    try:
+        rec = acct.parse_line(text)
+        if rec.duplicate_keys or rec.rtype != "E":
+            return None
+        row = acct.finished_job_row(rec, server)
+    except ParseError:
+        return None
+    if row is None:
+        return None
+    return copy_line(row, "src", 7, "\\" in text or "\t" in text or "\r" in text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(line=_e_lines(), server=st.sampled_from([None, "srv"]))
+def test_e_fast_path_equals_the_checked_path(line, server):
+    expected = _reference_copy_line(line, server)
+    for _ in range(2):  # a layout gets its template on its second sighting
+        got = e_copy_line(line, "src", 7, server)
+        assert got is None or got == expected
+
+
+def test_e_fast_path_takes_clean_real_records():
+    lines = [
+        line
+        for path in (LOCAL, EXAMPLES)
+        for line in path.read_text().splitlines()
+        if ";E;" in line and '="' not in line
+    ]
+    taken = 0
+    for line in lines * 2:
+        got = e_copy_line(line, "src", 7, None)
+        assert got is None or got == _reference_copy_line(line, None)
+        taken += got is not None
+    assert taken >= len(lines) // 2  # most clean E records skip the checked path
+
+
+_OTHER_LINES = st.sampled_from(
+    [
+        "04/02/2025 14:00:00;Q;5012.pbs01;queue=workq \n",
+        "04/02/2025 14:00:01;S;5012.pbs01;user=alice start=1743598862 \n",
+        "04/02/2025 14:00:02;L;license;floating license hour:0 day:0 avail:0\n",
+        "04/02/2025 14:00:03;R;5013.pbs01;user=a ctime=1 end=2 run_count=1\n",
+        "04/02/2025 14:00:04;X;5012.pbs01;queue=workq\n",
+        "04/02/2025 14:00:05;Q;5012.pbs01;a=1;b\n",
+        "04/02/2025 14:00:06;Q;5012.pbs01;queue=w04/02/2025 14:00:07;Q;5014.pbs01;queue=w\n",
+        "04/02/2025 14:00:08;E;99.s;user=u ctime=10 end=2004/02/2025 14:00:09;E;98.s;user=v\n",
+        "\n",
+        "# comment\n",
+        "   \n",
+        "garbage\n",
+        "04/02/2025 14:00:10;Q;;queue=workq\n",
+        "04/02/2025 14:00:11;S;5012.pbs01;a=\x00b\n",
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lines=st.lists(st.one_of(_e_lines(), _OTHER_LINES), max_size=12),
+    start=st.integers(0, 10**6),
+    server=st.sampled_from([None, "srv"]),
+)
+def test_parse_chunk_equals_the_line_by_line_reference(lines, start, server):
+    data = "".join(line if line.endswith("\n") else line + "\n" for line in lines).encode()
+    for chunk in (data, data.rstrip(b"\n")):  # an archive's last line may lack its newline
+        got = parse_chunk(chunk, start, 3, "src", server)
+        assert got == _parse_lines(chunk, start, 3, "src", server, fast=False)
+
+
+def test_parse_chunk_on_real_samples_equals_the_reference():
+    paths = [p for p in SAMPLES.iterdir() if p.suffix == ".log"] + [EXAMPLES]
+    assert len(paths) >= 5
+    for path in paths:
+        data = path.read_bytes()
+        for server in (None, "srv"):
+            got = parse_chunk(data, 0, 0, "src", server)
+            assert got == _parse_lines(data, 0, 0, "src", server, fast=False), path
+
+
+def test_clean_chunk_takes_the_bulk_path(monkeypatch, template_e):
+    data = "".join(
+        e_line(template_e, n).replace(";E;", ";Q;") + e_line(template_e, n) for n in range(1, 5)
+    ).encode()
+    expected = _parse_lines(data, 0, 0, "src", None, False)
+    assert expected.counts == {"Q": [4, 0], "E": [4, 0]} and len(expected.rows) == 4
+    monkeypatch.setattr(parse_module, "_parse_lines", None)  # must not be needed
+    assert parse_chunk(data, 0, 0, "src", None) == expected
