@@ -48,6 +48,10 @@ _ER_TYPES = re.compile(b"[ER]")
 # the checked path.
 _EPOCH = "[1-9][0-9]{0,9}"
 _COUNT = "0|[1-9][0-9]{0,8}"
+# Any other value: up to the next space. (Lines with a quote, a ';' in the message or a
+# character COPY must escape are declined before or after the match: cheaper in C than
+# character classes in the regex.)
+_TEXT = "[^ ]*+"
 _FIELDS: Tuple[Tuple[str, str], ...] = (
     ("user", "[^ ]++"),
     ("ctime", _EPOCH),
@@ -58,16 +62,16 @@ _FIELDS: Tuple[Tuple[str, str], ...] = (
     ("Resource_List.ngpus", _COUNT + "|"),
     ("Resource_List.nodect", _COUNT + "|"),
     ("run_count", _COUNT + "|"),
-    ("Resource_List.walltime", "[^ ]*+"),
-    ("Resource_List.soft_walltime", "[^ ]*+"),
-    ("resources_used.walltime", "[^ ]*+"),
-    ("Resource_List.mem", "[^ ]*+"),
-    ("group", "[^ ]*+"),
-    ("project", "[^ ]*+"),
-    ("account", "[^ ]*+"),
-    ("queue", "[^ ]*+"),
-    ("jobname", "[^ ]*+"),
-    ("Resource_List.select", "[^ ]*+"),
+    ("Resource_List.walltime", _TEXT),
+    ("Resource_List.soft_walltime", _TEXT),
+    ("resources_used.walltime", _TEXT),
+    ("Resource_List.mem", _TEXT),
+    ("group", _TEXT),
+    ("project", _TEXT),
+    ("account", _TEXT),
+    ("queue", _TEXT),
+    ("jobname", _TEXT),
+    ("Resource_List.select", _TEXT),
 )
 _REQUIRED = frozenset(("user", "ctime", "end"))
 # The line's prefix: groups 1-4 are the job id, its sequence number, the dot and the suffix.
@@ -105,7 +109,7 @@ def _template(keys: Tuple[str, ...]) -> Optional[_Template]:
     for key in keys:
         pattern = patterns.get(key)
         if pattern is None:
-            parts.append(re.escape(key) + "=[^ ]*+")
+            parts.append(f"{re.escape(key)}={_TEXT}")
         else:
             where[key] = len(_PREFIX_GROUPS) + len(where) + 1
             parts.append(f"{re.escape(key)}=({pattern})")
@@ -205,9 +209,8 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
         or "\t" in line
         or "\r" in line
         or "\n" in line
-        or line.count(";") != 3  # a ';' in the message: maybe a torn line
-        or '="' in line
-        or "='" in line
+        or '"' in line  # maybe a quoted value: the checked path unquotes it
+        or "'" in line
     ):
         return None
     m = None
@@ -226,6 +229,8 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
         m = tpl.regex.fullmatch(line)
         if m is None:
             return None
+    if line.rfind(";") != m.end(1):
+        return None  # a ';' in the message: maybe a torn line
     values = list(m.group(*tpl.groups))
     for i in tpl.absent_text:
         values[i] = NULL
