@@ -86,10 +86,13 @@ _INSERTS = {
         ("job_reruns", _STAGE_RERUNS, RERUN_COLUMNS),
     )
 }
-_UPSERT_CHECKPOINT = (
+# Every checkpoint of a batch in one statement (a batch of small daily files covers many).
+_UPSERT_CHECKPOINTS = (
     "INSERT INTO ingest_checkpoints (path, inode, fingerprint, byte_offset, line_number, "
-    "updated_at) VALUES (%(path)s, %(inode)s, %(fingerprint)s, %(byte_offset)s, "
-    "%(line_number)s, now()) ON CONFLICT (path) DO UPDATE SET inode = EXCLUDED.inode, "
+    "updated_at) SELECT path, inode, fingerprint, byte_offset, line_number, now() "
+    "FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[]) "
+    "AS c(path, inode, fingerprint, byte_offset, line_number) "
+    "ON CONFLICT (path) DO UPDATE SET inode = EXCLUDED.inode, "
     "fingerprint = EXCLUDED.fingerprint, byte_offset = EXCLUDED.byte_offset, "
     "line_number = EXCLUDED.line_number, updated_at = EXCLUDED.updated_at"
 )
@@ -196,8 +199,9 @@ class Loader:
                 if reruns:
                     _copy(cur, _STAGE_RERUNS, reruns)
                     inserted_reruns = _insert(cur, "job_reruns")
-                for cp in checkpoints:
-                    cur.execute(_UPSERT_CHECKPOINT, cp._asdict())
+                if checkpoints:
+                    # One row per path: the caller keeps them in a dict by path.
+                    cur.execute(_UPSERT_CHECKPOINTS, [list(c) for c in zip(*checkpoints)])
             self.conn.commit()
         except psycopg2.Error as err:
             try:

@@ -637,3 +637,24 @@ def test_clean_chunk_takes_the_bulk_path(monkeypatch, template_e):
     assert expected.counts == {"Q": [4, 0], "E": [4, 0]} and len(expected.rows) == 4
     monkeypatch.setattr(parse_module, "_parse_lines", None)  # must not be needed
     assert parse_chunk(data, 0, 0, "src", None) == expected
+
+
+def test_a_batch_holding_stored_rows_keeps_them_once_and_stores_the_new(
+    capsys, fresh_dsn, tmp_path, template_e
+):
+    first = tmp_path / "20250101"
+    first.write_text("".join(e_line(template_e, n) for n in range(1, 4)))
+    assert ingest(capsys, fresh_dsn, str(first))[0] == 0
+    # The same records again (a copy under another name) and one new: the plain INSERT
+    # meets a unique violation, the batch goes again with ON CONFLICT DO NOTHING.
+    again = tmp_path / "20250102"
+    again.write_text(first.read_text() + e_line(template_e, 4))
+    code, out, _ = ingest(capsys, fresh_dsn, str(again))
+    assert code == 0
+    assert summary_row(out, "E")[:2] == (4, 1)  # read 4, stored 1
+    assert query(fresh_dsn, "SELECT job_id, source_file FROM finished_jobs ORDER BY 1") == [
+        ("1.vm", str(first)),
+        ("2.vm", str(first)),
+        ("3.vm", str(first)),
+        ("4.vm", str(again)),
+    ]
