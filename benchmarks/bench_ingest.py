@@ -10,7 +10,10 @@ with ids and times shifted until there are enough E records; ~3 % of jobs get an
 (a rerun) before their E. Files are daily, named YYYYMMDD as PBS names them.
 
 Reported:
-* parse-only records/s (softwalltime.accounting on every line, rows built for E and R);
+* parse-only records/s (softwalltime.accounting on every line, rows built for E and R: the
+  checked reference path);
+* parse-only E records/s of the ingester's own parser (ingest/parse.py: bulk checks, the E
+  fast path straight to COPY lines), file by file as the ingester reads them;
 * end to end E records/s: ``softwalltime-ingest --dir`` into an empty, migrated database;
 * the second (no-op) run over the unchanged files;
 * peak RSS of the ingester for two log sizes (memory must not grow with the log).
@@ -186,6 +189,24 @@ def parse_only(directory: Path) -> None:
     )
 
 
+def parse_chunks(directory: Path) -> None:
+    """The ingester's parser (no database): whole files through parse_chunk()."""
+    from softwalltime_ingest.parse import parse_chunk
+
+    n = e = 0
+    t0 = time.perf_counter()
+    for path in sorted(p for p in directory.iterdir() if not p.name.startswith(".")):
+        chunk = parse_chunk(path.read_bytes(), 0, 0, str(path), None)
+        n += sum(c[0] for c in chunk.counts.values())
+        e += chunk.counts.get("E", [0])[0]
+    dt = time.perf_counter() - t0
+    print(
+        f"parse only, ingester's parser: {n:,} records in {dt:.1f} s = {n / dt:,.0f} records/s "
+        f"({e / dt:,.0f} E records/s)",
+        flush=True,
+    )
+
+
 def _ingest(dsn: str, directory: Path, extra: list[str]) -> tuple[float, int, str]:
     """Run the console script; return (seconds, peak RSS kB of that process, stdout)."""
     cmd = [str(BIN / "softwalltime-ingest"), "--dsn", dsn, "--no-progress", "--dir", str(directory)]
@@ -272,6 +293,7 @@ def main() -> int:
             print(f"reusing generated {d}", flush=True)
 
     parse_only(big)
+    parse_chunks(big)
 
     server = _Server()
     try:
