@@ -14,7 +14,7 @@ import gc
 import itertools
 import operator
 import re
-from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from softwalltime.accounting import (
     RECORD_TYPES,
@@ -89,6 +89,7 @@ class _Template(NamedTuple):
     # if the layout lacks the key)
     groups: Tuple[int, ...]
     absent_text: Tuple[int, ...]  # positions in groups of text fields the layout lacks
+    pick: Callable[[Tuple[Any, ...]], Tuple[Any, ...]]  # m.groups() -> values in groups order
 
 
 # Templates by number of words, most recently built first; layouts already looked at
@@ -97,6 +98,7 @@ class _Template(NamedTuple):
 _TEMPLATES: Dict[int, List[_Template]] = {}
 _LAYOUTS: Dict[Tuple[str, ...], Optional[_Template]] = {}
 _SEEN_ONCE: Set[Tuple[str, ...]] = set()
+_LAST: List[Optional[_Template]] = [None]  # the template that matched last: tried first
 
 
 def _template(keys: Tuple[str, ...]) -> Optional[_Template]:
@@ -121,7 +123,7 @@ def _template(keys: Tuple[str, ...]) -> Optional[_Template]:
         for i, (key, _) in enumerate(_FIELDS)
         if len(_PREFIX_GROUPS) + i >= _FIRST_TEXT and key not in where
     )
-    return _Template(regex, groups, absent)
+    return _Template(regex, groups, absent, operator.itemgetter(*(g - 1 for g in groups)))
 
 
 def _learn(message: str) -> Optional[_Template]:
@@ -213,25 +215,29 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
         or "'" in line
     ):
         return None
-    m = None
-    # A line has one space in its date and one between each two words of its message.
-    for tpl in _TEMPLATES.get(line.count(" "), ()):
-        m = tpl.regex.fullmatch(line)
-        if m is not None:
-            break
-    else:
-        parts = line.split(";", 3)
-        if len(parts) != 4 or parts[1] != "E":
-            return None
-        tpl = _learn(parts[3])  # type: ignore[assignment]
-        if tpl is None:
-            return None
-        m = tpl.regex.fullmatch(line)
-        if m is None:
-            return None
+    tpl: Optional[_Template] = _LAST[0]
+    m = None if tpl is None else tpl.regex.fullmatch(line)
+    if m is None:
+        # A line has one space in its date and one between each two words of its message.
+        for tpl in _TEMPLATES.get(line.count(" "), ()):
+            m = tpl.regex.fullmatch(line)
+            if m is not None:
+                break
+        else:
+            parts = line.split(";", 3)
+            if len(parts) != 4 or parts[1] != "E":
+                return None
+            tpl = _learn(parts[3])
+            if tpl is None:
+                return None
+            m = tpl.regex.fullmatch(line)
+            if m is None:
+                return None
+        _LAST[0] = tpl
+    assert tpl is not None  # for mypy: m came from tpl
     if line.rfind(";") != m.end(1):
         return None  # a ';' in the message: maybe a torn line
-    values = list(m.group(*tpl.groups))
+    values = list(tpl.pick(m.groups()))
     for i in tpl.absent_text:
         values[i] = NULL
     (
