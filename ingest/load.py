@@ -237,7 +237,8 @@ def _insert(cur: Any, table: str) -> int:
 
 def _copy(cur: Any, table: str, lines: List[str]) -> None:
     data = ("\n".join(lines) + "\n").encode("utf-8")
-    cur.copy_expert(f"COPY {table} FROM STDIN", io.BytesIO(data), size=1 << 20)
+    # One read of the whole buffer: each read needs the GIL, which the parser holds.
+    cur.copy_expert(f"COPY {table} FROM STDIN", io.BytesIO(data), size=len(data))
 
 
 class Committer:
