@@ -22,7 +22,7 @@ users_allow / users_deny          SOFTWALLTIME_USERS_ALLOW / _DENY    [] (comma 
 queues_allow / queues_deny        SOFTWALLTIME_QUEUES_ALLOW / _DENY   []
 sys_path                          SOFTWALLTIME_SYS_PATH               [] (os.pathsep list in env)
 debug                             SOFTWALLTIME_DEBUG                  false
-accounting_dir                    SOFTWALLTIME_ACCOUNTING_DIR         $PBS_HOME/server_priv/accounting
+accounting_dir                    SOFTWALLTIME_ACCOUNTING_DIR         $PBS_HOME/...
 server                            SOFTWALLTIME_SERVER                 (from job ids)
 ================================  ==================================  ===========
 
@@ -44,35 +44,34 @@ PREDICTORS = ("v1", "v2", "v3")
 DEFAULT_CONFIG_FILE = "/etc/softwalltime.json"
 ENV_PREFIX = "SOFTWALLTIME_"
 
-Settings = NamedTuple(
-    "Settings",
-    [
-        ("dsn", Optional[str]),
-        ("predictor", str),
-        ("v1_jobs", int),
-        ("v3_jobs", int),
-        ("reserve_s", int),
-        ("long_walltime_threshold_s", int),
-        ("long_walltime_factor", float),
-        ("runjob_min_wait_s", int),
-        ("override_existing", bool),
-        ("dry_run", bool),
-        ("connect_timeout_s", float),
-        ("statement_timeout_ms", int),
-        ("users_allow", Tuple[str, ...]),
-        ("users_deny", Tuple[str, ...]),
-        ("queues_allow", Tuple[str, ...]),
-        ("queues_deny", Tuple[str, ...]),
-        ("sys_path", Tuple[str, ...]),
-        ("debug", bool),
-        ("accounting_dir", Optional[str]),
-        ("server", Optional[str]),
-        ("source", str),
-    ],
-)
+
+class Settings(NamedTuple):
+    dsn: Optional[str]
+    predictor: str
+    v1_jobs: int
+    v3_jobs: int
+    reserve_s: int
+    long_walltime_threshold_s: int
+    long_walltime_factor: float
+    runjob_min_wait_s: int
+    override_existing: bool
+    dry_run: bool
+    connect_timeout_s: float
+    statement_timeout_ms: int
+    users_allow: Tuple[str, ...]
+    users_deny: Tuple[str, ...]
+    queues_allow: Tuple[str, ...]
+    queues_deny: Tuple[str, ...]
+    sys_path: Tuple[str, ...]
+    debug: bool
+    accounting_dir: Optional[str]
+    server: Optional[str]
+    source: str
+
+
 Settings.__doc__ = "Validated, immutable settings. ``source`` says where they came from."
 
-DEFAULTS = {
+DEFAULTS: Dict[str, Any] = {
     "dsn": None,
     "predictor": "v3",
     "v1_jobs": 2,
@@ -93,7 +92,7 @@ DEFAULTS = {
     "debug": False,
     "accounting_dir": None,
     "server": None,
-}  # type: Dict[str, Any]
+}
 
 _LIST_KEYS = ("users_allow", "users_deny", "queues_allow", "queues_deny", "sys_path")
 _INT_KEYS = (
@@ -109,10 +108,9 @@ _BOOL_KEYS = ("override_existing", "dry_run", "debug")
 _STR_KEYS = ("dsn", "predictor", "accounting_dir", "server")
 
 
-def _coerce(key, value, origin):
-    # type: (str, Any, str) -> Any
+def _coerce(key: str, value: Any, origin: str) -> Any:
     """Check and convert one value; ``origin`` names the file or variable for the error."""
-    where = "{}: key {!r}".format(origin, key)
+    where = f"{origin}: key {key!r}"
     if key in _BOOL_KEYS:
         if isinstance(value, bool):
             return value
@@ -120,41 +118,41 @@ def _coerce(key, value, origin):
             return True
         if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off", ""):
             return False
-        raise ConfigError("{}: expected true or false, got {!r}".format(where, value))
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
     if key in _INT_KEYS:
         if isinstance(value, bool):
-            raise ConfigError("{}: expected an integer, got {!r}".format(where, value))
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
         try:
             number = int(value)
         except (TypeError, ValueError):
-            raise ConfigError("{}: expected an integer, got {!r}".format(where, value)) from None
+            raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
         if number < 0:
-            raise ConfigError("{}: must not be negative, got {}".format(where, number))
+            raise ConfigError(f"{where}: must not be negative, got {number}")
         if key in ("v1_jobs", "v3_jobs") and number < 1:
-            raise ConfigError("{}: must be at least 1, got {}".format(where, number))
+            raise ConfigError(f"{where}: must be at least 1, got {number}")
         return number
     if key in _FLOAT_KEYS:
         if isinstance(value, bool):
-            raise ConfigError("{}: expected a number, got {!r}".format(where, value))
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
         try:
-            number = float(value)
+            real = float(value)
         except (TypeError, ValueError):
-            raise ConfigError("{}: expected a number, got {!r}".format(where, value)) from None
-        if not number > 0:
-            raise ConfigError("{}: must be greater than 0, got {}".format(where, number))
-        return number
+            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+        if not real > 0:
+            raise ConfigError(f"{where}: must be greater than 0, got {real}")
+        return real
     if key in _LIST_KEYS:
         if isinstance(value, str):
             sep = os.pathsep if key == "sys_path" else ","
             return tuple(x.strip() for x in value.split(sep) if x.strip())
         if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
             return tuple(value)
-        raise ConfigError("{}: expected a list of strings, got {!r}".format(where, value))
+        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
     if key in _STR_KEYS:
         if value is None:
             return None
         if not isinstance(value, str):
-            raise ConfigError("{}: expected a string, got {!r}".format(where, type(value).__name__))
+            raise ConfigError(f"{where}: expected a string, got {type(value).__name__!r}")
         if key == "predictor" and value not in PREDICTORS:
             raise ConfigError(
                 "{}: must be one of {}, got {!r}".format(where, ", ".join(PREDICTORS), value)
@@ -165,22 +163,24 @@ def _coerce(key, value, origin):
     raise ConfigError("{}: unknown key (known keys: {})".format(where, ", ".join(sorted(DEFAULTS))))
 
 
-def _read_file(path):
-    # type: (str) -> Dict[str, Any]
+def _read_file(path: str) -> Dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
     except OSError as err:
-        raise ConfigError("{}: cannot read configuration file: {}".format(path, err.strerror)) from err
+        raise ConfigError(f"{path}: cannot read configuration file: {err.strerror}") from err
     except ValueError as err:
-        raise ConfigError("{}: not valid JSON: {}".format(path, err)) from err
+        raise ConfigError(f"{path}: not valid JSON: {err}") from err
     if not isinstance(data, dict):
-        raise ConfigError("{}: expected a JSON object at top level".format(path))
+        raise ConfigError(f"{path}: expected a JSON object at top level")
     return data
 
 
-def load_settings(path=None, environ=None, overrides=None):
-    # type: (Optional[str], Optional[Mapping[str, str]], Optional[Mapping[str, Any]]) -> Settings
+def load_settings(
+    path: Optional[str] = None,
+    environ: Optional[Mapping[str, str]] = None,
+    overrides: Optional[Mapping[str, Any]] = None,
+) -> Settings:
     """Build validated settings from defaults, a JSON file, the environment and overrides.
 
     :param path: the JSON config file; ``None`` means ``$SOFTWALLTIME_CONFIG`` or
@@ -219,19 +219,17 @@ def load_settings(path=None, environ=None, overrides=None):
     return Settings(source=", ".join(sources), **values)
 
 
-def require_dsn(settings):
-    # type: (Settings) -> str
+def require_dsn(settings: Settings) -> str:
     """Return the DSN or raise a ConfigError that says every way to give one."""
     if not settings.dsn:
         raise ConfigError(
             "no database given: set SOFTWALLTIME_DSN, the 'dsn' key of the config file "
-            "(SOFTWALLTIME_CONFIG or {}), or pass --dsn".format(DEFAULT_CONFIG_FILE)
+            f"(SOFTWALLTIME_CONFIG or {DEFAULT_CONFIG_FILE}), or pass --dsn"
         )
     return settings.dsn
 
 
-def libpq_dsn(dsn):
-    # type: (str) -> str
+def libpq_dsn(dsn: str) -> str:
     """Turn a SQLAlchemy URL (``postgresql+psycopg2://...``) into a libpq connection string.
 
     libpq itself accepts ``postgresql://`` URIs and ``key=value`` strings, so only the
@@ -245,8 +243,7 @@ _KV_PW_RE = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
 _QUERY_PW_RE = re.compile(r"([?&]password=)[^&#]*")
 
 
-def redact_dsn(dsn):
-    # type: (Optional[str]) -> str
+def redact_dsn(dsn: Optional[str]) -> str:
     """Return the DSN with any password replaced by ``***``; safe to print or log."""
     if not dsn:
         return "(none)"

@@ -24,10 +24,16 @@ finished_jobs = sa.Table(
     metadata,
     # Natural key: PBS job ids wrap at max_job_sequence_id, so (server, job_id) alone repeats.
     sa.Column("server", sa.Text, primary_key=True, comment="PBS server name, e.g. pbs01"),
-    sa.Column("job_id", sa.Text, primary_key=True, comment="full id as logged: 123.pbs01, 7[3].pbs01"),
+    sa.Column(
+        "job_id", sa.Text, primary_key=True, comment="full id as logged: 123.pbs01, 7[3].pbs01"
+    ),
     sa.Column("ctime", sa.DateTime(timezone=True), primary_key=True, comment="job creation time"),
-    sa.Column("job_seq", sa.BigInteger, nullable=False, comment="numeric part of the id; orders ties"),
-    sa.Column("array_index", sa.Integer, nullable=True, comment="subjob index, NULL for plain jobs"),
+    sa.Column(
+        "job_seq", sa.BigInteger, nullable=False, comment="numeric part of the id; orders ties"
+    ),
+    sa.Column(
+        "array_index", sa.Integer, nullable=True, comment="subjob index, NULL for plain jobs"
+    ),
     sa.Column("username", sa.Text, nullable=False),
     sa.Column("groupname", sa.Text, nullable=True),
     sa.Column("project", sa.Text, nullable=True),
@@ -48,7 +54,9 @@ finished_jobs = sa.Table(
     sa.Column("mem_bytes", sa.BigInteger, nullable=True, comment="Resource_List.mem"),
     sa.Column("select_spec", sa.Text, nullable=True, comment="Resource_List.select as typed"),
     sa.Column("run_count", sa.Integer, nullable=True),
-    sa.Column("source_file", sa.Text, nullable=True, comment="accounting file the E record came from"),
+    sa.Column(
+        "source_file", sa.Text, nullable=True, comment="accounting file the E record came from"
+    ),
     sa.Column("source_offset", sa.BigInteger, nullable=True, comment="byte offset of the E record"),
     sa.Column(
         "ingested_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
@@ -74,7 +82,9 @@ job_reruns = sa.Table(
     sa.Column("ctime", sa.DateTime(timezone=True), primary_key=True),
     sa.Column("run_count", sa.Integer, primary_key=True, comment="run_count of the R record"),
     sa.Column("username", sa.Text, nullable=False),
-    sa.Column("runtime_s", sa.Integer, nullable=True, comment="resources_used.walltime of that run"),
+    sa.Column(
+        "runtime_s", sa.Integer, nullable=True, comment="resources_used.walltime of that run"
+    ),
     sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
     sa.Column("ended_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("exit_status", sa.Integer, nullable=True),
@@ -83,7 +93,7 @@ job_reruns = sa.Table(
     sa.Column(
         "ingested_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     ),
-    comment="PBS R records: usage of runs that ended in a rerun/requeue (the E record has the last run).",
+    comment="PBS R records: runs that ended in a rerun/requeue (the E record has the last run).",
 )
 
 ingest_checkpoints = sa.Table(
@@ -92,10 +102,17 @@ ingest_checkpoints = sa.Table(
     sa.Column("path", sa.Text, primary_key=True, comment="absolute path of the accounting file"),
     sa.Column("inode", sa.BigInteger, nullable=True),
     sa.Column(
-        "fingerprint", sa.Text, nullable=False, comment="hash of the first line: detects replacement"
+        "fingerprint",
+        sa.Text,
+        nullable=False,
+        comment="hash of the first line: detects replacement",
     ),
-    sa.Column("byte_offset", sa.BigInteger, nullable=False, comment="end of the last complete line"),
+    sa.Column(
+        "byte_offset", sa.BigInteger, nullable=False, comment="end of the last complete line"
+    ),
     sa.Column("line_number", sa.BigInteger, nullable=False, comment="lines consumed so far"),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
+    sa.Column(
+        "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
     comment="Ingester state per file, committed with the rows it covers.",
 )

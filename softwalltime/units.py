@@ -17,8 +17,7 @@ _SIZE_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50}
 _WORD_BYTES = 8
 
 
-def parse_duration(text):
-    # type: (str) -> int
+def parse_duration(text: str) -> int:
     """Parse a PBS duration (``S``, ``M:S`` or ``H:M:S``, hours unbounded) into whole seconds.
 
     A fraction is rounded to the nearest second, halves up, as ``pbs.duration`` does.
@@ -29,7 +28,7 @@ def parse_duration(text):
     """
     m = _DURATION_RE.match(text.strip())
     if m is None:
-        raise ParseError("not a duration: {!r}".format(text))
+        raise ParseError(f"not a duration: {text!r}")
     sign, a, b, c, frac = m.groups()
     fields = [int(x) for x in (a, b, c) if x is not None]
     seconds = 0
@@ -40,8 +39,7 @@ def parse_duration(text):
     return -seconds if sign else seconds
 
 
-def format_duration(seconds):
-    # type: (int) -> str
+def format_duration(seconds: int) -> str:
     """Format seconds as PBS writes durations: ``HH:MM:SS`` with unbounded hours.
 
     :param seconds: a non-negative number of seconds
@@ -49,13 +47,12 @@ def format_duration(seconds):
     """
     seconds = int(seconds)
     if seconds < 0:
-        raise ValueError("negative duration: {}".format(seconds))
+        raise ValueError(f"negative duration: {seconds}")
     hours, rest = divmod(seconds, 3600)
-    return "{:02d}:{:02d}:{:02d}".format(hours, rest // 60, rest % 60)
+    return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
 
 
-def parse_size(text):
-    # type: (str) -> int
+def parse_size(text: str) -> int:
     """Parse a PBS size into bytes: ``<int>[k|m|g|t|p][b|w]``, case-insensitive, binary multipliers.
 
     A bare number means bytes (``mem=30`` is 30 bytes); ``w`` is an 8-byte word.
@@ -64,7 +61,7 @@ def parse_size(text):
     """
     m = _SIZE_RE.match(text.strip())
     if m is None:
-        raise ParseError("not a size: {!r}".format(text))
+        raise ParseError(f"not a size: {text!r}")
     number, mult, unit = m.groups()
     value = int(number) << _SIZE_SHIFT[mult.lower()]
     if unit.lower() == "w":

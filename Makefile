@@ -1,0 +1,45 @@
+# softwalltime developer commands. `make test` is what CI runs (.ci/run).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+# Code that pbs_server's embedded Python imports: Python 3.6+, stdlib + psycopg2 only.
+HOOK_PATH := softwalltime/__init__.py softwalltime/errors.py softwalltime/units.py \
+             softwalltime/config.py
+LINTED    := softwalltime ingest hooks migrations tests
+
+.PHONY: test lint pytest demo demo-stop clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+## test: lint, type check, Python 3.6 compatibility of the hook path, then the whole suite
+test: lint pytest
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/mypy
+	$(BIN)/vermin -q -t=3.6- --no-tips --violations $(HOOK_PATH)
+
+pytest: $(VENV)/.installed
+	$(BIN)/pytest
+
+## demo: end to end on a throwaway local PostgreSQL (or $SOFTWALLTIME_DSN if set)
+demo: $(VENV)/.installed
+	@set -e; \
+	if [ -z "$$SOFTWALLTIME_DSN" ]; then \
+	  SOFTWALLTIME_DSN=$$($(BIN)/python -m softwalltime.localpg ensure .demo/pg); \
+	  echo "# throwaway PostgreSQL in .demo/pg (make demo-stop stops it): $$SOFTWALLTIME_DSN"; \
+	fi; \
+	export SOFTWALLTIME_DSN; \
+	echo "$$ softwalltime db upgrade"; $(BIN)/softwalltime db upgrade
+
+demo-stop:
+	@[ ! -d .demo/pg ] || $(BIN)/python -m softwalltime.localpg stop .demo/pg
+
+clean: demo-stop
+	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache

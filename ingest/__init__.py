@@ -1,0 +1,1 @@
+"""The accounting-log ingester (installed as ``softwalltime_ingest``)."""

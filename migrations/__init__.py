@@ -1,0 +1,1 @@
+"""Alembic migrations of the softwalltime schema (installed as ``softwalltime_migrations``)."""

@@ -1,0 +1,7 @@
+"""``python -m softwalltime`` is the ``softwalltime`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,196 @@
+"""The ``softwalltime`` command: a thin argparse front end over the library.
+
+Each command group lives in its own module with ``register(subparsers)``; every parser
+it adds sets ``func=handler`` where ``handler(args, settings) -> int``. Commands from
+other packages (the ingester) arrive through the ``softwalltime.commands`` entry-point
+group, so this package never imports them by name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from importlib import metadata
+from typing import Any, Callable
+
+from . import __version__
+from .config import Settings, load_settings, redact_dsn, require_dsn
+from .errors import SoftwalltimeError
+
+log = logging.getLogger(__name__)
+
+# Command modules of this package, in the order they appear in --help.
+_COMMAND_MODULES = ("softwalltime.cli",)
+_ENTRY_POINT_GROUP = "softwalltime.commands"
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+
+
+def _add_db_commands(sub: Any) -> None:
+    db = sub.add_parser(
+        "db",
+        help="create, upgrade or inspect the PostgreSQL schema (alembic)",
+        description="Manage the history schema with the alembic migrations of this version.",
+    )
+    dbsub = db.add_subparsers(title="db commands", metavar="COMMAND")
+    db.set_defaults(func=lambda args, settings: _usage(db))
+
+    up = dbsub.add_parser(
+        "upgrade",
+        help="upgrade the schema (default: to the newest revision)",
+        description="Upgrade the schema, e.g. softwalltime --dsn postgresql://db/pbs db upgrade",
+    )
+    up.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
+    up.set_defaults(func=_db_upgrade)
+
+    down = dbsub.add_parser(
+        "downgrade",
+        help="downgrade the schema to REV ('base' removes every table)",
+        description="Downgrade the schema. Example: softwalltime db downgrade base",
+    )
+    down.add_argument("revision", help="target revision, or 'base'")
+    down.set_defaults(func=_db_downgrade)
+
+    cur = dbsub.add_parser("current", help="print the database's revision and the newest one")
+    cur.set_defaults(func=_db_current)
+
+
+def _add_config_commands(sub: Any) -> None:
+    cfg = sub.add_parser(
+        "config",
+        help="show the effective configuration and where each part came from",
+        description="Print settings after defaults < file < environment < flags (no password).",
+    )
+    cfg.set_defaults(func=_config_show)
+
+
+def register(sub: Any) -> None:
+    """Commands of the core package: db, config."""
+    _add_db_commands(sub)
+    _add_config_commands(sub)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _engine(settings: Settings) -> Any:
+    from .db import make_engine
+
+    return make_engine(require_dsn(settings))
+
+
+def _db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
+    from . import db
+
+    dsn = require_dsn(settings)
+    with db.connect(_engine(settings), dsn) as conn:
+        db.upgrade(conn, args.revision)
+        conn.commit()
+        print(f"database {db.dsn_target(dsn)} is at revision {db.current_revision(conn)}")
+    return 0
+
+
+def _db_downgrade(args: argparse.Namespace, settings: Settings) -> int:
+    from . import db
+
+    dsn = require_dsn(settings)
+    with db.connect(_engine(settings), dsn) as conn:
+        db.downgrade(conn, args.revision)
+        conn.commit()
+        print(f"database {db.dsn_target(dsn)} is at revision {db.current_revision(conn) or 'base'}")
+    return 0
+
+
+def _db_current(args: argparse.Namespace, settings: Settings) -> int:
+    from . import db
+
+    dsn = require_dsn(settings)
+    with db.connect(_engine(settings), dsn) as conn:
+        current = db.current_revision(conn)
+    head = db.head_revision()
+    state = "up to date" if current == head else "run 'softwalltime db upgrade'"
+    print(f"current: {current or 'base (empty)'}\nhead:    {head}\n{state}")
+    return 0
+
+
+def _config_show(args: argparse.Namespace, settings: Settings) -> int:
+    for key, value in settings._asdict().items():
+        if key == "dsn":
+            value = redact_dsn(value)
+        print(f"{key:<26} {value}")
+    return 0
+
+
+def _command_registrars() -> list[Callable[[Any], None]]:
+    registrars = [importlib.import_module(name).register for name in _COMMAND_MODULES]
+    eps: Any = metadata.entry_points()
+    group = (
+        eps.select(group=_ENTRY_POINT_GROUP)
+        if hasattr(eps, "select")
+        else eps.get(_ENTRY_POINT_GROUP, [])  # Python 3.9
+    )
+    for ep in sorted(group, key=lambda e: e.name):
+        try:
+            registrars.append(ep.load())
+        except Exception as err:  # noqa: BLE001 -- a broken plugin must not take the other commands down
+            log.warning("command %r unavailable: %s: %s", ep.name, type(err).__name__, err)
+    return registrars
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="softwalltime",
+        description=(
+            "Predict PBS soft walltimes from each user's job history. "
+            "The database is given by --dsn, SOFTWALLTIME_DSN, or the 'dsn' key of the JSON "
+            "config file (--config, SOFTWALLTIME_CONFIG, /etc/softwalltime.json); "
+            "precedence: defaults < file < environment < flags."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"softwalltime {__version__}")
+    parser.add_argument("--dsn", help="PostgreSQL libpq DSN or SQLAlchemy URL (SOFTWALLTIME_DSN)")
+    parser.add_argument("--config", metavar="FILE", help="JSON config file (SOFTWALLTIME_CONFIG)")
+    parser.add_argument("--debug", action="store_true", help="debug logging; tracebacks on errors")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for registrar in _command_registrars():
+        registrar(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``softwalltime`` console script."""
+    argv = sys.argv[1:] if argv is None else argv
+    # Logging first, so a plugin that fails to load while building the parser is reported.
+    logging.basicConfig(
+        level=logging.DEBUG if "--debug" in argv else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.debug:
+        # alembic and SQLAlchemy narrate every step at INFO; admins want our lines only.
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+    func: Handler | None = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        settings = load_settings(args.config, overrides={"dsn": args.dsn})
+        return func(args, settings)
+    except SoftwalltimeError as err:
+        if args.debug:
+            raise
+        print(f"softwalltime: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("softwalltime: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""Real-PostgreSQL fixtures. Never a mock of the database.
+
+The server comes from, in order:
+1. ``SOFTWALLTIME_TEST_DSN`` (a role allowed to CREATE DATABASE);
+2. testcontainers, when a Docker engine answers;
+3. a private throwaway cluster started with initdb/pg_ctl (softwalltime.localpg).
+If none works the run fails with a message saying what to install; DB tests never skip.
+
+Isolation: ``conn`` runs each test in a transaction that is rolled back; ``fresh_dsn``
+gives a brand-new database cloned from a migrated template, for tests that commit,
+spawn processes or use psycopg2 directly.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg2
+import pytest
+import sqlalchemy as sa
+from psycopg2 import sql
+from psycopg2.extensions import make_dsn, parse_dsn
+
+from softwalltime import db
+from softwalltime.localpg import INSTALL_HINT, LocalCluster
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+TEMPLATE_DB = f"swt_template_{os.getpid()}"
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """``../shared`` beside the repository (real traces and PBS samples); required."""
+    if not (SHARED / "data" / "traces").is_dir():
+        pytest.fail(f"{SHARED}/data/traces is missing: clone the repo next to shared/")
+    return SHARED
+
+
+class PgServer:
+    """A PostgreSQL server we may create and drop databases on."""
+
+    def __init__(self, admin_dsn: str, how: str) -> None:
+        self.admin_dsn = admin_dsn
+        self.how = how
+
+    def dsn_for(self, dbname: str) -> str:
+        return make_dsn(self.admin_dsn, dbname=dbname)
+
+    def execute(self, statement: sql.Composable) -> None:
+        conn = psycopg2.connect(self.admin_dsn)
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(statement)
+        finally:
+            conn.close()
+
+    def create_database(self, name: str, template: str | None = None) -> str:
+        stmt = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+        if template:
+            stmt = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(template)
+            )
+        self.execute(stmt)
+        return self.dsn_for(name)
+
+    def drop_database(self, name: str) -> None:
+        self.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        docker.from_env(timeout=2).ping()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    env_dsn = os.environ.get("SOFTWALLTIME_TEST_DSN")
+    if env_dsn:
+        dbname = parse_dsn(env_dsn).get("dbname") or "postgres"
+        yield PgServer(make_dsn(env_dsn, dbname=dbname), "SOFTWALLTIME_TEST_DSN")
+        return
+    if _docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16", driver=None) as pg:
+            yield PgServer(pg.get_connection_url(), "testcontainers")
+        return
+    tmp = tempfile.mkdtemp(prefix="swt-pg-")
+    try:
+        cluster = LocalCluster(tmp)
+        cluster.start()
+    except Exception as err:
+        pytest.fail(f"no PostgreSQL for the tests: {err}. To fix: {INSTALL_HINT}", pytrace=False)
+    try:
+        yield PgServer(cluster.dsn("postgres"), f"local cluster in {tmp}")
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_server: PgServer) -> Iterator[str]:
+    """Name of a database migrated to head, used only as a template (never connected to)."""
+    dsn = pg_server.create_database(TEMPLATE_DB)
+    engine = db.make_engine(dsn, poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        db.upgrade(conn, "head")
+        conn.commit()
+    engine.dispose()
+    yield TEMPLATE_DB
+    pg_server.drop_database(TEMPLATE_DB)
+
+
+@pytest.fixture(scope="session")
+def migrated_dsn(pg_server: PgServer, template_db: str) -> Iterator[str]:
+    """A database at head shared by the session; tests must not commit into it."""
+    name = f"swt_session_{os.getpid()}"
+    dsn = pg_server.create_database(name, template=template_db)
+    yield dsn
+    pg_server.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def engine(migrated_dsn: str) -> Iterator[sa.Engine]:
+    eng = db.make_engine(migrated_dsn)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture()
+def conn(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A connection inside a transaction that is rolled back after the test."""
+    with engine.connect() as connection:
+        trans = connection.begin()
+        try:
+            yield connection
+        finally:
+            trans.rollback()
+
+
+@pytest.fixture()
+def fresh_dsn(pg_server: PgServer, template_db: str) -> Iterator[str]:
+    """A brand-new database at head, dropped after the test (commits allowed)."""
+    name = f"swt_t_{os.getpid()}_{next(_counter)}"
+    dsn = pg_server.create_database(name, template=template_db)
+    yield dsn
+    pg_server.drop_database(name)
+
+
+@pytest.fixture()
+def empty_dsn(pg_server: PgServer) -> Iterator[str]:
+    """A brand-new database with no schema at all (for migration tests)."""
+    name = f"swt_empty_{os.getpid()}_{next(_counter)}"
+    dsn = pg_server.create_database(name)
+    yield dsn
+    pg_server.drop_database(name)

@@ -1,0 +1,110 @@
+"""The softwalltime command, run in-process and as the installed console script."""
+
+import subprocess
+import sys
+
+import pytest
+import sqlalchemy as sa
+
+from softwalltime import cli
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    assert sub.choices, "no commands registered"
+    for name, subparser in sub.choices.items():
+        assert name in out
+        assert subparser.description or subparser.format_help()
+
+
+def test_db_help(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["db", "--help"])
+    out = capsys.readouterr().out
+    for word in ("upgrade", "downgrade", "current"):
+        assert word in out
+
+
+def test_db_upgrade_downgrade_current(capsys, empty_dsn):
+    code, out, _ = run(capsys, "--dsn", empty_dsn, "db", "current")
+    assert code == 0 and "base (empty)" in out and "run 'softwalltime db upgrade'" in out
+    code, out, _ = run(capsys, "--dsn", empty_dsn, "db", "upgrade")
+    assert code == 0 and "is at revision 0001" in out or "is at revision" in out
+    engine = sa.create_engine(
+        "postgresql+psycopg2://", creator=lambda: __import__("psycopg2").connect(empty_dsn)
+    )
+    with engine.connect() as conn:
+        assert "finished_jobs" in sa.inspect(conn).get_table_names()
+    code, out, _ = run(capsys, "--dsn", empty_dsn, "db", "current")
+    assert code == 0 and "up to date" in out
+    code, out, _ = run(capsys, "--dsn", empty_dsn, "db", "downgrade", "base")
+    assert code == 0 and "revision base" in out
+    with engine.connect() as conn:
+        assert "finished_jobs" not in sa.inspect(conn).get_table_names()
+    engine.dispose()
+
+
+def test_wrong_dsn_one_line_error_without_password(capsys):
+    code, out, err = run(
+        capsys, "--dsn", "postgresql://pbs:s3cret@127.0.0.1:1/hist", "db", "upgrade"
+    )
+    assert code == 1
+    lines = [ln for ln in err.splitlines() if ln.startswith("softwalltime: error:")]
+    assert len(lines) == 1
+    assert "127.0.0.1:1" in lines[0] and "s3cret" not in err and "Traceback" not in err
+
+
+def test_wrong_dsn_with_debug_shows_traceback():
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "softwalltime",
+            "--debug",
+            "--dsn",
+            "host=127.0.0.1 port=1 password=s3cret",
+            "db",
+            "current",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "Traceback" in proc.stderr and "s3cret" not in proc.stderr
+
+
+def test_missing_dsn_says_how_to_give_one(capsys, monkeypatch):
+    monkeypatch.delenv("SOFTWALLTIME_DSN", raising=False)
+    monkeypatch.delenv("SOFTWALLTIME_CONFIG", raising=False)
+    code, _, err = run(capsys, "db", "current")
+    assert code == 1 and "SOFTWALLTIME_DSN" in err and "--dsn" in err
+
+
+def test_config_show_hides_password(capsys):
+    code, out, _ = run(capsys, "--dsn", "postgresql://pbs:s3cret@db/hist", "config")
+    assert code == 0
+    assert "postgresql://pbs:***@db/hist" in out and "s3cret" not in out
+
+
+def test_console_script_is_installed():
+    proc = subprocess.run(
+        [sys.executable, "-m", "softwalltime", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    from softwalltime import __version__
+
+    assert proc.stdout.strip() == f"softwalltime {__version__}"
