@@ -49,7 +49,7 @@ def _errors_h(result: Replay) -> Dict[str, List[float]]:
 def _save(fig: Any, canvas_cls: Any, path: str) -> None:
     canvas_cls(fig)
     fig.savefig(path, dpi=120)
-    log.info("wrote %s", path)
+    log.debug("wrote %s", path)
 
 
 def plot_sorted_errors(result: Replay, path: str, title: str = "") -> None:
