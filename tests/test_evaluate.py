@@ -8,6 +8,7 @@ at the walltime). Values are chosen so that no rounding is involved.
 from __future__ import annotations
 
 import json
+import random
 import struct
 import zlib
 from pathlib import Path
@@ -30,9 +31,10 @@ from softwalltime.evaluate import (
     replay,
     report_dict,
     runtime_class,
+    skip_reason,
     summarize,
 )
-from softwalltime.predict import PredictorParams
+from softwalltime.predict import PredictorParams, predict
 
 H = 3600
 ALL = ("v1", "v2", "v3")
@@ -182,7 +184,7 @@ def test_a_job_ending_exactly_at_the_instant_counts_and_one_ending_a_second_late
 
 @pytest.mark.parametrize("first_run,second_run", [(H, 3 * H), (3 * H, H)])
 def test_among_equal_end_times_the_later_job_in_the_trace_is_more_recent(first_run, second_run):
-    params = PredictorParams()._replace(v1_jobs=1)
+    params = PredictorParams.create(v1_jobs=1)
     end = 5 * H
     jobs = [
         TraceJob("u", 0, end - first_run, end, 8 * H, first_run),
@@ -203,7 +205,7 @@ def test_history_keeps_the_2_and_15_most_recent_jobs():
     last = softs(result, len(jobs) - 1)
     assert last["v3"] == int(0.25 * 40 * H) + 900  # the usage-1.0 job is 16th: forgotten
     assert last["v1"] == (2 * H + H) // 2  # the last two: 2 h (ended 22 h) and 1 h
-    with_16 = replay(jobs, ("v3",), PredictorParams()._replace(v3_jobs=16))
+    with_16 = replay(jobs, ("v3",), PredictorParams.create(v3_jobs=16))
     assert softs(with_16, len(jobs) - 1)["v3"] == 40 * H  # 1.0 x walltime + 900, capped
 
 
@@ -261,7 +263,7 @@ def test_a_job_is_never_its_own_history():
 
 
 def test_self_exclusion_still_leaves_a_full_history():
-    params = PredictorParams()._replace(v1_jobs=2, v3_jobs=2)
+    params = PredictorParams.create(v1_jobs=2, v3_jobs=2)
     jobs = [
         job("u", 0, 2 * H, 8 * H),  # ends 2 h
         job("u", 0, 4 * H, 8 * H),  # ends 4 h
@@ -394,3 +396,40 @@ def test_plot_writes_non_trivial_pngs(swf, tmp_path, capsys):
                 idat += data[pos + 8 : pos + 8 + length]
             pos += 12 + length
         assert len(set(zlib.decompress(idat))) > 50
+
+
+def _reference_replay(jobs, predictors, params, moment):
+    """The replay rules applied literally, one job at a time (quadratic; small inputs only)."""
+    valid = [(k, j) for k, j in enumerate(jobs) if skip_reason(j, moment) is None]
+    out = {name: [] for name in predictors}
+    for k, j in valid:
+        instant = j.submit_s if moment == "submit" else j.start_s
+        ended = [
+            (o.end_s, m, o) for m, o in valid if m != k and o.user == j.user and o.end_s <= instant
+        ]
+        ended.sort(key=lambda x: (x[0], x[1]), reverse=True)  # most recent end first
+        history = [(o.runtime_s, o.walltime_s) for _, _, o in ended]
+        for name in predictors:
+            out[name].append(predict(name, j.walltime_s, history, params).soft_walltime_s)
+    return out
+
+
+@pytest.mark.parametrize("moment", ["submit", "start"])
+@pytest.mark.parametrize("seed", range(12))
+def test_replay_matches_the_rules_applied_literally(seed, moment):
+    rng = random.Random(seed)
+    params = PredictorParams.create(v1_jobs=rng.choice([1, 2, 3]), v3_jobs=rng.choice([1, 4, 15]))
+    jobs = []
+    for _ in range(80):
+        # Few users, coarse times and many zero waits/run times: ties everywhere.
+        submit = rng.randrange(0, 40) * 600
+        wait = rng.choice([0, 0, 600, 1200])
+        run = rng.choice([0, 0, 600, 1800, 3600, rng.randrange(1, 20000)])
+        wall = rng.choice([600, 3600, 7200, 86400, rng.randrange(1, 100000), 0])
+        jobs.append(
+            TraceJob(rng.choice("abc"), submit, submit + wait, submit + wait + run, wall, run)
+        )
+    result = replay(jobs, ALL, params, moment)
+    expected = _reference_replay(jobs, ALL, params, moment)
+    for name in ALL:
+        assert result.soft_s[name] == expected[name], name
