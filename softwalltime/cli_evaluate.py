@@ -123,7 +123,7 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     else:
         from .traces import read_sources
 
-        trace = read_sources(args.sources)
+        trace = read_sources(args.sources, server=settings.server)
     read_s = time.perf_counter() - started
     params = PredictorParams.from_settings(settings)
     started = time.perf_counter()

@@ -36,6 +36,9 @@ SKIP_MALFORMED = "malformed line"
 SKIP_DUPLICATE = "duplicate job"
 # Warn about this many bad lines individually; the rest only count.
 _MAX_WARNINGS = 5
+# Lines starting with these are comments: ';' in SWF headers (and the CESNET simulator's
+# accounting file), '#' in annotated sample logs.
+_COMMENT_CHARS = ";#"
 _SWF_MIN_FIELDS = 18
 _PBS_LINE_RE = re.compile(r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;")
 _SWF_LINE_RE = re.compile(r"^\s*-?\d+(\.\d+)?(\s+\S+){17,}\s*$")
@@ -69,7 +72,7 @@ def sniff_format(path: str) -> str:
     """
     for lineno, line in _read_lines(path):
         text = line.strip()
-        if not text or text.startswith(";"):
+        if not text or text[0] in _COMMENT_CHARS:
             continue
         if _PBS_LINE_RE.match(text):
             return PBS
@@ -176,13 +179,14 @@ def pbs_files(path: str) -> List[str]:
     return [path]
 
 
-def read_pbs(paths: Sequence[str]) -> Trace:
+def read_pbs(paths: Sequence[str], server: Optional[str] = None) -> Trace:
     """Read finished jobs from PBS accounting logs (``E`` records of jobs).
 
     Records the parser rejects are skipped, counted and logged with ``path:lineno``; an ``E``
     record seen twice (same server, job id and ctime, e.g. overlapping copies) counts once.
 
     :param paths: accounting files or directories of them; all form one workload
+    :param server: PBS server name for job ids without a ``.server`` suffix (Torque logs)
     :raises ParseError: a path cannot be read
     """
     # Imported here so that SWF-only use does not need the PBS parser.
@@ -196,7 +200,7 @@ def read_pbs(paths: Sequence[str]) -> Trace:
     for path in files:
         for lineno, line in _read_lines(path):
             text = line.rstrip("\r\n")
-            if not text.strip() or text.startswith(";"):
+            if not text.strip() or text[0] in _COMMENT_CHARS:
                 continue
             if not _PBS_LINE_RE.match(text):
                 bad += 1
@@ -208,7 +212,7 @@ def read_pbs(paths: Sequence[str]) -> Trace:
                 continue
             try:
                 rec = parse_line(text)
-                job = finished_job(rec)
+                job = finished_job(rec, server)
             except ParseError as err:
                 bad += 1
                 _warn_bad(path, lineno, str(err), bad)
@@ -255,7 +259,7 @@ def _epoch(value: object) -> Optional[int]:
     return int(timestamp())
 
 
-def read_sources(paths: Sequence[str]) -> Trace:
+def read_sources(paths: Sequence[str], server: Optional[str] = None) -> Trace:
     """Read SWF traces and PBS accounting logs into one workload.
 
     Directories and PBS files together form one PBS workload (one server's log files). Each
@@ -263,6 +267,7 @@ def read_sources(paths: Sequence[str]) -> Trace:
     file's position (``"2:17"``), since SWF user numbers mean nothing across traces.
 
     :param paths: files (plain or ``.gz``) or directories of PBS accounting files
+    :param server: see :func:`read_pbs`
     :raises ParseError: a path is missing, unreadable, or in neither format
     """
     if not paths:
@@ -284,7 +289,7 @@ def read_sources(paths: Sequence[str]) -> Trace:
     for k, p in enumerate(swf, 1):
         parts.append(read_swf(p, user_prefix=f"{k}:" if len(swf) > 1 else ""))
     if pbs:
-        parts.append(read_pbs(pbs))
+        parts.append(read_pbs(pbs, server))
     for part in parts:
         jobs.extend(part.jobs)
         for reason, count in part.skipped.items():
