@@ -43,3 +43,7 @@ demo-stop:
 
 clean: demo-stop
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache
+
+## bench-evaluate: replay speed (jobs/s) per predictor on HPC2N and CERIT-SC
+bench-evaluate: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_evaluate.py
