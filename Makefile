@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # Code that pbs_server's embedded Python imports: Python 3.6+, stdlib + psycopg2 only.
 HOOK_PATH := softwalltime/__init__.py softwalltime/errors.py softwalltime/units.py \
              softwalltime/config.py
-LINTED    := softwalltime ingest hooks migrations tests
+LINTED    := $(wildcard softwalltime ingest hooks migrations tests benchmarks)
 
 .PHONY: test lint pytest demo demo-stop clean
 

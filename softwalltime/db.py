@@ -6,6 +6,7 @@ with psycopg2 only. Query functions take a Connection; the caller owns the trans
 
 from __future__ import annotations
 
+import getpass
 import os
 import sys
 from importlib.util import find_spec
@@ -55,7 +56,7 @@ def dsn_target(dsn: str) -> str:
         return redact_dsn(dsn)
     host = parts.get("host") or os.environ.get("PGHOST") or "local socket"
     port = parts.get("port") or os.environ.get("PGPORT") or "5432"
-    user = parts.get("user") or os.environ.get("PGUSER") or "(current user)"
+    user = parts.get("user") or os.environ.get("PGUSER") or getpass.getuser()
     dbname = parts.get("dbname") or os.environ.get("PGDATABASE") or user
     return f"{user}@{host}:{port}/{dbname}"
 

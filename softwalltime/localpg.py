@@ -123,6 +123,12 @@ class LocalCluster:
         self.directory.mkdir(parents=True, exist_ok=True)
         if self.user is not None:
             shutil.chown(self.directory, user=self.user)
+            for parent in self.directory.parents:
+                if not os.stat(parent).st_mode & 0o001:
+                    raise SoftwalltimeError(
+                        f"{parent} is not searchable by user {self.user!r}, who runs PostgreSQL "
+                        "(we are root): put the cluster directory elsewhere, e.g. under /tmp"
+                    )
         if not (self.datadir / "PG_VERSION").exists():
             self._check(
                 str(self.bindir / "initdb"),
