@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from pathlib import Path
 
 import sqlalchemy as sa
 
 from softwalltime import db, schema
 
 H = 3600
-T0 = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+# A month ago, whole seconds: old enough to fall outside "the last 24 hours".
+T0 = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) - dt.timedelta(days=30)
 
 
 def _job(seq, user, wall, soft, run, ended_h):
@@ -97,6 +99,25 @@ def test_recent_jobs_side_by_side_most_recent_first(conn):
 def test_views_are_empty_without_jobs(conn):
     for view in ("soft_walltime_accuracy_by_user", "recent_jobs_predicted_vs_actual"):
         assert conn.execute(sa.text(f"SELECT count(*) FROM {view}")).scalar() == 0
+
+
+def test_the_readme_queries_run_and_answer(conn):
+    """The three example psql queries of the README section, executed as written."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Evaluating the predictors", 1)[1]
+    block = section.split("```sql", 1)[1].split("```", 1)[0]
+    queries = [q.strip() for q in block.split(";") if q.strip()]
+    assert len(queries) == 3
+    _insert(conn)
+    # ended_at must be recent for the 24-hour query: move job 2 (underestimated) to now.
+    conn.execute(
+        sa.text("UPDATE finished_jobs SET ended_at = now() - interval '1 hour' WHERE job_seq = 2")
+    )
+    gains, recent, under = (conn.execute(sa.text(q)).mappings().all() for q in queries)
+    assert [r["username"] for r in gains] == ["carol", "alice"]  # 4.00 h gained vs 1.46 h
+    assert len(recent) == len(JOBS)
+    assert [r["job_id"] for r in under] == ["2.pbs01"]
+    assert under[0]["soft_minus_actual"] == dt.timedelta(hours=-1)
 
 
 def _views(conn):
