@@ -7,14 +7,19 @@ import json
 import logging
 import sys
 import time
-from typing import Any, List
+from typing import TYPE_CHECKING, Any, List
 
-from .config import Settings, require_dsn
+from .config import PREDICTORS, Settings, require_dsn
 from .errors import ConfigError
-from .evaluate import MOMENTS, PREDICTORS, Trace, format_table, replay, report_dict, summarize
-from .predict import PredictorParams
+
+if TYPE_CHECKING:
+    from .evaluate import Trace
 
 log = logging.getLogger(__name__)
+
+# The same values as softwalltime.evaluate.MOMENTS; the replay code is imported only when
+# the command runs, so that building the parser (every softwalltime invocation) stays cheap.
+MOMENTS = ("submit", "start")
 
 DESCRIPTION = """\
 Replay finished jobs through the soft-walltime predictors and report, for each predictor
@@ -112,6 +117,9 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     :raises ParseError: a source cannot be read
     :raises DatabaseError: ``--db`` and the database cannot be read
     """
+    from .evaluate import format_table, replay, report_dict, summarize
+    from .predict import PredictorParams
+
     predictors = _predictors(args.predictors)
     if args.db and args.sources:
         raise ConfigError("give SOURCE files or --db, not both")

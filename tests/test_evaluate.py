@@ -433,3 +433,20 @@ def test_replay_matches_the_rules_applied_literally(seed, moment):
     expected = _reference_replay(jobs, ALL, params, moment)
     for name in ALL:
         assert result.soft_s[name] == expected[name], name
+
+
+def test_cli_moments_match_the_replay_moments():
+    from softwalltime import cli_evaluate, config, evaluate
+
+    assert cli_evaluate.MOMENTS == evaluate.MOMENTS
+    assert config.PREDICTORS == evaluate.PREDICTORS
+
+
+def test_a_workload_with_nothing_to_evaluate_still_reports_and_plots(tmp_path, capsys):
+    path = tmp_path / "none.swf"
+    path.write_text("1 0 0 100 1 -1 -1 1 -1 -1 1 3 1 -1 -1 1 -1 -1\n")  # no requested time
+    assert cli.main(["evaluate", "--json", "--plot", str(tmp_path / "p"), str(path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["jobs"], doc["skipped"]) == (0, 1)
+    assert doc["predictors"]["v3"]["mean_accuracy"] is None
+    assert (tmp_path / "p" / "errors_sorted.png").stat().st_size > 0
