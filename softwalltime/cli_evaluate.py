@@ -36,7 +36,8 @@ finished_jobs table instead.
 Replay semantics: a job's prediction is made at its submit time (--moment submit) or its
 start time (--moment start) from the same user's jobs that had ended at or before that
 instant; at equal times ends come first, and among equal end times the job later in the
-trace counts as more recent. Only jobs with a requested walltime > 0 and a known run time
+trace (for PBS logs and --db: submitted later) counts as more recent. A job is never in its
+own history. Only jobs with a requested walltime > 0 and a known run time
 >= 0 (and a known user and times) are evaluated or used as history; the others are skipped
 and counted. A user without history gets soft = walltime. Predictor parameters (v1_jobs,
 v3_jobs, reserve_s, ...) come from the configuration, as in the hook.

@@ -348,7 +348,10 @@ def test_help_states_the_replay_semantics(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "ended at or before that instant" in out
     assert "ends come first" in out
-    assert "later in the trace counts as more recent" in out
+    assert (
+        "later in the trace (for PBS logs and --db: submitted later) counts as more recent" in out
+    )
+    assert "never in its own history" in out
     assert "requested walltime > 0 and a known run time >= 0" in out
 
 
@@ -450,3 +453,14 @@ def test_a_workload_with_nothing_to_evaluate_still_reports_and_plots(tmp_path, c
     assert (doc["jobs"], doc["skipped"]) == (0, 1)
     assert doc["predictors"]["v3"]["mean_accuracy"] is None
     assert (tmp_path / "p" / "errors_sorted.png").stat().st_size > 0
+
+
+def test_plot_without_matplotlib_says_how_to_install_it(swf, tmp_path, monkeypatch, capsys):
+    import sys
+
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes "import matplotlib" fail
+    assert cli.main(["evaluate", "--plot", str(tmp_path / "p"), str(swf)]) == 1
+    assert "pip install 'softwalltime[plot]'" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()
