@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any, List
@@ -143,7 +144,12 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     if args.plot:
         from .plots import write_plots
 
-        title = trace.source if len(trace.source) <= 80 else trace.source[:77] + "..."
+        # File names, not paths: the title must fit above the plots.
+        title = trace.source
+        if args.sources:
+            title = ", ".join(os.path.basename(p.rstrip("/")) or p for p in args.sources)
+        if len(title) > 100:
+            title = title[:97] + "..."
         for path in write_plots(result, args.plot, title=title):
             log.info("wrote %s", path)
     if args.json:

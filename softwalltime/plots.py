@@ -137,9 +137,10 @@ def plot_errors_by_class(result: Replay, path: str, title: str = "") -> None:
         ax.grid(True, axis="y", alpha=0.4)
     axes[0].set_ylabel("soft walltime - run time (hours; < 0 = underestimated)")
     fig.suptitle(
-        (title + ": " if title else "")
-        + "estimate errors by runtime class (box: quartiles, whiskers: 5th-95th percentile)",
-        fontsize=11,
+        (title + "\n" if title else "")
+        + "Estimate errors by runtime class (box: quartiles and median, whiskers: 5th-95th "
+        + "percentile; y linear within +-1 h, logarithmic beyond)",
+        fontsize=10,
     )
     fig.tight_layout()
     _save(fig, canvas_cls, path)
