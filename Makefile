@@ -5,7 +5,8 @@ BIN    := $(VENV)/bin
 
 # Code that pbs_server's embedded Python imports: Python 3.6+, stdlib + psycopg2 only.
 HOOK_PATH := softwalltime/__init__.py softwalltime/errors.py softwalltime/units.py \
-             softwalltime/config.py
+             softwalltime/config.py softwalltime/predict.py softwalltime/decide.py \
+             softwalltime/lookup.py softwalltime/hooklog.py hooks/softwalltime_hook.py
 LINTED    := $(wildcard softwalltime ingest hooks migrations tests benchmarks)
 
 .PHONY: test lint pytest demo demo-stop clean
@@ -44,6 +45,12 @@ demo-stop:
 clean: demo-stop
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache
 
+## bench-hook: hook decision time (warm/cold connection) over 1M history rows / 10k users
+.PHONY: bench-hook
+bench-hook: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_hook.py
+
 ## bench-evaluate: replay speed (jobs/s) per predictor on HPC2N and CERIT-SC
+.PHONY: bench-evaluate
 bench-evaluate: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_evaluate.py

@@ -22,7 +22,12 @@ from .errors import SoftwalltimeError
 log = logging.getLogger(__name__)
 
 # Command modules of this package, in the order they appear in --help.
-_COMMAND_MODULES = ("softwalltime.cli", "softwalltime.cli_evaluate")
+_COMMAND_MODULES = (
+    "softwalltime.cli",
+    "softwalltime.cli_predict",
+    "softwalltime.cli_hooks",
+    "softwalltime.cli_evaluate",
+)
 _ENTRY_POINT_GROUP = "softwalltime.commands"
 
 Handler = Callable[[argparse.Namespace, Settings], int]

@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CORE = REPO / "softwalltime"
 # Modules pbs_server's Python imports through hooks/softwalltime_hook.py (Python 3.6+).
-HOOK_PATH = {"__init__", "errors", "units", "config", "predict", "decide", "lookup"}
+HOOK_PATH = {"__init__", "errors", "units", "config", "predict", "decide", "lookup", "hooklog"}
 
 
 def imports_of(path: Path) -> set[str]:

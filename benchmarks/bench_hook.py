@@ -1,0 +1,351 @@
+"""Benchmark: the hook's decision time (history lookup + decide) over 1M rows / 10k users.
+
+Usage::
+
+    python benchmarks/bench_hook.py [--rows 1000000] [--users 10000] [--warm 20000] [--cold 2000]
+
+The database is a throwaway one: on the server of ``$SOFTWALLTIME_DSN`` (a role allowed to
+CREATE DATABASE; the benchmark database is dropped afterwards), else a private cluster
+started with initdb/pg_ctl in ``.bench/pg`` (removed afterwards). Prints figures to stdout.
+
+Timed path = what the hook runs per event after its imports: ``decide.decide(...)`` with
+``lookup.fetcher(settings)``, i.e. one indexed query per decision.
+* warm: the module-level cached connection is reused (pbs_server keeps modules alive);
+* cold: the cache is dropped before every decision (a new connection each time);
+* hook script: the whole hook file run with runpy and the fake pbs module, warm (an upper
+  bound: runpy recompiles the file each time, pbs_server caches the compiled script).
+Targets on a 2-core machine: warm p99 < 1 ms, cold p99 < 10 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import io
+import json
+import os
+import random
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg2
+from psycopg2 import sql
+from psycopg2.extensions import make_dsn
+
+from softwalltime import db, decide, lookup
+from softwalltime.config import load_settings, redact_dsn
+from softwalltime.localpg import LocalCluster
+from softwalltime.predict import PREDICTORS, predict
+
+REPO = Path(__file__).resolve().parents[1]
+EPOCH = 1_767_225_600  # 2026-01-01T00:00:00Z
+
+
+def _rows(n_rows: int, n_users: int, seed: int) -> Iterator[str]:
+    """COPY text lines: a year of finished jobs, users of very different activity."""
+    rng = random.Random(seed)
+    walltimes = [3600, 2 * 3600, 4 * 3600, 12 * 3600, 24 * 3600, 48 * 3600, 168 * 3600]
+    # Zipf-like activity: a few users submit most jobs, as on real clusters.
+    weights = [1.0 / (i + 1) ** 0.8 for i in range(n_users)]
+    users = rng.choices(range(n_users), weights=weights, k=n_rows)
+    for seq in range(1, n_rows + 1):
+        user = users[seq - 1]
+        wall = rng.choice(walltimes)
+        runtime = int(wall * rng.betavariate(0.7, 2.0))
+        ended = EPOCH + seq * 30
+        ctime = ended - runtime - rng.randint(0, 7200)
+        yield (f"pbs01\t{seq}.pbs01\t{ctime}\t{seq}\tuser{user:05d}\t{wall}\t{runtime}\t{ended}\n")
+
+
+def _chunks(lines: Iterator[str]) -> Iterator[str]:
+    batch: list[str] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) == 5000:
+            yield "".join(batch)
+            batch = []
+    if batch:
+        yield "".join(batch)
+
+
+class _ChunkStream(io.TextIOBase):
+    def __init__(self, chunks: Iterator[str]) -> None:
+        self._chunks = chunks
+        self._buf = ""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> str:
+        want = 1 << 16 if size is None or size < 0 else size
+        while len(self._buf) < want:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                break
+            self._buf += chunk
+        out, self._buf = self._buf[:want], self._buf[want:]
+        return out
+
+
+def load(dsn: str, n_rows: int, n_users: int) -> None:
+    """Create the schema and COPY the history in, then VACUUM ANALYZE."""
+    engine = db.make_engine(dsn)
+    with engine.connect() as conn:
+        db.upgrade(conn, "head")
+        conn.commit()
+    engine.dispose()
+    conn = psycopg2.connect(dsn)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            # Synchronous commit, so VACUUM can mark the pages all-visible right away
+            # (index-only scans then skip the heap), as on a production server.
+            cur.execute("SET synchronous_commit TO on")
+            cur.execute("SET maintenance_work_mem TO '256MB'")
+            start = time.perf_counter()
+            cur.execute("CREATE TEMP TABLE raw (server text, job_id text, ctime bigint,"
+                        " job_seq bigint, username text, walltime_s int, runtime_s int,"
+                        " ended bigint)")  # fmt: skip
+            cur.copy_expert(
+                "COPY raw FROM STDIN", _ChunkStream(_chunks(_rows(n_rows, n_users, 42)))
+            )
+            cur.execute(
+                "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username,"
+                " walltime_s, runtime_s, started_at, ended_at, source_file)"
+                " SELECT server, job_id, to_timestamp(ctime), job_seq, username, walltime_s,"
+                " runtime_s, to_timestamp(ended - runtime_s), to_timestamp(ended), 'bench'"
+                " FROM raw"
+            )
+            cur.execute("DROP TABLE raw")
+            loaded = time.perf_counter() - start
+            cur.execute("VACUUM ANALYZE finished_jobs")
+            cur.execute("SELECT count(*), count(DISTINCT username) FROM finished_jobs")
+            rows, users = cur.fetchone()
+            cur.execute("SELECT pg_size_pretty(pg_total_relation_size('finished_jobs'))")
+            size = cur.fetchone()[0]
+    finally:
+        conn.close()
+    print(f"history: {rows} rows, {users} users, {size} on disk; COPY+INSERT {loaded:.1f} s")
+
+
+def _stats(name: str, samples_s: list[float]) -> None:
+    ms = sorted(s * 1000 for s in samples_s)
+    n = len(ms)
+    p50 = ms[n // 2]
+    p99 = ms[min(n - 1, int(n * 0.99))]
+    print(
+        f"{name:<34} n={n:<6} p50={p50:7.3f} ms  p99={p99:7.3f} ms  max={ms[-1]:8.3f} ms"
+        f"  mean={statistics.fmean(ms):7.3f} ms"
+    )
+
+
+def _decisions(settings, users: list[str], n: int, cold: bool, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    fetch = lookup.fetcher(settings)
+    walltimes = [3600, 4 * 3600, 24 * 3600, 48 * 3600]
+    samples = []
+    sets = 0
+    for _ in range(n):
+        user = rng.choice(users)
+        wall = rng.choice(walltimes)
+        if cold:
+            lookup.close_cached()
+        start = time.perf_counter()
+        d = decide.decide("queuejob", user, "workq", wall, None, False, None, settings, fetch)
+        samples.append(time.perf_counter() - start)
+        sets += d.soft_walltime_s is not None
+    if sets != n:
+        raise SystemExit(f"bench: only {sets} of {n} decisions set a soft walltime")
+    return samples
+
+
+def _bare_connects(dsn: str, n: int) -> list[float]:
+    """The machine's floor for a cold decision: a plain blocking connect and one query."""
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        conn = psycopg2.connect(dsn)
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1")
+            cur.fetchall()
+        samples.append(time.perf_counter() - start)
+        conn.close()
+    return samples
+
+
+def _hook_runs(settings_path: str, users: list[str], n: int) -> list[float]:
+    spec = importlib.util.spec_from_file_location("pbs", REPO / "tests" / "fakes" / "pbs.py")
+    assert spec and spec.loader
+    pbs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pbs)
+    sys.modules["pbs"] = pbs
+    pbs.hook_config_filename = settings_path
+    hook = str(REPO / "hooks" / "softwalltime_hook.py")
+    rng = random.Random(7)
+    samples = []
+    for _ in range(n):
+        job = pbs.job(resources={"walltime": "24:00:00"})
+        pbs.new_event(pbs.QUEUEJOB, rng.choice(users), job)
+        start = time.perf_counter()
+        out = pbs.run_hook(hook)
+        samples.append(time.perf_counter() - start)
+        if out["soft_walltime"] is None:
+            raise SystemExit(f"bench: hook set nothing: {pbs.logged}")
+    return samples
+
+
+def _predict_throughput() -> None:
+    """predict() alone, as the replay evaluator calls it: 15-row histories, default params."""
+    rng = random.Random(5)
+    histories = [
+        [(rng.randint(0, 86400), rng.choice([None, 3600, 86400])) for _ in range(15)]
+        for _ in range(1000)
+    ]
+    figures = []
+    for predictor in PREDICTORS:
+        start = time.perf_counter()
+        for _ in range(100):
+            for history in histories:
+                predict(predictor, 86400, history)
+        figures.append(f"{predictor} {100_000 / (time.perf_counter() - start):,.0f}/s")
+    print("predict() calls per second (15-job history): " + ", ".join(figures))
+
+
+def _explain(dsn: str, user: str) -> None:
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "EXPLAIN (ANALYZE, BUFFERS) " + lookup.RECENT_JOBS_WITH_WALLTIME_SQL,
+                {"user": user, "limit": 15},
+            )
+            print(f"EXPLAIN (ANALYZE, BUFFERS) of the v3 lookup for {user}:")
+            for (line,) in cur.fetchall():
+                print("    " + line)
+    finally:
+        conn.close()
+
+
+def _connect_timeout_check() -> None:
+    """Show libpq's connect_timeout floor and the wall-clock bound used instead."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    port = sock.getsockname()[1]
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        sock.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(sock.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    dsn = f"postgresql://x@127.0.0.1:{port}/x"
+    try:
+        start = time.perf_counter()
+        try:
+            psycopg2.connect(dsn, connect_timeout=1).close()
+        except psycopg2.OperationalError:
+            pass
+        libpq_s = time.perf_counter() - start
+        start = time.perf_counter()
+        try:
+            lookup.connect(dsn, 1.0, 250)
+        except Exception:  # noqa: BLE001 - only the time matters here
+            pass
+        ours_s = time.perf_counter() - start
+    finally:
+        stop.set()
+        thread.join()
+        for s in held:
+            s.close()
+        sock.close()
+    print(
+        f"hanging server (accepts, never answers): libpq {psycopg2.__libpq_version__}"
+        f" connect_timeout=1 gave up after "
+        f"{libpq_s:.2f} s; lookup.connect(connect_timeout_s=1.0) after {ours_s:.2f} s"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--users", type=int, default=10_000)
+    ap.add_argument("--warm", type=int, default=20_000, help="warm decisions to time")
+    ap.add_argument("--cold", type=int, default=2_000, help="cold decisions to time")
+    ap.add_argument("--hook-runs", type=int, default=2_000, help="whole-hook runs to time")
+    args = ap.parse_args(argv)
+
+    cluster = None
+    admin_dsn = os.environ.get("SOFTWALLTIME_DSN")
+    if admin_dsn:
+        admin_dsn = make_dsn(admin_dsn)
+    else:
+        cluster = LocalCluster(REPO / ".bench" / "pg")
+        cluster.start()
+        admin_dsn = cluster.dsn("postgres")
+    name = f"swt_bench_{os.getpid()}"
+    admin = psycopg2.connect(admin_dsn)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    dsn = make_dsn(admin_dsn, dbname=name)
+    where = "a private cluster in .bench/pg" if cluster else "the SOFTWALLTIME_DSN server"
+    print(f"database: {redact_dsn(dsn)} ({where}); {os.cpu_count()} CPUs")
+    try:
+        load(dsn, args.rows, args.users)
+        conn = psycopg2.connect(dsn)
+        with conn.cursor() as cur:
+            cur.execute("SELECT username FROM finished_jobs GROUP BY username")
+            users = [u for (u,) in cur.fetchall()]
+            cur.execute(
+                "SELECT username FROM finished_jobs GROUP BY username"
+                " ORDER BY count(*) DESC LIMIT 1"
+            )
+            busiest = cur.fetchone()[0]
+        conn.close()
+        settings = load_settings(environ={}, overrides={"dsn": dsn})
+        print(
+            f"settings: predictor {settings.predictor}, connect_timeout_s "
+            f"{settings.connect_timeout_s}, statement_timeout_ms {settings.statement_timeout_ms}"
+        )
+        _decisions(settings, users, 500, cold=False, seed=1)  # warm up the buffer cache
+        _stats("warm (cached connection)", _decisions(settings, users, args.warm, False, 2))
+        _stats("cold (new connection each)", _decisions(settings, users, args.cold, True, 3))
+        _stats("baseline: psycopg2.connect+SELECT 1", _bare_connects(dsn, args.cold))
+        lookup.close_cached()
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+            json.dump({"dsn": dsn}, fh)
+        try:
+            _stats("hook script via runpy, warm", _hook_runs(fh.name, users, args.hook_runs))
+        finally:
+            os.unlink(fh.name)
+            lookup.close_cached()
+        _explain(dsn, busiest)
+        _predict_throughput()
+        _connect_timeout_check()
+    finally:
+        lookup.close_cached()
+        with admin.cursor() as cur:
+            cur.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+        admin.close()
+        if cluster is not None:
+            cluster.destroy()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

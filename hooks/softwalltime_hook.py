@@ -1,0 +1,68 @@
+"""softwalltime PBS server hook (queuejob, runjob): set Resource_List["soft_walltime"].
+
+Install with ``softwalltime hooks install``. Fails open: any failure logs one line and
+accepts the job unchanged. PBS's embedded Python (3.6+) loads no site-packages, so the
+hook config's ``sys_path`` is read with json alone before softwalltime is imported.
+"""
+
+import json
+import os
+import sys
+import time
+
+import pbs
+
+# Variable_List entry holding the value set at queuejob: runjob may then replace its own
+# prediction, while a soft_walltime set by a manager is kept.
+MARK = "SOFTWALLTIME_SET"
+
+
+def _main(e):
+    config = pbs.hook_config_filename
+    if config:
+        with open(config, encoding="utf-8") as fh:
+            entries = json.load(fh).get("sys_path") or []
+        entries = entries.split(os.pathsep) if isinstance(entries, str) else entries
+        sys.path[:0] = [p for p in entries if p not in sys.path]
+    from softwalltime import decide, hooklog, lookup
+    from softwalltime.config import load_settings
+
+    settings = load_settings(config, environ={})
+    log = hooklog.forward_logging(pbs.logmsg, pbs.EVENT_DEBUG, pbs.LOG_WARNING, pbs.LOG_ERROR)
+    job, res = e.job, e.job.Resource_List
+    if e.type == pbs.QUEUEJOB:
+        kind, user, wait_s = "queuejob", e.requestor, None
+    elif e.type == pbs.RUNJOB:
+        kind, user = "runjob", job.euser or str(job.Job_Owner or "").split("@")[0]
+        wait_s = time.time() - int(job.ctime) if job.ctime else None
+    else:
+        return
+    walltime, soft, marks = res["walltime"], res["soft_walltime"], job.Variable_List
+    ours = soft is not None and marks is not None and marks.get(MARK) == str(int(soft))
+    decision = decide.decide(
+        kind, user, str(job.queue or ""), None if walltime is None else int(walltime),
+        None if soft is None else int(soft), res["min_walltime"] is not None, wait_s,
+        settings, lookup.fetcher(settings), existing_is_ours=ours,
+    )  # fmt: skip
+    if decision.soft_walltime_s is not None:
+        if kind == "queuejob" and marks is not None:
+            marks[MARK] = str(decision.soft_walltime_s)
+        res["soft_walltime"] = pbs.duration(decision.soft_walltime_s)
+    log.debug("%s [%.1f ms]", decision.reason, (time.monotonic() - _start) * 1000)
+
+
+_event, _start = pbs.event(), time.monotonic()
+try:
+    _main(_event)
+except Exception as err:  # noqa: BLE001 - fail open; never BaseException: accept() raises SystemExit
+    pbs.logmsg(
+        pbs.LOG_WARNING,
+        "softwalltime: job left unchanged after %.0f ms: %s: %s%s"
+        % (
+            (time.monotonic() - _start) * 1000,
+            type(err).__name__,
+            " ".join(str(err).split()),
+            " (check sys_path in the hook config)" if isinstance(err, ImportError) else "",
+        ),
+    )
+_event.accept()

@@ -1,0 +1,275 @@
+"""``softwalltime hooks install|uninstall``: the qmgr sequence for the PBS server hook.
+
+The hook script ships inside the package: ``pyproject.toml`` maps the package
+``softwalltime.hookfiles`` to the repository's ``hooks/`` folder, so a regular
+``pip install .`` puts ``hooks/softwalltime_hook.py`` at
+``<site-packages>/softwalltime/hookfiles/softwalltime_hook.py``. An editable install or a
+source checkout has no such folder; the script is then found at ``<repo>/hooks/``. The file
+is only read and handed to qmgr, never imported by this package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+
+import softwalltime
+
+from .config import Settings, redact_dsn, require_dsn
+from .errors import SoftwalltimeError
+
+HOOK_FILE = "softwalltime_hook.py"
+# Settings the hook reads; the rest (accounting_dir, server, source) are for other tools.
+HOOK_KEYS = (
+    "dsn",
+    "predictor",
+    "v1_jobs",
+    "v3_jobs",
+    "reserve_s",
+    "long_walltime_threshold_s",
+    "long_walltime_factor",
+    "runjob_min_wait_s",
+    "override_existing",
+    "dry_run",
+    "connect_timeout_s",
+    "statement_timeout_ms",
+    "users_allow",
+    "users_deny",
+    "queues_allow",
+    "queues_deny",
+    "sys_path",
+    "debug",
+)
+# qmgr object names: letters, digits, '_' and '-' (hook names are file names in
+# server_priv/hooks, NAME.PY / NAME.CF / NAME.HK).
+_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
+
+
+def hook_script() -> Path:
+    """Locate the hook script of this installation.
+
+    :raises SoftwalltimeError: neither the packaged copy nor the checkout's file exists
+    """
+    package = Path(softwalltime.__file__).resolve().parent
+    for candidate in (package / "hookfiles" / HOOK_FILE, package.parent / "hooks" / HOOK_FILE):
+        if candidate.is_file():
+            return candidate
+    raise SoftwalltimeError(
+        f"hook script {HOOK_FILE} not found under {package}/hookfiles or {package.parent}/hooks;"
+        " reinstall softwalltime (pip install .)"
+    )
+
+
+def import_roots() -> list[str]:
+    """Directories that make ``softwalltime`` and ``psycopg2`` importable (for sys_path)."""
+    roots = []
+    for module_file in (softwalltime.__file__, psycopg2.__file__):
+        root = str(Path(str(module_file)).resolve().parent.parent)
+        if root not in roots:
+            roots.append(root)
+    return roots
+
+
+def hook_config(settings: Settings) -> dict[str, Any]:
+    """The JSON hook configuration: current settings plus this installation's sys_path.
+
+    :raises ConfigError: no DSN configured (the hook could not do anything)
+    """
+    require_dsn(settings)
+    values = settings._asdict()
+    config: dict[str, Any] = {key: values[key] for key in HOOK_KEYS}
+    sys_path = list(settings.sys_path)
+    sys_path += [p for p in import_roots() if p not in sys_path]
+    config["sys_path"] = sys_path
+    for key in ("users_allow", "users_deny", "queues_allow", "queues_deny"):
+        config[key] = list(config[key])
+    return config
+
+
+def _check_path(path: Path, what: str) -> str:
+    text = str(path)
+    # qmgr splits its command line on white space and has no escape for it.
+    if re.search(r"[\s'\"]", text):
+        raise SoftwalltimeError(f"{what} path {text!r} contains spaces or quotes; qmgr cannot")
+    return text
+
+
+def install_commands(name: str, order: int, alarm: int, script: str, config: str) -> list[str]:
+    """qmgr directives that create and configure the hook (stock OpenPBS 23.06).
+
+    The first two (create, disable) are skipped when the hook already exists.
+    """
+    return [
+        f"create hook {name}",
+        # a new hook is enabled at once: keep it off until its script and config are in
+        f"set hook {name} enabled = false",
+        f"set hook {name} user = pbsadmin",
+        f'set hook {name} event = "queuejob,runjob"',
+        f"set hook {name} order = {order}",
+        f"set hook {name} alarm = {alarm}",
+        f"import hook {name} application/x-python default {script}",
+        f"import hook {name} application/x-config default {config}",
+        f"set hook {name} enabled = true",
+    ]
+
+
+def register(sub: Any) -> None:
+    """Add the ``hooks`` command group."""
+    hooks = sub.add_parser(
+        "hooks",
+        help="install or remove the PBS server hook (qmgr)",
+        description="Install or remove the softwalltime server hook with qmgr.",
+    )
+    hsub = hooks.add_subparsers(title="hooks commands", metavar="COMMAND")
+    hooks.set_defaults(func=lambda args, settings: _usage(hooks))
+
+    inst = hsub.add_parser(
+        "install",
+        help="create the hook and import its script and JSON config",
+        description=(
+            "Create the hook (events queuejob,runjob), set order and alarm, import the hook "
+            "script and a JSON config generated from the current settings, including the "
+            "sys_path that makes softwalltime and psycopg2 importable from this installation. "
+            "Run as root on the PBS server host. "
+            "Example: softwalltime --config /etc/softwalltime.json hooks install --dry-run"
+        ),
+    )
+    inst.add_argument("--dry-run", action="store_true", help="print the commands, change nothing")
+    _common(inst)
+    inst.add_argument("--order", type=int, default=1, help="hook order, 1-1000 (default: 1)")
+    inst.add_argument(
+        "--alarm", type=int, default=30, help="hook alarm in seconds (default: 30, PBS's)"
+    )
+    inst.set_defaults(func=install)
+
+    uninst = hsub.add_parser(
+        "uninstall",
+        help="delete the hook",
+        description="Delete the hook. Example: softwalltime hooks uninstall --dry-run",
+    )
+    uninst.add_argument("--dry-run", action="store_true", help="print the command only")
+    _common(uninst)
+    uninst.set_defaults(func=uninstall)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", default="softwalltime", help="hook name (default: softwalltime)")
+    parser.add_argument(
+        "--qmgr", default=None, help="qmgr executable (default: qmgr on PATH, else /opt/pbs/bin)"
+    )
+
+
+def _usage(parser: Any) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _qmgr(args: Any) -> str:
+    if args.qmgr:
+        return str(args.qmgr)
+    if args.dry_run:
+        return "qmgr"
+    found = shutil.which("qmgr") or (
+        "/opt/pbs/bin/qmgr" if os.access("/opt/pbs/bin/qmgr", os.X_OK) else None
+    )
+    if not found:
+        raise SoftwalltimeError("qmgr not found on PATH or in /opt/pbs/bin; pass --qmgr PATH")
+    return found
+
+
+def _validate(args: Any) -> None:
+    if not _NAME_RE.match(args.name):
+        raise SoftwalltimeError(f"invalid hook name {args.name!r}: use letters, digits, _ and -")
+    if hasattr(args, "order") and not 1 <= args.order <= 1000:
+        raise SoftwalltimeError(f"--order must be 1-1000 for a site hook, got {args.order}")
+    if hasattr(args, "alarm") and args.alarm < 1:
+        raise SoftwalltimeError(f"--alarm must be at least 1 second, got {args.alarm}")
+
+
+def _run_qmgr(qmgr: str, directive: str) -> None:
+    proc = subprocess.run(
+        [qmgr, "-c", directive], capture_output=True, text=True, check=False, timeout=60
+    )
+    if proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().replace("\n", " ")
+        raise SoftwalltimeError(f"qmgr -c {directive!r} failed ({proc.returncode}): {detail}")
+
+
+def install(args: Any, settings: Settings) -> int:
+    """Print (``--dry-run``) or run the qmgr sequence that installs the hook.
+
+    :raises ConfigError: no DSN configured
+    :raises SoftwalltimeError: bad name/order/alarm, qmgr missing or failing
+    """
+    _validate(args)
+    qmgr = _qmgr(args)
+    script = _check_path(hook_script(), "hook script")
+    config = hook_config(settings)
+    if args.dry_run:
+        shown = dict(config, dsn=redact_dsn(config["dsn"]))
+        config_path = f"/tmp/{args.name}.json"
+        print(
+            f"# softwalltime hooks install --dry-run: hook {args.name!r} for a stock OpenPBS 23.06"
+        )
+        print("# server. Run as root on the server host. 1. the hook configuration, generated")
+        print("# from the current settings (password shown as ***; the real install writes it):")
+        print("umask 077")
+        print(f"cat > {config_path} <<'EOF'")
+        print(json.dumps(shown, indent=2))
+        print("EOF")
+        print(
+            f"# 2. the hook (psycopg2 in sys_path is built for Python "
+            f"{sys.version_info[0]}.{sys.version_info[1]}: pbs_server's Python must match)"
+        )
+        for directive in install_commands(args.name, args.order, args.alarm, script, config_path):
+            print(shlex.join([qmgr, "-c", directive]))
+        return 0
+
+    fd, tmp = tempfile.mkstemp(prefix=f"{args.name}-", suffix=".json")  # mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(config, fh, indent=2)
+        directives = install_commands(args.name, args.order, args.alarm, script, tmp)
+        exists = (
+            subprocess.run(
+                [qmgr, "-c", f"list hook {args.name}"], capture_output=True, check=False
+            ).returncode
+            == 0
+        )
+        if exists:
+            print(f"hook {args.name} exists; updating it")
+            directives = directives[2:]
+        for directive in directives:
+            _run_qmgr(qmgr, directive)
+            print(f"qmgr -c {shlex.quote(directive)}")
+    finally:
+        os.unlink(tmp)
+    print(f"hook {args.name} installed (events queuejob,runjob; DSN {redact_dsn(settings.dsn)})")
+    return 0
+
+
+def uninstall(args: Any, settings: Settings) -> int:
+    """Print (``--dry-run``) or run ``qmgr -c "delete hook NAME"``.
+
+    :raises SoftwalltimeError: bad name, qmgr missing or failing
+    """
+    _validate(args)
+    qmgr = _qmgr(args)
+    directive = f"delete hook {args.name}"
+    if args.dry_run:
+        print(shlex.join([qmgr, "-c", directive]))
+        return 0
+    _run_qmgr(qmgr, directive)
+    print(f"hook {args.name} deleted")
+    return 0

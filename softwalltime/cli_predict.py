@@ -1,0 +1,97 @@
+"""``softwalltime predict``: the soft walltime the hook would set now, and why."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from . import lookup
+from .config import PREDICTORS, Settings
+from .decide import EVENTS, decide
+from .errors import ParseError
+from .predict import HistoryRow, PredictorParams
+from .units import format_duration, parse_duration
+
+
+def _duration(text: str) -> int:
+    try:
+        seconds = parse_duration(text)
+    except ParseError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"walltime must be positive: {text!r}")
+    return seconds
+
+
+def register(sub: Any) -> None:
+    """Add the ``predict`` command."""
+    parser = sub.add_parser(
+        "predict",
+        help="print the soft walltime the hook would set now, and why",
+        description=(
+            "Run the hook's decision for one user and walltime against the configured "
+            "database (same settings, lists and predictor as the hook). "
+            "Example: softwalltime predict --user alice --walltime 24:00:00 --predictor v2"
+        ),
+    )
+    parser.add_argument("--user", required=True, help="PBS user name (euser)")
+    parser.add_argument(
+        "--walltime", required=True, type=_duration, help="requested walltime, [[H:]M:]S"
+    )
+    parser.add_argument(
+        "--predictor", choices=PREDICTORS, help="predictor (default: from the settings, v3)"
+    )
+    parser.add_argument("--queue", default="", help="queue name, for the allow/deny lists")
+    parser.add_argument(
+        "--event", choices=EVENTS, default="queuejob", help="hook event (default: queuejob)"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Print the decision for ``args.user``/``args.walltime``; 0 on success.
+
+    :raises ConfigError: no database configured
+    :raises DatabaseError: the history cannot be read
+    """
+    if args.predictor:
+        settings = settings._replace(predictor=args.predictor)
+    fetch = lookup.fetcher(settings)
+    seen: list[HistoryRow] = []
+
+    def recording_fetch(user: str, limit: int, with_walltime_only: bool) -> list[HistoryRow]:
+        rows = fetch(user, limit, with_walltime_only)
+        seen.extend(rows)
+        return rows
+
+    params = PredictorParams.from_settings(settings)
+    decision = decide(
+        args.event,
+        args.user,
+        args.queue,
+        args.walltime,
+        None,
+        False,
+        None,
+        settings,
+        recording_fetch,
+        params=params,
+    )
+    prediction = decision.prediction
+    if decision.soft_walltime_s is not None:
+        soft = decision.soft_walltime_s
+        print(f"soft_walltime: {format_duration(soft)} ({soft} s)")
+    elif prediction is not None and prediction.soft_walltime_s is not None:
+        soft = prediction.soft_walltime_s
+        print(f"soft_walltime: none set (dry run; would be {format_duration(soft)}, {soft} s)")
+    else:
+        print("soft_walltime: none (the hook leaves the job alone)")
+    print(f"why: {decision.reason}")
+    if prediction is not None:
+        limit = params.history_jobs(settings.predictor)
+        kind = "jobs with walltime > 0" if settings.predictor == "v3" else "jobs"
+        print(f"history: {len(seen)} of at most {limit} {kind}, most recent first")
+        for runtime_s, walltime_s in seen:
+            wall = "-" if walltime_s is None else format_duration(walltime_s)
+            print(f"  runtime {format_duration(runtime_s)}  walltime {wall}")
+    return 0

@@ -1,0 +1,154 @@
+"""What the hook does with one job: set a soft walltime of N seconds, or leave the job alone.
+
+Pure: it gets plain values from the hook (never ``pbs`` objects) and a callable that
+fetches history, so it runs unchanged in tests, ``softwalltime predict`` and the hook.
+
+Rules, in order (each "leave" names its reason in :attr:`Decision.reason`):
+
+1. only ``queuejob`` and ``runjob`` are handled;
+2. user and queue allow/deny lists (deny wins; an empty allow list allows all). At
+   ``queuejob`` the queue may be ``""`` (PBS substitutes the default queue later): when
+   queue lists are configured such a job is left for ``runjob``, which sees the real queue;
+3. shrink-to-fit jobs (``min_walltime`` set) are left alone: PBS rejects soft_walltime there;
+4. no walltime: left alone (at ``queuejob`` the queue default comes later; ``runjob`` decides);
+5. an existing soft_walltime is kept unless ``override_existing`` is set or the hook set it
+   itself at ``queuejob`` (``existing_is_ours``), in which case ``runjob`` predicts again;
+   with ``runjob_min_wait_s`` > 0 a job that waited less than that keeps its value;
+6. the prediction is capped at the walltime (never above it: PBS rejects the ``qsub`` at
+   queuejob and checks nothing at runjob);
+7. ``dry_run``: everything above happens, the decision says what would be set, nothing is.
+
+Hook path: Python 3.6+ syntax, standard library only.
+"""
+
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+from .predict import HistoryRow, Prediction, PredictorParams, predict
+
+EVENTS = ("queuejob", "runjob")
+
+# fetch(username, limit, with_walltime_only) -> [(runtime_s, walltime_s or None), ...]
+HistoryFetch = Callable[[str, int, bool], Sequence[HistoryRow]]
+
+
+class Decision(NamedTuple):
+    soft_walltime_s: Optional[int]
+    prediction: Optional[Prediction]
+    reason: str
+
+
+Decision.__doc__ = """The outcome for one event.
+
+``soft_walltime_s``: the value to set, in seconds, or ``None`` to leave the job unchanged
+(always ``None`` in dry-run mode). ``prediction``: the prediction made, if any.
+``reason``: one line for the debug log (user, walltime, predictor, soft walltime, basis).
+"""
+
+
+def _describe(prediction: Prediction) -> str:
+    """Human-readable basis of a prediction, e.g. "max ratio 0.4123 over 15 jobs"."""
+    if prediction.basis_value is None:
+        return prediction.reason
+    if prediction.predictor == "v3":
+        what = f"max runtime/walltime {prediction.basis_value:.4f}"
+    else:
+        what = f"mean runtime {prediction.basis_value:.0f} s"
+    return f"{what} over {prediction.basis_jobs} jobs; {prediction.reason}"
+
+
+def _listed(name: str, allow: Sequence[str], deny: Sequence[str]) -> Optional[str]:
+    """Why ``name`` is excluded by the lists, or None if it passes."""
+    if name in deny:
+        return "in the deny list"
+    if allow and name not in allow:
+        return "not in the allow list"
+    return None
+
+
+def decide(
+    event: str,
+    user: Optional[str],
+    queue: Optional[str],
+    walltime_s: Optional[int],
+    existing_soft_s: Optional[int],
+    shrink_to_fit: bool,
+    wait_s: Optional[float],
+    settings: Any,
+    fetch: HistoryFetch,
+    existing_is_ours: bool = False,
+    params: Optional[PredictorParams] = None,
+) -> Decision:
+    """Decide what to set on one job.
+
+    :param event: ``"queuejob"`` or ``"runjob"`` (anything else: leave alone)
+    :param user: the job's user (queuejob: the requestor; runjob: euser)
+    :param queue: the queue as the event shows it; ``""`` or None if not known yet
+    :param walltime_s: the requested walltime in seconds, None if unset
+    :param existing_soft_s: the soft_walltime already on the job in seconds, None if unset
+    :param shrink_to_fit: the job has ``min_walltime`` (PBS forbids soft_walltime then)
+    :param wait_s: seconds since the job was created (runjob), None if unknown
+    :param settings: :class:`softwalltime.config.Settings`
+    :param fetch: ``fetch(user, limit, with_walltime_only)`` returning history rows, most
+        recent first; its exceptions propagate (the hook fails open on them)
+    :param existing_is_ours: the existing soft_walltime was set by this hook at queuejob
+    :param params: predictor parameters (default: built from ``settings``)
+    :returns: the decision; ``reason`` is one line for the debug log
+    """
+    who = "{} user={!r} queue={!r} walltime={}".format(
+        event, user, queue, "unset" if walltime_s is None else f"{walltime_s} s"
+    )
+
+    def leave(why: str, prediction: Optional[Prediction] = None) -> Decision:
+        return Decision(None, prediction, f"{who}: leave alone: {why}")
+
+    if event not in EVENTS:
+        return leave("not a queuejob or runjob event")
+    if not user:
+        return leave("no user name")
+    excluded = _listed(user, settings.users_allow, settings.users_deny)
+    if excluded:
+        return leave("user " + excluded)
+    if settings.queues_allow or settings.queues_deny:
+        if not queue:
+            return leave("queue not known yet (lists configured); runjob decides")
+        excluded = _listed(queue, settings.queues_allow, settings.queues_deny)
+        if excluded:
+            return leave("queue " + excluded)
+    if shrink_to_fit:
+        return leave("shrink-to-fit job (min_walltime set)")
+    if walltime_s is None:
+        if event == "queuejob":
+            return leave("no walltime requested yet; runjob decides")
+        return leave("no walltime")
+    if walltime_s <= 0:
+        return leave("walltime is not positive")
+    if existing_soft_s is not None:
+        if not (settings.override_existing or existing_is_ours):
+            return leave(f"soft_walltime already set to {existing_soft_s} s")
+        if (
+            event == "runjob"
+            and settings.runjob_min_wait_s
+            and wait_s is not None
+            and wait_s < settings.runjob_min_wait_s
+        ):
+            return leave(
+                f"waited {wait_s:.0f} s < runjob_min_wait_s {settings.runjob_min_wait_s} s;"
+                f" keeping {existing_soft_s} s"
+            )
+
+    if params is None:
+        params = PredictorParams.from_settings(settings)
+    predictor = settings.predictor
+    history = fetch(user, params.history_jobs(predictor), predictor == "v3")
+    prediction = predict(predictor, walltime_s, history, params)
+    soft = prediction.soft_walltime_s
+    if soft is None:
+        return leave(f"{predictor}: no prediction", prediction)
+    # predict() already caps; this guard keeps the PBS invariant even if it ever did not.
+    soft = max(1, min(int(soft), int(walltime_s)))
+    what = f"{predictor} soft_walltime={soft} s ({_describe(prediction)})"
+    if existing_soft_s is not None and existing_soft_s == soft:
+        return leave(f"{what}: unchanged", prediction)
+    if settings.dry_run:
+        return Decision(None, prediction, f"{who}: dry run, would set {what}")
+    return Decision(soft, prediction, f"{who}: set {what}")

@@ -1,0 +1,265 @@
+"""History lookup for the hook: one indexed query, a cached connection, wall-clock bounds.
+
+pbs_server runs hooks synchronously inside request processing, so a slow database blocks
+every ``qsub``. This module therefore never waits longer than
+``connect_timeout_s + statement_timeout_ms + STATEMENT_GRACE_S`` in total, by wall clock:
+
+* libpq's ``connect_timeout`` cannot do it. libpq 16 and older raise any value below 2
+  to 2 seconds (measured here: libpq 15 with ``connect_timeout=1`` gave up on a silent
+  server after 2.02 s; the libpq 17 in psycopg2-binary after 1.00 s), it takes whole
+  seconds only, and it applies to each address of a host in turn. So the connection is
+  opened in asynchronous mode (``async_=True``) and driven with ``select()`` against a
+  deadline; the same loop bounds every query, so a server that accepts TCP and then never
+  answers cannot stall the hook either (``statement_timeout`` alone is enforced by that
+  very server). Not bounded: resolving a host name (getaddrinfo blocks inside libpq);
+  give an IP address or ``hostaddr`` when DNS is not reliable.
+* ``statement_timeout`` and read-only transactions are set in the startup packet
+  (``options=-c ...``): no extra round trip per connection.
+
+The connection is cached at module level: pbs_server keeps imported modules until its
+interpreter restarts, so consecutive events reuse it. A cached connection that has died
+(server restart, idle timeout) is replaced once, within the same deadline.
+
+Hook path: Python 3.6+ syntax, standard library and psycopg2 only.
+"""
+
+import logging
+import math
+import select
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import psycopg2
+import psycopg2.extensions
+
+from .config import libpq_dsn, redact_dsn, require_dsn
+from .errors import DatabaseError
+
+log = logging.getLogger(__name__)
+
+# Time granted beyond statement_timeout for the server's own cancellation to reach us, so
+# a slow query normally ends with PostgreSQL's clear "canceling statement" error rather
+# than our client-side deadline.
+STATEMENT_GRACE_S = 0.1
+
+# Served by ix_finished_jobs_user_recent (username, ended_at DESC, job_seq DESC) INCLUDE
+# (runtime_s, walltime_s) as an Index Only Scan: every column referenced is in the index,
+# and the ORDER BY matches its order, so PostgreSQL reads at most LIMIT matching entries.
+RECENT_JOBS_SQL = (
+    "SELECT runtime_s, walltime_s FROM finished_jobs"
+    " WHERE username = %(user)s AND runtime_s IS NOT NULL"
+    " ORDER BY ended_at DESC, job_seq DESC LIMIT %(limit)s"
+)
+# v3 only looks at jobs that requested a walltime; filtering in SQL keeps LIMIT exact.
+RECENT_JOBS_WITH_WALLTIME_SQL = (
+    "SELECT runtime_s, walltime_s FROM finished_jobs"
+    " WHERE username = %(user)s AND runtime_s IS NOT NULL AND walltime_s > 0"
+    " ORDER BY ended_at DESC, job_seq DESC LIMIT %(limit)s"
+)
+
+_POLL_OK = psycopg2.extensions.POLL_OK
+_POLL_READ = psycopg2.extensions.POLL_READ
+_POLL_WRITE = psycopg2.extensions.POLL_WRITE
+
+# The cached connection and the parameters it was opened with.
+_cache: Dict[str, Any] = {"conn": None, "key": None}
+
+
+def _wait(conn: Any, deadline: float, what: str) -> None:
+    """Drive an asynchronous connection until it is ready or ``deadline`` (monotonic) passes.
+
+    :raises DatabaseError: the deadline passed (the connection is then unusable)
+    """
+    while True:
+        state = conn.poll()
+        if state == _POLL_OK:
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise DatabaseError(f"{what} timed out")
+        # The socket can change while libpq tries the addresses of a host, so ask each time.
+        fd = conn.fileno()
+        if state == _POLL_READ:
+            select.select([fd], [], [], remaining)
+        elif state == _POLL_WRITE:
+            select.select([], [fd], [], remaining)
+        else:  # pragma: no cover - psycopg2 raises rather than returning other states
+            raise DatabaseError(f"{what}: unexpected poll state {state}")
+
+
+def _close(conn: Any) -> None:
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001 - closing a broken connection must never raise
+        pass
+
+
+def connect(
+    dsn: str, connect_timeout_s: float, statement_timeout_ms: int, deadline: Optional[float] = None
+) -> Any:
+    """Open a read-only, autocommit psycopg2 connection within a wall-clock bound.
+
+    :param dsn: libpq URI or keyword string (a SQLAlchemy URL is converted)
+    :param connect_timeout_s: seconds allowed for the whole connection setup
+    :param statement_timeout_ms: per-statement limit set for the session, in milliseconds
+    :param deadline: optional ``time.monotonic()`` value that ends the attempt earlier
+    :raises DatabaseError: unreachable, refused, authentication failed or timed out; the
+        message names the server without its password
+    """
+    start = time.monotonic()
+    limit = start + connect_timeout_s
+    if deadline is not None:
+        limit = min(limit, deadline)
+    conn = None
+    try:
+        conn = psycopg2.connect(
+            libpq_dsn(dsn),
+            async_=True,
+            # A backstop only: libpq applies it to blocking connects (our loop is the bound).
+            connect_timeout=max(2, int(math.ceil(connect_timeout_s))),
+            options=f"-c statement_timeout={int(statement_timeout_ms):d}"
+            " -c default_transaction_read_only=on",
+            application_name="softwalltime-hook",
+        )
+        _wait(conn, limit, f"connecting within {connect_timeout_s:.3g} s")
+    except (psycopg2.Error, DatabaseError, OSError) as err:
+        if conn is not None:
+            _close(conn)
+        raise DatabaseError(f"cannot connect to {redact_dsn(dsn)}: {_one_line(err)}") from err
+    log.debug("connected to %s in %.1f ms", redact_dsn(dsn), (time.monotonic() - start) * 1e3)
+    return conn
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip() or type(err).__name__
+    return " ".join(text.split())
+
+
+def _query(conn: Any, sql: str, params: Dict[str, Any], deadline: float) -> List[Tuple[Any, ...]]:
+    cur = conn.cursor()
+    try:
+        cur.execute(sql, params)
+        _wait(conn, deadline, "query")
+        rows: List[Tuple[Any, ...]] = cur.fetchall()
+        return rows
+    finally:
+        cur.close()
+
+
+def close_cached() -> None:
+    """Close and forget the cached connection (tests, and after any failure)."""
+    conn = _cache["conn"]
+    _cache["conn"] = None
+    _cache["key"] = None
+    if conn is not None:
+        _close(conn)
+
+
+def recent_jobs(
+    dsn: str,
+    username: str,
+    limit: int,
+    with_walltime_only: bool = False,
+    connect_timeout_s: float = 1.0,
+    statement_timeout_ms: int = 250,
+    reuse: bool = True,
+) -> List[Tuple[int, Optional[int]]]:
+    """The user's last ``limit`` finished jobs by end time (ties: higher job_seq first).
+
+    :param dsn: database to read ``finished_jobs`` from
+    :param username: PBS user name, passed as a bound parameter (any characters are safe)
+    :param limit: number of rows, at most
+    :param with_walltime_only: only jobs that requested a walltime > 0 (predictor v3)
+    :param connect_timeout_s: wall-clock bound for opening a connection, in seconds
+    :param statement_timeout_ms: server-side statement limit, in milliseconds; the client
+        also stops waiting ``STATEMENT_GRACE_S`` after it
+    :param reuse: keep the connection in the module cache for the next call
+    :returns: ``[(runtime_s, walltime_s or None), ...]`` most recent first
+    :raises DatabaseError: connection or query failed or timed out; the hook fails open
+    """
+    sql = RECENT_JOBS_WITH_WALLTIME_SQL if with_walltime_only else RECENT_JOBS_SQL
+    params = {"user": username, "limit": int(limit)}
+    deadline = time.monotonic() + connect_timeout_s + statement_timeout_ms / 1000.0
+    deadline += STATEMENT_GRACE_S
+    key = (dsn, connect_timeout_s, statement_timeout_ms)
+
+    conn = _cache["conn"] if reuse and _cache["key"] == key else None
+    if conn is not None and conn.closed:
+        close_cached()
+        conn = None
+    if conn is not None:
+        try:
+            return _clean(_query(conn, sql, params, deadline))
+        except psycopg2.extensions.QueryCanceledError as err:
+            # statement_timeout: the connection is still usable, the history is not.
+            raise DatabaseError(f"history query failed: {_one_line(err)}") from err
+        except (psycopg2.OperationalError, psycopg2.InterfaceError, DatabaseError) as err:
+            # The cached connection died since the last event (server restart, idle
+            # timeout) or hangs: drop it and try once with a fresh one in the time left.
+            log.debug("cached connection failed (%s); reconnecting", _one_line(err))
+            close_cached()
+        except psycopg2.Error as err:
+            close_cached()
+            raise DatabaseError(f"history query failed: {_one_line(err)}") from err
+    elif reuse:
+        close_cached()
+
+    conn = connect(dsn, connect_timeout_s, statement_timeout_ms, deadline=deadline)
+    try:
+        rows = _query(conn, sql, params, deadline)
+    except psycopg2.Error as err:
+        _close(conn)
+        raise DatabaseError(f"history query failed: {_one_line(err)}") from err
+    except DatabaseError:
+        _close(conn)
+        raise
+    if reuse:
+        _cache["conn"] = conn
+        _cache["key"] = key
+    else:
+        _close(conn)
+    return _clean(rows)
+
+
+def _clean(rows: List[Tuple[Any, ...]]) -> List[Tuple[int, Optional[int]]]:
+    """Keep rows that are ``(runtime_s >= 0, walltime_s >= 0 or None)``.
+
+    A database returning garbage (a hand-edited table, a wrong schema) must not break or
+    skew the prediction: such rows are dropped with a warning.
+    """
+    out: List[Tuple[int, Optional[int]]] = []
+    for row in rows:
+        if len(row) == 2:
+            runtime_s, walltime_s = row
+            if (
+                type(runtime_s) is int
+                and runtime_s >= 0
+                and (walltime_s is None or (type(walltime_s) is int and walltime_s >= 0))
+            ):
+                out.append((runtime_s, walltime_s))
+                continue
+        log.warning("ignoring malformed history row %r", row)
+    return out
+
+
+def fetcher(settings: Any) -> Callable[[str, int, bool], List[Tuple[int, Optional[int]]]]:
+    """A ``fetch(user, limit, with_walltime_only)`` for :func:`softwalltime.decide.decide`.
+
+    :param settings: :class:`softwalltime.config.Settings` (dsn and timeouts)
+    :raises ConfigError: no DSN configured
+    """
+    dsn = require_dsn(settings)
+
+    def fetch(
+        username: str, limit: int, with_walltime_only: bool
+    ) -> List[Tuple[int, Optional[int]]]:
+        return recent_jobs(
+            dsn,
+            username,
+            limit,
+            with_walltime_only,
+            settings.connect_timeout_s,
+            settings.statement_timeout_ms,
+        )
+
+    return fetch

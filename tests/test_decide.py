@@ -1,0 +1,148 @@
+"""decide(): every rule of the issue, with a recording history fetch (pure, no database)."""
+
+import pytest
+
+from softwalltime.config import load_settings
+from softwalltime.decide import decide
+
+DAY = 86400
+HISTORY = [(3600, 4 * 3600)]  # ratio 0.25
+V3_DAY = DAY // 4 + 900  # what v3 predicts for a 24 h job with HISTORY
+
+
+class Fetch:
+    """Records calls; returns a fixed history."""
+
+    def __init__(self, rows=HISTORY):
+        self.rows = rows
+        self.calls = []
+
+    def __call__(self, user, limit, with_walltime_only):
+        self.calls.append((user, limit, with_walltime_only))
+        return self.rows
+
+
+def run(event="queuejob", user="alice", queue="workq", walltime=DAY, existing=None, stf=False,
+        wait=None, ours=False, fetch=None, **overrides):  # fmt: skip
+    fetch = fetch or Fetch()
+    settings = load_settings(environ={}, overrides=overrides)
+    return decide(event, user, queue, walltime, existing, stf, wait, settings, fetch, ours), fetch
+
+
+@pytest.mark.parametrize("event", ["queuejob", "runjob"])
+def test_sets_prediction_and_logs_basis(event):
+    d, fetch = run(event=event)
+    assert d.soft_walltime_s == V3_DAY
+    assert fetch.calls == [("alice", 15, True)]
+    assert "user='alice'" in d.reason and "walltime=86400 s" in d.reason
+    assert f"v3 soft_walltime={V3_DAY} s" in d.reason and "over 1 jobs" in d.reason
+
+
+@pytest.mark.parametrize("predictor,limit,only", [("v1", 2, False), ("v2", 2, False)])
+def test_predictor_and_counts_from_settings(predictor, limit, only):
+    d, fetch = run(predictor=predictor)
+    assert fetch.calls == [("alice", limit, only)]
+    assert d.prediction.predictor == predictor
+    assert d.soft_walltime_s == 3600 + (900 if predictor == "v2" else 0)
+
+
+def test_queuejob_without_walltime_is_left_for_runjob():
+    d, fetch = run(walltime=None)
+    assert d.soft_walltime_s is None and "runjob decides" in d.reason
+    assert fetch.calls == []  # no database round trip for nothing
+
+
+def test_runjob_without_walltime_left_alone():
+    d, fetch = run(event="runjob", walltime=None)
+    assert d.soft_walltime_s is None and fetch.calls == []
+
+
+def test_shrink_to_fit_left_alone():
+    d, fetch = run(stf=True)
+    assert d.soft_walltime_s is None and "shrink-to-fit" in d.reason and fetch.calls == []
+
+
+def test_existing_soft_walltime_kept_by_default():
+    d, fetch = run(existing=1234)
+    assert d.soft_walltime_s is None and "already set to 1234 s" in d.reason
+    assert fetch.calls == []
+
+
+def test_existing_soft_walltime_overridden_when_configured():
+    d, _ = run(existing=1234, override_existing=True)
+    assert d.soft_walltime_s == V3_DAY
+
+
+def test_runjob_repredicts_over_our_own_queuejob_value():
+    d, _ = run(event="runjob", existing=5000, ours=True)
+    assert d.soft_walltime_s == V3_DAY
+
+
+def test_runjob_min_wait_keeps_value_of_short_waits():
+    d, fetch = run(event="runjob", existing=5000, ours=True, wait=600, runjob_min_wait_s=3600)
+    assert d.soft_walltime_s is None and "waited 600 s" in d.reason and fetch.calls == []
+    d, _ = run(event="runjob", existing=5000, ours=True, wait=7200, runjob_min_wait_s=3600)
+    assert d.soft_walltime_s == V3_DAY
+    # no value yet (queuejob had no walltime): predict regardless of the wait
+    d, _ = run(event="runjob", existing=None, wait=10, runjob_min_wait_s=3600)
+    assert d.soft_walltime_s == V3_DAY
+
+
+def test_unchanged_value_not_rewritten():
+    d, _ = run(event="runjob", existing=V3_DAY, ours=True)
+    assert d.soft_walltime_s is None and "unchanged" in d.reason
+
+
+def test_dry_run_sets_nothing_but_says_what():
+    d, fetch = run(dry_run=True)
+    assert d.soft_walltime_s is None
+    assert d.prediction.soft_walltime_s == V3_DAY
+    assert f"dry run, would set v3 soft_walltime={V3_DAY} s" in d.reason
+    assert fetch.calls
+
+
+def test_never_above_walltime():
+    d, _ = run(walltime=600, fetch=Fetch([(10**6, 10)]))
+    assert d.soft_walltime_s == 600
+
+
+@pytest.mark.parametrize(
+    "overrides,user,queue,allowed",
+    [
+        ({"users_deny": "alice"}, "alice", "workq", False),
+        ({"users_deny": "alice"}, "bob", "workq", True),
+        ({"users_allow": "bob,carol"}, "alice", "workq", False),
+        ({"users_allow": "bob,carol"}, "carol", "workq", True),
+        ({"users_allow": "alice", "users_deny": "alice"}, "alice", "workq", False),
+        ({"queues_deny": "gpu"}, "alice", "gpu", False),
+        ({"queues_deny": "gpu"}, "alice", "workq", True),
+        ({"queues_allow": "workq"}, "alice", "long", False),
+        ({"queues_allow": "workq"}, "alice", "workq", True),
+        ({"queues_allow": "workq"}, "alice", "", False),  # queuejob without -q: runjob decides
+        ({}, "alice", "", True),
+    ],
+)
+def test_allow_and_deny_lists(overrides, user, queue, allowed):
+    d, fetch = run(user=user, queue=queue, **overrides)
+    assert (d.soft_walltime_s is not None) == allowed, d.reason
+    assert bool(fetch.calls) == allowed
+
+
+def test_other_events_and_missing_user_left_alone():
+    assert run(event="modifyjob")[0].soft_walltime_s is None
+    assert run(user="")[0].soft_walltime_s is None
+    assert run(walltime=0)[0].soft_walltime_s is None
+
+
+def test_fetch_errors_propagate():
+    def broken(user, limit, only):
+        raise RuntimeError("db down")
+
+    with pytest.raises(RuntimeError):
+        run(fetch=broken)
+
+
+def test_user_name_is_quoted_in_the_log_line():
+    d, fetch = run(user="x'; DROP TABLE finished_jobs; --\n")
+    assert fetch.calls[0][0] == "x'; DROP TABLE finished_jobs; --\n"
+    assert "\n" not in d.reason

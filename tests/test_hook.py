@@ -1,0 +1,315 @@
+"""The hook file run as pbs_server runs it (fake ``pbs``), against a real PostgreSQL."""
+
+import importlib.util
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import psycopg2
+import pytest
+from helpers_history import HangingServer, add_jobs, closed_port
+
+from softwalltime import hooklog, lookup
+
+REPO = Path(__file__).resolve().parents[1]
+HOOK = str(REPO / "hooks" / "softwalltime_hook.py")
+FAKE_PBS = REPO / "tests" / "fakes" / "pbs.py"
+DAY = 86400
+H = 3600
+# alice's history below: last 15 with walltime > 0 have max ratio 0.25
+ALICE = [(H, 4 * H, 100), (2 * H, 10 * H, 200), (600, None, 300)]
+ALICE_DAY = DAY // 4 + 900
+
+
+@pytest.fixture()
+def pbs(monkeypatch):
+    """A fresh fake ``pbs`` module installed in sys.modules, as pbs_server provides it."""
+    spec = importlib.util.spec_from_file_location("pbs", FAKE_PBS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "pbs", module)
+    yield module
+    lookup.close_cached()
+    logger = logging.getLogger("softwalltime")
+    for h in [h for h in logger.handlers if h.get_name() == hooklog.HANDLER_NAME]:
+        logger.removeHandler(h)
+    logger.propagate = True
+    logger.setLevel(logging.NOTSET)
+
+
+@pytest.fixture()
+def db(fresh_dsn):
+    add_jobs(fresh_dsn, "alice", ALICE)
+    return fresh_dsn
+
+
+@pytest.fixture()
+def configure(pbs, tmp_path):
+    """Write the hook config (as ``qmgr import ... application/x-config``) and point pbs at it."""
+
+    def write(**values):
+        path = tmp_path / "softwalltime.CF"
+        path.write_text(json.dumps(values))
+        pbs.hook_config_filename = str(path)
+        return path
+
+    return write
+
+
+def queuejob(pbs, requestor="alice", walltime="24:00:00", queue="", **resources):
+    if walltime is not None:
+        resources["walltime"] = walltime
+    job = pbs.job(resources=resources, queue=queue)
+    return pbs.new_event(pbs.QUEUEJOB, requestor, job)
+
+
+def runjob(pbs, euser="alice", walltime="24:00:00", waited_s=60, variables=None, **resources):
+    if walltime is not None:
+        resources["walltime"] = walltime
+    job = pbs.job(
+        resources=resources,
+        queue="workq",
+        id="1234.pbs01",
+        euser=euser,
+        Job_Owner="alice@login1",
+        ctime=int(time.time() - waited_s),
+        variables=variables,
+    )
+    return pbs.new_event(pbs.RUNJOB, "Scheduler", job)
+
+
+def debug_lines(pbs):
+    return [msg for level, msg in pbs.logged if level == pbs.EVENT_DEBUG]
+
+
+def warnings(pbs):
+    return [msg for level, msg in pbs.logged if level in (pbs.LOG_WARNING, pbs.LOG_ERROR)]
+
+
+def test_queuejob_sets_soft_walltime_and_logs_the_decision(pbs, db, configure):
+    configure(dsn=db)
+    ev = queuejob(pbs)
+    out = pbs.run_hook(HOOK)
+    assert out == {"accepted": True, "message": "", "soft_walltime": ALICE_DAY}
+    assert ev.accepted is True  # the hook called accept() itself
+    assert ev.job.Variable_List["SOFTWALLTIME_SET"] == str(ALICE_DAY)
+    (line,) = [m for m in debug_lines(pbs) if "queuejob" in m]
+    for part in ("user='alice'", "walltime=86400 s", f"v3 soft_walltime={ALICE_DAY} s", "2 jobs"):
+        assert part in line, line
+    assert warnings(pbs) == []
+
+
+def test_queuejob_without_walltime_is_left_for_runjob(pbs, db, configure):
+    configure(dsn=db)
+    ev = queuejob(pbs, walltime=None)
+    out = pbs.run_hook(HOOK)
+    assert out["accepted"] and out["soft_walltime"] is None
+    assert "SOFTWALLTIME_SET" not in ev.job.Variable_List
+    assert any("runjob decides" in m for m in debug_lines(pbs))
+
+
+def test_runjob_repredicts_from_current_history(pbs, db, configure):
+    configure(dsn=db)
+    queuejob(pbs)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
+    marks = {"SOFTWALLTIME_SET": str(ALICE_DAY)}
+    # meanwhile a job of alice ended that used 3/4 of its walltime
+    add_jobs(db, "alice", [(3 * H, 4 * H, 400)], start_seq=50)
+    runjob(pbs, soft_walltime=ALICE_DAY, variables=marks)
+    out = pbs.run_hook(HOOK)
+    assert out == {"accepted": True, "message": "", "soft_walltime": 3 * DAY // 4 + 900}
+
+
+def test_runjob_user_falls_back_to_job_owner(pbs, db, configure):
+    configure(dsn=db)
+    runjob(pbs, euser=None)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
+
+
+def test_runjob_min_wait_keeps_the_queuejob_value(pbs, db, configure):
+    configure(dsn=db, runjob_min_wait_s=3600)
+    marks = {"SOFTWALLTIME_SET": "5000"}
+    runjob(pbs, soft_walltime=5000, variables=dict(marks), waited_s=600)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == 5000
+    runjob(pbs, soft_walltime=5000, variables=dict(marks), waited_s=7200)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
+
+
+def test_shrink_to_fit_job_left_alone(pbs, db, configure):
+    configure(dsn=db)
+    queuejob(pbs, min_walltime="01:00:00")
+    out = pbs.run_hook(HOOK)
+    # the fake server would have rejected the qsub (15180) had the hook set soft_walltime
+    assert out == {"accepted": True, "message": "", "soft_walltime": None}
+    assert any("shrink-to-fit" in m for m in debug_lines(pbs))
+
+
+def test_existing_soft_walltime_kept_unless_configured(pbs, db, configure):
+    configure(dsn=db)
+    queuejob(pbs, soft_walltime="02:00:00")  # set by a manager: no mark
+    assert pbs.run_hook(HOOK)["soft_walltime"] == 2 * H
+    runjob(pbs, soft_walltime="02:00:00", variables={"SOFTWALLTIME_SET": "999"})
+    assert pbs.run_hook(HOOK)["soft_walltime"] == 2 * H  # qalter'ed since: not ours
+    configure(dsn=db, override_existing=True)
+    queuejob(pbs, soft_walltime="02:00:00")
+    assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
+
+
+def test_never_above_walltime(pbs, db, configure):
+    configure(dsn=db)
+    add_jobs(db, "bob", [(5 * H, H, 100)], start_seq=80)  # overran its walltime
+    queuejob(pbs, requestor="bob", walltime="00:30:00")
+    out = pbs.run_hook(HOOK)
+    assert out == {"accepted": True, "message": "", "soft_walltime": 1800}
+
+
+def test_walltime_in_seconds_form(pbs, db, configure):
+    configure(dsn=db)
+    queuejob(pbs, walltime="86400")  # str(pbs.duration) is "86400": the hook must use int()
+    assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
+
+
+def test_dry_run_logs_and_sets_nothing(pbs, db, configure):
+    configure(dsn=db, dry_run=True)
+    ev = queuejob(pbs)
+    assert pbs.run_hook(HOOK)["soft_walltime"] is None
+    assert "soft_walltime" not in ev.job.Resource_List.hook_set
+    assert any(f"would set v3 soft_walltime={ALICE_DAY} s" in m for m in debug_lines(pbs))
+
+
+@pytest.mark.parametrize(
+    "config,requestor,queue,expected",
+    [
+        ({"users_deny": ["alice"]}, "alice", "workq", None),
+        ({"users_allow": ["bob"]}, "alice", "workq", None),
+        ({"users_allow": ["alice"]}, "alice", "workq", ALICE_DAY),
+        ({"queues_deny": ["workq"]}, "alice", "workq", None),
+        ({"queues_allow": ["long"]}, "alice", "workq", None),
+        ({"queues_allow": ["workq"]}, "alice", "workq", ALICE_DAY),
+    ],
+)
+def test_allow_and_deny_lists(pbs, db, configure, config, requestor, queue, expected):
+    configure(dsn=db, **config)
+    queuejob(pbs, requestor=requestor, queue=queue)
+    out = pbs.run_hook(HOOK)
+    assert out["accepted"] and out["soft_walltime"] == expected
+
+
+def _fails_open(pbs, bound_s):
+    """Run a queuejob; it must be accepted unchanged within bound_s with one warning line."""
+    ev = queuejob(pbs)
+    start = time.monotonic()
+    out = pbs.run_hook(HOOK)
+    elapsed = time.monotonic() - start
+    assert out == {"accepted": True, "message": "", "soft_walltime": None}
+    assert ev.accepted is True
+    assert "SOFTWALLTIME_SET" not in ev.job.Variable_List
+    (line,) = warnings(pbs)
+    assert line.startswith("softwalltime: job left unchanged after"), line
+    assert "s3cret" not in line
+    assert elapsed < bound_s, elapsed
+    return line
+
+
+def test_database_down_fails_open(pbs, configure):
+    dsn = f"postgresql://hook:s3cret@127.0.0.1:{closed_port()}/softwalltime"
+    configure(dsn=dsn, connect_timeout_s=0.3, statement_timeout_ms=100)
+    line = _fails_open(pbs, 0.3)
+    assert "refused" in line and "***" in line
+
+
+def test_database_hanging_fails_open_within_the_bound(pbs, configure):
+    server = HangingServer()
+    try:
+        configure(dsn=server.dsn, connect_timeout_s=0.3, statement_timeout_ms=100)
+        line = _fails_open(pbs, 0.3 + 0.1 + lookup.STATEMENT_GRACE_S + 0.2)
+    finally:
+        server.close()
+    assert "timed out" in line
+
+
+def test_statement_timeout_fails_open(pbs, db, configure):
+    configure(dsn=db, connect_timeout_s=0.5, statement_timeout_ms=100)
+    locker = psycopg2.connect(db)
+    try:
+        with locker.cursor() as cur:
+            cur.execute("LOCK TABLE finished_jobs IN ACCESS EXCLUSIVE MODE")
+            line = _fails_open(pbs, 0.5 + 0.1 + lookup.STATEMENT_GRACE_S + 0.2)
+    finally:
+        locker.rollback()
+        locker.close()
+    assert "statement timeout" in line
+
+
+def test_quotes_and_semicolons_in_user_and_job_names(pbs, db, configure):
+    nasty = "o'neil\";DROP TABLE finished_jobs;--"
+    add_jobs(db, nasty, [(H, 2 * H, 100)], start_seq=90)
+    configure(dsn=db)
+    ev = queuejob(pbs, requestor=nasty)
+    ev.job.Job_Name = "a'b\";c;DROP TABLE x"
+    assert pbs.run_hook(HOOK)["soft_walltime"] == DAY // 2 + 900
+    assert warnings(pbs) == []
+    conn = psycopg2.connect(db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT count(*) FROM finished_jobs")
+            assert cur.fetchone()[0] == len(ALICE) + 1
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"predictor": "v9"}'])
+def test_bad_config_fails_open(pbs, configure, content):
+    path = configure()
+    path.write_text(content)
+    _fails_open(pbs, 1.0)
+
+
+def test_no_config_and_no_dsn_fails_open(pbs, monkeypatch):
+    # no x-config imported: pbs.hook_config_filename is None, and no /etc file here
+    monkeypatch.setattr("softwalltime.config.DEFAULT_CONFIG_FILE", "/nonexistent/sw.json")
+    line = _fails_open(pbs, 1.0)
+    assert "no database given" in line
+
+
+def test_connection_is_reused_across_events(pbs, db, configure):
+    configure(dsn=db)
+    queuejob(pbs)
+    pbs.run_hook(HOOK)
+    first = lookup._cache["conn"]
+    queuejob(pbs)
+    pbs.run_hook(HOOK)
+    assert first is not None and lookup._cache["conn"] is first
+    handlers = [h for h in logging.getLogger("softwalltime").handlers if h.get_name()]
+    assert len(handlers) == 1  # one forwarding handler, not one per event
+
+
+def test_system_exit_and_alarm_are_not_swallowed(pbs, db, configure, monkeypatch):
+    configure(dsn=db)
+
+    def reject(*args, **kwargs):
+        pbs.event().reject("rejected on purpose")
+
+    monkeypatch.setattr("softwalltime.decide.decide", reject)
+    queuejob(pbs)
+    assert pbs.run_hook(HOOK) == {
+        "accepted": False,
+        "message": "rejected on purpose",
+        "soft_walltime": None,
+    }
+
+    def alarm(*args, **kwargs):
+        raise KeyboardInterrupt  # how PBS's hook alarm surfaces in Python
+
+    monkeypatch.setattr("softwalltime.decide.decide", alarm)
+    queuejob(pbs)
+    out = pbs.run_hook(HOOK)
+    assert out["accepted"] is False and "KeyboardInterrupt" in out["message"]
+
+
+def test_hook_file_is_small_and_catches_only_exception():
+    text = Path(HOOK).read_text()
+    assert len(text.splitlines()) <= 80
+    assert "except:" not in text and "BaseException" not in text.replace("never BaseException", "")

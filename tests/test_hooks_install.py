@@ -1,0 +1,303 @@
+"""``softwalltime hooks install|uninstall`` and ``predict``; the generated config under PBS's
+isolated interpreter."""
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psycopg2
+import pytest
+import tomllib
+from helpers_history import add_jobs
+
+import softwalltime
+from softwalltime import cli, cli_hooks, lookup
+from softwalltime.config import load_settings
+
+REPO = Path(__file__).resolve().parents[1]
+FAKE_PBS = REPO / "tests" / "fakes" / "pbs.py"
+DSN = "postgresql://hook:s3cret@db.example.org/softwalltime"
+
+
+@pytest.fixture(autouse=True)
+def _no_cached_connection():
+    yield
+    lookup.close_cached()
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_install_dry_run_prints_the_complete_sequence(capsys):
+    code, out, err = run(
+        capsys, "--dsn", DSN, "hooks", "install", "--dry-run", "--order", "7", "--alarm", "20"
+    )
+    assert code == 0, err
+    assert "s3cret" not in out + err
+    lines = out.splitlines()
+    qmgr_lines = [shlex.split(line) for line in lines if line.startswith("qmgr ")]
+    assert all(words[:2] == ["qmgr", "-c"] and len(words) == 3 for words in qmgr_lines)
+    script = str(cli_hooks.hook_script())
+    assert [words[2] for words in qmgr_lines] == [
+        "create hook softwalltime",
+        "set hook softwalltime enabled = false",
+        "set hook softwalltime user = pbsadmin",
+        'set hook softwalltime event = "queuejob,runjob"',
+        "set hook softwalltime order = 7",
+        "set hook softwalltime alarm = 20",
+        f"import hook softwalltime application/x-python default {script}",
+        "import hook softwalltime application/x-config default /tmp/softwalltime.json",
+        "set hook softwalltime enabled = true",
+    ]
+    # the config file is created (umask 077) before it is imported
+    start = lines.index("cat > /tmp/softwalltime.json <<'EOF'")
+    assert lines[start - 1] == "umask 077"
+    end = lines.index("EOF", start)
+    assert end < next(i for i, line in enumerate(lines) if line.startswith("qmgr "))
+    config = json.loads("\n".join(lines[start + 1 : end]))
+    assert config["dsn"] == "postgresql://hook:***@db.example.org/softwalltime"
+    assert config["predictor"] == "v3" and config["connect_timeout_s"] == 1.0
+    assert set(config) == set(cli_hooks.HOOK_KEYS)
+    roots = [str(Path(softwalltime.__file__).resolve().parents[1])]
+    roots.append(str(Path(psycopg2.__file__).resolve().parents[1]))
+    assert all(root in config["sys_path"] for root in roots)
+    # every file key the generated config uses is one load_settings accepts
+    assert load_settings(environ={}, overrides=dict(config, dsn=DSN)).dsn == DSN
+
+
+def test_install_keeps_configured_sys_path_and_settings(capsys, tmp_path):
+    cfg = tmp_path / "sw.json"
+    cfg.write_text(
+        json.dumps({"dsn": DSN, "sys_path": ["/opt/extra"], "predictor": "v2", "dry_run": True})
+    )
+    code, out, _ = run(capsys, "--config", str(cfg), "hooks", "install", "--dry-run")
+    assert code == 0
+    config = cli_hooks.hook_config(load_settings(str(cfg), environ={}))
+    assert config["sys_path"][0] == "/opt/extra" and len(config["sys_path"]) >= 2
+    assert config["predictor"] == "v2" and config["dry_run"] is True
+    assert '"/opt/extra"' in out
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--name", "bad name;"], "invalid hook name"),
+        (["--order", "0"], "--order must be 1-1000"),
+        (["--alarm", "0"], "--alarm must be at least 1"),
+    ],
+)
+def test_install_rejects_bad_arguments(capsys, argv, message):
+    code, out, err = run(capsys, "--dsn", DSN, "hooks", "install", "--dry-run", *argv)
+    assert code == 1 and message in err and out == ""
+
+
+def test_install_needs_a_dsn(capsys, monkeypatch):
+    monkeypatch.delenv("SOFTWALLTIME_DSN", raising=False)
+    monkeypatch.delenv("SOFTWALLTIME_CONFIG", raising=False)
+    monkeypatch.setattr("softwalltime.config.DEFAULT_CONFIG_FILE", "/nonexistent/sw.json")
+    code, _, err = run(capsys, "hooks", "install", "--dry-run")
+    assert code == 1 and "no database given" in err
+
+
+def test_uninstall_dry_run(capsys):
+    code, out, _ = run(capsys, "hooks", "uninstall", "--dry-run", "--name", "swt2")
+    assert code == 0 and out == "qmgr -c 'delete hook swt2'\n"
+
+
+FAKE_QMGR = textwrap.dedent(
+    """\
+    #!{python}
+    # Fake qmgr: records each -c directive; keeps imported files; knows hooks it created.
+    import json, shutil, sys
+    state_dir = {state!r}
+    directive = sys.argv[2]
+    with open(state_dir + "/log", "a") as fh:
+        fh.write(directive + "\\n")
+    words = directive.split()
+    if words[:2] == ["list", "hook"]:
+        try:
+            open(state_dir + "/hook-" + words[2]).close()
+        except OSError:
+            print("qmgr obj=" + words[2] + " svr=default: Unknown Hook", file=sys.stderr)
+            sys.exit(1)
+    elif words[:2] == ["create", "hook"]:
+        open(state_dir + "/hook-" + words[2], "w").close()
+    elif words[:2] == ["import", "hook"]:
+        shutil.copy(words[5], state_dir + "/" + words[3].split("/")[1])
+    elif words[:2] == ["delete", "hook"]:
+        import os
+        os.unlink(state_dir + "/hook-" + words[2])
+    """
+)
+
+
+@pytest.fixture()
+def fake_qmgr(tmp_path):
+    state = tmp_path / "qmgr-state"
+    state.mkdir()
+    path = tmp_path / "qmgr"
+    path.write_text(FAKE_QMGR.format(python=sys.executable, state=str(state)))
+    path.chmod(0o755)
+    return path, state
+
+
+def test_install_and_uninstall_run_qmgr(capsys, fake_qmgr):
+    qmgr, state = fake_qmgr
+    code, out, err = run(capsys, "--dsn", DSN, "hooks", "install", "--qmgr", str(qmgr))
+    assert code == 0, err
+    log = (state / "log").read_text().splitlines()
+    assert log[0] == "list hook softwalltime" and log[1] == "create hook softwalltime"
+    assert log[-1] == "set hook softwalltime enabled = true"
+    # the imported config has the real DSN; the temporary file is gone again
+    imported = json.loads((state / "x-config").read_text())
+    assert imported["dsn"] == DSN
+    config_tmp = next(line.split()[-1] for line in log if "x-config" in line)
+    assert not os.path.exists(config_tmp)
+    assert (state / "x-python").read_bytes() == cli_hooks.hook_script().read_bytes()
+    assert "s3cret" not in out + err
+
+    # installing again updates the existing hook instead of failing on "create"
+    code, out, _ = run(capsys, "--dsn", DSN, "hooks", "install", "--qmgr", str(qmgr))
+    assert code == 0 and "exists; updating" in out
+    assert (state / "log").read_text().count("create hook") == 1
+
+    code, out, _ = run(capsys, "hooks", "uninstall", "--qmgr", str(qmgr))
+    assert code == 0 and not (state / "hook-softwalltime").exists()
+    code, _, err = run(capsys, "hooks", "uninstall", "--qmgr", str(qmgr))
+    assert code == 1 and "delete hook softwalltime" in err
+
+
+def test_hook_script_is_packaged():
+    """pip install . (non-editable) ships hooks/ as softwalltime/hookfiles/."""
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert meta["package-dir"]["softwalltime.hookfiles"] == "hooks"
+    assert "softwalltime.hookfiles" in meta["packages"]
+    assert (
+        cli_hooks.hook_script().read_bytes()
+        == (REPO / "hooks" / "softwalltime_hook.py").read_bytes()
+    )
+
+
+DRIVER = textwrap.dedent(
+    """\
+    import json, sys
+    # pbs_server puts its own pbs package on the path; here: the fake, and nothing else.
+    sys.path.insert(0, sys.argv[1])
+    import pbs
+    pbs.hook_config_filename = sys.argv[2]
+    job = pbs.job(resources={"walltime": "24:00:00"})
+    pbs.new_event(pbs.QUEUEJOB, "alice", job)
+    out = pbs.run_hook(sys.argv[3])
+    out["logged"] = pbs.logged
+    out["site_packages_visible"] = any("site-packages" in p for p in sys.path[:1])
+    print(json.dumps(out))
+    """
+)
+
+
+def _run_isolated(tmp_path, config):
+    pbs_dir = tmp_path / "altair"
+    pbs_dir.mkdir(exist_ok=True)
+    shutil.copy(FAKE_PBS, pbs_dir / "pbs.py")
+    cfg = tmp_path / "softwalltime.CF"
+    cfg.write_text(json.dumps(config))
+    proc = subprocess.run(
+        # -I: ignore PYTHON* variables and the script's directory; -S: no site-packages.
+        # That is how pbs_server's embedded interpreter is set up (pbs_python_external.c).
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            DRIVER,
+            str(pbs_dir),
+            str(cfg),
+            str(cli_hooks.hook_script()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(tmp_path),
+        env={"PATH": os.environ.get("PATH", "/usr/bin")},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_generated_config_makes_the_hook_importable_in_isolation(tmp_path, fresh_dsn):
+    add_jobs(fresh_dsn, "alice", [(3600, 4 * 3600, 10)])
+    settings = load_settings(environ={}, overrides={"dsn": fresh_dsn})
+    config = cli_hooks.hook_config(settings)
+    out = _run_isolated(tmp_path, config)
+    assert out["accepted"] is True
+    assert out["soft_walltime"] == 86400 // 4 + 900, out["logged"]
+
+    # the control: without the generated sys_path nothing is importable, and the hook
+    # still accepts the job unchanged, saying why
+    out = _run_isolated(tmp_path, dict(config, sys_path=[]))
+    assert out["accepted"] is True and out["soft_walltime"] is None
+    (line,) = [msg for level, msg in out["logged"] if level == 6]
+    assert "No module named 'softwalltime'" in line and "check sys_path" in line
+
+
+def test_predict_command(capsys, fresh_dsn):
+    add_jobs(fresh_dsn, "alice", [(3600, 4 * 3600, 10), (1800, None, 20)])
+    code, out, err = run(
+        capsys, "--dsn", fresh_dsn, "predict", "--user", "alice", "--walltime", "24:00:00"
+    )
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "soft_walltime: 06:15:00 (22500 s)"
+    assert (
+        lines[1].startswith("why: queuejob user='alice'") and "v3 soft_walltime=22500 s" in lines[1]
+    )
+    assert lines[2] == "history: 1 of at most 15 jobs with walltime > 0, most recent first"
+    assert lines[3] == "  runtime 01:00:00  walltime 04:00:00"
+
+    code, out, _ = run(
+        capsys,
+        "--dsn",
+        fresh_dsn,
+        "predict",
+        "--user",
+        "alice",
+        "--walltime",
+        "86400",
+        "--predictor",
+        "v2",
+    )
+    # v2: mean(3600, 1800) + 900
+    assert code == 0 and out.splitlines()[0] == "soft_walltime: 01:00:00 (3600 s)"
+
+
+def test_predict_command_errors(capsys):
+    code, _, err = run(
+        capsys,
+        "--dsn",
+        "postgresql://u:s3cret@127.0.0.1:1/x",
+        "predict",
+        "--user",
+        "a",
+        "--walltime",
+        "1:00:00",
+    )
+    assert code == 1 and "cannot connect" in err and "s3cret" not in err
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--dsn", DSN, "predict", "--user", "a", "--walltime", "tomorrow"])
+    assert exit_.value.code == 2
+    assert "not a duration" in capsys.readouterr().err
+
+
+def test_example_hook_config_is_valid():
+    settings = load_settings(str(REPO / "hooks" / "softwalltime_hook.json"), environ={})
+    assert settings.predictor == "v3" and settings.dsn and settings.sys_path
+    assert settings.connect_timeout_s == 1.0 and settings.statement_timeout_ms == 250

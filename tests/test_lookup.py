@@ -1,0 +1,195 @@
+"""History lookup against a real PostgreSQL: order, index use, caching, wall-clock bounds."""
+
+import time
+
+import psycopg2
+import pytest
+from helpers_history import EPOCH, FreezableProxy, HangingServer, add_jobs, closed_port
+from psycopg2.extensions import make_dsn, parse_dsn
+
+from softwalltime import lookup
+from softwalltime.config import load_settings
+from softwalltime.errors import ConfigError, DatabaseError
+
+
+@pytest.fixture(autouse=True)
+def _no_cached_connection():
+    lookup.close_cached()
+    yield
+    lookup.close_cached()
+
+
+def _admin(dsn):
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    return conn
+
+
+def test_last_n_by_end_time_ties_by_job_seq(fresh_dsn):
+    add_jobs(
+        fresh_dsn,
+        "alice",
+        [
+            (100, 1000, 10),  # seq 1, oldest
+            (200, 2000, 30),  # seq 2, tie on end time with seq 3
+            (300, 3000, 30),  # seq 3: the higher id is the more recent
+            (400, None, 20),  # seq 4: no walltime requested
+            (None, 5000, 40),  # seq 5: no runtime recorded: never history
+            (600, 0, 25),  # seq 6: walltime 0
+        ],
+    )
+    add_jobs(fresh_dsn, "bob", [(9999, 9999, 50)], start_seq=100)
+    got = lookup.recent_jobs(fresh_dsn, "alice", 10)
+    assert got == [(300, 3000), (200, 2000), (600, 0), (400, None), (100, 1000)]
+    assert lookup.recent_jobs(fresh_dsn, "alice", 2) == [(300, 3000), (200, 2000)]
+    # v3's query keeps only walltime > 0, and LIMIT counts those
+    assert lookup.recent_jobs(fresh_dsn, "alice", 3, with_walltime_only=True) == [
+        (300, 3000),
+        (200, 2000),
+        (100, 1000),
+    ]
+    assert lookup.recent_jobs(fresh_dsn, "nobody", 5) == []
+
+
+@pytest.mark.parametrize("sql", [lookup.RECENT_JOBS_SQL, lookup.RECENT_JOBS_WITH_WALLTIME_SQL])
+def test_query_is_an_index_only_scan(fresh_dsn, sql):
+    conn = _admin(fresh_dsn)
+    try:
+        with conn.cursor() as cur:
+            # The test cluster runs synchronous_commit=off; VACUUM cannot mark pages of
+            # asynchronously committed rows all-visible until the WAL is flushed, so commit
+            # synchronously here (as a production server does by default).
+            cur.execute("SET synchronous_commit TO on")
+            # 20 000 rows, 400 users: enough for the planner to prefer the index on its own
+            cur.execute(
+                "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username,"
+                " walltime_s, runtime_s, ended_at)"
+                " SELECT 'pbs01', g || '.pbs01', %(t0)s, g, 'user' || (g %% 400),"
+                " 3600 * (1 + g %% 24), g %% 3600, %(t0)s + g * interval '1 minute'"
+                " FROM generate_series(1, 20000) g",
+                {"t0": EPOCH},
+            )
+            cur.execute("VACUUM ANALYZE finished_jobs")
+            cur.execute(
+                "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, {"user": "user7", "limit": 15}
+            )
+            plan = "\n".join(row[0] for row in cur.fetchall())
+    finally:
+        conn.close()
+    assert "Index Only Scan using ix_finished_jobs_user_recent" in plan, plan
+    assert "Sort" not in plan, plan  # the index order is the ORDER BY
+    assert "Heap Fetches: 0" in plan, plan
+    assert "rows=15 " in plan, plan
+
+
+def test_connection_is_cached_and_session_is_bounded_and_read_only(fresh_dsn):
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
+    lookup.recent_jobs(fresh_dsn, "alice", 2, statement_timeout_ms=321)
+    first = lookup._cache["conn"]
+    pid = first.info.backend_pid
+    lookup.recent_jobs(fresh_dsn, "alice", 2, statement_timeout_ms=321)
+    assert lookup._cache["conn"] is first and first.info.backend_pid == pid
+    deadline = time.monotonic() + 5
+    assert lookup._query(first, "SHOW statement_timeout", {}, deadline) == [("321ms",)]
+    assert lookup._query(first, "SHOW transaction_read_only", {}, deadline) == [("on",)]
+    # other parameters: a different session, not the cached one
+    lookup.recent_jobs(fresh_dsn, "alice", 2, statement_timeout_ms=500)
+    assert lookup._cache["conn"] is not first and first.closed
+
+
+def test_reconnects_when_the_cached_connection_died(fresh_dsn):
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
+    assert lookup.recent_jobs(fresh_dsn, "alice", 2) == [(100, 1000)]
+    pid = lookup._cache["conn"].info.backend_pid
+    admin = _admin(fresh_dsn)
+    try:
+        with admin.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    finally:
+        admin.close()
+    time.sleep(0.05)
+    assert lookup.recent_jobs(fresh_dsn, "alice", 2) == [(100, 1000)]
+    assert lookup._cache["conn"].info.backend_pid != pid
+
+
+def test_closed_port_fails_fast_without_password():
+    dsn = f"postgresql://hook:s3cret@127.0.0.1:{closed_port()}/softwalltime"
+    start = time.monotonic()
+    with pytest.raises(DatabaseError) as err:
+        lookup.recent_jobs(dsn, "alice", 2, connect_timeout_s=0.3)
+    assert time.monotonic() - start < 0.3
+    assert "s3cret" not in str(err.value) and "***" in str(err.value)
+    assert "refused" in str(err.value)
+
+
+def test_hanging_server_is_bounded_by_wall_clock():
+    server = HangingServer()
+    try:
+        start = time.monotonic()
+        with pytest.raises(DatabaseError, match="timed out"):
+            lookup.recent_jobs(server.dsn, "alice", 2, connect_timeout_s=0.3)
+        elapsed = time.monotonic() - start
+        assert server.accepted, "the client never reached the socket"
+    finally:
+        server.close()
+    # libpq alone would wait 2 s at least (it rounds connect_timeout up to 2)
+    assert 0.25 <= elapsed < 0.6, elapsed
+
+
+def test_server_that_hangs_mid_session_is_bounded(fresh_dsn):
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
+    params = parse_dsn(fresh_dsn)
+    proxy = FreezableProxy(params.get("host", "127.0.0.1"), params.get("port", 5432))
+    dsn = make_dsn(fresh_dsn, host="127.0.0.1", port=proxy.port)
+    try:
+        kwargs = {"connect_timeout_s": 0.3, "statement_timeout_ms": 100}
+        assert lookup.recent_jobs(dsn, "alice", 2, **kwargs) == [(100, 1000)]
+        proxy.frozen.set()
+        start = time.monotonic()
+        with pytest.raises(DatabaseError, match="timed out"):
+            lookup.recent_jobs(dsn, "alice", 2, **kwargs)
+        elapsed = time.monotonic() - start
+    finally:
+        proxy.close()
+    # the whole call (stuck query, then one reconnect attempt) within connect + statement + grace
+    assert elapsed < 0.3 + 0.1 + lookup.STATEMENT_GRACE_S + 0.15, elapsed
+    assert lookup._cache["conn"] is None
+
+
+def test_statement_timeout_cancels_a_blocked_query(fresh_dsn):
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
+    locker = psycopg2.connect(fresh_dsn)
+    try:
+        with locker.cursor() as cur:
+            # a real reason for a slow query: an ALTER/VACUUM FULL holding the table
+            cur.execute("LOCK TABLE finished_jobs IN ACCESS EXCLUSIVE MODE")
+            start = time.monotonic()
+            with pytest.raises(DatabaseError, match="statement timeout"):
+                lookup.recent_jobs(fresh_dsn, "alice", 2, statement_timeout_ms=150)
+            elapsed = time.monotonic() - start
+    finally:
+        locker.rollback()
+        locker.close()
+    assert 0.14 <= elapsed < 0.15 + lookup.STATEMENT_GRACE_S + 0.2, elapsed
+
+
+def test_garbage_rows_are_dropped(fresh_dsn):
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10), (-5, 1000, 20), (50, -1, 30)])
+    assert lookup.recent_jobs(fresh_dsn, "alice", 10) == [(100, 1000)]
+
+
+def test_user_names_are_bound_parameters(fresh_dsn):
+    nasty = "o'brien\"; DROP TABLE finished_jobs; --"
+    add_jobs(fresh_dsn, nasty, [(100, 1000, 10)])
+    assert lookup.recent_jobs(fresh_dsn, "x' OR '1'='1", 5) == []
+    assert lookup.recent_jobs(fresh_dsn, nasty, 5) == [(100, 1000)]
+    assert lookup.recent_jobs(fresh_dsn, "%", 5) == []
+
+
+def test_fetcher_needs_a_dsn_and_uses_settings(fresh_dsn):
+    with pytest.raises(ConfigError):
+        lookup.fetcher(load_settings(environ={}))
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10), (200, None, 20)])
+    fetch = lookup.fetcher(load_settings(environ={}, overrides={"dsn": fresh_dsn}))
+    assert fetch("alice", 5, True) == [(100, 1000)]
+    assert fetch("alice", 5, False) == [(200, None), (100, 1000)]
