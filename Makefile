@@ -50,6 +50,11 @@ clean: demo-stop
 bench-hook: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_hook.py
 
+## bench-ingest: 1,000,000-job accounting log from the HPC2N trace -> parse and load rates
+.PHONY: bench-ingest
+bench-ingest: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_ingest.py
+
 ## bench-evaluate: replay speed (jobs/s) per predictor on HPC2N and CERIT-SC
 .PHONY: bench-evaluate
 bench-evaluate: $(VENV)/.installed

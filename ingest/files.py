@@ -1,0 +1,281 @@
+"""Accounting files: where they are, what identifies them, and reading only new complete lines.
+
+A file is identified by its inode and a fingerprint (SHA-1 of its first line), so a
+checkpoint can tell a grown file from a truncated, replaced or renamed one. Plain files
+are read from a byte offset; ``.gz`` archives are decompressed and the offset counts
+uncompressed bytes. Only complete lines are consumed from a plain file: PBS writes
+without fsync, so the last line of the live file may still be growing.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import logging
+import os
+import re
+import stat
+import struct
+import zlib
+from pathlib import Path
+from typing import IO, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple, cast
+
+from softwalltime.errors import SoftwalltimeError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PBS_HOME = "/var/spool/pbs"
+DEFAULT_PBS_CONF = "/etc/pbs.conf"
+# Read size: large enough that per-chunk overhead vanishes, small enough that memory
+# stays flat whatever the size of the log.
+CHUNK_BYTES = 4 << 20
+# A first line longer than this is fingerprinted by its first FINGERPRINT_MAX bytes.
+FINGERPRINT_MAX = 1 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class FileError(SoftwalltimeError):
+    """An accounting file or directory cannot be used (missing, unreadable, corrupt)."""
+
+
+class LogFile(NamedTuple):
+    """One accounting file as found now."""
+
+    path: str  # absolute path, the checkpoint key
+    compressed: bool  # gzip: offsets count uncompressed bytes
+    inode: int
+    size: int  # on-disk size (compressed size for .gz)
+    fingerprint: Optional[str]  # SHA-1 of the first complete line; None if there is none yet
+    gz_isize: Optional[int]  # uncompressed size mod 2**32 from the gzip trailer
+
+
+def pbs_home(environ: Mapping[str, str]) -> str:
+    """``PBS_HOME`` from the environment, else from ``/etc/pbs.conf`` (or ``PBS_CONF_FILE``).
+
+    :param environ: the process environment
+    """
+    if environ.get("PBS_HOME"):
+        return environ["PBS_HOME"]
+    conf = environ.get("PBS_CONF_FILE") or DEFAULT_PBS_CONF
+    try:
+        with open(conf, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.strip().partition("=")
+                if key.strip() == "PBS_HOME" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return DEFAULT_PBS_HOME
+
+
+def default_directory(environ: Mapping[str, str]) -> str:
+    """``$PBS_HOME/server_priv/accounting``, where pbs_server writes its accounting files."""
+    return os.path.join(pbs_home(environ), "server_priv", "accounting")
+
+
+def find_files(directory: str) -> List[str]:
+    """Regular files in ``directory`` (not hidden), sorted by name (PBS names them YYYYMMDD).
+
+    :raises FileError: the directory does not exist or cannot be listed
+    """
+    try:
+        names = os.listdir(directory)
+    except OSError as err:
+        raise FileError(
+            f"cannot read accounting directory {directory}: {err.strerror} "
+            "(use --dir or the accounting_dir setting)"
+        ) from err
+    found = []
+    for name in sorted(names):
+        if name.startswith("."):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if stat.S_ISREG(os.stat(path).st_mode):
+                found.append(os.path.abspath(path))
+        except OSError:
+            continue  # vanished between listdir and stat
+    return found
+
+
+def _is_gzip(path: str) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == _GZIP_MAGIC
+
+
+def _open(path: str, compressed: bool) -> IO[bytes]:
+    if compressed:
+        return cast(IO[bytes], gzip.open(path, "rb"))
+    return open(path, "rb")
+
+
+def _first_line_hash(fh: IO[bytes]) -> Optional[str]:
+    head = fh.readline(FINGERPRINT_MAX)
+    if not head.endswith(b"\n") and len(head) < FINGERPRINT_MAX:
+        return None  # no complete line yet: nothing to identify, nothing to consume
+    return hashlib.sha1(head).hexdigest()
+
+
+def inspect(path: str) -> LogFile:
+    """Stat a file and fingerprint its first line.
+
+    :param path: a plain or gzip-compressed accounting file
+    :raises FileError: missing, not a regular file, unreadable or a corrupt archive
+    """
+    path = os.path.abspath(path)
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileError(f"{path}: not a regular file")
+        compressed = _is_gzip(path)
+        isize = None
+        with _open(path, compressed) as fh:
+            fingerprint = _first_line_hash(fh)
+        if compressed:
+            with open(path, "rb") as raw:
+                raw.seek(-4, os.SEEK_END)
+                isize = struct.unpack("<I", raw.read(4))[0]
+    except FileError:
+        raise
+    except (OSError, EOFError, zlib.error) as err:
+        raise FileError(f"{path}: cannot read: {_reason(err)}") from err
+    return LogFile(path, compressed, st.st_ino, st.st_size, fingerprint, isize)
+
+
+def _reason(err: BaseException) -> str:
+    return getattr(err, "strerror", None) or str(err) or type(err).__name__
+
+
+class Checkpoint(NamedTuple):
+    """Where the last committed run stopped in a file."""
+
+    path: str
+    inode: Optional[int]
+    fingerprint: str
+    byte_offset: int
+    line_number: int
+
+
+class Plan(NamedTuple):
+    """Where to start reading a file, and why."""
+
+    offset: int
+    line_number: int
+    state: str  # new, grown, unchanged, truncated, replaced, renamed
+    note: Optional[str]  # said to the administrator when the file was not simply resumed
+
+
+def plan(
+    f: LogFile, checkpoint: Optional[Checkpoint], by_identity: Mapping[Tuple[int, str], Checkpoint]
+) -> Plan:
+    """Decide where to resume ``f`` from its checkpoint.
+
+    Re-reading from 0 is always safe (rows are upserted on server + job id + ctime), so
+    every doubtful case restarts; resuming is only for a file known to be the same.
+
+    :param f: the file as found now
+    :param checkpoint: the checkpoint stored under the same path, if any
+    :param by_identity: checkpoints by (inode, fingerprint), to follow renamed files
+    """
+    if f.fingerprint is None:
+        return Plan(0, 0, "unchanged", None)
+    if checkpoint is None:
+        moved = by_identity.get((f.inode, f.fingerprint))
+        if moved is not None and moved.path != f.path:
+            if f.compressed or f.size >= moved.byte_offset:
+                note = f"renamed from {moved.path}; resuming at byte {moved.byte_offset}"
+                return Plan(moved.byte_offset, moved.line_number, "renamed", note)
+        return Plan(0, 0, "new", None)
+    if checkpoint.fingerprint != f.fingerprint or checkpoint.inode != f.inode:
+        return Plan(0, 0, "replaced", "replaced (different first line or inode); reading it again")
+    if f.compressed:
+        assert f.gz_isize is not None
+        if checkpoint.byte_offset % (1 << 32) == f.gz_isize:
+            return Plan(checkpoint.byte_offset, checkpoint.line_number, "unchanged", None)
+        return Plan(checkpoint.byte_offset, checkpoint.line_number, "grown", None)
+    if f.size < checkpoint.byte_offset:
+        note = (
+            f"truncated to {f.size} bytes (was read to {checkpoint.byte_offset}); reading it again"
+        )
+        return Plan(0, 0, "truncated", note)
+    if f.size == checkpoint.byte_offset:
+        return Plan(checkpoint.byte_offset, checkpoint.line_number, "unchanged", None)
+    return Plan(checkpoint.byte_offset, checkpoint.line_number, "grown", None)
+
+
+class Reader:
+    """Yield complete lines of a file from a byte offset, in large chunks.
+
+    After iteration, ``pending`` is the number of bytes of an incomplete last line left
+    for the next run (plain files only: an archive is final, so its last line counts even
+    without a newline).
+    """
+
+    def __init__(self, f: LogFile, offset: int) -> None:
+        self.file = f
+        self.offset = offset
+        self.pending = 0
+
+    def chunks(self) -> Iterator[Tuple[int, bytes]]:
+        """``(start_offset, data)``: ``data`` is whole lines; each ends in ``\\n`` except
+        possibly the last line of an archive.
+
+        :raises FileError: the file cannot be read, or an archive is shorter than the offset
+        """
+        f = self.file
+        try:
+            with _open(f.path, f.compressed) as fh:
+                self._seek(fh)
+                pos = self.offset
+                carry = b""
+                while True:
+                    block = fh.read(CHUNK_BYTES)
+                    if not block:
+                        break
+                    data = carry + block if carry else block
+                    cut = data.rfind(b"\n") + 1
+                    if cut == 0:
+                        carry = data
+                        continue
+                    carry = data[cut:]
+                    yield pos, data[:cut]
+                    pos += cut
+                if carry:
+                    if f.compressed:
+                        yield pos, carry
+                    else:
+                        self.pending = len(carry)
+        except (OSError, EOFError, zlib.error) as err:
+            raise FileError(f"{f.path}: cannot read: {_reason(err)}") from err
+
+    def _seek(self, fh: IO[bytes]) -> None:
+        if not self.file.compressed:
+            fh.seek(self.offset)
+            return
+        left = self.offset
+        while left > 0:
+            skipped = len(fh.read(min(left, CHUNK_BYTES)))
+            if skipped == 0:
+                raise FileError(
+                    f"{self.file.path}: archive is shorter than the checkpoint offset {self.offset}"
+                )
+            left -= skipped
+
+
+def index_checkpoints(
+    checkpoints: Mapping[str, Checkpoint],
+) -> Dict[Tuple[int, str], Checkpoint]:
+    """Checkpoints by (inode, fingerprint), to recognise a file renamed by rotation."""
+    out: Dict[Tuple[int, str], Checkpoint] = {}
+    for cp in checkpoints.values():
+        if cp.inode is not None:
+            out[(cp.inode, cp.fingerprint)] = cp
+    return out
+
+
+_DATE_NAME_RE = re.compile(r"^\d{8}(\.gz)?$")
+
+
+def looks_like_accounting_name(path: str) -> bool:
+    """True for PBS's ``YYYYMMDD`` names (and ``YYYYMMDD.gz``)."""
+    return _DATE_NAME_RE.match(Path(path).name) is not None

@@ -1,0 +1,260 @@
+"""Rows into PostgreSQL: batched COPY into temporary staging tables, then one
+``INSERT ... SELECT ... ON CONFLICT DO NOTHING`` per table, and the file's checkpoint, all
+in ONE transaction. A crash at any point leaves either the whole batch with its
+checkpoint or neither, and the upsert on the natural key makes any re-read harmless.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import queue
+import threading
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import psycopg2
+import psycopg2.errors
+
+from softwalltime.accounting import FINISHED_JOB_COLUMNS, RERUN_COLUMNS
+from softwalltime.config import libpq_dsn
+from softwalltime.db import describe_connect_error
+from softwalltime.errors import DatabaseError
+
+from .files import Checkpoint
+
+log = logging.getLogger(__name__)
+
+# pg_try_advisory_lock key shared by every ingester on a database: ASCII "swtingst".
+LOCK_KEY = 0x737774696E677374
+CONNECT_TIMEOUT_S = 5
+
+# Appended by copy_line() to every staged row: where the record came from.
+_SOURCE_COLUMNS = ("source_file", "source_offset")
+_TIME_COLUMNS = {"ctime", "started_at", "ended_at"}
+_BIGINT_COLUMNS = {"job_seq", "mem_bytes"}
+_TEXT_COLUMNS = {
+    "server",
+    "job_id",
+    "username",
+    "groupname",
+    "project",
+    "account",
+    "queue",
+    "job_name",
+    "select_spec",
+}
+
+
+def _stage_ddl(name: str, columns: Tuple[str, ...]) -> str:
+    cols = []
+    for col in columns + _SOURCE_COLUMNS:
+        if col in _TEXT_COLUMNS or col == "source_file":
+            kind = "text"
+        elif col in _TIME_COLUMNS or col in _BIGINT_COLUMNS or col == "source_offset":
+            kind = "bigint"  # epoch seconds: converted by to_timestamp() in the INSERT
+        else:
+            kind = "integer"
+        cols.append(f"{col} {kind}")
+    # ON COMMIT DELETE ROWS: every batch starts from an empty staging table.
+    return "CREATE TEMPORARY TABLE {} ({}) ON COMMIT DELETE ROWS".format(name, ", ".join(cols))
+
+
+def _insert_sql(table: str, stage: str, columns: Tuple[str, ...]) -> str:
+    exprs = [f"to_timestamp({c})" if c in _TIME_COLUMNS else c for c in columns + _SOURCE_COLUMNS]
+    # Identifiers are constants of this module; only values are data, and they travel by COPY.
+    return "INSERT INTO {t} ({cols}) SELECT {exprs} FROM {s} ON CONFLICT DO NOTHING".format(  # noqa: S608
+        t=table,
+        cols=", ".join(columns + _SOURCE_COLUMNS),
+        exprs=", ".join(exprs),
+        s=stage,
+    )
+
+
+_STAGE_JOBS = "swt_stage_jobs"
+_STAGE_RERUNS = "swt_stage_reruns"
+_INSERT_JOBS = _insert_sql("finished_jobs", _STAGE_JOBS, FINISHED_JOB_COLUMNS)
+_INSERT_RERUNS = _insert_sql("job_reruns", _STAGE_RERUNS, RERUN_COLUMNS)
+_UPSERT_CHECKPOINT = (
+    "INSERT INTO ingest_checkpoints (path, inode, fingerprint, byte_offset, line_number, "
+    "updated_at) VALUES (%(path)s, %(inode)s, %(fingerprint)s, %(byte_offset)s, "
+    "%(line_number)s, now()) ON CONFLICT (path) DO UPDATE SET inode = EXCLUDED.inode, "
+    "fingerprint = EXCLUDED.fingerprint, byte_offset = EXCLUDED.byte_offset, "
+    "line_number = EXCLUDED.line_number, updated_at = EXCLUDED.updated_at"
+)
+
+
+def connect(dsn: str) -> Any:
+    """Open a psycopg2 connection for the ingester (no statement timeout: batches are big).
+
+    :param dsn: libpq DSN or SQLAlchemy URL
+    :raises DatabaseError: cannot connect; the message never contains a password
+    """
+    try:
+        return psycopg2.connect(libpq_dsn(dsn), connect_timeout=CONNECT_TIMEOUT_S)
+    except psycopg2.Error as err:
+        raise DatabaseError(describe_connect_error(dsn, err)) from err
+
+
+def _db_error(what: str, err: BaseException) -> DatabaseError:
+    first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return DatabaseError(f"{what}: {first}")
+
+
+class Loader:
+    """One database session of an ingest run: the lock, the checkpoints and the batches."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self._staged = False
+
+    def try_lock(self) -> bool:
+        """Take the session-level advisory lock; False if another ingester holds it.
+
+        :raises DatabaseError: the query failed
+        """
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,))
+                got = bool(cur.fetchone()[0])
+            self.conn.commit()  # the lock is session-level: it outlives this transaction
+        except psycopg2.Error as err:
+            self.conn.rollback()
+            raise _db_error("cannot take the ingest lock", err) from err
+        return got
+
+    def checkpoints(self) -> Dict[str, Checkpoint]:
+        """All stored checkpoints by path.
+
+        :raises DatabaseError: the table is missing (schema not migrated) or unreadable
+        """
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(
+                    "SELECT path, inode, fingerprint, byte_offset, line_number "
+                    "FROM ingest_checkpoints"
+                )
+                rows = cur.fetchall()
+            self.conn.commit()
+        except psycopg2.errors.UndefinedTable as err:
+            self.conn.rollback()
+            raise DatabaseError(
+                "the history tables do not exist: run 'softwalltime db upgrade' first"
+            ) from err
+        except psycopg2.Error as err:
+            self.conn.rollback()
+            raise _db_error("cannot read ingest checkpoints", err) from err
+        return {r[0]: Checkpoint(r[0], r[1], r[2], int(r[3]), int(r[4])) for r in rows}
+
+    def _ensure_staging(self, cur: Any) -> None:
+        if not self._staged:
+            cur.execute(_stage_ddl(_STAGE_JOBS, FINISHED_JOB_COLUMNS))
+            cur.execute(_stage_ddl(_STAGE_RERUNS, RERUN_COLUMNS))
+            self._staged = True
+
+    def commit_batch(
+        self,
+        jobs: List[str],
+        reruns: List[str],
+        checkpoints: Sequence[Checkpoint],
+    ) -> Tuple[int, int]:
+        """Store one batch and move the checkpoints of the files it covers, atomically.
+
+        :param jobs: COPY lines from copy_line() for finished_jobs
+        :param reruns: COPY lines from copy_line() for job_reruns
+        :param checkpoints: for each file the batch covers, the position just after its
+            last line in the batch
+        :returns: (finished_jobs rows inserted, job_reruns rows inserted); rows already
+            present are not counted
+        :raises DatabaseError: the batch was rolled back (nothing of it is stored)
+        """
+        try:
+            with self.conn.cursor() as cur:
+                self._ensure_staging(cur)
+                inserted_jobs = inserted_reruns = 0
+                if jobs:
+                    _copy(cur, _STAGE_JOBS, jobs)
+                    cur.execute(_INSERT_JOBS)
+                    inserted_jobs = cur.rowcount
+                if reruns:
+                    _copy(cur, _STAGE_RERUNS, reruns)
+                    cur.execute(_INSERT_RERUNS)
+                    inserted_reruns = cur.rowcount
+                for cp in checkpoints:
+                    cur.execute(_UPSERT_CHECKPOINT, cp._asdict())
+            self.conn.commit()
+        except psycopg2.Error as err:
+            try:
+                self.conn.rollback()
+            except psycopg2.Error:
+                pass  # the connection is gone; the error below says why
+            where = ", ".join(cp.path for cp in checkpoints[:3])
+            raise _db_error(f"batch rolled back ({where})", err) from err
+        return inserted_jobs, inserted_reruns
+
+    def close(self) -> None:
+        """Close the session; PostgreSQL releases the advisory lock with it."""
+        try:
+            self.conn.close()
+        except psycopg2.Error:
+            pass
+
+
+def _copy(cur: Any, table: str, lines: List[str]) -> None:
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    cur.copy_expert(f"COPY {table} FROM STDIN", io.BytesIO(data), size=1 << 20)
+
+
+class Committer:
+    """Commits batches on a worker thread, so parsing goes on while PostgreSQL works.
+
+    psycopg2 releases the GIL while it waits for the server, so the parser (one core) and
+    the server (the other) overlap. At most one batch waits in the queue: memory stays
+    bounded. Batches are committed in order, each with its checkpoints, so a crash
+    loses at most uncommitted batches, which the next run reads again.
+    """
+
+    def __init__(self, loader: Loader) -> None:
+        self.loader = loader
+        self.inserted_jobs = 0
+        self.inserted_reruns = 0
+        self.error: Optional[DatabaseError] = None
+        self._queue: queue.Queue[Optional[Tuple[List[str], List[str], List[Checkpoint]]]] = (
+            queue.Queue(maxsize=1)
+        )
+        self._thread = threading.Thread(target=self._work, name="ingest-commit", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self.error is not None:
+                continue  # drain: after a failure nothing more is committed
+            try:
+                jobs, reruns = self.loader.commit_batch(*item)
+            except DatabaseError as err:
+                self.error = err
+                continue
+            self.inserted_jobs += jobs
+            self.inserted_reruns += reruns
+
+    def submit(self, jobs: List[str], reruns: List[str], checkpoints: List[Checkpoint]) -> None:
+        """Queue a batch (blocks while the previous one is still waiting).
+
+        :raises DatabaseError: an earlier batch failed
+        """
+        if self.error is not None:
+            raise self.error
+        self._queue.put((jobs, reruns, checkpoints))
+
+    def finish(self) -> None:
+        """Wait for every queued batch.
+
+        :raises DatabaseError: a batch failed (it and every later one were rolled back)
+        """
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        if self.error is not None:
+            raise self.error

@@ -1,0 +1,393 @@
+"""One ingest run: lock, find files, read new complete lines, parse, load in batches, summarise.
+
+Files are read in chunks of whole lines. Chunks are parsed (ingest/parse.py) in this
+process, or in worker processes when asked (``--workers``) and there is much to read; results are
+consumed strictly in file order: rows go into batches, and a batch is committed together
+with the checkpoint of every file it covers (ingest/load.py), on a worker thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import logging
+import multiprocessing
+import os
+import sys
+import time
+from typing import IO, Deque, Dict, List, NamedTuple, Optional, Tuple, Union
+
+from softwalltime.accounting import RECORD_TYPES
+
+from .files import (
+    Checkpoint,
+    FileError,
+    LogFile,
+    Plan,
+    Reader,
+    find_files,
+    index_checkpoints,
+    inspect,
+    looks_like_accounting_name,
+    plan,
+)
+from .load import Committer, Loader, connect
+from .parse import MALFORMED_TYPE, SHOW_MALFORMED, Chunk, copy_text, parse_chunk
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZE = 10000
+# A batch is also committed after this many lines per stored row of batch size, so a long
+# stretch of Q/S records still moves the checkpoint forward.
+_LINES_PER_ROW = 20
+_PROGRESS_EVERY_S = 0.5
+# Parse worker processes pay off only when there is a lot to read (a backfill, a first
+# run) and spare cores; a cron run reads a few kB and always parses in-process.
+PARALLEL_MIN_BYTES = 16 << 20
+
+
+class Options(NamedTuple):
+    """What to ingest and how."""
+
+    dsn: str
+    paths: Tuple[str, ...]  # files named on the command line; empty: the directory
+    directory: str
+    server: Optional[str]  # PBS server name; None: each job id's suffix
+    batch_size: int = DEFAULT_BATCH_SIZE
+    progress: bool = False
+    workers: int = 0  # parse processes; 0: parse in this process
+
+
+class Summary:
+    """What a run did; printed by the front end."""
+
+    def __init__(self) -> None:
+        # record type -> [read, stored, malformed]
+        self.counts: Dict[str, List[int]] = {}
+        self.file_states: Dict[str, int] = {}
+        self.notes: List[str] = []
+        self.failed: List[str] = []
+        self.ignored_lines = 0
+        self.ignored_files = 0
+        self.malformed = 0
+        self.bytes_read = 0
+        self.seconds = 0.0
+        self.locked_out = False
+
+    def count(self, rtype: str) -> List[int]:
+        c = self.counts.get(rtype)
+        if c is None:
+            c = [0, 0, 0]
+            self.counts[rtype] = c
+        return c
+
+    @property
+    def records(self) -> int:
+        return sum(c[0] for c in self.counts.values())
+
+    @property
+    def stored(self) -> int:
+        return sum(c[1] for c in self.counts.values())
+
+    def table(self) -> List[str]:
+        """The per-record-type table: read, stored, skipped, malformed."""
+        lines = [
+            "{:<4} {:<28} {:>10} {:>10} {:>10} {:>10}".format(
+                "type", "meaning", "read", "stored", "skipped", "malformed"
+            )
+        ]
+        total = [0, 0, 0, 0]
+        for rtype in sorted(self.counts, key=lambda t: (t == MALFORMED_TYPE, t.lower(), t)):
+            read, stored, bad = self.counts[rtype]
+            skipped = read - stored - bad
+            meaning = RECORD_TYPES.get(rtype, "unrecognisable line")
+            lines.append(
+                f"{rtype:<4} {meaning:<28} {read:>10,} {stored:>10,} {skipped:>10,} {bad:>10,}"
+            )
+            for i, v in enumerate((read, stored, skipped, bad)):
+                total[i] += v
+        lines.append("{:<4} {:<28} {:>10,} {:>10,} {:>10,} {:>10,}".format("", "total", *total))
+        return lines
+
+    def render(self) -> str:
+        """The summary printed at the end of every run (also under cron)."""
+        if self.locked_out:
+            return (
+                "softwalltime ingest: another ingest is running (advisory lock held); nothing done"
+            )
+        states = ", ".join(f"{n} {state}" for state, n in sorted(self.file_states.items()))
+        head = "softwalltime ingest: {} file(s) ({}), {:.1f} MB, {:,} records in {:.2f} s".format(
+            sum(self.file_states.values()),
+            states or "none",
+            self.bytes_read / 1e6,
+            self.records,
+            self.seconds,
+        )
+        out = [head] + self.table()
+        if self.ignored_lines:
+            out.append(f"{self.ignored_lines:,} blank or comment line(s) ignored")
+        if self.ignored_files:
+            out.append(
+                f"{self.ignored_files} file(s) in the directory ignored: not named YYYYMMDD[.gz]"
+            )
+        if self.malformed > SHOW_MALFORMED:
+            out.append(
+                f"{self.malformed:,} malformed line(s) in all; "
+                f"the first {SHOW_MALFORMED} are shown above"
+            )
+        out.extend(self.notes)
+        return "\n".join(out)
+
+
+class _Progress:
+    """Bytes and records per second on a terminal, rewritten in place; silent otherwise."""
+
+    def __init__(self, enabled: bool, stream: IO[str]) -> None:
+        self.enabled = enabled
+        self.stream = stream
+        self.start = time.monotonic()
+        self.last = self.start
+        self.shown = False
+
+    def update(self, nbytes: int, records: int, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self.last < _PROGRESS_EVERY_S:
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        self.stream.write(
+            f"\r{nbytes / 1e6:,.1f} MB  {nbytes / 1e6 / elapsed:,.1f} MB/s  "
+            f"{records:,} records  {records / elapsed:,.0f} records/s "
+        )
+        self.stream.flush()
+        self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class _FileEnd(NamedTuple):
+    """Queued after a file's last chunk: where its checkpoint goes once all is consumed."""
+
+    f: LogFile
+    end: int
+    lineno: int
+    pending: int
+    state: str
+    error: Optional[str]
+
+
+class _ChunkJob(NamedTuple):
+    f: LogFile
+    end: int  # byte offset after the chunk
+    lineno: int  # line number of the chunk's last line
+    nlines: int
+    result: Union[Chunk, concurrent.futures.Future[Chunk]]
+
+
+class Ingester:
+    """Runs one ingest over a loader session.
+
+    A batch collects rows (and the checkpoints of the files they came from) across files,
+    so a directory of many small daily files costs few transactions.
+    """
+
+    def __init__(self, opts: Options, loader: Loader, progress_stream: IO[str]) -> None:
+        self.opts = opts
+        self.loader = loader
+        self.summary = Summary()
+        self.progress = _Progress(opts.progress, progress_stream)
+        self.committer: Optional[Committer] = None
+        self.pool: Optional[concurrent.futures.ProcessPoolExecutor] = None
+        self.inflight: Deque[Union[_ChunkJob, _FileEnd]] = collections.deque()
+        self.max_inflight = 1
+        self.jobs: List[str] = []
+        self.reruns: List[str] = []
+        self.checkpoints: Dict[str, Checkpoint] = {}
+        self.batch_lines = 0
+
+    def files(self) -> List[str]:
+        if self.opts.paths:
+            return list(self.opts.paths)
+        found = find_files(self.opts.directory)
+        keep = [p for p in found if looks_like_accounting_name(p)]
+        self.summary.ignored_files = len(found) - len(keep)
+        return keep
+
+    def run(self) -> Summary:
+        started = time.monotonic()
+        checkpoints = self.loader.checkpoints()
+        by_identity = index_checkpoints(checkpoints)
+        todo: List[Tuple[LogFile, Plan]] = []
+        for path in self.files():
+            try:
+                f = inspect(path)
+            except FileError as err:
+                self._fail(str(err))
+                continue
+            p = plan(f, checkpoints.get(f.path), by_identity)
+            if p.note:
+                self.summary.notes.append(f"{f.path}: {p.note}")
+                log.info("%s: %s", f.path, p.note)
+            if f.fingerprint is None:
+                self.summary.notes.append(f"{f.path}: no complete line yet; left for the next run")
+                self._state("waiting")
+            elif p.state == "unchanged":
+                self._state("unchanged")
+            else:
+                todo.append((f, p))
+        # Archives count as big: their uncompressed size is unknown until read.
+        work = sum(f.size - p.offset if not f.compressed else PARALLEL_MIN_BYTES for f, p in todo)
+        if self.opts.workers > 0 and work >= PARALLEL_MIN_BYTES:
+            self._start_pool(self.opts.workers)
+        self.committer = Committer(self.loader)
+        try:
+            for f, p in todo:
+                self._read(f, p)
+            while self.inflight:
+                self._consume()
+            self._flush()
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(cancel_futures=True)
+            self.committer.finish()
+        self.summary.count("E")[1] += self.committer.inserted_jobs
+        self.summary.count("R")[1] += self.committer.inserted_reruns
+        for rtype in ("E", "R"):
+            if self.summary.counts[rtype] == [0, 0, 0]:
+                del self.summary.counts[rtype]
+        self.progress.update(self.summary.bytes_read, self.summary.records, force=True)
+        self.progress.done()
+        self.summary.seconds = time.monotonic() - started
+        return self.summary
+
+    def _start_pool(self, workers: int) -> None:
+        # fork is cheap and needs no re-import; the workers are started here, before the
+        # committer thread exists, so no thread's lock is ever copied into a child.
+        ctx = multiprocessing.get_context("fork")
+        self.pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx)
+        list(self.pool.map(_warm_up, range(workers)))
+        self.max_inflight = 2 * workers  # bounded read-ahead: memory stays flat
+
+    def _state(self, state: str) -> None:
+        self.summary.file_states[state] = self.summary.file_states.get(state, 0) + 1
+
+    def _fail(self, message: str) -> None:
+        log.error("%s", message)
+        self.summary.failed.append(message)
+        self._state("unusable")
+
+    def _read(self, f: LogFile, p: Plan) -> None:
+        """Queue ``f``'s new chunks for parsing, then a marker for its end."""
+        source = copy_text(f.path)
+        reader = Reader(f, p.offset)
+        lineno = p.line_number
+        pos = p.offset
+        error = None
+        try:
+            for start, data in reader.chunks():
+                nlines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+                result: Union[Chunk, concurrent.futures.Future[Chunk]]
+                if self.pool is not None:
+                    result = self.pool.submit(
+                        parse_chunk, data, start, lineno, source, self.opts.server
+                    )
+                else:
+                    result = parse_chunk(data, start, lineno, source, self.opts.server)
+                lineno += nlines
+                pos = start + len(data)
+                self._push(_ChunkJob(f, pos, lineno, nlines, result))
+                self.summary.bytes_read += len(data)
+        except FileError as err:
+            error = str(err)
+        self._push(_FileEnd(f, pos, lineno, reader.pending, p.state, error))
+
+    def _push(self, item: Union[_ChunkJob, _FileEnd]) -> None:
+        self.inflight.append(item)
+        while len(self.inflight) > self.max_inflight:
+            self._consume()
+
+    def _consume(self) -> None:
+        """Take the oldest queued item: its rows into the batch, its checkpoint when done."""
+        item = self.inflight.popleft()
+        s = self.summary
+        if isinstance(item, _FileEnd):
+            f = item.f
+            if item.end != 0 or f.path in self.checkpoints:
+                self.checkpoints[f.path] = Checkpoint(
+                    f.path, f.inode, f.fingerprint or "", item.end, item.lineno
+                )
+            if item.error is not None:
+                self._fail(item.error)
+            else:
+                self._state(item.state)
+            if item.pending:
+                s.notes.append(
+                    f"{f.path}:{item.lineno + 1}: incomplete last line ({item.pending} bytes) "
+                    "left for the next run"
+                )
+            return
+        chunk = item.result if isinstance(item.result, Chunk) else item.result.result()
+        f = item.f
+        batch_size = self.opts.batch_size
+        for is_rerun, line, end, lineno in chunk.rows:
+            (self.reruns if is_rerun else self.jobs).append(line)
+            if len(self.jobs) + len(self.reruns) >= batch_size:
+                self.checkpoints[f.path] = Checkpoint(
+                    f.path, f.inode, f.fingerprint or "", end, lineno
+                )
+                self._flush()
+        for rtype, (read, bad) in chunk.counts.items():
+            c = s.count(rtype)
+            c[0] += read
+            c[2] += bad
+        for lineno, reason in chunk.malformed:
+            if s.malformed < SHOW_MALFORMED:
+                log.warning("%s:%d: %s", f.path, lineno, reason)
+            s.malformed += 1
+        s.malformed += chunk.malformed_total - len(chunk.malformed)
+        s.ignored_lines += chunk.ignored
+        self.batch_lines += item.nlines
+        if self.batch_lines >= batch_size * _LINES_PER_ROW:
+            self.checkpoints[f.path] = Checkpoint(
+                f.path, f.inode, f.fingerprint or "", item.end, item.lineno
+            )
+            self._flush()
+        self.progress.update(s.bytes_read, s.records)
+
+    def _flush(self) -> None:
+        """Hand the current batch (rows and checkpoints) to the committer."""
+        if not (self.jobs or self.reruns or self.checkpoints):
+            return
+        assert self.committer is not None
+        self.committer.submit(self.jobs, self.reruns, list(self.checkpoints.values()))
+        self.jobs, self.reruns, self.checkpoints = [], [], {}
+        self.batch_lines = 0
+
+
+def _warm_up(_: int) -> int:
+    return os.getpid()
+
+
+def run(opts: Options, progress_stream: Optional[IO[str]] = None) -> Summary:
+    """Ingest new accounting records once; safe to run from cron every few minutes.
+
+    :param opts: what to read and where to store it
+    :param progress_stream: where progress goes when ``opts.progress`` (default stderr)
+    :returns: the summary; ``summary.locked_out`` if another ingester holds the lock
+    :raises DatabaseError: the database cannot be reached or a batch failed (rolled back)
+    :raises FileError: the accounting directory cannot be listed
+    """
+    loader = Loader(connect(opts.dsn))
+    try:
+        if not loader.try_lock():
+            summary = Summary()
+            summary.locked_out = True
+            return summary
+        return Ingester(opts, loader, progress_stream or sys.stderr).run()
+    finally:
+        loader.close()

@@ -1,0 +1,552 @@
+"""PBS accounting-log records: parse one line, turn E and R records into history rows.
+
+Pure code: no database, no ``pbs``. The ingester and the replay evaluator both use it.
+Format and quoting follow pbs-reference.md 1.2-1.5 (OpenPBS ``accounting.c``):
+
+* a line is ``MM/DD/YYYY HH:MM:SS;T;ID;MESSAGE``; MESSAGE may contain ``;``;
+* a value that holds a space is wrapped in ``"..."`` (or ``'...'`` when it also holds ``"``)
+  and nothing inside is escaped, so the tokenizer ends a quoted value at the matching
+  quote that is followed by a space or the end of the line, never at whitespace alone;
+* durations are ``[[H:]M:]S`` with unbounded hours, sizes ``<int>[kmgtp][bw]`` (bare = bytes),
+  epoch fields (``ctime``, ``start``, ``end``) are UTC seconds.
+
+Total usage of a job across reruns is the sum of its ``job_reruns.runtime_s`` (one row per
+R record) plus ``finished_jobs.runtime_s`` (the E record describes only the last run)::
+
+    SELECT f.server, f.job_id, f.ctime,
+           f.runtime_s + COALESCE(SUM(r.runtime_s), 0) AS total_runtime_s
+    FROM finished_jobs f
+    LEFT JOIN job_reruns r USING (server, job_id, ctime)
+    GROUP BY f.server, f.job_id, f.ctime, f.runtime_s;
+"""
+
+import datetime
+import itertools
+import re
+from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple
+
+from .errors import ParseError
+from .units import parse_duration, parse_size
+
+__all__ = [
+    "RECORD_TYPES",
+    "Record",
+    "finished_job",
+    "finished_job_row",
+    "parse_job_id",
+    "parse_line",
+    "rerun",
+    "rerun_row",
+    "tokenize",
+]
+
+# Every record type OpenPBS defines (src/include/acct.h; pbs-reference.md 1.3), with its meaning.
+RECORD_TYPES = {
+    "Q": "queued",
+    "S": "started",
+    "s": "reliable start",
+    "R": "rerun",
+    "E": "ended",
+    "D": "deleted",
+    "A": "aborted",
+    "C": "checkpointed",
+    "T": "restarted from checkpoint",
+    "M": "moved",
+    "a": "altered",
+    "z": "suspended",
+    "r": "resumed",
+    "u": "node-release usage",
+    "c": "node-release next phase",
+    "e": "node-release last phase",
+    "P": "provisioning start",
+    "p": "provisioning end",
+    "L": "license",
+    "U": "reservation submitted",
+    "Y": "reservation confirmed",
+    "B": "reservation begins",
+    "K": "reservation deleted",
+    "k": "reservation deleted by owner",
+    "F": "reservation finished",
+}
+
+_UTC = datetime.timezone.utc
+
+# Step 1-2 of the tokenizer (pbs-reference.md 1.5). A key starts a token (start of message or
+# after a space). A quoted value ends at the matching quote followed by a space or the end;
+# a quote with no such partner is not quoting, so the value then runs to the next space.
+_TOKEN_RE = re.compile(
+    r"(?<![^ ])([A-Za-z_][\w.]*)=(?:\"(.*?)\"(?= |\Z)|'(.*?)'(?= |\Z)|([^ ]*))", re.DOTALL
+)
+_KEY_RE = re.compile(r"[A-Za-z_][\w.]*\Z")
+# Keys already seen to match _KEY_RE (bounded: garbage lines must not grow it forever).
+_GOOD_KEYS: Set[str] = set()
+_KEY_CACHE_MAX = 4096
+_EQ = itertools.repeat("=")
+_ONE = itertools.repeat(1)
+_DATE_RE = re.compile(r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d\Z")
+# A second "date;T;" inside a message means a torn record (an unterminated fragment
+# followed by the next record on the same line, pbs-reference.md 1.8).
+_TORN_RE = re.compile(r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;[A-Za-z];")
+# 123.srv, 123[4].srv, 123[].srv; the server part is everything after the first '.'.
+_JOB_ID_RE = re.compile(r"(\d+)(?:\[(\d*)\])?(?:\.(.+))?\Z", re.DOTALL)
+# Reservations: R (advance), S (standing), M (maintenance) followed by digits (pbs_ifl.h).
+_RESV_ID_RE = re.compile(r"[RSM]\d+(?:\..*)?\Z", re.DOTALL)
+
+
+class Record(NamedTuple):
+    """One accounting line, tokenized; values are raw text with surrounding quotes removed."""
+
+    logged_at: str  # 'MM/DD/YYYY HH:MM:SS' as written (server local time)
+    rtype: str  # 'E', 'Q', 'S', 'R', ...
+    ident: str  # '123.srv', '123[4].srv', '123[].srv', 'R5.srv', 'license'
+    attrs: Dict[str, str]  # key -> raw value with surrounding quotes removed
+    duplicate_keys: Tuple[str, ...]  # keys seen twice (forgery signature, PBS issue #1013)
+
+
+def _key_ok(key: str) -> bool:
+    """True if ``key`` is a valid attribute name; cached because keys repeat on every line."""
+    if key in _GOOD_KEYS:
+        return True
+    ok = _KEY_RE.match(key) is not None
+    # Garbage lines must not grow the cache without bound.
+    if ok and len(_GOOD_KEYS) < _KEY_CACHE_MAX:
+        _GOOD_KEYS.add(key)
+    return ok
+
+
+def tokenize(message: str) -> Tuple[Dict[str, str], Tuple[str, ...]]:
+    """Split a record's MESSAGE into ``key -> value`` (quotes removed), quote-aware.
+
+    Implements pbs-reference.md 1.5: a key ``[A-Za-z_][\\w.]*`` then ``=``; a value that
+    starts with ``"`` or ``'`` runs to the matching quote followed by a space or the end
+    of the message, otherwise to the next space. A quote with no such partner is kept as
+    part of a raw value. Words that are not ``key=value`` (free text in D, A and L
+    records) are ignored.
+
+    :param message: the part of the line after ``date;T;ID;``
+    :returns: the attributes (the first occurrence of a key wins) and the keys that
+        occurred more than once, in order of their second occurrence
+    """
+    parts = message.split(" ")
+    # Fast path, all in C: no quoted value, every word is key=value with a known-good key
+    # and no key repeats. That is every OpenPBS job record without account/project quotes.
+    if '="' not in message and "='" not in message:
+        try:
+            attrs = dict(map(str.split, parts, _EQ, _ONE))
+        except ValueError:
+            pass  # a word without '=': free text, take the careful path
+        else:
+            if len(attrs) == len(parts) and _GOOD_KEYS.issuperset(attrs):
+                return attrs, ()
+    return _tokenize_slow(parts)
+
+
+def _tokenize_slow(parts: List[str]) -> Tuple[Dict[str, str], Tuple[str, ...]]:
+    # Splitting on single spaces and re-joining quoted runs is equivalent to the regex
+    # _TOKEN_RE (kept as the reference the property tests compare against).
+    n = len(parts)
+    attrs: Dict[str, str] = {}
+    dups: Optional[List[str]] = None
+    i = 0
+    while i < n:
+        key, eq, value = parts[i].partition("=")
+        i += 1
+        if not eq or not _key_ok(key):
+            continue
+        if value and (value[0] == '"' or value[0] == "'"):
+            quote = value[0]
+            if len(value) >= 2 and value[-1] == quote:
+                value = value[1:-1]
+            else:
+                j = i
+                while j < n and not parts[j].endswith(quote):
+                    j += 1
+                if j < n:
+                    value = " ".join(parts[i - 1 : j + 1]).partition("=")[2][1:-1]
+                    i = j + 1
+        if key in attrs:
+            if dups is None:
+                dups = []
+            if key not in dups:
+                dups.append(key)
+        else:
+            attrs[key] = value
+    return attrs, (tuple(dups) if dups else ())
+
+
+def parse_line(line: str) -> Record:
+    """Parse one accounting-log line (trailing whitespace and newline allowed).
+
+    :param line: e.g. ``04/02/2025 14:03:11;E;5012.pbs01;user=alice ... run_count=1``
+    :raises ParseError: the line is not ``MM/DD/YYYY HH:MM:SS;T;ID;MESSAGE``, has an
+        unknown record type, or carries a second record (a torn line)
+    """
+    parts = line.rstrip().split(";", 3)
+    if len(parts) != 4:
+        raise ParseError("not an accounting record (expected 'date;type;id;message')")
+    logged_at, rtype, ident, message = parts
+    if len(logged_at) != 19 or _DATE_RE.match(logged_at) is None:
+        raise ParseError(f"bad timestamp {logged_at[:40]!r} (expected MM/DD/YYYY HH:MM:SS)")
+    if rtype not in RECORD_TYPES:
+        raise ParseError(f"unknown record type {rtype[:10]!r}")
+    if not ident:
+        raise ParseError("empty record id")
+    if ";" in message:
+        torn = _TORN_RE.search(message)
+        if torn is not None:
+            raise ParseError(
+                "torn record: another record starts at column "
+                f"{len(logged_at) + len(rtype) + len(ident) + 3 + torn.start() + 1}"
+            )
+    attrs, dups = tokenize(message)
+    return Record(logged_at, rtype, ident, attrs, dups)
+
+
+def parse_job_id(ident: str) -> Tuple[int, Optional[int], Optional[str], bool]:
+    """Split a job id into sequence number, subjob index, server suffix and array-parent flag.
+
+    :param ident: ``123.srv``, ``123[4].srv`` or ``123[].srv`` (suffix optional)
+    :returns: ``(job_seq, array_index or None, server or None, is_array_parent)``
+    :raises ParseError: not a job id (a reservation, ``license``, garbage)
+    """
+    seq_text, dot, suffix = ident.partition(".")
+    if seq_text.isdigit() and seq_text.isascii() and (suffix or not dot):
+        return int(seq_text), None, suffix or None, False
+    m = _JOB_ID_RE.match(ident)
+    if m is None:
+        raise ParseError(f"not a job id: {ident[:60]!r}")
+    seq, index, server = m.groups()
+    if index is None:
+        return int(seq), None, server, False
+    if index == "":
+        return int(seq), None, server, True
+    return int(seq), int(index), server, False
+
+
+def _is_history_ident(rec: Record) -> bool:
+    """False for records that are never job history: license, reservations, array parents."""
+    ident = rec.ident
+    if ident == "license" or _RESV_ID_RE.match(ident) is not None:
+        return False
+    return not ident.endswith("[]") and "[]." not in ident
+
+
+# Bounds of the PostgreSQL column types the values go into: one out-of-range value
+# would otherwise fail a whole COPY batch instead of one line.
+_INT4_MAX = 2**31 - 1
+_INT8_MAX = 2**63 - 1
+# Epoch seconds up to the year 3000: beyond that the field is garbage, not a time.
+_EPOCH_MAX = 32503680000
+
+
+# Parsed durations and sizes by text: the same few values (walltime=01:00:00, mem=4gb)
+# repeat on most lines, and the regex parse costs more than a dict lookup. Only valid,
+# in-range values are cached; cleared when full so memory stays bounded.
+_DURATION_CACHE: Dict[str, int] = {}
+_SIZE_CACHE: Dict[str, int] = {}
+_VALUE_CACHE_MAX = 1 << 16
+
+
+def _check(key: str, value: int, limit: int) -> int:
+    if -limit - 1 <= value <= limit:
+        return value
+    raise ParseError(f"{key}={value} is out of range")
+
+
+def _int(attrs: Dict[str, str], key: str, limit: int = _INT4_MAX) -> Optional[int]:
+    value = attrs.get(key)
+    if not value:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise ParseError(f"{key}={value[:40]!r} is not an integer") from None
+    if -limit - 1 <= number <= limit:
+        return number
+    raise ParseError(f"{key}={number} is out of range")
+
+
+def _duration(attrs: Dict[str, str], key: str) -> Optional[int]:
+    value = attrs.get(key)
+    if not value:
+        return None
+    seconds = _DURATION_CACHE.get(value)
+    if seconds is not None:
+        return seconds
+    try:
+        seconds = parse_duration(value)
+    except ParseError:
+        raise ParseError(f"{key}={value[:40]!r} is not a duration") from None
+    _check(key, seconds, _INT4_MAX)
+    if len(_DURATION_CACHE) >= _VALUE_CACHE_MAX:
+        _DURATION_CACHE.clear()
+    _DURATION_CACHE[value] = seconds
+    return seconds
+
+
+def _size(attrs: Dict[str, str], key: str) -> Optional[int]:
+    value = attrs.get(key)
+    if not value:
+        return None
+    size = _SIZE_CACHE.get(value)
+    if size is not None:
+        return size
+    try:
+        size = parse_size(value)
+    except ParseError:
+        raise ParseError(f"{key}={value[:40]!r} is not a size") from None
+    _check(key, size, _INT8_MAX)
+    if len(_SIZE_CACHE) >= _VALUE_CACHE_MAX:
+        _SIZE_CACHE.clear()
+    _SIZE_CACHE[value] = size
+    return size
+
+
+def _epoch(attrs: Dict[str, str], key: str, required: bool) -> Optional[int]:
+    value = _int(attrs, key, _EPOCH_MAX)
+    # start=0 means "never started" in some writers; 0 is never a real job time.
+    if value is None or value <= 0:
+        if required:
+            raise ParseError(f"missing or zero {key}=")
+        return None
+    return value
+
+
+def _server_of(ident: str, suffix: Optional[str], server: Optional[str]) -> str:
+    if server:
+        return server
+    if suffix:
+        return suffix
+    raise ParseError(f"job id {ident!r} has no server suffix; name the server (--server)")
+
+
+# Column order of finished_job_row(); the keys of finished_job() in the same order.
+FINISHED_JOB_COLUMNS = (
+    "server",
+    "job_id",
+    "ctime",
+    "job_seq",
+    "array_index",
+    "username",
+    "groupname",
+    "project",
+    "account",
+    "queue",
+    "job_name",
+    "walltime_s",
+    "soft_walltime_s",
+    "runtime_s",
+    "started_at",
+    "ended_at",
+    "exit_status",
+    "ncpus",
+    "ngpus",
+    "nodect",
+    "mem_bytes",
+    "select_spec",
+    "run_count",
+)
+# Positions of the epoch-second fields in finished_job_row() (datetimes in finished_job()).
+_FJ_TIME_POS = (2, 14, 15)
+
+RERUN_COLUMNS = (
+    "server",
+    "job_id",
+    "ctime",
+    "run_count",
+    "username",
+    "runtime_s",
+    "started_at",
+    "ended_at",
+    "exit_status",
+)
+_RR_TIME_POS = (2, 6, 7)
+
+
+_FJ_INT_KEYS = (
+    "ctime",
+    "start",
+    "end",
+    "Exit_status",
+    "Resource_List.ncpus",
+    "Resource_List.ngpus",
+    "Resource_List.nodect",
+    "run_count",
+)
+
+
+def finished_job_row(rec: Record, server: Optional[str] = None) -> Optional[Tuple[Any, ...]]:
+    """Like :func:`finished_job`, as a tuple in ``FINISHED_JOB_COLUMNS`` order with times as
+    UTC epoch seconds (the ingester's fast path: no datetime objects).
+
+    :raises ParseError: see :func:`finished_job`
+    """
+    if rec.rtype != "E" or not _is_history_ident(rec):
+        return None
+    # Fast path for the clean common case; anything unusual (a missing or unparsable
+    # value, a bound exceeded, an array subjob) goes to _finished_job_row_checked, which
+    # is the specification and gives the precise error. Tests check the two agree.
+    a = rec.attrs
+    g = a.get
+    ident = rec.ident
+    seq_text, _dot, suffix = ident.partition(".")
+    user = g("user")
+    try:
+        ctime, start, end, status, ncpus, ngpus, nodect, runs = [
+            int(v) if v else None for v in map(g, _FJ_INT_KEYS)
+        ]
+    except ValueError:
+        return _finished_job_row_checked(rec, server)
+    # The same helpers as the checked path: cached, and they raise the precise error.
+    wall = _duration(a, "Resource_List.walltime")
+    used = _duration(a, "resources_used.walltime")
+    soft = _duration(a, "Resource_List.soft_walltime")
+    mem = _size(a, "Resource_List.mem")
+    if (
+        not user
+        or not (server or suffix)
+        or not seq_text.isdigit()
+        or not seq_text.isascii()
+        or len(seq_text) > 18
+        or (_dot and not suffix)
+        or ctime is None
+        or end is None
+        or not 0 < ctime <= _EPOCH_MAX
+        or not 0 < end <= _EPOCH_MAX
+        or (start is not None and not 0 < start <= _EPOCH_MAX)
+        or max(abs(status or 0), ncpus or 0, ngpus or 0, nodect or 0, runs or 0) > _INT4_MAX
+        or min(ncpus or 0, ngpus or 0, nodect or 0, runs or 0) < 0
+    ):
+        return _finished_job_row_checked(rec, server)
+    return (
+        server or suffix,
+        ident,
+        ctime,
+        int(seq_text),
+        None,
+        user,
+        g("group"),
+        g("project"),
+        g("account"),
+        g("queue"),
+        g("jobname"),
+        wall,
+        soft,
+        used,
+        start,
+        end,
+        status,
+        ncpus,
+        ngpus,
+        nodect,
+        mem,
+        g("Resource_List.select"),
+        runs,
+    )
+
+
+def _finished_job_row_checked(rec: Record, server: Optional[str]) -> Tuple[Any, ...]:
+    """finished_job_row() field by field, with a precise ParseError for a bad field."""
+    seq, index, suffix, _parent = parse_job_id(rec.ident)
+    a = rec.attrs
+    user = a.get("user")
+    if not user:
+        raise ParseError("E record without user=")
+    return (
+        _server_of(rec.ident, suffix, server),
+        rec.ident,
+        _epoch(a, "ctime", True),
+        _check("job id", seq, _INT8_MAX),
+        None if index is None else _check("array index", index, _INT4_MAX),
+        user,
+        a.get("group"),
+        a.get("project"),
+        a.get("account"),
+        a.get("queue"),
+        a.get("jobname"),
+        _duration(a, "Resource_List.walltime"),
+        _duration(a, "Resource_List.soft_walltime"),
+        _duration(a, "resources_used.walltime"),
+        _epoch(a, "start", False),
+        _epoch(a, "end", True),
+        _int(a, "Exit_status"),
+        _int(a, "Resource_List.ncpus"),
+        _int(a, "Resource_List.ngpus"),
+        _int(a, "Resource_List.nodect"),
+        _size(a, "Resource_List.mem"),
+        a.get("Resource_List.select"),
+        _int(a, "run_count"),
+    )
+
+
+def rerun_row(rec: Record, server: Optional[str] = None) -> Optional[Tuple[Any, ...]]:
+    """Like :func:`rerun`, as a tuple in ``RERUN_COLUMNS`` order with epoch-second times.
+
+    :raises ParseError: see :func:`rerun`
+    """
+    if rec.rtype != "R" or not _is_history_ident(rec):
+        return None
+    _seq, _index, suffix, _parent = parse_job_id(rec.ident)
+    a = rec.attrs
+    user = a.get("user")
+    if not user:
+        raise ParseError("R record without user=")
+    run_count = _int(a, "run_count")
+    if run_count is None:
+        # run_count is part of the key: without it two reruns of one job would collide.
+        raise ParseError("R record without run_count=")
+    return (
+        _server_of(rec.ident, suffix, server),
+        rec.ident,
+        _epoch(a, "ctime", True),
+        run_count,
+        user,
+        _duration(a, "resources_used.walltime"),
+        _epoch(a, "start", False),
+        _epoch(a, "end", True),
+        _int(a, "Exit_status"),
+    )
+
+
+def _as_dict(
+    columns: Tuple[str, ...], row: Tuple[Any, ...], time_pos: Tuple[int, ...]
+) -> Dict[str, Any]:
+    values = list(row)
+    for pos in time_pos:
+        if values[pos] is not None:
+            values[pos] = datetime.datetime.fromtimestamp(values[pos], _UTC)
+    return dict(zip(columns, values))
+
+
+def finished_job(rec: Record, server: Optional[str] = None) -> Optional[Dict[str, Any]]:
+    """The ``finished_jobs`` row for an E record of a job or subjob.
+
+    :param rec: a parsed record
+    :param server: PBS server name; default the job id's suffix after the first ``.``
+    :returns: a dict keyed by the ``finished_jobs`` columns (without ``ingested_at``,
+        ``source_file``, ``source_offset``); ``ctime``, ``started_at``, ``ended_at`` are
+        aware UTC datetimes, durations are seconds, ``mem_bytes`` is bytes.
+        ``None`` for other record types, array parents, reservations and ``license``.
+    :raises ParseError: the E record lacks ``user``, ``ctime`` or ``end``, its id has no
+        server and none was given, or a stored field has a value that does not parse
+    """
+    row = finished_job_row(rec, server)
+    if row is None:
+        return None
+    return _as_dict(FINISHED_JOB_COLUMNS, row, _FJ_TIME_POS)
+
+
+def rerun(rec: Record, server: Optional[str] = None) -> Optional[Dict[str, Any]]:
+    """The ``job_reruns`` row for an R (rerun/requeue) record.
+
+    :param rec: a parsed record
+    :param server: PBS server name; default the job id's suffix
+    :returns: a dict keyed by the ``job_reruns`` columns (without ``ingested_at``,
+        ``source_file``, ``source_offset``); ``None`` for other records
+    :raises ParseError: the R record lacks ``user``, ``ctime``, ``end`` or ``run_count``,
+        or a stored field does not parse
+    """
+    row = rerun_row(rec, server)
+    if row is None:
+        return None
+    return _as_dict(RERUN_COLUMNS, row, _RR_TIME_POS)

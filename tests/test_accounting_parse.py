@@ -1,0 +1,342 @@
+"""softwalltime.accounting on the real PBS accounting samples, field by field."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from softwalltime import accounting as acct
+from softwalltime.errors import ParseError
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+SAMPLES = SHARED / "data" / "traces" / "pbs_accounting"
+LOCAL = SAMPLES / "openpbs-23.06-local.log"
+EXAMPLES = SHARED / "docs" / "pbs-accounting-examples.log"
+UTC = dt.timezone.utc
+
+
+def _lines(path: Path) -> list[str]:
+    if not path.exists():
+        pytest.fail(f"missing sample {path}: clone the repository next to shared/")
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def _record(path: Path, rtype: str, ident: str) -> acct.Record:
+    found = [
+        acct.parse_line(line)
+        for line in _lines(path)
+        if line[:2].isdigit() and line.split(";")[1:3] == [rtype, ident]
+    ]
+    assert len(found) == 1, f"{rtype} {ident}: {len(found)} records"
+    return found[0]
+
+
+def _ts(epoch: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(epoch, UTC)
+
+
+def test_e_record_every_field_openpbs_2306():
+    row = acct.finished_job(_record(LOCAL, "E", "1.vm"))
+    assert row == {
+        "server": "vm",
+        "job_id": "1.vm",
+        "ctime": _ts(1795311709),
+        "job_seq": 1,
+        "array_index": None,
+        "username": "alice",
+        "groupname": "alice",
+        "project": "_pbs_project_default",
+        "account": None,
+        "queue": "workq",
+        "job_name": "swt_q",
+        "walltime_s": 600,
+        "soft_walltime_s": 300,  # written as Resource_List.soft_walltime=00:05:00
+        "runtime_s": 3,
+        "started_at": _ts(1795311709),
+        "ended_at": _ts(1795311713),
+        "exit_status": 0,
+        "ncpus": 1,
+        "ngpus": None,
+        "nodect": 1,
+        "mem_bytes": None,
+        "select_spec": "1:ncpus=1",
+        "run_count": 1,
+    }
+    assert tuple(row) == acct.FINISHED_JOB_COLUMNS
+    assert row["ctime"].tzinfo is not None and row["ctime"].utcoffset() == dt.timedelta(0)
+
+
+def test_soft_walltime_as_seconds_in_a_record_matches_hh_mm_ss():
+    # A runjob hook set soft_walltime=300; the server logged it as 300 in the 'a' record and
+    # as 00:05:00 in the S and E records of the same job.
+    alter = _record(LOCAL, "a", "2.vm")
+    assert alter.attrs == {"Resource_List.soft_walltime": "300"}
+    assert acct.finished_job(alter) is None
+    end = acct.finished_job(_record(LOCAL, "E", "2.vm"))
+    assert end is not None
+    assert end["soft_walltime_s"] == 300
+    assert acct.parse_duration(alter.attrs["Resource_List.soft_walltime"]) == 300
+    assert _record(LOCAL, "a", "11.vm").attrs["Resource_List.soft_walltime"] == "00:02:00"
+
+
+def test_job_without_walltime():
+    row = acct.finished_job(_record(LOCAL, "E", "6.vm"))
+    assert row is not None
+    assert row["walltime_s"] is None
+    assert row["soft_walltime_s"] == 300
+    assert row["runtime_s"] == 1
+    assert row["job_name"] == "swt_nowall"
+
+
+def test_job_deleted_while_running():
+    assert _record(LOCAL, "D", "9.vm").attrs == {"requestor": "alice@vm"}
+    row = acct.finished_job(_record(LOCAL, "E", "9.vm"))
+    assert row is not None
+    assert row["exit_status"] == 271  # 256 + SIGTERM
+    assert row["runtime_s"] == 12
+    assert row["ended_at"] == _ts(1795311793)
+
+
+def test_rerun_then_end_with_run_count_2():
+    rerun = acct.rerun(_record(LOCAL, "R", "10.vm"))
+    assert rerun == {
+        "server": "vm",
+        "job_id": "10.vm",
+        "ctime": _ts(1795311780),
+        "run_count": 1,
+        "username": "alice",
+        "runtime_s": 10,
+        "started_at": _ts(1795311782),
+        "ended_at": _ts(1795311793),
+        "exit_status": -11,
+    }
+    end = acct.finished_job(_record(LOCAL, "E", "10.vm"))
+    assert end is not None
+    assert end["run_count"] == 2
+    assert end["runtime_s"] == 10
+    assert end["started_at"] == _ts(1795311793)  # start of the last run
+    assert end["exit_status"] == 271
+    assert acct.finished_job(_record(LOCAL, "R", "10.vm")) is None
+    assert acct.rerun(_record(LOCAL, "E", "10.vm")) is None
+
+
+def test_ncar_rerun_with_retry_status():
+    row = acct.rerun(_record(EXAMPLES, "R", "4215033.casper-pbs"))
+    assert row is not None
+    assert (row["server"], row["run_count"], row["exit_status"], row["runtime_s"]) == (
+        "casper-pbs",
+        1,
+        -3,
+        0,
+    )
+
+
+def test_quoted_values_with_spaces():
+    rec = _record(EXAMPLES, "Q", "5040[].pbs01")
+    assert rec.attrs["account"] == "grant 42"
+    assert rec.attrs["project"] == "my proj"
+    assert rec.attrs["jobname"] == "scan"
+    assert rec.attrs["array_indices"] == "1-3"
+    assert rec.duplicate_keys == ()
+    ncar = _record(EXAMPLES, "E", "4215265.casper-pbs")
+    row = acct.finished_job(ncar)
+    assert row is not None
+    assert row["account"] == "SCSG0001"  # always written quoted, stored without quotes
+    assert row["mem_bytes"] == 10 * 2**30
+    assert row["select_spec"] == "1:ncpus=5:ompthreads=5"
+    assert row["ncpus"] == 5 and row["ngpus"] == 0
+    assert ncar.attrs["eligible_time"] == "00:00:08"
+
+
+def test_raw_json_usage_value_single_quoted():
+    rec = _record(EXAMPLES, "E", "112461.torque1.grid.cesnet.cz")
+    assert rec.attrs["resources_used.diag_messages"] == "{}"
+    row = acct.finished_job(rec)
+    assert row is not None
+    assert row["server"] == "torque1.grid.cesnet.cz"
+    assert row["runtime_s"] == 30 * 60 + 1
+    assert row["mem_bytes"] == 600 * 2**20
+
+
+def test_walltime_kill_and_forced_delete():
+    killed = acct.finished_job(_record(EXAMPLES, "E", "5030.pbs01"))
+    assert killed is not None
+    assert killed["exit_status"] == -29
+    assert killed["runtime_s"] == 3607 > killed["walltime_s"] == 3600
+    assert killed["soft_walltime_s"] == 1200
+    forced = acct.finished_job(_record(EXAMPLES, "E", "5060.pbs01"))
+    assert forced is not None and forced["exit_status"] == 265
+
+
+def _as_end(line: str, ident: str) -> str:
+    """The S record of an example job turned into its E record (same fields + end fields)."""
+    stamp, _s, _ident, message = line.split(";", 3)
+    end = (
+        " session=4242 end=1743600605 Exit_status=0 resources_used.cpupercent=99 "
+        "resources_used.cput=00:14:50 resources_used.mem=1024kb resources_used.ncpus=1 "
+        "resources_used.vmem=2048kb resources_used.walltime=00:15:00 run_count=1"
+    )
+    return f"{stamp};E;{ident};{message.rstrip()}{end}"
+
+
+def test_array_subjob_is_history_and_parent_is_not():
+    sub_start = next(line for line in _lines(EXAMPLES) if ";S;5040[1].pbs01;" in line)
+    parent_start = next(line for line in _lines(EXAMPLES) if ";S;5040[].pbs01;" in line)
+    sub = acct.finished_job(acct.parse_line(_as_end(sub_start, "5040[1].pbs01")))
+    assert sub is not None
+    assert (sub["job_id"], sub["job_seq"], sub["array_index"], sub["server"]) == (
+        "5040[1].pbs01",
+        5040,
+        1,
+        "pbs01",
+    )
+    assert (sub["account"], sub["project"], sub["runtime_s"]) == ("grant 42", "my proj", 900)
+    parent = acct.parse_line(_as_end(parent_start, "5040[].pbs01"))
+    assert acct.finished_job(parent) is None
+    assert acct.parse_job_id("5040[].pbs01") == (5040, None, "pbs01", True)
+    assert acct.parse_job_id("5040[17].pbs01") == (5040, 17, "pbs01", False)
+
+
+def test_license_reservation_and_free_text_records():
+    lic = _record(EXAMPLES, "L", "license")
+    assert acct.finished_job(lic) is None and acct.rerun(lic) is None
+    resv = _record(EXAMPLES, "U", "R5100.pbs01")
+    assert resv.attrs == {"requestor": "alice@login1"}
+    assert acct.finished_job(resv) is None
+    down = _record(EXAMPLES, "D", "5061.pbs01")
+    assert down.attrs == {}  # "Job deleted, execution node n004 down": free text
+    empty = _record(EXAMPLES, "A", "5072.pbs01")
+    assert empty.attrs == {} and empty.rtype == "A"
+    # A reservation's E-like line would still not be a job.
+    fake = acct.parse_line("04/02/2025 14:00:00;E;R5100.pbs01;user=a ctime=1 end=2")
+    assert acct.finished_job(fake) is None
+
+
+def test_every_record_type_of_the_examples_is_recognised():
+    types = {acct.parse_line(line).rtype for line in _lines(EXAMPLES)}
+    assert types == set("QSERDAazrLMU")
+    assert set(acct.RECORD_TYPES) >= set("QSsREDACTMazrucePpLUYBKkF")
+
+
+def test_forged_keys_are_flagged():
+    rec = acct.parse_line(
+        '04/02/2025 13:00:00;Q;1.s;user=eve account="x" user=root "y" queue=q ctime=1'
+    )
+    assert rec.duplicate_keys == ("user",)
+    assert rec.attrs["user"] == "eve"
+
+
+def test_torn_line_is_an_error_naming_the_column():
+    good = next(line for line in _lines(LOCAL) if ";E;0.vm;" in line)
+    torn = good[:100] + good
+    with pytest.raises(ParseError, match="torn record: another record starts at column 101"):
+        acct.parse_line(torn)
+
+
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        ("", "not an accounting record"),
+        ("; UnixStartTime: 1734800289", "not an accounting record"),
+        ("2025-04-02 13:00:00;E;1.s;user=a", "bad timestamp"),
+        ("04/02/2025 13:00:00;X;1.s;user=a", "unknown record type"),
+        ("04/02/2025 13:00:00;E;;user=a", "empty record id"),
+    ],
+)
+def test_malformed_lines_raise_parse_error(line, reason):
+    with pytest.raises(ParseError, match=reason):
+        acct.parse_line(line)
+
+
+@pytest.mark.parametrize(
+    "message, reason",
+    [
+        ("group=g ctime=5 end=6", "without user"),
+        ("user=u end=6", "missing or zero ctime"),
+        ("user=u ctime=5", "missing or zero end"),
+        ("user=u ctime=5 end=6 Resource_List.walltime=1h", "is not a duration"),
+        ("user=u ctime=5 end=6 Resource_List.mem=12.5M", "is not a size"),
+        ("user=u ctime=5 end=6 Exit_status=x", "is not an integer"),
+        ("user=u ctime=5 end=99999999999999 ", "out of range"),
+        ("user=u ctime=5 end=6 resources_used.walltime=99999999:00:00", "out of range"),
+    ],
+)
+def test_e_record_lacking_what_history_needs_raises(message, reason):
+    rec = acct.parse_line(f"04/02/2025 13:00:00;E;7.s;{message}")
+    with pytest.raises(ParseError, match=reason):
+        acct.finished_job(rec)
+
+
+def test_server_option_and_missing_suffix():
+    rec = acct.parse_line("12/21/2009 15:27:00;E;6;user=u ctime=5 end=6")
+    with pytest.raises(ParseError, match="no server suffix"):
+        acct.finished_job(rec)
+    row = acct.finished_job(rec, server="edge")
+    assert row is not None and (row["server"], row["job_seq"]) == ("edge", 6)
+    other = acct.finished_job(acct.parse_line("12/21/2009 15:27:00;E;6.a.b;user=u ctime=5 end=6"))
+    assert other is not None and other["server"] == "a.b"
+
+
+# Every line of every sample: how many parse, how many make rows, which fail and why.
+SAMPLE_EXPECTED = {
+    # file: (records parsed, E rows, R rows, lines rejected by parse_line, E/R rows rejected)
+    "openpbs-23.06-local.log": (47, 13, 1, 4, 0),  # 4 '#' comment lines
+    "ncar_qhist_casper-pbs_testdata.log": (18, 4, 1, 0, 0),
+    "fairshareSim_OpenPBS_cesnet-torque1-testserver.log": (654, 200, 0, 2, 0),  # '; header'
+    "PBS-Logs_t_acct.20050201.folded.log": (14, 0, 0, 48, 6),  # folded: E lines lose ctime
+    "apel_test_pbs_records.log": (6, 6, 0, 1, 0),  # one line prefixed with '20150327:'
+    "epcc_safe_PBSRecordTest_validRecords.log": (6, 6, 0, 0, 0),
+    "jbarber_torque-log_t_test.log": (1, 1, 0, 0, 0),
+    "xdmod_unit_shredder_pbs_accounting-logs.log": (9, 5, 0, 0, 4),  # ids without server
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLE_EXPECTED))
+def test_every_sample_file_parses_without_crashing(name):
+    parsed = e_rows = r_rows = bad_lines = bad_rows = 0
+    for line in _lines(SAMPLES / name):
+        try:
+            rec = acct.parse_line(line)
+        except ParseError:
+            bad_lines += 1
+            continue
+        parsed += 1
+        try:
+            if acct.finished_job(rec) is not None:
+                e_rows += 1
+            if acct.rerun(rec) is not None:
+                r_rows += 1
+        except ParseError:
+            bad_rows += 1
+    assert (parsed, e_rows, r_rows, bad_lines, bad_rows) == SAMPLE_EXPECTED[name]
+
+
+def test_sample_files_all_present():
+    present = {p.name for p in SAMPLES.glob("*.log")}
+    assert present == set(SAMPLE_EXPECTED)
+
+
+def test_fast_and_checked_rows_agree_on_every_sample_e_record():
+    n = 0
+    for path in [*SAMPLES.glob("*.log"), EXAMPLES]:
+        for line in _lines(path):
+            try:
+                rec = acct.parse_line(line)
+            except ParseError:
+                continue
+            if rec.rtype != "E":
+                continue
+            for server in (None, "srv"):
+                try:
+                    fast = acct.finished_job_row(rec, server)
+                except ParseError as err:
+                    with pytest.raises(ParseError, match=str(err)[:20]):
+                        acct._finished_job_row_checked(rec, server)
+                    continue
+                if fast is not None:
+                    assert fast == acct._finished_job_row_checked(rec, server)
+                    n += 1
+    assert n > 400

@@ -1,0 +1,483 @@
+"""The ingester against a real PostgreSQL: exactly-once, incremental, one at a time."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg2
+import pytest
+from softwalltime_ingest import __main__ as ingest_main
+from softwalltime_ingest.load import LOCK_KEY
+
+from softwalltime import accounting as acct
+from softwalltime import cli
+from softwalltime.errors import ParseError
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+SAMPLES = SHARED / "data" / "traces" / "pbs_accounting"
+LOCAL = SAMPLES / "openpbs-23.06-local.log"
+EXAMPLES = SHARED / "docs" / "pbs-accounting-examples.log"
+
+
+@pytest.fixture(scope="module")
+def template_e() -> str:
+    if not LOCAL.exists():
+        pytest.fail(f"missing sample {LOCAL}")
+    return next(line for line in LOCAL.read_text().splitlines() if ";E;0.vm;" in line)
+
+
+def e_line(template: str, n: int) -> str:
+    """A real OpenPBS E record with job number n (distinct id and ctime)."""
+    ctime = 1795311697 + n
+    line = template.replace(";E;0.vm;", f";E;{n}.vm;")
+    return re.sub(r"\bctime=\d+", f"ctime={ctime}", line) + "\n"
+
+
+def ingest(capsys, dsn: str, *args: str) -> tuple[int, str, str]:
+    code = cli.main(["--dsn", dsn, "ingest", "--no-progress", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def query(dsn: str, sql: str, *params: object) -> list[tuple]:
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+def count(dsn: str, table: str = "finished_jobs") -> int:
+    return query(dsn, f"SELECT count(*) FROM {table}")[0][0]
+
+
+def summary_row(out: str, rtype: str) -> tuple[int, int, int, int]:
+    """(read, stored, skipped, malformed) of one record type from the printed summary."""
+    for line in out.splitlines():
+        fields = line.split()
+        if fields and fields[0] == rtype and len(fields) >= 5:
+            return tuple(int(x.replace(",", "")) for x in fields[-4:])  # type: ignore[return-value]
+    raise AssertionError(f"no {rtype} row in:\n{out}")
+
+
+def checkpoint(dsn: str, path: Path) -> tuple[int, int]:
+    rows = query(
+        dsn,
+        "SELECT byte_offset, line_number FROM ingest_checkpoints WHERE path = %s",
+        str(path.resolve()),
+    )
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+# -- the real samples --------------------------------------------------------------------
+
+
+def _expected_keys(paths: list[Path]) -> tuple[set, set]:
+    jobs, reruns = set(), set()
+    for path in paths:
+        for line in path.read_text().splitlines():
+            try:
+                rec = acct.parse_line(line)
+                job, rr = acct.finished_job(rec), acct.rerun(rec)
+            except ParseError:
+                continue
+            if rec.duplicate_keys:
+                continue
+            if job:
+                jobs.add((job["server"], job["job_id"], job["ctime"]))
+            if rr:
+                reruns.add((rr["server"], rr["job_id"], rr["ctime"], rr["run_count"]))
+    return jobs, reruns
+
+
+def test_real_samples_then_a_second_run_adds_nothing(capsys, fresh_dsn):
+    paths = sorted(SAMPLES.glob("*.log")) + [EXAMPLES]
+    code, out, err = ingest(capsys, fresh_dsn, *map(str, paths))
+    assert code == 0, err
+    jobs, reruns = _expected_keys(paths)
+    # apel line 6 reads '20150327:03/27/2015 00:06:27;E;21430205.b0;...': a fragment and
+    # then a whole record, i.e. a torn line. The fragment is reported, the record is kept.
+    torn = next(
+        line
+        for line in (SAMPLES / "apel_test_pbs_records.log").read_text().splitlines()
+        if line.startswith("20150327:")
+    )
+    tail = acct.finished_job(acct.parse_line(torn[len("20150327:") :]))
+    assert tail is not None
+    jobs.add((tail["server"], tail["job_id"], tail["ctime"]))
+    got = set(query(fresh_dsn, "SELECT server, job_id, ctime FROM finished_jobs"))
+    assert got == jobs and len(jobs) == count(fresh_dsn)
+    got_rr = set(query(fresh_dsn, "SELECT server, job_id, ctime, run_count FROM job_reruns"))
+    assert got_rr == reruns and len(reruns) == 3
+    assert summary_row(out, "E")[1] == len(jobs)
+
+    row = query(
+        fresh_dsn,
+        "SELECT soft_walltime_s, walltime_s, runtime_s, run_count, exit_status, source_file, "
+        "source_offset FROM finished_jobs WHERE job_id = '10.vm'",
+    )
+    assert row[0][:5] == (None, 600, 10, 2, 271)
+    assert row[0][5] == str(LOCAL.resolve())
+    with open(LOCAL, "rb") as fh:
+        fh.seek(row[0][6])
+        assert fh.readline().startswith(b"11/22/2026 01:43:24;E;10.vm;")
+    # Total usage across runs: the R record's run plus the E record's.
+    total = query(
+        fresh_dsn,
+        "SELECT f.runtime_s + COALESCE(SUM(r.runtime_s), 0) FROM finished_jobs f "
+        "LEFT JOIN job_reruns r USING (server, job_id, ctime) WHERE f.job_id = '10.vm' "
+        "GROUP BY f.server, f.job_id, f.ctime, f.runtime_s",
+    )
+    assert total == [(20,)]
+
+    code, out2, _ = ingest(capsys, fresh_dsn, *map(str, paths))
+    assert code == 0
+    assert count(fresh_dsn) == len(jobs) and count(fresh_dsn, "job_reruns") == 3
+    assert f"{len(paths)} unchanged" in out2
+    assert "0 records" in out2.splitlines()[0]
+
+
+def test_summary_counts_each_record_type(capsys, fresh_dsn):
+    code, out, _ = ingest(capsys, fresh_dsn, str(LOCAL))
+    assert code == 0
+    assert summary_row(out, "E") == (13, 13, 0, 0)
+    assert summary_row(out, "R") == (1, 1, 0, 0)
+    assert summary_row(out, "Q") == (13, 0, 13, 0)
+    assert summary_row(out, "S") == (14, 0, 14, 0)
+    assert summary_row(out, "a") == (4, 0, 4, 0)
+    assert summary_row(out, "D") == (2, 0, 2, 0)
+    assert "4 blank or comment line(s) ignored" in out
+    assert checkpoint(fresh_dsn, LOCAL) == (LOCAL.stat().st_size, 51)
+
+
+def test_malformed_lines_reported_with_file_and_line(capsys, caplog, fresh_dsn, tmp_path):
+    good = [line + "\n" for line in LOCAL.read_text().splitlines() if ";E;" in line]
+    bad = [f"garbage line {i}\n" for i in range(11)]
+    forged = good[1].replace(" queue=workq", ' queue=workq user=root "x"', 1)
+    log = tmp_path / "acct.log"
+    log.write_text(good[0] + "".join(bad) + forged + good[2] + "04/02/2025 13:00:00;E;9.s;end=1\n")
+    code, out, _ = ingest(capsys, fresh_dsn, str(log))
+    assert code == 0  # bad lines are never fatal
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 10  # the first ten, then only a count
+    assert warnings[0] == f"{log}:2: not an accounting record (expected 'date;type;id;message')"
+    assert warnings[9].startswith(f"{log}:11: ")
+    assert "13 malformed line(s) in all" in out
+    assert summary_row(out, "?") == (11, 0, 0, 11)
+    assert summary_row(out, "E") == (4, 2, 0, 2)
+    assert count(fresh_dsn) == 2
+
+
+def test_forged_and_torn_lines_are_reported_not_stored(capsys, caplog, fresh_dsn, tmp_path):
+    lines = [line for line in LOCAL.read_text().splitlines() if ";E;" in line]
+    forged = lines[1].replace(" queue=workq", ' queue=workq user=root "x"', 1)
+    torn = lines[2][:120] + lines[3]  # a fragment without newline, then the next record
+    log = tmp_path / "acct.log"
+    log.write_text(f"{forged}\n{torn}\n")
+    code, out, _ = ingest(capsys, fresh_dsn, str(log))
+    assert code == 0
+    text = caplog.text
+    assert f"{log}:1: key(s) user appear twice" in text and "#1013" in text
+    assert f"{log}:2: torn record: another record starts at column 121" in text
+    # The record after the cut is whole and stored; the fragment and the forgery are not.
+    assert [r[0] for r in query(fresh_dsn, "SELECT job_id FROM finished_jobs")] == ["3.vm"]
+    assert summary_row(out, "E") == (3, 1, 0, 2)
+
+
+# -- incremental reading ---------------------------------------------------------------
+
+
+def test_torn_last_line_is_completed_later(capsys, fresh_dsn, tmp_path, template_e):
+    log = tmp_path / "20261122"
+    first, second, third = (e_line(template_e, n) for n in (1, 2, 3))
+    log.write_text(first + second + third[:200])  # PBS wrote part of the third record
+    code, out, _ = ingest(capsys, fresh_dsn, str(log))
+    assert code == 0
+    assert count(fresh_dsn) == 2
+    assert checkpoint(fresh_dsn, log) == (len(first) + len(second), 2)
+    assert f"{log.resolve()}:3: incomplete last line (200 bytes) left for the next run" in out
+    with open(log, "a") as fh:
+        fh.write(third[200:])
+    code, out, _ = ingest(capsys, fresh_dsn, str(log))
+    assert code == 0
+    assert summary_row(out, "E") == (1, 1, 0, 0)  # only the new bytes were read
+    assert count(fresh_dsn) == 3
+    assert checkpoint(fresh_dsn, log) == (log.stat().st_size, 3)
+
+
+def test_new_daily_files_in_the_directory(capsys, fresh_dsn, tmp_path, template_e):
+    acct_dir = tmp_path / "accounting"
+    acct_dir.mkdir()
+    (acct_dir / "20261121").write_text("".join(e_line(template_e, n) for n in range(5)))
+    (acct_dir / "README").write_text("not a log\n")
+    code, out, _ = ingest(capsys, fresh_dsn, "--dir", str(acct_dir))
+    assert code == 0 and count(fresh_dsn) == 5
+    assert "1 file(s) in the directory ignored" in out
+    (acct_dir / "20261122").write_text("".join(e_line(template_e, n) for n in range(5, 8)))
+    with open(acct_dir / "20261121", "a") as fh:
+        fh.write(e_line(template_e, 100))
+    code, out, _ = ingest(capsys, fresh_dsn, "--dir", str(acct_dir))
+    assert code == 0
+    assert "(1 grown, 1 new)" in out.splitlines()[0]
+    assert summary_row(out, "E") == (4, 4, 0, 0)
+    assert count(fresh_dsn) == 9
+
+
+def test_directory_from_pbs_conf_and_setting(monkeypatch, tmp_path):
+    from softwalltime_ingest.files import default_directory
+
+    conf = tmp_path / "pbs.conf"
+    conf.write_text("PBS_EXEC=/opt/pbs\nPBS_HOME=/srv/pbs\n")
+    assert default_directory({"PBS_CONF_FILE": str(conf)}) == "/srv/pbs/server_priv/accounting"
+    assert default_directory({"PBS_HOME": "/x"}) == "/x/server_priv/accounting"
+    missing = {"PBS_CONF_FILE": str(tmp_path / "none")}
+    assert default_directory(missing) == "/var/spool/pbs/server_priv/accounting"
+
+
+def test_rotation_by_rename_is_followed(capsys, fresh_dsn, tmp_path, template_e):
+    live = tmp_path / "acct"
+    live.write_text("".join(e_line(template_e, n) for n in range(4)))
+    assert ingest(capsys, fresh_dsn, str(live))[0] == 0
+    rotated = tmp_path / "acct.1"
+    live.rename(rotated)
+    with open(rotated, "a") as fh:  # the server wrote one more record before reopening
+        fh.write(e_line(template_e, 4))
+    live.write_text("".join(e_line(template_e, n) for n in range(10, 13)))
+    code, out, _ = ingest(capsys, fresh_dsn, str(rotated), str(live))
+    assert code == 0
+    assert f"{rotated}: renamed from {live}; resuming at byte" in out
+    # Only the record appended after the rename and the new file's three were read.
+    assert summary_row(out, "E") == (4, 4, 0, 0)
+    assert count(fresh_dsn) == 8
+
+
+def test_truncated_and_replaced_files_are_read_again(capsys, fresh_dsn, tmp_path, template_e):
+    log = tmp_path / "acct"
+    log.write_text("".join(e_line(template_e, n) for n in range(6)))
+    assert ingest(capsys, fresh_dsn, str(log))[0] == 0
+    log.write_text(e_line(template_e, 0) + e_line(template_e, 50))  # same first line, shorter
+    code, out, _ = ingest(capsys, fresh_dsn, str(log))
+    assert code == 0
+    assert "truncated to" in out and "reading it again" in out
+    assert summary_row(out, "E") == (2, 1, 1, 0)
+    assert count(fresh_dsn) == 7
+    # Replaced: a different first line, longer than before.
+    log.write_text("".join(e_line(template_e, n) for n in range(60, 70)))
+    code, out, _ = ingest(capsys, fresh_dsn, str(log))
+    assert code == 0
+    assert "replaced (different first line or inode)" in out
+    assert count(fresh_dsn) == 17
+    assert checkpoint(fresh_dsn, log) == (log.stat().st_size, 10)
+
+
+def test_gzip_archives_and_their_plain_twins(capsys, fresh_dsn, tmp_path, template_e):
+    text = "".join(e_line(template_e, n) for n in range(7))
+    archive = tmp_path / "20261120.gz"
+    with gzip.open(archive, "wt") as fh:
+        fh.write(text.rstrip("\n"))  # an archive's last line counts even without newline
+    code, out, _ = ingest(capsys, fresh_dsn, str(archive))
+    assert code == 0 and count(fresh_dsn) == 7
+    code, out, _ = ingest(capsys, fresh_dsn, str(archive))
+    assert "1 unchanged" in out and count(fresh_dsn) == 7
+    plain = tmp_path / "20261120"
+    plain.write_text(text)
+    code, out, _ = ingest(capsys, fresh_dsn, str(plain))
+    assert summary_row(out, "E") == (7, 0, 7, 0)  # already stored from the archive
+    assert count(fresh_dsn) == 7
+
+
+def test_corrupt_archive_and_missing_file_exit_1_others_still_ingested(
+    capsys, fresh_dsn, tmp_path, template_e
+):
+    bad = tmp_path / "20261119.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    good = tmp_path / "20261120"
+    good.write_text(e_line(template_e, 1))
+    code, out, err = ingest(capsys, fresh_dsn, str(bad), str(tmp_path / "nope"), str(good))
+    assert code == 1
+    assert "2 file(s) could not be read" in err
+    assert count(fresh_dsn) == 1
+    assert "2 unusable" in out
+
+
+# -- crashes and concurrency -------------------------------------------------------------
+
+
+def _ingest_process(dsn: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "softwalltime_ingest", "--dsn", dsn, "--no-progress", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory, template_e) -> tuple[Path, int]:
+    path = tmp_path_factory.mktemp("big") / "20261122"
+    n = 20000
+    with open(path, "w") as fh:
+        fh.writelines(e_line(template_e, i) for i in range(n))
+    return path, n
+
+
+def test_sigkill_mid_run_then_rerun_gives_exact_rows(fresh_dsn, big_log):
+    path, n = big_log
+    proc = _ingest_process(fresh_dsn, "--batch-size", "50", str(path))
+    deadline = time.monotonic() + 60
+    seen = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        seen = count(fresh_dsn)
+        if seen >= 500:
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    stored = count(fresh_dsn)
+    assert 500 <= stored < n
+    # Rows and checkpoint were committed together: the checkpoint covers exactly the rows.
+    offset, lines = checkpoint(fresh_dsn, path)
+    assert lines == stored
+    assert query(fresh_dsn, "SELECT max(source_offset) < %s FROM finished_jobs", offset) == [
+        (True,)
+    ]
+    proc = _ingest_process(fresh_dsn, str(path))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert count(fresh_dsn) == n
+    assert checkpoint(fresh_dsn, path) == (path.stat().st_size, n)
+    assert summary_row(out, "E") == (n - stored, n - stored, 0, 0)
+
+
+def test_two_concurrent_runs_one_ingests_one_exits_0(fresh_dsn, big_log):
+    path, n = big_log
+    procs = [_ingest_process(fresh_dsn, "--batch-size", "500", str(path)) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    locked = [out for out, _ in outs if "another ingest is running" in out]
+    assert len(locked) == 1, outs
+    assert count(fresh_dsn) == n
+
+
+def test_lock_held_means_nothing_is_written(capsys, fresh_dsn, template_e, tmp_path):
+    log = tmp_path / "acct"
+    log.write_text(e_line(template_e, 1))
+    holder = psycopg2.connect(fresh_dsn)
+    try:
+        with holder.cursor() as cur:
+            cur.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
+        code, out, _ = ingest(capsys, fresh_dsn, str(log))
+        assert code == 0
+        assert "another ingest is running (advisory lock held); nothing done" in out
+        assert count(fresh_dsn) == 0
+    finally:
+        holder.close()
+    assert ingest(capsys, fresh_dsn, str(log))[0] == 0
+    assert count(fresh_dsn) == 1
+
+
+# -- unusable database -------------------------------------------------------------------
+
+
+def test_unreachable_database_exits_1_without_password(capsys, tmp_path, template_e):
+    log = tmp_path / "acct"
+    log.write_text(e_line(template_e, 1))
+    dsn = "postgresql://swt:s3cretpw@127.0.0.1:9/nodb?connect_timeout=2"
+    code = ingest_main.main(["--dsn", dsn, "--no-progress", str(log)])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "cannot connect to PostgreSQL at swt@127.0.0.1:9/nodb" in err
+    assert "s3cretpw" not in out + err
+
+
+def test_schema_missing_says_how_to_fix(capsys, empty_dsn, tmp_path, template_e):
+    log = tmp_path / "acct"
+    log.write_text(e_line(template_e, 1))
+    code, _, err = ingest(capsys, empty_dsn, str(log))
+    assert code == 1
+    assert "run 'softwalltime db upgrade' first" in err
+
+
+def test_progress_goes_to_stderr_only_when_asked(capsys, fresh_dsn, tmp_path, template_e):
+    log = tmp_path / "acct"
+    log.write_text(e_line(template_e, 1))
+    code = cli.main(["--dsn", fresh_dsn, "ingest", "--progress", str(log)])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert "records/s" in err and "records/s" not in out
+    assert os.path.basename(str(log)) not in err  # progress, not a listing
+
+
+def test_console_script_help_lists_options(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        ingest_main.main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("--dir", "--server", "--batch-size", "--progress", "--no-progress", "--dsn"):
+        assert option in out
+
+
+def test_server_option_names_the_server(capsys, fresh_dsn, tmp_path):
+    log = tmp_path / "acct"
+    log.write_text("12/21/2009 15:27:00;E;6;user=u ctime=1261424924 end=1261425023\n")
+    code, out, _ = ingest(capsys, fresh_dsn, "--server", "edge", str(log))
+    assert code == 0
+    assert query(fresh_dsn, "SELECT server, job_id FROM finished_jobs") == [("edge", "6")]
+
+
+def test_worker_processes_give_the_same_result(capsys, fresh_dsn, big_log):
+    path, n = big_log
+    code, out, _ = ingest(capsys, fresh_dsn, "--workers", "2", "--batch-size", "3000", str(path))
+    assert code == 0
+    assert summary_row(out, "E") == (n, n, 0, 0)
+    assert count(fresh_dsn) == n
+    assert checkpoint(fresh_dsn, path) == (path.stat().st_size, n)
+    offsets = query(
+        fresh_dsn, "SELECT min(source_offset), count(DISTINCT source_offset) FROM finished_jobs"
+    )
+    assert offsets == [(0, n)]
+
+
+def test_cron_entry_runs_every_five_minutes_without_secrets():
+    cron = (REPO / "ingest" / "softwalltime-ingest.cron").read_text()
+    entries = [
+        line.split()
+        for line in cron.splitlines()
+        if line.strip() and not line.startswith("#") and "=" not in line.split()[0]
+    ]
+    assert len(entries) == 1
+    fields = entries[0]
+    assert fields[:6] == ["*/5", "*", "*", "*", "*", "root"]
+    assert fields[6] == "softwalltime-ingest" and "--no-progress" in fields
+    assert not re.search(r"://[^@\s]*:[^@\s]*@|password=", cron)  # no password in the crontab
+    assert "advisory lock" in cron and ".pgpass" in cron
+
+
+def test_text_values_survive_copy_exactly(capsys, fresh_dsn, tmp_path):
+    log = tmp_path / "acct"
+    log.write_text(
+        "12/21/2009 15:27:00;E;1.s;user=u jobname=None queue=NoneQ "
+        "ctime=1261424924 end=1261425023\n"
+        "12/21/2009 15:27:00;E;2.s;user=u jobname=a\\b\tc ctime=1261424924 end=1261425023\n"
+        "12/21/2009 15:27:00;E;3.s;user=u jobname=x\x00y ctime=1261424924 end=1261425023\n"
+    )
+    code, out, _ = ingest(capsys, fresh_dsn, str(log))
+    assert code == 0
+    rows = query(fresh_dsn, "SELECT job_id, job_name, queue, account FROM finished_jobs ORDER BY 1")
+    assert rows == [
+        ("1.s", "None", "NoneQ", None),
+        ("2.s", "a\\b\tc", None, None),
+        ("3.s", "xy", None, None),  # NUL cannot be stored in PostgreSQL text; it is dropped
+    ]
