@@ -190,12 +190,18 @@ def read_pbs(paths: Sequence[str], server: Optional[str] = None) -> Trace:
     :raises ParseError: a path cannot be read
     """
     # Imported here so that SWF-only use does not need the PBS parser.
-    from .accounting import finished_job, parse_line
+    from .accounting import FINISHED_JOB_COLUMNS, finished_job_row, parse_line
+
+    # finished_job_row() is finished_job() as a tuple with epoch-second times (no datetimes).
+    col = {name: k for k, name in enumerate(FINISHED_JOB_COLUMNS)}
+    i_server, i_job, i_ctime, i_seq = col["server"], col["job_id"], col["ctime"], col["job_seq"]
+    i_user, i_wall, i_run = col["username"], col["walltime_s"], col["runtime_s"]
+    i_start, i_end = col["started_at"], col["ended_at"]
 
     files: List[str] = []
     for p in paths:
         files.extend(pbs_files(p))
-    seen: Dict[Tuple[Optional[str], str, int], Tuple[int, TraceJob]] = {}
+    seen: Dict[Tuple[str, str, int], Tuple[int, TraceJob]] = {}
     bad = dup = 0
     for path in files:
         for lineno, line in _read_lines(path):
@@ -211,28 +217,26 @@ def read_pbs(paths: Sequence[str], server: Optional[str] = None) -> Trace:
             if text[20:22] != "E;":
                 continue
             try:
-                rec = parse_line(text)
-                job = finished_job(rec, server)
+                row = finished_job_row(parse_line(text), server)
             except ParseError as err:
                 bad += 1
                 _warn_bad(path, lineno, str(err), bad)
                 continue
-            if job is None:
+            if row is None:  # array parent, reservation, ...
                 continue
-            ctime = job.get("ctime")
-            key = (job.get("server"), str(job.get("job_id", rec.ident)), _epoch(ctime) or 0)
+            key = (row[i_server], row[i_job], row[i_ctime])
             if key in seen:
                 dup += 1
                 continue
             seen[key] = (
-                int(job.get("job_seq") or 0),
+                row[i_seq],
                 TraceJob(
-                    user=job.get("username") or None,
-                    submit_s=_epoch(ctime),
-                    start_s=_epoch(job.get("started_at")),
-                    end_s=_epoch(job.get("ended_at")),
-                    walltime_s=job.get("walltime_s"),
-                    runtime_s=job.get("runtime_s"),
+                    row[i_user] or None,
+                    row[i_ctime],
+                    row[i_start],
+                    row[i_end],
+                    row[i_wall],
+                    row[i_run],
                 ),
             )
     if bad > _MAX_WARNINGS:
@@ -245,18 +249,6 @@ def read_pbs(paths: Sequence[str], server: Optional[str] = None) -> Trace:
     if dup:
         skipped[SKIP_DUPLICATE] = dup
     return Trace(source=", ".join(paths), jobs=[j for _, j in ordered], skipped=skipped)
-
-
-def _epoch(value: object) -> Optional[int]:
-    """Seconds since the epoch of an aware datetime (or an int), ``None`` if missing."""
-    if value is None:
-        return None
-    if isinstance(value, int):
-        return value
-    timestamp = getattr(value, "timestamp", None)
-    if timestamp is None:
-        raise ParseError(f"not a time: {value!r}")
-    return int(timestamp())
 
 
 def read_sources(paths: Sequence[str], server: Optional[str] = None) -> Trace:
