@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from importlib import metadata
 from typing import Any, Callable
@@ -186,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         settings = load_settings(args.config, overrides={"dsn": args.dsn})
-        return func(args, settings)
+        code = func(args, settings)
+        sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit
+        return code
     except SoftwalltimeError as err:
         if args.debug:
             raise
@@ -195,6 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("softwalltime: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `softwalltime evaluate ... | head`: the reader left; say nothing more. Point stdout
+        # at /dev/null so the interpreter's final flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports it
 
 
 if __name__ == "__main__":
