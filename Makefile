@@ -37,7 +37,15 @@ demo: $(VENV)/.installed
 	  echo "# throwaway PostgreSQL in .demo/pg (make demo-stop stops it): $$SOFTWALLTIME_DSN"; \
 	fi; \
 	export SOFTWALLTIME_DSN; \
-	echo "$$ softwalltime db upgrade"; $(BIN)/softwalltime db upgrade
+	echo "$$ softwalltime db upgrade"; $(BIN)/softwalltime db upgrade; \
+	echo "$$ softwalltime ingest softwalltime/data/*.log"; \
+	$(BIN)/softwalltime ingest --no-progress softwalltime/data/*.log; \
+	echo "$$ softwalltime predict --user vchlum --walltime 02:00:00"; \
+	$(BIN)/softwalltime predict --user vchlum --walltime 02:00:00; \
+	echo "$$ softwalltime predict --user alice --walltime 00:10:00 --predictor v1"; \
+	$(BIN)/softwalltime predict --user alice --walltime 00:10:00 --predictor v1; \
+	echo "$$ softwalltime evaluate softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz"; \
+	$(BIN)/softwalltime evaluate softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz
 
 demo-stop:
 	@[ ! -d .demo/pg ] || $(BIN)/python -m softwalltime.localpg stop .demo/pg
@@ -54,3 +62,8 @@ bench-hook: $(VENV)/.installed
 .PHONY: bench-ingest
 bench-ingest: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_ingest.py
+
+## bench-evaluate: replay speed (jobs/s) per predictor on HPC2N and CERIT-SC
+.PHONY: bench-evaluate
+bench-evaluate: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_evaluate.py

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from importlib import metadata
 from typing import Any, Callable
@@ -22,7 +23,12 @@ from .errors import SoftwalltimeError
 log = logging.getLogger(__name__)
 
 # Command modules of this package, in the order they appear in --help.
-_COMMAND_MODULES = ("softwalltime.cli", "softwalltime.cli_predict", "softwalltime.cli_hooks")
+_COMMAND_MODULES = (
+    "softwalltime.cli",
+    "softwalltime.cli_predict",
+    "softwalltime.cli_hooks",
+    "softwalltime.cli_evaluate",
+)
 _ENTRY_POINT_GROUP = "softwalltime.commands"
 
 Handler = Callable[[argparse.Namespace, Settings], int]
@@ -43,7 +49,7 @@ def _add_db_commands(sub: Any) -> None:
         description="Upgrade the schema, e.g. softwalltime --dsn postgresql://db/pbs db upgrade",
     )
     up.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
-    up.set_defaults(func=_db_upgrade)
+    up.set_defaults(func=_db_migrate, migrate="upgrade")
 
     down = dbsub.add_parser(
         "downgrade",
@@ -51,7 +57,7 @@ def _add_db_commands(sub: Any) -> None:
         description="Downgrade the schema. Example: softwalltime db downgrade base",
     )
     down.add_argument("revision", help="target revision, or 'base'")
-    down.set_defaults(func=_db_downgrade)
+    down.set_defaults(func=_db_migrate, migrate="downgrade")
 
     cur = dbsub.add_parser("current", help="print the database's revision and the newest one")
     cur.set_defaults(func=_db_current)
@@ -83,23 +89,13 @@ def _engine(settings: Settings) -> Any:
     return make_engine(require_dsn(settings))
 
 
-def _db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
+def _db_migrate(args: argparse.Namespace, settings: Settings) -> int:
+    """``db upgrade`` and ``db downgrade``: args.migrate is db.upgrade or db.downgrade."""
     from . import db
 
     dsn = require_dsn(settings)
     with db.connect(_engine(settings), dsn) as conn:
-        db.upgrade(conn, args.revision)
-        conn.commit()
-        print(f"database {db.dsn_target(dsn)} is at revision {db.current_revision(conn)}")
-    return 0
-
-
-def _db_downgrade(args: argparse.Namespace, settings: Settings) -> int:
-    from . import db
-
-    dsn = require_dsn(settings)
-    with db.connect(_engine(settings), dsn) as conn:
-        db.downgrade(conn, args.revision)
+        getattr(db, args.migrate)(conn, args.revision)
         conn.commit()
         print(f"database {db.dsn_target(dsn)} is at revision {db.current_revision(conn) or 'base'}")
     return 0
@@ -151,18 +147,27 @@ def build_parser() -> argparse.ArgumentParser:
             "precedence: defaults < file < environment < flags."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"softwalltime {__version__}")
-    parser.add_argument("--dsn", help="PostgreSQL libpq DSN or SQLAlchemy URL (SOFTWALLTIME_DSN)")
-    parser.add_argument("--config", metavar="FILE", help="JSON config file (SOFTWALLTIME_CONFIG)")
-    parser.add_argument("--debug", action="store_true", help="debug logging; tracebacks on errors")
+    add_global_options(parser)
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
     for registrar in _command_registrars():
         registrar(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``softwalltime`` console script."""
+def add_global_options(parser: argparse.ArgumentParser) -> None:
+    """``--version``, ``--dsn``, ``--config``, ``--debug``: shared by every entry point."""
+    parser.add_argument("--version", action="version", version=f"softwalltime {__version__}")
+    parser.add_argument("--dsn", help="PostgreSQL libpq DSN or SQLAlchemy URL (SOFTWALLTIME_DSN)")
+    parser.add_argument("--config", metavar="FILE", help="JSON config file (SOFTWALLTIME_CONFIG)")
+    parser.add_argument("--debug", action="store_true", help="debug logging; tracebacks on errors")
+
+
+def run(build: Callable[[], argparse.ArgumentParser], argv: list[str] | None, prog: str) -> int:
+    """Parse ``argv`` with the parser ``build`` makes, load settings, call the handler.
+
+    The one place that turns expected failures into ``PROG: error: ...`` and an exit code
+    (a traceback only with ``--debug``); every console script goes through it.
+    """
     argv = sys.argv[1:] if argv is None else argv
     # Logging first, so a plugin that fails to load while building the parser is reported.
     logging.basicConfig(
@@ -170,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    parser = build_parser()
+    parser = build()
     args = parser.parse_args(argv)
     if not args.debug:
         # alembic and SQLAlchemy narrate every step at INFO; admins want our lines only.
@@ -181,15 +186,28 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         settings = load_settings(args.config, overrides={"dsn": args.dsn})
-        return func(args, settings)
+        code = func(args, settings)
+        sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit
+        return code
     except SoftwalltimeError as err:
         if args.debug:
             raise
-        print(f"softwalltime: error: {err}", file=sys.stderr)
+        print(f"{prog}: error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("softwalltime: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `softwalltime evaluate ... | head`: the reader left; say nothing more. Point stdout
+        # at /dev/null so the interpreter's final flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports it
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``softwalltime`` console script."""
+    return run(build_parser, argv, "softwalltime")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The softwalltime command, run in-process and as the installed console script."""
 
+import os
 import subprocess
 import sys
 
@@ -108,3 +109,19 @@ def test_console_script_is_installed():
     from softwalltime import __version__
 
     assert proc.stdout.strip() == f"softwalltime {__version__}"
+
+
+def test_closed_pipe_is_quiet():
+    """`softwalltime config | head -1`: no traceback when the reader has gone away."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write now fails with EPIPE, deterministically
+    proc = subprocess.run(
+        [sys.executable, "-m", "softwalltime", "config"],
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    os.close(write_end)
+    assert proc.returncode == 141
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr

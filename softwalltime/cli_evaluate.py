@@ -1,0 +1,160 @@
+"""``softwalltime evaluate``: replay a workload through the predictors and report accuracy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any, List
+
+from .config import PREDICTORS, Settings, require_dsn
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .evaluate import Trace
+
+log = logging.getLogger(__name__)
+
+# The same values as softwalltime.evaluate.MOMENTS; the replay code is imported only when
+# the command runs, so that building the parser (every softwalltime invocation) stays cheap.
+MOMENTS = ("submit", "start")
+
+DESCRIPTION = """\
+Replay finished jobs through the soft-walltime predictors and report, for each predictor
+and for the users' own walltimes: jobs evaluated, % underestimated (soft < runtime),
+% badly underestimated (soft < runtime - 30 min), mean and median accuracy
+(min(runtime/soft, soft/runtime); 1 when both are 0) and mean absolute error in hours,
+over all jobs and per runtime class: short (<= 2 h), medium (<= 24 h), long (> 24 h).
+
+SOURCE is an SWF trace (plain or .gz; standard 18 columns, or Alea's 21 columns with
+absolute submit times), a PBS accounting file, or a directory of them. All SOURCEs are
+replayed as one workload (users of different SWF files are kept apart). --db reads the
+finished_jobs table instead.
+
+Replay semantics: a job's prediction is made at its submit time (--moment submit) or its
+start time (--moment start) from the same user's jobs that had ended at or before that
+instant; at equal times ends come first, and among equal end times the job later in the
+trace (for PBS logs and --db: submitted later) counts as more recent. A job is never in its
+own history. Only jobs with a requested walltime > 0 and a known run time
+>= 0 (and a known user and times) are evaluated or used as history; the others are skipped
+and counted. A user without history gets soft = walltime. Predictor parameters (v1_jobs,
+v3_jobs, reserve_s, ...) come from the configuration, as in the hook.
+"""
+
+EPILOG = """\
+examples:
+  softwalltime evaluate ../shared/data/traces/CERIT-SC-wagap-2013.alea.swf.gz
+  softwalltime evaluate --predictors v3 --moment start --json /var/spool/pbs/server_priv/accounting
+  softwalltime --dsn postgresql://pbs@db/pbs evaluate --db --plot /tmp/softwalltime-plots
+"""
+
+
+def register(sub: Any) -> None:
+    """Add the ``evaluate`` command."""
+    p = sub.add_parser(
+        "evaluate",
+        help="replay SWF traces, PBS accounting logs or the history table through the predictors",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "sources", nargs="*", metavar="SOURCE", help="SWF trace, PBS accounting file or directory"
+    )
+    p.add_argument(
+        "--db", action="store_true", help="replay the finished_jobs table (needs --dsn or config)"
+    )
+    p.add_argument(
+        "--predictors",
+        default=",".join(PREDICTORS),
+        metavar="LIST",
+        help="comma-separated predictors to replay (default: %(default)s)",
+    )
+    p.add_argument(
+        "--moment",
+        choices=MOMENTS,
+        default="submit",
+        help="when each prediction is made (default: %(default)s)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument(
+        "--plot", metavar="DIR", help="also write PNG figures into DIR (needs matplotlib)"
+    )
+    p.set_defaults(func=run_evaluate)
+
+
+def _predictors(text: str) -> List[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PREDICTORS]
+    if unknown or not names:
+        raise ConfigError(
+            "--predictors: unknown {}; choose from {}".format(
+                ",".join(unknown) or "(empty list)", ",".join(PREDICTORS)
+            )
+        )
+    # Keep the user's order but drop repeats.
+    return list(dict.fromkeys(names))
+
+
+def _read_db(settings: Settings) -> Trace:
+    from . import db
+    from .db_sources import read_finished_jobs
+
+    dsn = require_dsn(settings)
+    engine = db.make_engine(dsn)
+    try:
+        with db.connect(engine, dsn) as conn:
+            return read_finished_jobs(conn, source="database " + db.dsn_target(dsn))
+    finally:
+        engine.dispose()
+
+
+def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
+    """Handle ``softwalltime evaluate``; see DESCRIPTION for what it does.
+
+    :raises ConfigError: bad arguments (no source, unknown predictor)
+    :raises ParseError: a source cannot be read
+    :raises DatabaseError: ``--db`` and the database cannot be read
+    """
+    from .evaluate import format_table, replay, report_dict, summarize
+    from .predict import PredictorParams
+
+    predictors = _predictors(args.predictors)
+    if args.db and args.sources:
+        raise ConfigError("give SOURCE files or --db, not both")
+    if not args.db and not args.sources:
+        raise ConfigError("nothing to evaluate: give SOURCE files/directories, or --db")
+    started = time.perf_counter()
+    if args.db:
+        trace = _read_db(settings)
+    else:
+        from .traces import read_sources
+
+        trace = read_sources(args.sources, server=settings.server)
+    read_s = time.perf_counter() - started
+    params = PredictorParams.from_settings(settings)
+    started = time.perf_counter()
+    result = replay(trace.jobs, predictors, params, args.moment)
+    replay_s = time.perf_counter() - started
+    report = report_dict(trace.source, result, summarize(result), trace.skipped)
+    log.debug("read %.2f s, replay %.2f s (%s jobs)", read_s, replay_s, report["jobs"])
+    if args.plot:
+        from .plots import write_plots
+
+        # File names, not paths: the title must fit above the plots.
+        title = trace.source
+        if args.sources:
+            title = ", ".join(os.path.basename(p.rstrip("/")) or p for p in args.sources)
+        if len(title) > 100:
+            title = title[:97] + "..."
+        for path in write_plots(result, args.plot, title=title):
+            log.info("wrote %s", path)
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_table(report))
+    return 0

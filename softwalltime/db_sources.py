@@ -1,0 +1,69 @@
+"""The ``--db`` workload source: finished jobs from the history table (SQLAlchemy Core).
+
+Kept apart from :mod:`softwalltime.evaluate` and :mod:`softwalltime.traces` so that those
+stay free of any database code.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Optional
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .errors import DatabaseError
+from .evaluate import Trace, TraceJob
+from .schema import finished_jobs
+
+log = logging.getLogger(__name__)
+
+# Rows fetched per round trip; the whole table is streamed, never loaded by one fetchall().
+_BATCH_ROWS = 10000
+
+
+def _epoch(value: Optional[datetime]) -> Optional[int]:
+    return None if value is None else int(value.timestamp())
+
+
+def read_finished_jobs(conn: Connection, source: str = "db", server: Optional[str] = None) -> Trace:
+    """Read every finished job as a workload, in submission order (ctime, then job number).
+
+    Submit = ``ctime``, start = ``started_at``, end = ``ended_at``, requested walltime =
+    ``walltime_s`` and run time = ``runtime_s``, as the predictors read them in the hook.
+
+    :param conn: a connection; the caller owns the transaction
+    :param source: how to name the source in reports (pass a redacted DSN, never a password)
+    :param server: only this PBS server's jobs (default: all)
+    :raises DatabaseError: the query failed (e.g. the schema is not migrated)
+    """
+    t = finished_jobs.c
+    query = sa.select(
+        t.username, t.ctime, t.started_at, t.ended_at, t.walltime_s, t.runtime_s
+    ).order_by(t.ctime, t.job_seq, t.server, t.job_id)
+    if server is not None:
+        query = query.where(t.server == server)
+    jobs = []
+    try:
+        result = conn.execution_options(yield_per=_BATCH_ROWS).execute(query)
+        for user, ctime, started_at, ended_at, walltime_s, runtime_s in result:
+            jobs.append(
+                TraceJob(
+                    user or None,
+                    _epoch(ctime),
+                    _epoch(started_at),
+                    _epoch(ended_at),
+                    walltime_s,
+                    runtime_s,
+                )
+            )
+    except sa.exc.SQLAlchemyError as err:
+        lines = str(getattr(err, "orig", None) or err).strip().splitlines()
+        why = lines[0] if lines else type(err).__name__
+        raise DatabaseError(
+            f"cannot read finished_jobs ({why}); "
+            "is the schema migrated ('softwalltime db upgrade')?"
+        ) from err
+    log.info("read %s finished jobs from %s", len(jobs), source)
+    return Trace(source=source, jobs=jobs, skipped={})

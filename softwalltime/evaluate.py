@@ -1,0 +1,397 @@
+"""Replay evaluation of the soft-walltime predictors (pure: no database, no ``pbs``).
+
+A workload (a list of :class:`TraceJob`, in trace order) is replayed through the same
+:func:`softwalltime.predict.predict` the hook runs, and each predictor's soft walltimes are
+compared with the real run times, as Chlumsky and Klusacek did in "Improving Accuracy of
+Walltime Estimates in PBS Professional using Soft Walltimes" (section 3.1, Figures 4 and 5).
+
+Replay semantics (also in ``softwalltime evaluate --help`` and the README):
+
+- A job's prediction is made at its submit time (``moment="submit"``) or its start time
+  (``moment="start"``), from the same user's jobs that had *ended* at or before that instant.
+  At equal times, ends come first; among equal end times, the job later in the trace counts
+  as more recent. A job is never part of its own history.
+- Only jobs with a requested walltime > 0 and a known run time >= 0 (and a known user and
+  known submit, start and end times) are evaluated or used as history; the others are
+  skipped and counted by reason.
+- A user with no finished job yet gets soft = walltime (that is what ``predict`` does with
+  an empty history).
+
+Metrics, per predictor and for the users' own walltimes (``"walltime"``), over all
+evaluated jobs and split by runtime class (short <= 2 h, medium <= 24 h, long > 24 h):
+% underestimated (soft < runtime), % badly underestimated (soft < runtime - 30 min), mean
+and median accuracy with accuracy = min(runtime/soft, soft/runtime) (1 when both are 0),
+and the mean absolute error in hours.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Any, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
+
+from .predict import PredictorParams, predict
+
+log = logging.getLogger(__name__)
+
+BASELINE = "walltime"
+PREDICTORS = ("v1", "v2", "v3")
+MOMENTS = ("submit", "start")
+# Runtime classes of the paper's Figure 5: short [0, 2] h, medium (2, 24] h, long > 24 h.
+CLASSES = (("short", 2 * 3600), ("medium", 24 * 3600), ("long", None))
+# "Badly underestimated": the soft walltime is short by more than this (30 minutes).
+BAD_UNDER_S = 30 * 60
+
+# Skip reasons, in the order they are checked.
+SKIP_WALLTIME = "no requested walltime"
+SKIP_RUNTIME = "no run time"
+SKIP_USER = "no user"
+SKIP_TIMES = "no submit/start/end time"
+
+
+class TraceJob(NamedTuple):
+    """One finished job as a trace source gives it; ``None`` means unknown.
+
+    Times are integer seconds on one clock (Unix epoch, or trace-relative for SWF traces
+    without a ``UnixStartTime`` header).
+    """
+
+    user: Optional[str]
+    submit_s: Optional[int]
+    start_s: Optional[int]
+    end_s: Optional[int]
+    walltime_s: Optional[int]
+    runtime_s: Optional[int]
+
+
+class Trace(NamedTuple):
+    """A workload read from one or more sources, jobs in trace order."""
+
+    source: str
+    jobs: List[TraceJob]
+    skipped: Dict[str, int]
+    """Records the reader could not turn into jobs (malformed lines, duplicates), by reason."""
+
+
+class Replay(NamedTuple):
+    """Per-job outcome of a replay: parallel lists, one entry per evaluated job."""
+
+    moment: str
+    runtime_s: List[int]
+    walltime_s: List[int]
+    soft_s: Dict[str, List[int]]
+    """Soft walltime per predictor name, ``"walltime"`` (the baseline) included."""
+    skipped: Dict[str, int]
+
+
+class Metrics(NamedTuple):
+    """Accuracy figures of one predictor over one set of jobs (``None`` when there are none)."""
+
+    jobs: int
+    under_pct: Optional[float]
+    bad_under_pct: Optional[float]
+    mean_accuracy: Optional[float]
+    median_accuracy: Optional[float]
+    mae_hours: Optional[float]
+
+
+class PredictorReport(NamedTuple):
+    """Metrics over all evaluated jobs and per runtime class (``short``, ``medium``, ``long``)."""
+
+    overall: Metrics
+    by_class: Dict[str, Metrics]
+
+
+def skip_reason(job: TraceJob, moment: str = "submit") -> Optional[str]:
+    """Say why a job can be neither evaluated nor used as history, or ``None`` if it can.
+
+    :param job: the job
+    :param moment: ``"submit"`` or ``"start"``: which instant must be known
+    """
+    if job.walltime_s is None or job.walltime_s <= 0:
+        return SKIP_WALLTIME
+    if job.runtime_s is None or job.runtime_s < 0:
+        return SKIP_RUNTIME
+    if not job.user:
+        return SKIP_USER
+    instant = job.submit_s if moment == "submit" else job.start_s
+    if instant is None or job.end_s is None:
+        return SKIP_TIMES
+    return None
+
+
+def replay(
+    jobs: Sequence[TraceJob],
+    predictors: Sequence[str] = PREDICTORS,
+    params: Optional[PredictorParams] = None,
+    moment: str = "submit",
+) -> Replay:
+    """Replay jobs through the predictors with per-user ring buffers (no query per job).
+
+    :param jobs: the workload in trace order (the order breaks ties between equal end times)
+    :param predictors: names accepted by :func:`softwalltime.predict.predict`
+    :param params: predictor parameters; defaults to ``PredictorParams.create()``
+    :param moment: ``"submit"`` or ``"start"``: when each prediction is made
+    :raises ValueError: unknown moment or predictor name
+    """
+    if moment not in MOMENTS:
+        raise ValueError(f"moment must be one of {MOMENTS}, not {moment!r}")
+    for name in predictors:
+        if name not in PREDICTORS:
+            raise ValueError("unknown predictor {!r}; known: {}".format(name, ",".join(PREDICTORS)))
+    if params is None:
+        params = PredictorParams.create()
+
+    skipped: Dict[str, int] = {}
+    users: List[str] = []
+    instants: List[int] = []
+    ends: List[int] = []
+    walls: List[int] = []
+    runs: List[int] = []
+    at_submit = moment == "submit"
+    for job in jobs:
+        user, submit_s, start_s, end_s, wall, run = job
+        instant = submit_s if at_submit else start_s
+        # Inline fast path of skip_reason(): most jobs pass every check.
+        if (
+            wall is None
+            or wall <= 0
+            or run is None
+            or run < 0
+            or not user
+            or instant is None
+            or end_s is None
+        ):
+            reason = skip_reason(job, moment)
+            assert reason is not None
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        users.append(user)
+        instants.append(instant)
+        ends.append(end_s)
+        walls.append(wall)
+        runs.append(run)
+
+    n = len(users)
+    # Python's sort is stable: sorting indices by time alone keeps trace order within ties.
+    by_instant = sorted(range(n), key=instants.__getitem__)
+    by_end = sorted(range(n), key=ends.__getitem__)
+
+    keep = max(params.v1_jobs, params.v3_jobs, 1)
+    # Buffers hold the newest entry on the left. One spare slot: a job that ends at its own
+    # prediction instant (run time 0) is already in its buffer and is filtered out, and the
+    # next older job must still be there.
+    buffers: Dict[str, Deque[Tuple[int, int]]] = {}
+    # Entries of jobs that end exactly at their own prediction instant, by job index.
+    own_entry: Dict[int, Tuple[int, int]] = {}
+    soft: Dict[str, List[int]] = {name: [0] * n for name in predictors}
+    outputs = [(name, soft[name]) for name in predictors]
+    empty: List[Tuple[int, int]] = []
+    # Per user: (newest history entry, walltime, predictions) of the last prediction made.
+    memo: Dict[str, Tuple[Tuple[int, int], int, List[int]]] = {}
+    get_buffer = buffers.get
+
+    e = 0
+    next_end = ends[by_end[0]] if n else 0
+    for i in by_instant:
+        t = instants[i]
+        # Everything that ended at or before t enters its user's buffer first ("ends first").
+        while e < n and next_end <= t:
+            j = by_end[e]
+            buf = get_buffer(users[j])
+            if buf is None:
+                buf = buffers[users[j]] = deque(maxlen=keep + 1)
+            entry = (runs[j], walls[j])
+            if next_end == instants[j]:
+                own_entry[j] = entry
+            buf.appendleft(entry)
+            e += 1
+            if e < n:
+                next_end = ends[by_end[e]]
+        user = users[i]
+        wall = walls[i]
+        buf = get_buffer(user)
+        head: Optional[Tuple[int, int]] = None
+        history: Sequence[Tuple[int, int]]
+        if buf is None:
+            history = empty
+        elif ends[i] == t:
+            own = own_entry.pop(i)
+            history = [x for x in buf if x is not own][:keep]
+        else:
+            # predict() reads only the first v1_jobs / v3_jobs rows, so the buffer itself
+            # (newest first, at most keep + 1 rows) is passed without a copy.
+            history = buf
+            head = buf[0]
+            # Users submit in batches: the same walltime with the same history (no job of
+            # theirs ended in between) gives the same predictions, as predict() is pure.
+            last = memo.get(user)
+            if last is not None and last[0] is head and last[1] == wall:
+                for (_name, out), value in zip(outputs, last[2]):
+                    out[i] = value
+                continue
+        values = []
+        for name, out in outputs:
+            # predict() returns None only for a walltime <= 0, which was skipped above.
+            value = cast(int, predict(name, wall, history, params).soft_walltime_s)
+            out[i] = value
+            values.append(value)
+        if head is not None:
+            memo[user] = (head, wall, values)
+
+    soft_all: Dict[str, List[int]] = {BASELINE: list(walls)}
+    soft_all.update(soft)
+    return Replay(moment=moment, runtime_s=runs, walltime_s=walls, soft_s=soft_all, skipped=skipped)
+
+
+def accuracy(soft_s: int, runtime_s: int) -> float:
+    """Accuracy of one estimate: min(runtime/soft, soft/runtime), 1 when both are 0.
+
+    :param soft_s: the estimate, seconds
+    :param runtime_s: the real run time, seconds
+    """
+    if soft_s == runtime_s:
+        return 1.0
+    if soft_s <= 0 or runtime_s <= 0:
+        return 0.0
+    return soft_s / runtime_s if soft_s < runtime_s else runtime_s / soft_s
+
+
+def _median(sorted_values: List[float]) -> float:
+    n = len(sorted_values)
+    mid = n // 2
+    if n % 2:
+        return sorted_values[mid]
+    return (sorted_values[mid - 1] + sorted_values[mid]) / 2.0
+
+
+def metrics(soft_s: Sequence[int], runtime_s: Sequence[int]) -> Metrics:
+    """Compute the accuracy figures of one set of estimates.
+
+    :param soft_s: estimates, seconds
+    :param runtime_s: real run times, seconds, same length and order
+    :raises ValueError: the sequences differ in length
+    """
+    if len(soft_s) != len(runtime_s):
+        raise ValueError("soft_s and runtime_s differ in length")
+    n = len(soft_s)
+    if n == 0:
+        return Metrics(0, None, None, None, None, None)
+    # Written out (not via accuracy()) because this runs once per job and predictor.
+    under = sum(1 for s, r in zip(soft_s, runtime_s) if s < r)
+    bad = sum(1 for s, r in zip(soft_s, runtime_s) if s < r - BAD_UNDER_S)
+    abs_err = sum(abs(s - r) for s, r in zip(soft_s, runtime_s))
+    accs = [
+        1.0 if s == r else (0.0 if s <= 0 or r <= 0 else (s / r if s < r else r / s))
+        for s, r in zip(soft_s, runtime_s)
+    ]
+    accs.sort()
+    return Metrics(
+        jobs=n,
+        under_pct=100.0 * under / n,
+        bad_under_pct=100.0 * bad / n,
+        mean_accuracy=sum(accs) / n,
+        median_accuracy=_median(accs),
+        mae_hours=abs_err / n / 3600.0,
+    )
+
+
+def runtime_class(runtime_s: int) -> str:
+    """Name the runtime class of a job: ``short`` (<= 2 h), ``medium`` (<= 24 h) or ``long``.
+
+    :param runtime_s: run time, seconds
+    """
+    for name, limit in CLASSES:
+        if limit is None or runtime_s <= limit:
+            return name
+    raise AssertionError("unreachable: the last class has no limit")
+
+
+def summarize(result: Replay) -> Dict[str, PredictorReport]:
+    """Compute :class:`PredictorReport` for the baseline and every replayed predictor.
+
+    :param result: what :func:`replay` returned
+    """
+    runs = result.runtime_s
+    members: Dict[str, List[int]] = {cls: [] for cls, _limit in CLASSES}
+    for k, r in enumerate(runs):
+        members[runtime_class(r)].append(k)
+    reports: Dict[str, PredictorReport] = {}
+    for name, softs in result.soft_s.items():
+        by_class: Dict[str, Metrics] = {}
+        for cls, idx in members.items():
+            by_class[cls] = metrics([softs[k] for k in idx], [runs[k] for k in idx])
+        reports[name] = PredictorReport(metrics(softs, result.runtime_s), by_class)
+    return reports
+
+
+def report_dict(
+    source: str, result: Replay, reports: Dict[str, PredictorReport], trace_skipped: Dict[str, int]
+) -> Dict[str, Any]:
+    """Build the ``--json`` object: source, moment, jobs, skipped, predictors.
+
+    :param source: what was read, for people (paths, or the redacted DSN)
+    :param result: the replay
+    :param reports: from :func:`summarize`
+    :param trace_skipped: records the reader itself skipped, by reason
+    """
+    skipped_by_reason = dict(trace_skipped)
+    for reason, count in result.skipped.items():
+        skipped_by_reason[reason] = skipped_by_reason.get(reason, 0) + count
+    predictors: Dict[str, Any] = {}
+    for name, rep in reports.items():
+        obj: Dict[str, Any] = rep.overall._asdict()
+        obj["by_class"] = {cls: m._asdict() for cls, m in rep.by_class.items()}
+        predictors[name] = obj
+    return {
+        "source": source,
+        "moment": result.moment,
+        "jobs": len(result.runtime_s),
+        "skipped": sum(skipped_by_reason.values()),
+        "skipped_by_reason": skipped_by_reason,
+        "predictors": predictors,
+    }
+
+
+def _fmt(value: Optional[float], spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def format_table(report: Dict[str, Any]) -> str:
+    """Render the ``report_dict`` object as a plain-text table for people.
+
+    :param report: what :func:`report_dict` returned
+    """
+    skipped = report["skipped_by_reason"]
+    why = ", ".join(f"{k} {v}" for k, v in sorted(skipped.items()))
+    lines = [
+        "source: {}".format(report["source"]),
+        "moment: {}   jobs evaluated: {}   skipped: {}{}".format(
+            report["moment"], report["jobs"], report["skipped"], f" ({why})" if why else ""
+        ),
+        "",
+        "{:<18}{:>8}{:>9}{:>13}{:>10}{:>12}{:>10}".format(
+            "", "jobs", "under %", "bad under %", "mean acc", "median acc", "MAE h"
+        ),
+    ]
+    groups = [("all jobs", None)] + [
+        ("short (<= 2 h)", "short"),
+        ("medium (2-24 h]", "medium"),
+        ("long (> 24 h)", "long"),
+    ]
+    for title, cls in groups:
+        lines.append(title)
+        for name, obj in report["predictors"].items():
+            m = obj if cls is None else obj["by_class"][cls]
+            lines.append(
+                "  {:<16}{:>8}{:>9}{:>13}{:>10}{:>12}{:>10}".format(
+                    name,
+                    m["jobs"],
+                    _fmt(m["under_pct"], ".1f"),
+                    _fmt(m["bad_under_pct"], ".1f"),
+                    _fmt(m["mean_accuracy"], ".3f"),
+                    _fmt(m["median_accuracy"], ".3f"),
+                    _fmt(m["mae_hours"], ".2f"),
+                )
+            )
+    return "\n".join(lines) + "\n"

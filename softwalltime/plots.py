@@ -1,0 +1,169 @@
+"""PNG figures of a replay evaluation, after Figures 4 and 5 of Chlumsky and Klusacek.
+
+matplotlib is optional (``pip install softwalltime[plot]``) and imported only when a figure
+is drawn, with the non-interactive Agg canvas, so no display is needed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Dict, List
+
+from .errors import SoftwalltimeError
+from .evaluate import BASELINE, CLASSES, Replay, runtime_class
+
+log = logging.getLogger(__name__)
+
+SORTED_ERRORS_PNG = "errors_sorted.png"
+ERRORS_BY_CLASS_PNG = "errors_by_class.png"
+# |error| below one minute is drawn at one minute: a log axis has no zero.
+_FLOOR_H = 1.0 / 60.0
+# Points per curve in the sorted-error plot.
+_MAX_POINTS = 4000
+_COLORS = {BASELINE: "#7f7f7f", "v1": "#d62728", "v2": "#ff7f0e", "v3": "#1f77b4"}
+_CLASS_TITLES = {"short": "short (<= 2 h)", "medium": "medium (2-24 h]", "long": "long (> 24 h)"}
+
+
+def _matplotlib() -> Any:
+    """Import matplotlib's object API, or say how to install it."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as err:
+        raise SoftwalltimeError(
+            "--plot needs matplotlib, which is not installed: pip install 'softwalltime[plot]'"
+        ) from err
+    return Figure, FigureCanvasAgg
+
+
+def _errors_h(result: Replay) -> Dict[str, List[float]]:
+    """Signed errors soft - runtime in hours, per predictor (negative = underestimated)."""
+    runs = result.runtime_s
+    return {
+        name: [(s - r) / 3600.0 for s, r in zip(softs, runs)]
+        for name, softs in result.soft_s.items()
+    }
+
+
+def _save(fig: Any, canvas_cls: Any, path: str) -> None:
+    canvas_cls(fig)
+    fig.savefig(path, dpi=120)
+    log.debug("wrote %s", path)
+
+
+def plot_sorted_errors(result: Replay, path: str, title: str = "") -> None:
+    """Draw the paper's Figure 4: each predictor's errors sorted, as |error| on a log scale.
+
+    The curves are V-shaped: left of the dip are underestimates (soft < runtime), right of it
+    overestimates. The further left the dip, the fewer underestimates.
+
+    :param result: the replay
+    :param path: PNG file to write
+    :param title: a line above the plot (e.g. the trace name)
+    :raises SoftwalltimeError: matplotlib is missing
+    """
+    figure_cls, canvas_cls = _matplotlib()
+    fig = figure_cls(figsize=(9, 5.5))
+    ax = fig.add_subplot(1, 1, 1)
+    errors = _errors_h(result)
+    n = len(result.runtime_s)
+    for name, errs in errors.items():
+        errs = sorted(errs)
+        under = sum(1 for e in errs if e < 0)
+        # A few thousand points draw the same curve as 10^5 and keep the file small.
+        step = max(1, n // _MAX_POINTS)
+        picks = list(range(0, n, step))
+        if n and picks[-1] != n - 1:
+            picks.append(n - 1)
+        xs = [100.0 * (k + 0.5) / n for k in picks]
+        ys = [max(abs(errs[k]), _FLOOR_H) for k in picks]
+        label = "{} (underestimated {:.1f} %)".format(
+            "users' walltime" if name == BASELINE else name, 100.0 * under / n if n else 0.0
+        )
+        ax.plot(xs, ys, label=label, color=_COLORS.get(name), linewidth=1.8)
+    ax.set_yscale("log")
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("jobs, ordered from most underestimated to most overestimated (%)")
+    ax.set_ylabel("|soft walltime - run time| (hours, log scale; < 1 min drawn at 1 min)")
+    ax.set_title(
+        (title + "\n" if title else "")
+        + "Sorted estimate errors: left of each dip = underestimated, right = overestimated",
+        fontsize=10,
+    )
+    ax.grid(True, which="major", alpha=0.4)
+    ax.grid(True, which="minor", axis="y", alpha=0.15)
+    ax.legend(loc="upper center", fontsize=9)
+    fig.tight_layout()
+    _save(fig, canvas_cls, path)
+
+
+def plot_errors_by_class(result: Replay, path: str, title: str = "") -> None:
+    """Draw the paper's Figure 5: box plots of signed errors per runtime class and predictor.
+
+    Boxes span the quartiles with the median marked; whiskers reach the 5th and 95th
+    percentiles; outliers are not drawn (there can be 10^5 of them). The y axis is linear
+    within +-1 h and logarithmic beyond.
+
+    :param result: the replay
+    :param path: PNG file to write
+    :param title: a line above the plots (e.g. the trace name)
+    :raises SoftwalltimeError: matplotlib is missing
+    """
+    figure_cls, canvas_cls = _matplotlib()
+    errors = _errors_h(result)
+    classes = [runtime_class(r) for r in result.runtime_s]
+    names = list(errors)
+    fig = figure_cls(figsize=(12, 5.5))
+    axes = fig.subplots(1, len(CLASSES), sharey=True)
+    for ax, (cls, _limit) in zip(axes, CLASSES):
+        idx = [k for k, c in enumerate(classes) if c == cls]
+        data = [[errors[name][k] for k in idx] or [0.0] for name in names]
+        boxes = ax.boxplot(
+            data,
+            whis=(5, 95),
+            showfliers=False,
+            patch_artist=True,
+            medianprops={"color": "black"},
+        )
+        for patch, name in zip(boxes["boxes"], names):
+            patch.set_facecolor(_COLORS.get(name, "#cccccc"))
+            patch.set_alpha(0.75)
+        ax.set_xticks(range(1, len(names) + 1))
+        ax.set_xticklabels(["walltime" if nm == BASELINE else nm for nm in names])
+        ax.axhline(0.0, color="black", linewidth=0.8)
+        ax.set_yscale("symlog", linthresh=1.0)
+        ax.set_title(f"{_CLASS_TITLES[cls]}: {len(idx)} jobs", fontsize=10)
+        ax.grid(True, axis="y", alpha=0.4)
+    axes[0].set_ylabel("soft walltime - run time (hours; < 0 = underestimated)")
+    fig.suptitle(
+        (title + "\n" if title else "")
+        + "Estimate errors by runtime class (box: quartiles and median, whiskers: 5th-95th "
+        + "percentile; y linear within +-1 h, logarithmic beyond)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    _save(fig, canvas_cls, path)
+
+
+def write_plots(result: Replay, directory: str, title: str = "") -> List[str]:
+    """Write both figures into a directory (created if missing).
+
+    :param result: the replay
+    :param directory: where the PNG files go
+    :param title: shown above the plots (e.g. the trace name)
+    :returns: the paths written
+    :raises SoftwalltimeError: matplotlib is missing or the directory cannot be created
+    """
+    _matplotlib()
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as err:
+        raise SoftwalltimeError(f"cannot create plot directory {directory}: {err}") from err
+    paths = [
+        os.path.join(directory, SORTED_ERRORS_PNG),
+        os.path.join(directory, ERRORS_BY_CLASS_PNG),
+    ]
+    plot_sorted_errors(result, paths[0], title)
+    plot_errors_by_class(result, paths[1], title)
+    return paths
