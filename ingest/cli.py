@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
-from typing import Any
+from typing import Any, Callable, Optional
 
 from softwalltime.config import Settings, require_dsn
+from softwalltime.errors import ConfigError
 
 from .files import default_directory
 from .run import DEFAULT_BATCH_SIZE, Options, run
@@ -22,24 +24,29 @@ DESCRIPTION = (
 )
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number >= ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
-    return value
+# A PBS server name is a host name: nothing that COPY's text format would have to escape.
+_SERVER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+
+
+def _server_name(name: Optional[str]) -> Optional[str]:
+    if name is not None and _SERVER_NAME_RE.match(name) is None:
+        raise ConfigError(f"server name {name!r}: expected a host name ([A-Za-z0-9._-])")
+    return name
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,14 +71,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--batch-size",
-        type=_positive,
+        type=_at_least(1),
         default=DEFAULT_BATCH_SIZE,
         metavar="N",
         help="stored records per transaction (default: %(default)s)",
     )
     parser.add_argument(
         "--workers",
-        type=_non_negative,
+        type=_at_least(0),
         default=0,
         metavar="N",
         help="parse in N worker processes when there is much to read (backfills on a host "
@@ -109,7 +116,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         dsn=dsn,
         paths=tuple(args.files),
         directory=directory,
-        server=args.server or settings.server,
+        server=_server_name(args.server or settings.server),
         batch_size=args.batch_size,
         progress=progress,
         workers=args.workers,

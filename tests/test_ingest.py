@@ -658,3 +658,15 @@ def test_a_batch_holding_stored_rows_keeps_them_once_and_stores_the_new(
         ("3.vm", str(first)),
         ("4.vm", str(again)),
     ]
+
+
+@pytest.mark.parametrize("name", ["pbs\t01", "pbs\\01", "pbs 01", "pbs01\n", ""])
+def test_server_name_must_be_a_host_name(capsys, fresh_dsn, tmp_path, name):
+    """--server goes into COPY rows verbatim: anything COPY would escape is refused."""
+    log = tmp_path / "20250402"
+    log.write_text("")
+    code = cli.main(["--dsn", fresh_dsn, "ingest", "--no-progress", "--server", name, str(log)])
+    err = capsys.readouterr().err
+    assert code == 1 if name else code == 0
+    if name:
+        assert "expected a host name" in err
