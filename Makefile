@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 HOOK_PATH := softwalltime/__init__.py softwalltime/errors.py softwalltime/units.py \
              softwalltime/config.py softwalltime/predict.py softwalltime/decide.py \
              softwalltime/lookup.py softwalltime/hooklog.py hooks/softwalltime_hook.py
-LINTED    := $(wildcard softwalltime ingest hooks migrations tests benchmarks)
+LINTED    := $(wildcard softwalltime ingest hooks migrations tests)
 
 .PHONY: test lint pytest demo demo-stop clean
 
@@ -56,14 +56,14 @@ clean: demo-stop
 ## bench-hook: hook decision time (warm/cold connection) over 1M history rows / 10k users
 .PHONY: bench-hook
 bench-hook: $(VENV)/.installed
-	$(BIN)/python benchmarks/bench_hook.py
+	$(BIN)/python tests/benchmarks/bench_hook.py
 
 ## bench-ingest: 1,000,000-job accounting log from the HPC2N trace -> parse and load rates
 .PHONY: bench-ingest
 bench-ingest: $(VENV)/.installed
-	$(BIN)/python benchmarks/bench_ingest.py
+	$(BIN)/python tests/benchmarks/bench_ingest.py
 
 ## bench-evaluate: replay speed (jobs/s) per predictor on HPC2N and CERIT-SC
 .PHONY: bench-evaluate
 bench-evaluate: $(VENV)/.installed
-	$(BIN)/python benchmarks/bench_evaluate.py
+	$(BIN)/python tests/benchmarks/bench_evaluate.py

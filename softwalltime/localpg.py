@@ -119,7 +119,12 @@ class LocalCluster:
             return False
 
     def start(self) -> None:
-        """initdb (first time) and start the server; waits until it accepts connections."""
+        """initdb (first time) and start the server; waits until it accepts connections.
+
+        Starting a cluster that is already running (an earlier benchmark's) does nothing.
+        """
+        if self.is_running():
+            return
         self.directory.mkdir(parents=True, exist_ok=True)
         if self.user is not None:
             shutil.chown(self.directory, user=self.user)

@@ -43,7 +43,7 @@ from softwalltime.config import load_settings, redact_dsn
 from softwalltime.localpg import LocalCluster
 from softwalltime.predict import PREDICTORS, predict
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EPOCH = 1_767_225_600  # 2026-01-01T00:00:00Z
 
 

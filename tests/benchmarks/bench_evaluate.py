@@ -18,7 +18,7 @@ from softwalltime import evaluate
 from softwalltime.evaluate import PREDICTORS, replay, summarize
 from softwalltime.traces import read_sources
 
-TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "traces"
+TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
 DEFAULT = [
     TRACES / "HPC2N-2002-2.2-cln.swf.gz",
     TRACES / "CERIT-SC-wagap-2013.alea.swf.gz",
