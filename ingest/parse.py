@@ -14,7 +14,7 @@ import gc
 import itertools
 import operator
 import re
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from softwalltime.accounting import (
     RECORD_TYPES,
@@ -22,6 +22,7 @@ from softwalltime.accounting import (
     finished_job_row,
     parse_line,
     rerun_row,
+    tokenize,
 )
 from softwalltime.errors import ParseError
 from softwalltime.units import parse_duration, parse_size
@@ -52,6 +53,26 @@ _COUNT = "0|[1-9][0-9]{0,8}"
 # character COPY must escape are declined before or after the match: cheaper in C than
 # character classes in the regex.)
 _TEXT = "[^ ]*+"
+# The same for a line with a quote (one regex per layout for those too, tried only when
+# the line has one): a value is "..." or '...' (quotes removed) or runs to the next space
+# and does not start with a quote. A quoted value must not hold its own quote, so it ends
+# at its first closing quote, which the layout's next " key=" or the end of the line must
+# follow: exactly where the reference tokenizer ends it (pbs-reference.md 1.5). The
+# alternatives are told apart by the first character, so the match is unique; anything
+# else (a quote inside a quoted value, an unmatched opening quote) fails it and takes the
+# checked path. One capturing group per value: the quote is remembered in a group of its
+# own and closed by a conditional.
+_Q_TEXT = "(?:\"[^\"]*+\"|'[^']*+'|(?:[^ \"'][^ ]*+)?)"
+
+
+def _q_text(n: int) -> str:
+    """A captured, maybe quoted value in a quoted layout's regex; its groups start at n."""
+    return (
+        f"(?:(\")|(')|)((?({n})[^\"]*+|(?({n + 1})[^']*+|(?:[^ \"'][^ ]*+)?)))"
+        f"(?({n})\")(?({n + 1})')"
+    )
+
+
 _FIELDS: Tuple[Tuple[str, str], ...] = (
     ("user", "[^ ]++"),
     ("ctime", _EPOCH),
@@ -82,14 +103,13 @@ _TEMPLATES_MAX = 64
 
 
 class _Template(NamedTuple):
-    """A compiled layout: its regex and where each of _FIELDS is in the match."""
+    """A compiled layout: its regexes and where each of _FIELDS is in a match."""
 
-    regex: re.Pattern[str]
-    # group numbers of the job id parts, then of each of _FIELDS (the last, empty group
-    # if the layout lacks the key)
-    groups: Tuple[int, ...]
-    absent_text: Tuple[int, ...]  # positions in groups of text fields the layout lacks
-    pick: Callable[[Tuple[Any, ...]], Tuple[Any, ...]]  # m.groups() -> values in groups order
+    regex: re.Pattern[str]  # for lines without a quote
+    pick: Callable[[Tuple[Any, ...]], Tuple[Any, ...]]  # m.groups() -> values in _FIELDS order
+    absent_text: Tuple[int, ...]  # positions in the values of text fields the layout lacks
+    quoted: re.Pattern[str]  # for lines with a quote: values may be "..." or '...'
+    quoted_pick: Callable[[Tuple[Any, ...]], Tuple[Any, ...]]
 
 
 # Templates by number of words, most recently built first; layouts already looked at
@@ -101,40 +121,71 @@ _SEEN_ONCE: Set[Tuple[str, ...]] = set()
 _LAST: List[Optional[_Template]] = [None]  # the template that matched last: tried first
 
 
-def _template(keys: Tuple[str, ...]) -> Optional[_Template]:
-    """The regex for messages with exactly these keys, in this order (None: not taken)."""
-    if not _REQUIRED.issubset(keys):
-        return None
+def _regex(keys: Tuple[str, ...], quoted: bool) -> Tuple[re.Pattern[str], Tuple[int, ...]]:
+    """The regex for messages with exactly these keys, in this order, and the group
+    numbers of the job id parts then of each of _FIELDS (the last, empty group if the
+    layout lacks the key).
+
+    :param quoted: values may be quoted (see _Q_TEXT); False: no value holds a quote
+    """
     patterns = dict(_FIELDS)
     where: Dict[str, int] = {}
     parts = []
+    group = len(_PREFIX_GROUPS)  # groups so far
     for key in keys:
         pattern = patterns.get(key)
         if pattern is None:
-            parts.append(f"{re.escape(key)}={_TEXT}")
+            parts.append(f"{re.escape(key)}={_Q_TEXT if quoted else _TEXT}")
+        elif quoted and pattern == _TEXT:
+            where[key] = group + 3
+            parts.append(f"{re.escape(key)}={_q_text(group + 1)}")
+            group += 3
         else:
-            where[key] = len(_PREFIX_GROUPS) + len(where) + 1
+            if quoted and key == "user":
+                pattern = "[^ \"'][^ ]*+"  # not quoted: a leading quote would be quoting
+            where[key] = group + 1
             parts.append(f"{re.escape(key)}=({pattern})")
-    last = len(_PREFIX_GROUPS) + len(where) + 1
+            group += 1
     regex = re.compile(_E_PREFIX + " ".join(parts) + "()")
-    groups = _PREFIX_GROUPS + tuple(where.get(key, last) for key, _ in _FIELDS)
+    return regex, _PREFIX_GROUPS + tuple(where.get(key, group + 1) for key, _ in _FIELDS)
+
+
+def _template(keys: Tuple[str, ...]) -> Optional[_Template]:
+    """The template for messages with exactly these keys, in this order (None: not taken)."""
+    if not _REQUIRED.issubset(keys):
+        return None
+    regex, groups = _regex(keys, False)
+    quoted, quoted_groups = _regex(keys, True)
     absent = tuple(
         len(_PREFIX_GROUPS) + i
         for i, (key, _) in enumerate(_FIELDS)
-        if len(_PREFIX_GROUPS) + i >= _FIRST_TEXT and key not in where
+        if len(_PREFIX_GROUPS) + i >= _FIRST_TEXT and key not in keys
     )
-    return _Template(regex, groups, absent, operator.itemgetter(*(g - 1 for g in groups)))
+    return _Template(
+        regex,
+        operator.itemgetter(*(g - 1 for g in groups)),
+        absent,
+        quoted,
+        operator.itemgetter(*(g - 1 for g in quoted_groups)),
+    )
 
 
 def _learn(message: str) -> Optional[_Template]:
     """Look at a message no template matched; build a template for its layout if worth it."""
-    words = message.split(" ")
-    try:
-        keys = tuple(map(operator.itemgetter(0), map(str.split, words, _EQ, _ONE)))
-    except ValueError:
-        return None
-    if len(set(keys)) != len(keys) or not attribute_keys_ok(keys):
-        return None
+    if '"' in message or "'" in message:
+        # Quoted values may hold spaces: the reference tokenizer finds the keys.
+        attrs, dups = tokenize(message)
+        if dups:
+            return None
+        keys = tuple(attrs)
+    else:
+        words = message.split(" ")
+        try:
+            keys = tuple(map(operator.itemgetter(0), map(str.split, words, _EQ, _ONE)))
+        except ValueError:
+            return None
+        if len(set(keys)) != len(keys) or not attribute_keys_ok(keys):
+            return None
     if keys in _LAYOUTS:
         return None  # the layout has its template: a value did not match it
     if keys not in _SEEN_ONCE:
@@ -206,21 +257,23 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
     """
     # Trailing whitespace is not part of any value (parse_line() strips it too).
     line = text.rstrip()
-    if (
-        "\\" in line
-        or "\t" in line
-        or "\r" in line
-        or "\n" in line
-        or '"' in line  # maybe a quoted value: the checked path unquotes it
-        or "'" in line
-    ):
+    if "\\" in line or "\t" in line or "\r" in line or "\n" in line:
         return None
+    quoted = '"' in line or "'" in line  # maybe a quoted value: the regexes that unquote
     tpl: Optional[_Template] = _LAST[0]
-    m = None if tpl is None else tpl.regex.fullmatch(line)
+    m = None if tpl is None else (tpl.quoted if quoted else tpl.regex).fullmatch(line)
     if m is None:
-        # A line has one space in its date and one between each two words of its message.
-        for tpl in _TEMPLATES.get(line.count(" "), ()):
-            m = tpl.regex.fullmatch(line)
+        # A line has one space in its date and one between each two words of its message,
+        # plus those inside quoted values.
+        spaces = line.count(" ")
+        if quoted:
+            candidates: Iterable[_Template] = itertools.chain.from_iterable(
+                t for n, t in _TEMPLATES.items() if n <= spaces
+            )
+        else:
+            candidates = _TEMPLATES.get(spaces, ())
+        for tpl in candidates:
+            m = (tpl.quoted if quoted else tpl.regex).fullmatch(line)
             if m is not None:
                 break
         else:
@@ -230,14 +283,14 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
             tpl = _learn(parts[3])
             if tpl is None:
                 return None
-            m = tpl.regex.fullmatch(line)
+            m = (tpl.quoted if quoted else tpl.regex).fullmatch(line)
             if m is None:
                 return None
         _LAST[0] = tpl
     assert tpl is not None  # for mypy: m came from tpl
     if line.rfind(";") != m.end(1):
         return None  # a ';' in the message: maybe a torn line
-    values = list(tpl.pick(m.groups()))
+    values = list((tpl.quoted_pick if quoted else tpl.pick)(m.groups()))
     for i in tpl.absent_text:
         values[i] = NULL
     (
