@@ -512,8 +512,34 @@ _E_BASE = {
     "run_count": "1",
     "account": "acc",
 }
-_FIELD_KEYS = st.sampled_from(sorted(_E_BASE) + ["session", "x", "_y.z"])
+_FIELD_KEYS = st.sampled_from(
+    sorted(_E_BASE)
+    + ["session", "x", "_y.z", "accounting_id", "gridname", "Resource_List.place"]
+    + ["resources_used.diag_messages"]
+)
+# Quoted values as PBS writes them and as it never does: spaces (also double, leading and
+# trailing), the other quote inside, its own quote inside or at an end, '=' and a key-like
+# word inside, unmatched opening quotes, a quote in the middle of a raw value.
+_QUOTED_VALUES = st.one_of(
+    st.builds(
+        lambda q, body: q + body + q,
+        st.sampled_from(['"', "'"]),
+        st.text(alphabet="ab =\"'", max_size=8),
+    ),
+    st.builds(
+        lambda q, body, end: q + body + end,
+        st.sampled_from(['"', "'"]),
+        st.text(alphabet="ab =\"'", max_size=6),
+        st.sampled_from(["", '"', "'", '" ', "' ", '"x', " x=1"]),
+    ),
+    st.sampled_from(
+        ['"SCSG0001"', '""', "''", '"', "'", '"a b"', '" a"', '"a "', '"a  b"', "'{}'"]
+        + ['\'{"n": "m"}\'', '"it\'s"', '"a"b"', '"a" b"', '"a b=c"', 'a"b', "a'", '"0"']
+        + ['"04:00:00"', '"4gb"', '"x queue=q"', '"a" x=1', '"8"', '"1743598800"']
+    ),
+)
 _ODD_VALUES = st.one_of(
+    _QUOTED_VALUES,
     st.sampled_from(
         ["", "0", "00", "007", "-1", "-0", "+3", "1_0", "2147483648", "99999999999", "1e3"]
         + ["4 gb", "1:2:3:4", "10:00", "-01:00", "5000000p", '"q"', "'q", "a;b", "None"]
@@ -531,6 +557,9 @@ def _e_lines(draw):
         attrs.pop(key, None)  # a missing field
     for key, value in draw(st.lists(st.tuples(_FIELD_KEYS, _ODD_VALUES), max_size=3)):
         attrs[key] = value  # an odd value, or an extra key
+    for key in draw(st.lists(st.sampled_from(sorted(attrs)), max_size=3)):
+        if attrs[key] and attrs[key][0] not in "\"'":
+            attrs[key] = f'"{attrs[key]}"'  # a quoted value the checked path unquotes
     words = [f"{k}={v}" for k, v in attrs.items()]
     words = draw(st.permutations(words))
     if draw(st.booleans()):
@@ -584,6 +613,60 @@ def test_e_fast_path_takes_clean_real_records():
         assert got is None or got == _reference_copy_line(line, None)
         taken += got is not None
     assert taken >= len(lines) // 2  # most clean E records skip the checked path
+
+
+_QUOTABLE = st.text(
+    alphabet=st.characters(blacklist_categories=["Cs", "Cc"], blacklist_characters='"'),
+    max_size=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    account=_QUOTABLE,
+    project=_QUOTABLE,
+    place=_QUOTABLE,
+    diag=st.text(alphabet=st.characters(blacklist_characters="'\n\r\t\\;"), max_size=8),
+    server=st.sampled_from([None, "srv"]),
+)
+def test_e_fast_path_takes_quoted_values(account, project, place, diag, server):
+    """Quoted account, project, Resource_List.* and resources_used.* values (any text
+    but their own quote, spaces included) stay on the fast path and store the same."""
+    attrs = dict(_E_BASE)
+    attrs["account"] = f'"{account}"'
+    attrs["project"] = f'"{project}"' if " " in project else project or "p"
+    attrs["Resource_List.place"] = f'"{place}"'
+    attrs["resources_used.diag_messages"] = f"'{diag}'"
+    attrs["accounting_id"] = f'"{account}"'
+    line = "04/02/2025 14:03:11;E;5012.pbs01;" + " ".join(f"{k}={v}" for k, v in attrs.items())
+    expected = _reference_copy_line(line, server)
+    e_copy_line(line, "src", 7, server)  # a layout gets its template on its second sighting
+    got = e_copy_line(line, "src", 7, server)
+    if "\\" in line or ";" in line or project.startswith("'"):
+        # declined: a character COPY must escape, a ';' in the message, or a raw value
+        # that starts with a quote (the checked path looks for its closing quote)
+        assert got is None or got == expected
+    else:
+        assert expected is not None and got == expected
+
+
+def test_e_fast_path_takes_real_quoted_records():
+    """NCAR (account="...") and CESNET (resources_used.diag_messages='{}' on 154 of 200) E lines."""
+    for name in (
+        "ncar_qhist_casper-pbs_testdata.log",
+        "fairshareSim_OpenPBS_cesnet-torque1-testserver.log",
+    ):
+        lines = [line for line in (SAMPLES / name).read_text().splitlines() if ";E;" in line]
+        quoted = [line for line in lines if '="' in line or "='" in line]
+        assert len(quoted) >= 4 and len(quoted) >= len(lines) * 3 // 4, name
+        for line in lines:
+            e_copy_line(line, "src", 7, None)  # layouts get their templates
+        for line in lines:
+            expected = _reference_copy_line(line, None)
+            assert expected is not None
+            assert e_copy_line(line, "src", 7, None) == expected, line
+        data = (SAMPLES / name).read_bytes()
+        assert parse_chunk(data, 0, 0, "src", None) == _parse_lines(data, 0, 0, "src", None, False)
 
 
 _OTHER_LINES = st.sampled_from(
