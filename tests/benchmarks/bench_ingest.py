@@ -8,6 +8,11 @@ trailing spaces as ../shared/data/traces/pbs_accounting/openpbs-23.06-local.log)
 trace's user, group, processor count, requested and actual run time. The trace is repeated
 with ids and times shifted until there are enough E records; ~3 % of jobs get an R record
 (a rerun) before their E. Files are daily, named YYYYMMDD as PBS names them.
+``--account-fraction F`` gives that fraction of the jobs ``account="a<group>"`` on their
+Q, S, R and E records, as sites that charge allocations write it on every record (NCAR:
+../shared/data/traces/pbs_accounting/ncar_qhist_casper-pbs_testdata.log; OpenPBS always
+quotes it). The default, 0, keeps the log of the OpenPBS 23.06 sample (no account), so
+figures stay comparable with earlier runs.
 
 Reported:
 * parse-only records/s (softwalltime.accounting on every line, rows built for E and R: the
@@ -21,7 +26,8 @@ Reported:
 Database: a scratch database created on the server of ``SOFTWALLTIME_DSN`` (role needs
 CREATEDB), else on a private throwaway cluster in ``.bench/pg`` (initdb, fsync off).
 
-Usage: python benchmarks/bench_ingest.py [--jobs 1000000] [--small 100000] [--keep]
+Usage: python tests/benchmarks/bench_ingest.py [--jobs 1000000] [--small 100000] [--keep]
+       [--workers 2] [--account-fraction 0]
 """
 
 from __future__ import annotations
@@ -71,12 +77,19 @@ def _read_trace() -> tuple[int, list[tuple[int, ...]]]:
     return start, jobs
 
 
-def generate(directory: Path, n_jobs: int, seed: int = 42) -> dict[str, int]:
-    """Write daily accounting files with ``n_jobs`` E records (plus Q, S, some R)."""
+def generate(
+    directory: Path, n_jobs: int, seed: int = 42, account_fraction: float = 0.0
+) -> dict[str, int]:
+    """Write daily accounting files with ``n_jobs`` E records (plus Q, S, some R).
+
+    :param account_fraction: share of jobs with ``account="..."`` on their records
+    """
     if directory.exists():
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
     rng = random.Random(seed)
+    # Its own generator: the rest of the log is the same whatever the fraction.
+    accounts = random.Random(seed + 1)
     epoch0, trace = _read_trace()
     span = trace[-1][0] + 86400
     counts = {"Q": 0, "S": 0, "E": 0, "R": 0}
@@ -105,8 +118,9 @@ def generate(directory: Path, n_jobs: int, seed: int = 42) -> dict[str, int]:
             ident = f"{seq}.pbs01"
             nodes = (procs + 1) // 2
             ncpus = procs
+            account = f'account="a{group}" ' if accounts.random() < account_fraction else ""
             info = (
-                f"user=u{user} group=g{group} project=_pbs_project_default "
+                f"user=u{user} group=g{group} {account}project=_pbs_project_default "
                 f"jobname=job{seq % 97} queue=workq ctime={ctime} qtime={ctime} etime={ctime}"
             )
             rl = (
@@ -280,14 +294,24 @@ def main() -> int:
     ap.add_argument(
         "--workers", type=int, default=2, help="also run the big log with --workers N (0: skip)"
     )
+    ap.add_argument(
+        "--account-fraction",
+        type=float,
+        default=0.0,
+        help='share of jobs with account="..." on their records (0 to 1; default 0)',
+    )
     args = ap.parse_args()
     if not TRACE.exists():
         sys.exit(f"missing trace {TRACE}")
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}", flush=True)
-    big, small = BENCH / f"log-{args.jobs}", BENCH / f"log-{args.small}"
+    if not 0.0 <= args.account_fraction <= 1.0:
+        sys.exit("--account-fraction must be between 0 and 1")
+    tag = f"-account{args.account_fraction:g}" if args.account_fraction else ""
+    big, small = BENCH / f"log-{args.jobs}{tag}", BENCH / f"log-{args.small}{tag}"
+    print(f'jobs with account="...": {args.account_fraction:.0%}', flush=True)
     for d, n in ((small, args.small), (big, args.jobs)):
         if not (d / ".complete").exists():
-            generate(d, n)
+            generate(d, n, account_fraction=args.account_fraction)
             (d / ".complete").write_text("ok\n")
         else:
             print(f"reusing generated {d}", flush=True)
