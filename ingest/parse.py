@@ -49,28 +49,20 @@ _ER_TYPES = re.compile(b"[ER]")
 # the checked path.
 _EPOCH = "[1-9][0-9]{0,9}"
 _COUNT = "0|[1-9][0-9]{0,8}"
-# Any other value: up to the next space. (Lines with a quote, a ';' in the message or a
-# character COPY must escape are declined before or after the match: cheaper in C than
-# character classes in the regex.)
+# Any other value: up to the next space. (Lines with a ';' in the message or a character
+# COPY must escape are declined before or after the match: cheaper in C than character
+# classes in the regex. Lines with a quote use the regex below.)
 _TEXT = "[^ ]*+"
 # The same for a line with a quote (one regex per layout for those too, tried only when
-# the line has one): a value is "..." or '...' (quotes removed) or runs to the next space
-# and does not start with a quote. A quoted value must not hold its own quote, so it ends
-# at its first closing quote, which the layout's next " key=" or the end of the line must
-# follow: exactly where the reference tokenizer ends it (pbs-reference.md 1.5). The
-# alternatives are told apart by the first character, so the match is unique; anything
-# else (a quote inside a quoted value, an unmatched opening quote) fails it and takes the
-# checked path. One capturing group per value: the quote is remembered in a group of its
-# own and closed by a conditional.
-_Q_TEXT = "(?:\"[^\"]*+\"|'[^']*+'|(?:[^ \"'][^ ]*+)?)"
-
-
-def _q_text(n: int) -> str:
-    """A captured, maybe quoted value in a quoted layout's regex; its groups start at n."""
-    return (
-        f"(?:(\")|(')|)((?({n})[^\"]*+|(?({n + 1})[^']*+|(?:[^ \"'][^ ]*+)?)))"
-        f"(?({n})\")(?({n + 1})')"
-    )
+# the line has one): a value is "..." or '...' or runs to the next space and does not
+# start with a quote. A quoted value must not hold its own quote, so it ends at its first
+# closing quote, which the layout's next " key=" or the end of the line must follow:
+# exactly where the reference tokenizer ends it (pbs-reference.md 1.5). The alternatives
+# are told apart by their first character, so the match is unique; anything else (a
+# quote inside a quoted value, an unmatched opening quote) fails it and takes the checked
+# path. Stored values are captured with their quotes, removed after the match (cheaper
+# than conditional groups in the regex).
+_Q_TEXT = "(?:[^ \"'][^ ]*+|\"[^\"]*+\"|'[^']*+'|)"
 
 
 _FIELDS: Tuple[Tuple[str, str], ...] = (
@@ -99,6 +91,8 @@ _REQUIRED = frozenset(("user", "ctime", "end"))
 _E_PREFIX = r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;E;((0|[1-9][0-9]{0,17})(?:(\.)([^;]*+))?);"
 _PREFIX_GROUPS = (1, 2, 3, 4)
 _FIRST_TEXT = len(_PREFIX_GROUPS) + 13  # values from here on are text: NULL when absent
+# Positions of the values that may be quoted: the durations, the size and the text.
+_QUOTABLE = tuple(range(len(_PREFIX_GROUPS) + 9, len(_PREFIX_GROUPS) + len(_FIELDS)))
 _TEMPLATES_MAX = 64
 
 
@@ -106,10 +100,9 @@ class _Template(NamedTuple):
     """A compiled layout: its regexes and where each of _FIELDS is in a match."""
 
     regex: re.Pattern[str]  # for lines without a quote
+    quoted: re.Pattern[str]  # for lines with a quote: values may be "..." or '...'
     pick: Callable[[Tuple[Any, ...]], Tuple[Any, ...]]  # m.groups() -> values in _FIELDS order
     absent_text: Tuple[int, ...]  # positions in the values of text fields the layout lacks
-    quoted: re.Pattern[str]  # for lines with a quote: values may be "..." or '...'
-    quoted_pick: Callable[[Tuple[Any, ...]], Tuple[Any, ...]]
 
 
 # Templates by number of words, most recently built first; layouts already looked at
@@ -131,23 +124,20 @@ def _regex(keys: Tuple[str, ...], quoted: bool) -> Tuple[re.Pattern[str], Tuple[
     patterns = dict(_FIELDS)
     where: Dict[str, int] = {}
     parts = []
-    group = len(_PREFIX_GROUPS)  # groups so far
     for key in keys:
         pattern = patterns.get(key)
         if pattern is None:
             parts.append(f"{re.escape(key)}={_Q_TEXT if quoted else _TEXT}")
-        elif quoted and pattern == _TEXT:
-            where[key] = group + 3
-            parts.append(f"{re.escape(key)}={_q_text(group + 1)}")
-            group += 3
-        else:
-            if quoted and key == "user":
-                pattern = "[^ \"'][^ ]*+"  # not quoted: a leading quote would be quoting
-            where[key] = group + 1
-            parts.append(f"{re.escape(key)}=({pattern})")
-            group += 1
+            continue
+        if quoted and pattern == _TEXT:
+            pattern = _Q_TEXT
+        elif quoted and key == "user":
+            pattern = "[^ \"'][^ ]*+"  # a leading quote would be quoting: not taken
+        where[key] = len(_PREFIX_GROUPS) + len(where) + 1
+        parts.append(f"{re.escape(key)}=({pattern})")
+    last = len(_PREFIX_GROUPS) + len(where) + 1
     regex = re.compile(_E_PREFIX + " ".join(parts) + "()")
-    return regex, _PREFIX_GROUPS + tuple(where.get(key, group + 1) for key, _ in _FIELDS)
+    return regex, _PREFIX_GROUPS + tuple(where.get(key, last) for key, _ in _FIELDS)
 
 
 def _template(keys: Tuple[str, ...]) -> Optional[_Template]:
@@ -156,18 +146,13 @@ def _template(keys: Tuple[str, ...]) -> Optional[_Template]:
         return None
     regex, groups = _regex(keys, False)
     quoted, quoted_groups = _regex(keys, True)
+    assert groups == quoted_groups  # one pick for both
     absent = tuple(
         len(_PREFIX_GROUPS) + i
         for i, (key, _) in enumerate(_FIELDS)
         if len(_PREFIX_GROUPS) + i >= _FIRST_TEXT and key not in keys
     )
-    return _Template(
-        regex,
-        operator.itemgetter(*(g - 1 for g in groups)),
-        absent,
-        quoted,
-        operator.itemgetter(*(g - 1 for g in quoted_groups)),
-    )
+    return _Template(regex, quoted, operator.itemgetter(*(g - 1 for g in groups)), absent)
 
 
 def _learn(message: str) -> Optional[_Template]:
@@ -245,10 +230,12 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
 
     The fast path of the ingester: equal to ``copy_line(finished_job_row(parse_line(text),
     server), source, offset, ...)`` (a property test checks it), without building the
-    Record and the row. It declines (returns None) anything unusual: another record type,
-    a quoted value, free text, a repeated key, an array or reservation id, a missing or
-    non-canonical number, a character COPY must escape. The caller then takes the checked
-    path, which gives the precise error for a bad line.
+    Record and the row. Values quoted as PBS quotes them (``account="..."``,
+    ``'{}'``; see _Q_TEXT) are unquoted as the reference tokenizer does. It declines
+    (returns None) anything unusual: another record type, a quote inside a quoted value
+    or an unmatched one, free text, a repeated key, an array or reservation id, a missing
+    or non-canonical number, a character COPY must escape. The caller then takes the
+    checked path, which gives the precise error for a bad line.
 
     :param text: one accounting line (a trailing newline allowed), NUL-free
     :param source: the file's path, COPY-escaped
@@ -290,7 +277,12 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
     assert tpl is not None  # for mypy: m came from tpl
     if line.rfind(";") != m.end(1):
         return None  # a ';' in the message: maybe a torn line
-    values = list((tpl.quoted_pick if quoted else tpl.pick)(m.groups()))
+    values = list(tpl.pick(m.groups()))
+    if quoted:
+        for i in _QUOTABLE:
+            v = values[i]
+            if v and (v[0] == '"' or v[0] == "'"):
+                values[i] = v[1:-1]  # the regex matched the closing quote too
     for i in tpl.absent_text:
         values[i] = NULL
     (
