@@ -42,6 +42,8 @@ _E = ord("E")
 _AT_TYPE = operator.itemgetter(20)  # the record type's byte in a line with a good prefix
 _KNOWN_TYPES_B = frozenset(ord(k) for k in RECORD_TYPES)
 _ER_TYPES = re.compile(b"[ER]")
+# Record type byte -> 1 for the types whose prefix the bulk check validates (all but E, R).
+_NOT_ER = bytes(0 if b in b"ER" else 1 for b in range(256))
 # How the fast path matches an E record's message: one regex per layout (the sequence of
 # keys, which one writer repeats on every line), with the stored numbers validated in it.
 # Each number must be in the canonical form str(int()) gives and well inside its bounds;
@@ -438,11 +440,16 @@ def parse_chunk(data: bytes, start: int, lineno: int, source: str, server: Optio
             lines = data.splitlines(keepends=True)
             # Bulk check, in C: every line has a good prefix with a known record type, and
             # the chunk holds exactly three ';' per line, so no message has one (no line is
-            # torn). Then only E and R lines need looking at one by one.
-            if lines and data.count(b";") == 3 * len(lines) and all(map(_PREFIX_B.match, lines)):
+            # torn). Then only E and R lines need looking at one by one. Their prefixes are
+            # checked there (by the E regex, else _PREFIX_B), so here only the others.
+            if lines and data.count(b";") == 3 * len(lines) and min(map(len, lines)) > 21:
                 types = bytes(map(_AT_TYPE, lines))
-                if _KNOWN_TYPES_B.issuperset(types):
-                    return _parse_clean(lines, types, start, lineno, source, server)
+                if _KNOWN_TYPES_B.issuperset(types) and all(
+                    map(_PREFIX_B.match, itertools.compress(lines, types.translate(_NOT_ER)))
+                ):
+                    chunk = _parse_clean(lines, types, start, lineno, source, server)
+                    if chunk is not None:
+                        return chunk
         return _parse_lines(data, start, lineno, source, server, True)
     finally:
         if gc_was_enabled:
@@ -456,8 +463,11 @@ def _parse_clean(
     lineno: int,
     source: str,
     server: Optional[str],
-) -> Chunk:
-    """parse_chunk() for a chunk that passed the bulk checks (``lines`` keep their ``\\n``)."""
+) -> Optional[Chunk]:
+    """parse_chunk() for a chunk that passed the bulk checks (``lines`` keep their ``\\n``).
+
+    :returns: None if an E or R line has a bad prefix: the chunk must go line by line
+    """
     st = _State()
     rows = st.rows
     counts = st.counts
@@ -473,10 +483,13 @@ def _parse_clean(
         if "\x00" in text:
             text = text.replace("\x00", "")  # PostgreSQL text cannot hold NUL
         if raw[20] == _E:
+            # Taken: its regex checked the prefix and that the line holds three ';'.
             line = e_copy_line(text, source, off, server)
             if line is not None:
                 rows.append((False, line, end, lineno + i + 1))
                 continue
+        if _PREFIX_B.match(raw) is None:
+            return None  # a comment, or a line the bulk check would have refused
         counts[chr(raw[20])][0] -= 1  # counted again by _record()
         _record(st, text, raw, source, server, lineno + i + 1, off, end)
     return Chunk(rows, counts, st.malformed, st.malformed_total, 0, len(lines))

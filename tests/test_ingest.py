@@ -685,6 +685,12 @@ _OTHER_LINES = st.sampled_from(
         "garbage\n",
         "04/02/2025 14:00:10;Q;;queue=workq\n",
         "04/02/2025 14:00:11;S;5012.pbs01;a=\x00b\n",
+        # E or R at byte 20 but not a good prefix: with a line holding four ';' the chunk
+        # still has three per line, and only the E and R lines' own checks can tell
+        "# comment  14:00:12;E;5015.pbs01;user=u ctime=1743598800 end=1743598900\n",
+        "04/02/2025 14:00:13;R;5016.pbs01 user=a ctime=1 end=2 run_count=1\n",
+        "04/02/2025 14:00:14;E;5017.pbs01 user=u ctime=1743598800 end=1743598900\n",
+        "04/02/2025 14:0x:15;E;5018.pbs01;user=u ctime=1743598800 end=1743598900\n",
     ]
 )
 
@@ -700,6 +706,31 @@ def test_parse_chunk_equals_the_line_by_line_reference(lines, start, server):
     for chunk in (data, data.rstrip(b"\n")):  # an archive's last line may lack its newline
         got = parse_chunk(chunk, start, 3, "src", server)
         assert got == _parse_lines(chunk, start, 3, "src", server, fast=False)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        "# comment  14:00:12;E;5015.pbs01;user=u ctime=1743598800 end=1743598900\n",
+        "04/02/2025 14:00:13;R;5016.pbs01 user=a ctime=1 end=2 run_count=1\n",
+        "04/02/2025 14:00:14;E;5017.pbs01 user=u ctime=1743598800 end=1743598900\n",
+        "04/02/2025 14:0x:15;E;5018.pbs01;user=u ctime=1743598800 end=1743598900\n",
+    ],
+)
+def test_bad_e_or_r_prefix_in_an_otherwise_clean_chunk(template_e, odd):
+    """The bulk check validates only the prefixes of other lines; an E or R line with a
+    bad one (beside a Q line with a fourth ';' if it has two) must still be found."""
+    fourth = ";b" if odd.count(";") == 2 else ""  # three ';' per line in the chunk
+    data = (
+        e_line(template_e, 1)
+        + odd
+        + f"04/02/2025 14:00:05;Q;5012.pbs01;a=1{fourth}\n"
+        + e_line(template_e, 2)
+        + e_line(template_e, 3)
+    ).encode()
+    expected = _parse_lines(data, 0, 0, "src", None, False)
+    assert expected.malformed_total >= 1 or expected.ignored == 1
+    assert parse_chunk(data, 0, 0, "src", None) == expected
 
 
 def test_parse_chunk_on_real_samples_equals_the_reference():
