@@ -27,6 +27,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/mypy
 	$(BIN)/vermin -q -t=3.6- --no-tips --violations $(HOOK_PATH)
+	$(BIN)/vermin -q -t=3.9- --no-tips --violations --eval-annotations softwalltime ingest migrations
 
 pytest: $(VENV)/.installed
 	$(BIN)/pytest
