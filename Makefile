@@ -7,6 +7,8 @@ BIN    := $(VENV)/bin
 HOOK_PATH := softwalltime/__init__.py softwalltime/errors.py softwalltime/units.py \
              softwalltime/config.py softwalltime/predict.py softwalltime/decide.py \
              softwalltime/lookup.py softwalltime/hooklog.py hooks/softwalltime_hook.py
+# The database docker-compose.yml starts (a local development password).
+COMPOSE_DSN := postgresql://softwalltime:softwalltime@127.0.0.1:5432/softwalltime
 LINTED    := $(wildcard softwalltime ingest hooks migrations tests)
 
 .PHONY: test lint pytest demo demo-stop clean
@@ -25,6 +27,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/mypy
 	$(BIN)/vermin -q -t=3.6- --no-tips --violations $(HOOK_PATH)
+	$(BIN)/vermin -q -t=3.9- --no-tips --violations --eval-annotations softwalltime ingest migrations
 
 pytest: $(VENV)/.installed
 	$(BIN)/pytest
@@ -32,9 +35,16 @@ pytest: $(VENV)/.installed
 ## demo: end to end on a throwaway local PostgreSQL (or $SOFTWALLTIME_DSN if set)
 demo: $(VENV)/.installed
 	@set -e; \
-	if [ -z "$$SOFTWALLTIME_DSN" ]; then \
+	if [ -n "$$SOFTWALLTIME_DSN" ]; then :; \
+	elif $(BIN)/python -c 'import softwalltime.localpg as l; l.find_bindir()' 2>/dev/null; then \
 	  SOFTWALLTIME_DSN=$$($(BIN)/python -m softwalltime.localpg ensure .demo/pg); \
 	  echo "# throwaway PostgreSQL in .demo/pg (make demo-stop stops it): $$SOFTWALLTIME_DSN"; \
+	elif docker compose up -d --wait 2>/dev/null; then \
+	  SOFTWALLTIME_DSN=$(COMPOSE_DSN); \
+	  echo "# PostgreSQL from docker-compose.yml (docker compose down stops it)"; \
+	else \
+	  echo "make demo needs the PostgreSQL server binaries (apt-get install postgresql)," \
+	       "a Docker engine, or SOFTWALLTIME_DSN" >&2; exit 1; \
 	fi; \
 	export SOFTWALLTIME_DSN; \
 	echo "$$ softwalltime db upgrade"; $(BIN)/softwalltime db upgrade; \
