@@ -19,13 +19,14 @@ from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Se
 from softwalltime.accounting import (
     RECORD_TYPES,
     attribute_keys_ok,
+    duration_s,
     finished_job_row,
     parse_line,
     rerun_row,
+    size_bytes,
     tokenize,
 )
 from softwalltime.errors import ParseError
-from softwalltime.units import parse_duration, parse_size
 
 # Malformed lines reported one by one per chunk (the run shows the first few overall).
 SHOW_MALFORMED = 10
@@ -191,39 +192,22 @@ def _learn(message: str) -> Optional[_Template]:
 
 _EQ = itertools.repeat("=")
 _ONE = itertools.repeat(1)
-_INT4_MAX = 2**31 - 1
-_INT8_MAX = 2**63 - 1
 # COPY text of durations and sizes by their log text: few distinct values repeat.
 _DURATIONS: Dict[str, str] = {}
 _SIZES: Dict[str, str] = {}
 _CACHE_MAX = 1 << 16
 
 
-def _duration_text(value: str) -> Optional[str]:
-    """COPY text of a duration's seconds; None: not a valid, in-range duration."""
-    try:
-        seconds = parse_duration(value)
-    except ParseError:
+def _number_text(
+    cache: Dict[str, str], convert: Callable[[str], Optional[int]], value: str
+) -> Optional[str]:
+    """COPY text of ``convert(value)`` (duration_s or size_bytes), cached; None: invalid."""
+    number = convert(value)
+    if number is None:
         return None
-    if not -_INT4_MAX - 1 <= seconds <= _INT4_MAX:
-        return None
-    if len(_DURATIONS) >= _CACHE_MAX:
-        _DURATIONS.clear()
-    text = _DURATIONS[value] = str(seconds)
-    return text
-
-
-def _size_text(value: str) -> Optional[str]:
-    """COPY text of a size in bytes; None: not a valid, in-range size."""
-    try:
-        size = parse_size(value)
-    except ParseError:
-        return None
-    if not -_INT8_MAX - 1 <= size <= _INT8_MAX:
-        return None
-    if len(_SIZES) >= _CACHE_MAX:
-        _SIZES.clear()
-    text = _SIZES[value] = str(size)
+    if len(cache) >= _CACHE_MAX:
+        cache.clear()
+    text = cache[value] = str(number)
     return text
 
 
@@ -315,19 +299,19 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
     if not (suffix or (server and not dot)):
         return None
     if wall:
-        wall = _DURATIONS.get(wall) or _duration_text(wall)
+        wall = _DURATIONS.get(wall) or _number_text(_DURATIONS, duration_s, wall)
         if wall is None:
             return None
     if soft:
-        soft = _DURATIONS.get(soft) or _duration_text(soft)
+        soft = _DURATIONS.get(soft) or _number_text(_DURATIONS, duration_s, soft)
         if soft is None:
             return None
     if used:
-        used = _DURATIONS.get(used) or _duration_text(used)
+        used = _DURATIONS.get(used) or _number_text(_DURATIONS, duration_s, used)
         if used is None:
             return None
     if mem:
-        mem = _SIZES.get(mem) or _size_text(mem)
+        mem = _SIZES.get(mem) or _number_text(_SIZES, size_bytes, mem)
         if mem is None:
             return None
     return "\t".join(

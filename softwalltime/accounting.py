@@ -23,7 +23,7 @@ R record) plus ``finished_jobs.runtime_s`` (the E record describes only the last
 import datetime
 import itertools
 import re
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from .errors import ParseError
 from .units import parse_duration, parse_size
@@ -276,21 +276,50 @@ def _int(attrs: Dict[str, str], key: str, limit: int = _INT4_MAX) -> Optional[in
     raise ParseError(f"{key}={number} is out of range")
 
 
+def _bounded(
+    cache: Dict[str, int], parse: Callable[[str], int], text: str, limit: int
+) -> Optional[int]:
+    value = cache.get(text)
+    if value is not None:
+        return value
+    try:
+        value = parse(text)
+    except ParseError:
+        return None
+    if not -limit - 1 <= value <= limit:
+        return None
+    if len(cache) >= _VALUE_CACHE_MAX:
+        cache.clear()
+    cache[text] = value
+    return value
+
+
+def duration_s(text: str) -> Optional[int]:
+    """Seconds of a PBS duration that fits an ``integer`` column (memoized); None if not."""
+    return _bounded(_DURATION_CACHE, parse_duration, text, _INT4_MAX)
+
+
+def size_bytes(text: str) -> Optional[int]:
+    """Bytes of a PBS size that fit a ``bigint`` column (memoized); None if not."""
+    return _bounded(_SIZE_CACHE, parse_size, text, _INT8_MAX)
+
+
+def _bad_value(key: str, value: str, parse: Callable[[str], int], what: str) -> ParseError:
+    """The precise error for a value that duration_s() or size_bytes() refused."""
+    try:
+        number = parse(value)
+    except ParseError:
+        return ParseError(f"{key}={value[:40]!r} is not a {what}")
+    return ParseError(f"{key}={number} is out of range")
+
+
 def _duration(attrs: Dict[str, str], key: str) -> Optional[int]:
     value = attrs.get(key)
     if not value:
         return None
-    seconds = _DURATION_CACHE.get(value)
-    if seconds is not None:
-        return seconds
-    try:
-        seconds = parse_duration(value)
-    except ParseError:
-        raise ParseError(f"{key}={value[:40]!r} is not a duration") from None
-    _check(key, seconds, _INT4_MAX)
-    if len(_DURATION_CACHE) >= _VALUE_CACHE_MAX:
-        _DURATION_CACHE.clear()
-    _DURATION_CACHE[value] = seconds
+    seconds = duration_s(value)
+    if seconds is None:
+        raise _bad_value(key, value, parse_duration, "duration")
     return seconds
 
 
@@ -298,17 +327,9 @@ def _size(attrs: Dict[str, str], key: str) -> Optional[int]:
     value = attrs.get(key)
     if not value:
         return None
-    size = _SIZE_CACHE.get(value)
-    if size is not None:
-        return size
-    try:
-        size = parse_size(value)
-    except ParseError:
-        raise ParseError(f"{key}={value[:40]!r} is not a size") from None
-    _check(key, size, _INT8_MAX)
-    if len(_SIZE_CACHE) >= _VALUE_CACHE_MAX:
-        _SIZE_CACHE.clear()
-    _SIZE_CACHE[value] = size
+    size = size_bytes(value)
+    if size is None:
+        raise _bad_value(key, value, parse_size, "size")
     return size
 
 
