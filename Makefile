@@ -5,8 +5,7 @@ BIN    := $(VENV)/bin
 
 # Code that pbs_server's embedded Python imports: Python 3.6+, stdlib + psycopg2 only.
 HOOK_PATH := softwalltime/__init__.py softwalltime/errors.py softwalltime/units.py \
-             softwalltime/config.py softwalltime/predict.py softwalltime/decide.py \
-             softwalltime/lookup.py softwalltime/hooklog.py hooks/softwalltime_hook.py
+             softwalltime/hookpath hooks/softwalltime_hook.py
 # The database docker-compose.yml starts (a local development password).
 COMPOSE_DSN := postgresql://softwalltime:softwalltime@127.0.0.1:5432/softwalltime
 LINTED    := $(wildcard softwalltime ingest hooks migrations tests)
@@ -36,8 +35,8 @@ pytest: $(VENV)/.installed
 demo: $(VENV)/.installed
 	@set -e; \
 	if [ -n "$$SOFTWALLTIME_DSN" ]; then :; \
-	elif $(BIN)/python -c 'import softwalltime.localpg as l; l.find_bindir()' 2>/dev/null; then \
-	  SOFTWALLTIME_DSN=$$($(BIN)/python -m softwalltime.localpg ensure .demo/pg); \
+	elif $(BIN)/python -c 'import softwalltime.db.localpg as l; l.find_bindir()' 2>/dev/null; then \
+	  SOFTWALLTIME_DSN=$$($(BIN)/python -m softwalltime.db.localpg ensure .demo/pg); \
 	  echo "# throwaway PostgreSQL in .demo/pg (make demo-stop stops it): $$SOFTWALLTIME_DSN"; \
 	elif docker compose up -d --wait 2>/dev/null; then \
 	  SOFTWALLTIME_DSN=$(COMPOSE_DSN); \
@@ -58,7 +57,7 @@ demo: $(VENV)/.installed
 	$(BIN)/softwalltime evaluate softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz
 
 demo-stop:
-	@[ ! -d .demo/pg ] || $(BIN)/python -m softwalltime.localpg stop .demo/pg
+	@[ ! -d .demo/pg ] || $(BIN)/python -m softwalltime.db.localpg stop .demo/pg
 
 clean: demo-stop
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache

@@ -24,8 +24,8 @@ def _main(e):
             entries = json.load(fh).get("sys_path") or []
         entries = entries.split(os.pathsep) if isinstance(entries, str) else entries
         sys.path[:0] = [p for p in entries if p not in sys.path]
-    from softwalltime import decide, hooklog, lookup
-    from softwalltime.config import load_settings
+    from softwalltime.hookpath import decide, hooklog, lookup
+    from softwalltime.hookpath.config import load_settings
 
     settings = load_settings(config, environ={})
     log = hooklog.forward_logging(pbs.logmsg, pbs.EVENT_DEBUG, pbs.LOG_WARNING, pbs.LOG_ERROR)

@@ -9,8 +9,8 @@ import re
 import sys
 from typing import Any, Callable, Optional
 
-from softwalltime.config import Settings, require_dsn
 from softwalltime.errors import ConfigError
+from softwalltime.hookpath.config import Settings, require_dsn
 
 from .files import default_directory
 from .run import DEFAULT_BATCH_SIZE, Options, run

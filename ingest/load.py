@@ -16,8 +16,8 @@ import psycopg2
 import psycopg2.errors
 
 from softwalltime.accounting import FINISHED_JOB_COLUMNS, RERUN_COLUMNS
-from softwalltime.config import libpq_dsn
 from softwalltime.errors import DatabaseError
+from softwalltime.hookpath.config import libpq_dsn
 
 from .files import Checkpoint
 
@@ -107,8 +107,8 @@ def connect(dsn: str) -> Any:
     try:
         return psycopg2.connect(libpq_dsn(dsn), connect_timeout=CONNECT_TIMEOUT_S)
     except psycopg2.Error as err:
-        # Imported here: softwalltime.db loads SQLAlchemy, ~0.2 s of every run's start.
-        from softwalltime.db import describe_connect_error
+        # Imported here: softwalltime.db.engine loads SQLAlchemy, ~0.2 s of every run's start.
+        from softwalltime.db.engine import describe_connect_error
 
         raise DatabaseError(describe_connect_error(dsn, err)) from err
 

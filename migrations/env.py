@@ -1,11 +1,11 @@
-"""Alembic environment: the target schema is softwalltime.schema, the URL comes from
+"""Alembic environment: the target schema is softwalltime.db.schema, the URL comes from
 softwalltime's one configuration loader, and a caller may pass its own connection
 (``config.attributes["connection"]``), as the CLI and the tests do."""
 
 from alembic import context
 
-from softwalltime import schema
-from softwalltime.config import load_settings, require_dsn
+from softwalltime.db import schema
+from softwalltime.hookpath.config import load_settings, require_dsn
 
 config = context.config
 target_metadata = schema.metadata
@@ -27,7 +27,7 @@ def run_migrations_online():
     if connection is not None:
         _configure_and_run(connection)
         return
-    from softwalltime.db import make_engine
+    from softwalltime.db.engine import make_engine
 
     engine = make_engine(require_dsn(load_settings()))
     with engine.connect() as conn:

@@ -3,7 +3,7 @@
 The server comes from, in order:
 1. ``SOFTWALLTIME_TEST_DSN`` (a role allowed to CREATE DATABASE);
 2. testcontainers, when a Docker engine answers;
-3. a private throwaway cluster started with initdb/pg_ctl (softwalltime.localpg).
+3. a private throwaway cluster started with initdb/pg_ctl (softwalltime.db.localpg).
 If none works the run fails with a message saying what to install; DB tests never skip.
 
 Isolation: ``conn`` runs each test in a transaction that is rolled back; ``fresh_dsn``
@@ -25,8 +25,8 @@ import sqlalchemy as sa
 from psycopg2 import sql
 from psycopg2.extensions import make_dsn, parse_dsn
 
-from softwalltime import db
-from softwalltime.localpg import INSTALL_HINT, LocalCluster
+from softwalltime.db import engine as db
+from softwalltime.db.localpg import INSTALL_HINT, LocalCluster
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

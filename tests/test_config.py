@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from softwalltime.config import libpq_dsn, load_settings, redact_dsn, require_dsn
 from softwalltime.errors import ConfigError
+from softwalltime.hookpath.config import libpq_dsn, load_settings, redact_dsn, require_dsn
 
 
 def _write(tmp_path, data):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from softwalltime.config import load_settings
-from softwalltime.decide import decide
+from softwalltime.hookpath.config import load_settings
+from softwalltime.hookpath.decide import decide
 
 DAY = 86400
 HISTORY = [(3600, 4 * 3600)]  # ratio 0.25

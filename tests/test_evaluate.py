@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from softwalltime import cli
-from softwalltime.evaluate import (
+from softwalltime.hookpath.predict import PredictorParams, predict
+from softwalltime.replay.evaluate import (
     BASELINE,
     SKIP_RUNTIME,
     SKIP_TIMES,
@@ -34,7 +35,6 @@ from softwalltime.evaluate import (
     skip_reason,
     summarize,
 )
-from softwalltime.predict import PredictorParams, predict
 
 H = 3600
 ALL = ("v1", "v2", "v3")
@@ -439,7 +439,9 @@ def test_replay_matches_the_rules_applied_literally(seed, moment):
 
 
 def test_cli_moments_match_the_replay_moments():
-    from softwalltime import cli_evaluate, config, evaluate
+    from softwalltime.cli import evaluate as cli_evaluate
+    from softwalltime.hookpath import config
+    from softwalltime.replay import evaluate
 
     assert cli_evaluate.MOMENTS == evaluate.MOMENTS
     assert config.PREDICTORS == evaluate.PREDICTORS

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from softwalltime.evaluate import replay, summarize
-from softwalltime.traces import read_sources
+from softwalltime.replay.evaluate import replay, summarize
+from softwalltime.replay.traces import read_sources
 
 TRACE = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "traces"
 CERIT = TRACE / "CERIT-SC-wagap-2013.alea.swf.gz"

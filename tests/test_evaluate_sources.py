@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from softwalltime import cli, schema
-from softwalltime.db_sources import read_finished_jobs
+from softwalltime import cli
+from softwalltime.db import schema
 from softwalltime.errors import DatabaseError, ParseError
-from softwalltime.evaluate import SKIP_WALLTIME, TraceJob, replay, report_dict, summarize
-from softwalltime.traces import (
+from softwalltime.replay.evaluate import SKIP_WALLTIME, TraceJob, replay, report_dict, summarize
+from softwalltime.replay.history import read_finished_jobs
+from softwalltime.replay.traces import (
     SKIP_DUPLICATE,
     SKIP_MALFORMED,
     read_pbs,
@@ -309,7 +310,7 @@ def test_db_source_gives_the_same_numbers(conn, swf_file):
 
 
 def test_db_source_on_an_unmigrated_database_says_what_to_do(pg_server, empty_dsn):
-    from softwalltime import db
+    from softwalltime.db import engine as db
 
     engine = db.make_engine(empty_dsn)
     try:
@@ -320,7 +321,7 @@ def test_db_source_on_an_unmigrated_database_says_what_to_do(pg_server, empty_ds
 
 
 def test_evaluate_db_command(fresh_dsn, swf_file, capsys):
-    from softwalltime import db
+    from softwalltime.db import engine as db
 
     engine = db.make_engine(fresh_dsn)
     with engine.begin() as c:

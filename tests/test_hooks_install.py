@@ -16,8 +16,10 @@ import tomllib
 from helpers_history import add_jobs
 
 import softwalltime
-from softwalltime import cli, cli_hooks, lookup
-from softwalltime.config import load_settings
+from softwalltime import cli
+from softwalltime.cli import hooks as cli_hooks
+from softwalltime.hookpath import lookup
+from softwalltime.hookpath.config import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_PBS = REPO / "tests" / "fakes" / "pbs.py"
@@ -102,7 +104,7 @@ def test_install_rejects_bad_arguments(capsys, argv, message):
 def test_install_needs_a_dsn(capsys, monkeypatch):
     monkeypatch.delenv("SOFTWALLTIME_DSN", raising=False)
     monkeypatch.delenv("SOFTWALLTIME_CONFIG", raising=False)
-    monkeypatch.setattr("softwalltime.config.DEFAULT_CONFIG_FILE", "/nonexistent/sw.json")
+    monkeypatch.setattr("softwalltime.hookpath.config.DEFAULT_CONFIG_FILE", "/nonexistent/sw.json")
     code, _, err = run(capsys, "hooks", "install", "--dry-run")
     assert code == 1 and "no database given" in err
 

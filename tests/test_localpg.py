@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from softwalltime import localpg
+from softwalltime.db import localpg
 from softwalltime.errors import SoftwalltimeError
 
 

@@ -7,9 +7,9 @@ import pytest
 from helpers_history import EPOCH, FreezableProxy, HangingServer, add_jobs, closed_port
 from psycopg2.extensions import make_dsn, parse_dsn
 
-from softwalltime import lookup
-from softwalltime.config import load_settings
 from softwalltime.errors import ConfigError, DatabaseError
+from softwalltime.hookpath import lookup
+from softwalltime.hookpath.config import load_settings
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,8 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from softwalltime import db, schema
+from softwalltime.db import engine as db
+from softwalltime.db import schema
 
 
 def _tables(conn: sa.Connection) -> set[str]:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from softwalltime.config import load_settings
-from softwalltime.predict import (
+from softwalltime.hookpath.config import load_settings
+from softwalltime.hookpath.predict import (
     DEFAULT_PARAMS,
     PREDICTORS,
     REASON_CAPPED,
@@ -205,9 +205,9 @@ def test_runs_on_python36_if_available():
         return
     code = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
-        "from softwalltime.predict import predict\n"
-        "from softwalltime.decide import decide\n"
-        "from softwalltime.config import load_settings\n"
+        "from softwalltime.hookpath.predict import predict\n"
+        "from softwalltime.hookpath.decide import decide\n"
+        "from softwalltime.hookpath.config import load_settings\n"
         "s = load_settings(environ={})\n"
         "print(predict('v3', 86400, [(3600, 14400)]).soft_walltime_s)\n"
         "d = decide('queuejob', 'bob', '', 86400, None, False, None, s,\n"

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from softwalltime import db, schema
+from softwalltime.db import engine as db
+from softwalltime.db import schema
 
 H = 3600
 # A month ago, whole seconds: old enough to fall outside "the last 24 hours".

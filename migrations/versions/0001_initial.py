@@ -1,6 +1,6 @@
 """Initial schema: finished_jobs, job_reruns, ingest_checkpoints.
 
-A frozen snapshot: never import softwalltime.schema here.
+A frozen snapshot: never import softwalltime.db.schema here.
 
 Revision ID: 0001
 Revises:

@@ -14,9 +14,9 @@ import argparse
 import time
 from pathlib import Path
 
-from softwalltime import evaluate
-from softwalltime.evaluate import PREDICTORS, replay, summarize
-from softwalltime.traces import read_sources
+from softwalltime.replay import evaluate
+from softwalltime.replay.evaluate import PREDICTORS, replay, summarize
+from softwalltime.replay.traces import read_sources
 
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
 DEFAULT = [

@@ -38,10 +38,11 @@ import psycopg2
 from psycopg2 import sql
 from psycopg2.extensions import make_dsn
 
-from softwalltime import db, decide, lookup
-from softwalltime.config import load_settings, redact_dsn
-from softwalltime.localpg import LocalCluster
-from softwalltime.predict import PREDICTORS, predict
+from softwalltime.db import engine as db
+from softwalltime.db.localpg import LocalCluster
+from softwalltime.hookpath import decide, lookup
+from softwalltime.hookpath.config import load_settings, redact_dsn
+from softwalltime.hookpath.predict import PREDICTORS, predict
 
 REPO = Path(__file__).resolve().parents[2]
 EPOCH = 1_767_225_600  # 2026-01-01T00:00:00Z

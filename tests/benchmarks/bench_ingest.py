@@ -245,7 +245,7 @@ class _Server:
             print("database server: SOFTWALLTIME_DSN (scratch databases created there)")
         else:
             sys.path.insert(0, str(REPO))
-            from softwalltime.localpg import LocalCluster
+            from softwalltime.db.localpg import LocalCluster
 
             cluster = LocalCluster(BENCH / "pg")
             if not cluster.is_running():

@@ -10,15 +10,15 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, List
 
-from .config import PREDICTORS, Settings, require_dsn
-from .errors import ConfigError
+from ..errors import ConfigError
+from ..hookpath.config import PREDICTORS, Settings, require_dsn
 
 if TYPE_CHECKING:
-    from .evaluate import Trace
+    from ..replay.evaluate import Trace
 
 log = logging.getLogger(__name__)
 
-# The same values as softwalltime.evaluate.MOMENTS; the replay code is imported only when
+# The same values as softwalltime.replay.evaluate.MOMENTS; the replay code is imported only when
 # the command runs, so that building the parser (every softwalltime invocation) stays cheap.
 MOMENTS = ("submit", "start")
 
@@ -100,8 +100,8 @@ def _predictors(text: str) -> List[str]:
 
 
 def _read_db(settings: Settings) -> Trace:
-    from . import db
-    from .db_sources import read_finished_jobs
+    from ..db import engine as db
+    from ..replay.history import read_finished_jobs
 
     dsn = require_dsn(settings)
     engine = db.make_engine(dsn)
@@ -119,8 +119,8 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     :raises ParseError: a source cannot be read
     :raises DatabaseError: ``--db`` and the database cannot be read
     """
-    from .evaluate import format_table, replay, report_dict, summarize
-    from .predict import PredictorParams
+    from ..hookpath.predict import PredictorParams
+    from ..replay.evaluate import format_table, replay, report_dict, summarize
 
     predictors = _predictors(args.predictors)
     if args.db and args.sources:
@@ -131,7 +131,7 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     if args.db:
         trace = _read_db(settings)
     else:
-        from .traces import read_sources
+        from ..replay.traces import read_sources
 
         trace = read_sources(args.sources, server=settings.server)
     read_s = time.perf_counter() - started
@@ -142,7 +142,7 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     report = report_dict(trace.source, result, summarize(result), trace.skipped)
     log.debug("read %.2f s, replay %.2f s (%s jobs)", read_s, replay_s, report["jobs"])
     if args.plot:
-        from .plots import write_plots
+        from ..replay.plots import write_plots
 
         # File names, not paths: the title must fit above the plots.
         title = trace.source

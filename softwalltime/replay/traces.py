@@ -1,6 +1,6 @@
 """Workload sources for the replay evaluation: SWF traces and PBS accounting logs.
 
-Both readers return a :class:`softwalltime.evaluate.Trace` (jobs in trace order). They do no
+Both readers return a :class:`softwalltime.replay.evaluate.Trace` (jobs in trace order). They do no
 filtering beyond what they cannot parse: the replay's skip rules live in ``evaluate``.
 
 SWF (Standard Workload Format, Parallel Workloads Archive, version 2.2): one job per line,
@@ -24,7 +24,7 @@ import os
 import re
 from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from .errors import ParseError
+from ..errors import ParseError
 from .evaluate import Trace, TraceJob
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,7 @@ def read_pbs(paths: Sequence[str], server: Optional[str] = None) -> Trace:
     :raises ParseError: a path cannot be read
     """
     # Imported here so that SWF-only use does not need the PBS parser.
-    from .accounting import FINISHED_JOB_COLUMNS, finished_job_row, parse_line
+    from ..accounting import FINISHED_JOB_COLUMNS, finished_job_row, parse_line
 
     # finished_job_row() is finished_job() as a tuple with epoch-second times (no datetimes).
     col = {name: k for k, name in enumerate(FINISHED_JOB_COLUMNS)}

@@ -9,8 +9,8 @@ PostgreSQL refuses to run as root; when we are root the cluster runs as the
 
 Usage from a shell (``make demo``)::
 
-    python -m softwalltime.localpg ensure .demo/pg   # prints the DSN; starts it if needed
-    python -m softwalltime.localpg stop .demo/pg
+    python -m softwalltime.db.localpg ensure .demo/pg   # prints the DSN; starts it if needed
+    python -m softwalltime.db.localpg stop .demo/pg
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import SoftwalltimeError
+from ..errors import SoftwalltimeError
 
 INSTALL_HINT = (
     "install the PostgreSQL server binaries (Debian/Ubuntu: apt-get install postgresql; "
@@ -186,10 +186,10 @@ class LocalCluster:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m softwalltime.localpg ensure|stop|dsn DIR``."""
+    """``python -m softwalltime.db.localpg ensure|stop|dsn DIR``."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[0] not in ("ensure", "stop", "dsn"):
-        print("usage: python -m softwalltime.localpg ensure|stop|dsn DIR", file=sys.stderr)
+        print("usage: python -m softwalltime.db.localpg ensure|stop|dsn DIR", file=sys.stderr)
         return 2
     try:
         cluster = LocalCluster(args[1])

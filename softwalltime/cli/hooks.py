@@ -26,8 +26,8 @@ import psycopg2
 
 import softwalltime
 
-from .config import Settings, redact_dsn, require_dsn
-from .errors import SoftwalltimeError
+from ..errors import SoftwalltimeError
+from ..hookpath.config import Settings, redact_dsn, require_dsn
 
 HOOK_FILE = "softwalltime_hook.py"
 # Settings the hook reads; the rest (accounting_dir, server, source) are for other tools.

@@ -16,18 +16,18 @@ import sys
 from importlib import metadata
 from typing import Any, Callable
 
-from . import __version__
-from .config import Settings, load_settings, redact_dsn, require_dsn
-from .errors import SoftwalltimeError
+from .. import __version__
+from ..errors import SoftwalltimeError
+from ..hookpath.config import Settings, load_settings, redact_dsn, require_dsn
 
 log = logging.getLogger(__name__)
 
 # Command modules of this package, in the order they appear in --help.
 _COMMAND_MODULES = (
     "softwalltime.cli",
-    "softwalltime.cli_predict",
-    "softwalltime.cli_hooks",
-    "softwalltime.cli_evaluate",
+    "softwalltime.cli.predict",
+    "softwalltime.cli.hooks",
+    "softwalltime.cli.evaluate",
 )
 _ENTRY_POINT_GROUP = "softwalltime.commands"
 
@@ -84,14 +84,14 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _engine(settings: Settings) -> Any:
-    from .db import make_engine
+    from ..db.engine import make_engine
 
     return make_engine(require_dsn(settings))
 
 
 def _db_migrate(args: argparse.Namespace, settings: Settings) -> int:
     """``db upgrade`` and ``db downgrade``: args.migrate is db.upgrade or db.downgrade."""
-    from . import db
+    from ..db import engine as db
 
     dsn = require_dsn(settings)
     with db.connect(_engine(settings), dsn) as conn:
@@ -102,7 +102,7 @@ def _db_migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _db_current(args: argparse.Namespace, settings: Settings) -> int:
-    from . import db
+    from ..db import engine as db
 
     dsn = require_dsn(settings)
     with db.connect(_engine(settings), dsn) as conn:

@@ -1,7 +1,7 @@
 """The ``--db`` workload source: finished jobs from the history table (SQLAlchemy Core).
 
-Kept apart from :mod:`softwalltime.evaluate` and :mod:`softwalltime.traces` so that those
-stay free of any database code.
+Kept apart from :mod:`.evaluate` and :mod:`.traces` so that those stay free of any
+database code.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Optional
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .errors import DatabaseError
+from ..db.schema import finished_jobs
+from ..errors import DatabaseError
 from .evaluate import Trace, TraceJob
-from .schema import finished_jobs
 
 log = logging.getLogger(__name__)
 

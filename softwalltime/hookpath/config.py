@@ -38,7 +38,7 @@ import os
 import re
 from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 PREDICTORS = ("v1", "v2", "v3")
 DEFAULT_CONFIG_FILE = "/etc/softwalltime.json"

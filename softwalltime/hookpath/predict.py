@@ -102,7 +102,7 @@ class PredictorParams(NamedTuple):
 
     @classmethod
     def from_settings(cls, settings: Any) -> "PredictorParams":
-        """Build parameters from :class:`softwalltime.config.Settings`."""
+        """Build parameters from :class:`softwalltime.hookpath.config.Settings`."""
         return cls.create(
             settings.v1_jobs,
             settings.v3_jobs,

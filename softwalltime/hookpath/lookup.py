@@ -32,8 +32,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import psycopg2
 import psycopg2.extensions
 
+from ..errors import DatabaseError
 from .config import libpq_dsn, redact_dsn, require_dsn
-from .errors import DatabaseError
 
 log = logging.getLogger(__name__)
 
@@ -243,9 +243,9 @@ def _clean(rows: List[Tuple[Any, ...]]) -> List[Tuple[int, Optional[int]]]:
 
 
 def fetcher(settings: Any) -> Callable[[str, int, bool], List[Tuple[int, Optional[int]]]]:
-    """A ``fetch(user, limit, with_walltime_only)`` for :func:`softwalltime.decide.decide`.
+    """A ``fetch(user, limit, with_walltime_only)`` for :func:`softwalltime.hookpath.decide.decide`.
 
-    :param settings: :class:`softwalltime.config.Settings` (dsn and timeouts)
+    :param settings: :class:`softwalltime.hookpath.config.Settings` (dsn and timeouts)
     :raises ConfigError: no DSN configured
     """
     dsn = require_dsn(settings)

@@ -10,7 +10,7 @@ import logging
 import os
 from typing import Any, Dict, List
 
-from .errors import SoftwalltimeError
+from ..errors import SoftwalltimeError
 from .evaluate import BASELINE, CLASSES, Replay, runtime_class
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Database access for the CLI, the ingester and migrations (SQLAlchemy + alembic).
 
-Not on the hook path: the hook talks to PostgreSQL through ``softwalltime.lookup``
+Not on the hook path: the hook talks to PostgreSQL through ``softwalltime.hookpath.lookup``
 with psycopg2 only. Query functions take a Connection; the caller owns the transaction.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from .config import libpq_dsn, redact_dsn
-from .errors import ConfigError, DatabaseError
+from ..errors import ConfigError, DatabaseError
+from ..hookpath.config import libpq_dsn, redact_dsn
 
 # How long the CLI waits for a server before saying it cannot connect (libpq needs >= 2 s
 # to be exact); the hook uses its own, much shorter, bound.

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import lookup
-from .config import PREDICTORS, Settings
-from .decide import EVENTS, decide
-from .errors import ParseError
-from .predict import HistoryRow, PredictorParams
-from .units import format_duration, parse_duration
+from ..errors import ParseError
+from ..hookpath import lookup
+from ..hookpath.config import PREDICTORS, Settings
+from ..hookpath.decide import EVENTS, decide
+from ..hookpath.predict import HistoryRow, PredictorParams
+from ..units import format_duration, parse_duration
 
 
 def _duration(text: str) -> int:

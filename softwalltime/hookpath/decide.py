@@ -87,7 +87,7 @@ def decide(
     :param existing_soft_s: the soft_walltime already on the job in seconds, None if unset
     :param shrink_to_fit: the job has ``min_walltime`` (PBS forbids soft_walltime then)
     :param wait_s: seconds since the job was created (runjob), None if unknown
-    :param settings: :class:`softwalltime.config.Settings`
+    :param settings: :class:`softwalltime.hookpath.config.Settings`
     :param fetch: ``fetch(user, limit, with_walltime_only)`` returning history rows, most
         recent first; its exceptions propagate (the hook fails open on them)
     :param existing_is_ours: the existing soft_walltime was set by this hook at queuejob
