@@ -22,14 +22,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pbsctl
 import psycopg2
 import pytest
 import sqlalchemy as sa
 
 from softwalltime.db import engine as db
 from softwalltime.db.localpg import LocalCluster
-
-import pbsctl
 
 H = 3600
 HOOK = "softwalltime_test"

@@ -13,8 +13,8 @@ import tempfile
 import threading
 import time
 
-import psycopg2
 import pbsctl
+import psycopg2
 import pytest
 from conftest import HOOK, SOFTWALLTIME, seed, v3
 
