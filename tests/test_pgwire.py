@@ -421,6 +421,12 @@ class _FakeServer:
         # no TLS asked: an authentication request for GSSAPI (code 7)
         (b"R\0\0\0\x08\0\0\0\x07", "disable", "unsupported authentication method GSSAPI"),
         (b"HTTP/1.1 400 Bad Request\r\n\r\n", "disable", "not PostgreSQL"),
+        # SCRAM asked, then "authenticated" without the server proving it knows the password
+        (
+            b"R\0\0\0\x17\0\0\0\x0aSCRAM-SHA-256\0\0R\0\0\0\x08\0\0\0\0Z\0\0\0\x05I",
+            "disable",
+            "ended the exchange unverified",
+        ),
     ],
 )
 def test_protocol_violations_are_refused_clearly(answer, sslmode, message):

@@ -259,6 +259,9 @@ class Connection:
             if kind == b"R":
                 code = _I32.unpack_from(payload)[0]
                 if code == 0:
+                    if scram is not None and not scram.verified:
+                        # a server that skips the proof has not shown it knows the password
+                        raise DatabaseError("SCRAM: the server ended the exchange unverified")
                     continue
                 if code in (3, 5, 10) and password is None:
                     raise DatabaseError("the server asks for a password and none was given")
@@ -413,14 +416,18 @@ class _Scram:
         self._first_bare = "n=,r=" + self._nonce
         self._auth_message = b""
         self._salted = b""
+        self.verified = False
 
     def client_first(self) -> bytes:
         return ("n,," + self._first_bare).encode("ascii")
 
     def client_final(self, server_first: bytes) -> bytes:
         attrs = dict(item.split("=", 1) for item in server_first.decode("ascii").split(","))
-        if not attrs.get("r", "").startswith(self._nonce):
+        server_nonce = attrs.get("r", "")
+        if not server_nonce.startswith(self._nonce) or len(server_nonce) <= len(self._nonce):
             raise DatabaseError("SCRAM: the server's nonce does not extend ours")
+        if not attrs.get("s") or not attrs.get("i", "").isdigit() or int(attrs["i"]) < 1:
+            raise DatabaseError("SCRAM: malformed first message from the server")
         self._salted = hashlib.pbkdf2_hmac(
             "sha256", self._password, base64.b64decode(attrs["s"]), int(attrs["i"])
         )
@@ -436,12 +443,15 @@ class _Scram:
 
     def verify_server(self, server_final: bytes) -> None:
         text = server_final.decode("ascii")
+        if text.startswith("e="):
+            raise DatabaseError(f"SCRAM: the server reports {text[2:]!r}")
         if not text.startswith("v="):
             raise DatabaseError("SCRAM: unexpected final message from the server")
         server_key = hmac.new(self._salted, b"Server Key", hashlib.sha256).digest()
         expected = hmac.new(server_key, self._auth_message, hashlib.sha256).digest()
         if not hmac.compare_digest(base64.b64decode(text[2:]), expected):
             raise DatabaseError("SCRAM: the server's signature does not match")
+        self.verified = True
 
 
 def saslprep(password: str) -> str:
