@@ -480,3 +480,65 @@ def test_runs_on_python36_if_available(auth_cluster, fresh_dsn):
         "postgresql://u:***@h/d",
     ]
     assert sys.version_info >= (3, 6)
+
+
+# -- keywords libpq refuses, and requirements this client cannot meet ---------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("sslmdoe=require", 'invalid connection option "sslmdoe"'),
+        ("sslmode=requir", 'invalid sslmode value: "requir"'),
+        ("channel_binding=require", "channel_binding=require is not supported"),
+        ("gssencmode=require", "gssencmode=require is not supported"),
+        ("require_auth=md5,!password", "invalid require_auth value"),
+    ],
+)
+def test_keywords_refused_like_libpq(auth_cluster, extra, message):
+    dsn = auth_cluster.socket_dsn("scram_user", PASSWORDS["scram_user"]) + " " + extra
+    with pytest.raises(DatabaseError, match=message):
+        pgwire.connect(dsn, _deadline())
+
+
+def test_requiressl_means_sslmode_require(auth_cluster, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    dsn = auth_cluster.tcp_dsn("scram_user", "prefer").replace("sslmode=prefer", "requiressl=1")
+    conn = pgwire.connect(dsn, _deadline())
+    try:
+        assert _ssl_in_use(conn) is True
+    finally:
+        conn.close()
+    server = _FakeServer(b"N")
+    try:
+        with pytest.raises(DatabaseError, match="does not support TLS"):
+            pgwire.connect(f"host=127.0.0.1 port={server.port} requiressl=1", _deadline(0.5))
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize(
+    ("user", "rule", "ok"),
+    [
+        ("scram_user", "scram-sha-256", True),
+        ("md5_user", "scram-sha-256", False),
+        ("pw_user", "!password", False),
+        ("pw_user", "!md5,!none", True),
+        ("md5_user", "md5,password", True),
+        ("trust", "none", True),
+        ("trust", "!none", False),
+        ("trust", "scram-sha-256", False),
+    ],
+)
+def test_require_auth(auth_cluster, user, rule, ok):
+    if user == "trust":
+        dsn = auth_cluster.socket_dsn(auth_cluster.cluster.superuser)
+    else:
+        dsn = auth_cluster.socket_dsn(user, PASSWORDS[user])
+    dsn += " require_auth=" + rule
+    if ok:
+        pgwire.connect(dsn, _deadline()).close()
+    else:
+        with pytest.raises(DatabaseError, match="authentication method requirement") as err:
+            pgwire.connect(dsn, _deadline())
+        assert all(p not in str(err.value) for p in PASSWORDS.values())

@@ -246,7 +246,9 @@ class Connection:
         self._deadline = deadline
 
     # -- protocol -------------------------------------------------------------------
-    def _startup(self, params: Mapping[str, str], password: Optional[str]) -> None:
+    def _startup(
+        self, params: Mapping[str, str], password: Optional[str], require_auth: str = ""
+    ) -> None:
         body = _I32.pack(PROTOCOL_3_0)
         for key, value in params.items():
             body += _cstr(key) + _cstr(value)
@@ -254,10 +256,21 @@ class Connection:
         self._send(_I32.pack(len(body) + 4) + body)
         user = params.get("user", "")
         scram = None  # type: Optional[_Scram]
+        asked = False  # the server asked for some authentication
         while True:
             kind, payload = self._read()
             if kind == b"R":
                 code = _I32.unpack_from(payload)[0]
+                # require_auth: what the server asks for (or "none" if it lets us in at once)
+                method = {3: "password", 5: "md5", 10: "scram-sha-256"}.get(code)
+                if code == 0 and not asked:
+                    method = "none"
+                if require_auth and method and not _auth_allowed(require_auth, method):
+                    raise DatabaseError(
+                        f'authentication method requirement "{require_auth}" failed:'
+                        f" the server asks for {method}"
+                    )
+                asked = True
                 if code == 0:
                     if scram is not None and not scram.verified:
                         # a server that skips the proof has not shown it knows the password
@@ -591,6 +604,66 @@ def _tls(sock: Any, params: Mapping[str, str], server_name: str, deadline: float
             Connection(wrapped, deadline)._wait(False)
 
 
+# libpq 17's connection keywords (PQconninfoOptions). Those this client does not act on are
+# accepted when their value asks for nothing it would have to do (see _checked).
+KEYWORDS = frozenset(
+    "host hostaddr port dbname user password passfile require_auth channel_binding "
+    "connect_timeout client_encoding options application_name fallback_application_name "
+    "keepalives keepalives_idle keepalives_interval keepalives_count tcp_user_timeout "
+    "replication sslmode sslnegotiation sslcompression sslcert sslkey sslcertmode "
+    "sslpassword sslrootcert sslcrl sslcrldir sslsni requiressl requirepeer "
+    "ssl_min_protocol_version ssl_max_protocol_version gssencmode krbsrvname gsslib "
+    "gssdelegation service target_session_attrs load_balance_hosts".split()
+)
+SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+AUTH_METHODS = ("password", "md5", "scram-sha-256", "gss", "sspi", "none")
+
+
+def _checked(parsed: Mapping[str, str]) -> Dict[str, str]:
+    """The DSN's keywords, refused as libpq refuses them, or where ignoring them would be
+    unsafe: an unknown keyword (a typo such as ``sslmdoe=require`` must not quietly connect
+    without TLS), a bad ``sslmode``, and requirements this client cannot meet
+    (``channel_binding=require``, ``gssencmode=require``, ``sslnegotiation=direct``,
+    ``replication``, ``service``). ``requiressl=1`` means ``sslmode=require``, as in libpq.
+    """
+    params = dict(parsed)
+    for key in params:
+        if key not in KEYWORDS:
+            raise DatabaseError(f'invalid connection option "{key}"')
+    if params.get("requiressl") == "1" and not params.get("sslmode"):
+        params["sslmode"] = "require"
+    if params.get("sslmode") and params["sslmode"] not in SSLMODES:
+        raise DatabaseError(f'invalid sslmode value: "{params["sslmode"]}"')
+    for key, allowed in (
+        ("channel_binding", ("", "disable", "prefer")),
+        ("gssencmode", ("", "disable", "prefer")),
+        ("sslnegotiation", ("", "postgres")),
+        ("replication", ("",)),
+        ("service", ("",)),
+    ):
+        if params.get(key, "") not in allowed:
+            raise DatabaseError(f"{key}={params[key]} is not supported by this client")
+    if params.get("require_auth"):
+        _auth_rule(params["require_auth"])  # check the syntax now
+    return params
+
+
+def _auth_rule(text: str) -> Tuple[bool, List[str]]:
+    """``require_auth``: (negated, methods). ``!md5,!password`` forbids, ``scram-sha-256``
+    allows only that."""
+    methods = [m.strip() for m in text.split(",")]
+    negated = methods[0].startswith("!")
+    for method in methods:
+        if method.startswith("!") != negated or method.lstrip("!") not in AUTH_METHODS:
+            raise DatabaseError(f'invalid require_auth value: "{text}"')
+    return negated, [m.lstrip("!") for m in methods]
+
+
+def _auth_allowed(rule: str, method: str) -> bool:
+    negated, methods = _auth_rule(rule)
+    return (method in methods) != negated
+
+
 def _startup_parameters(params: Mapping[str, str], extra: Mapping[str, str]) -> Dict[str, str]:
     """The startup packet's parameters: the DSN's, then ``extra``.
 
@@ -629,7 +702,7 @@ def connect(
     :raises DatabaseError: every host failed; the message never contains a secret
     """
     env = {} if environ is None else environ
-    params = dict(dsnlib.parse(dsn))
+    params = _checked(dsnlib.parse(dsn))
     for key, var in (
         ("host", "PGHOST"),
         ("port", "PGPORT"),
@@ -664,7 +737,9 @@ def connect(
             if not host.startswith("/"):
                 sock = _tls(sock, params, server_name, deadline)
             conn = Connection(sock, deadline)
-            conn._startup(_startup_parameters(params, startup or {}), password)
+            conn._startup(
+                _startup_parameters(params, startup or {}), password, params.get("require_auth", "")
+            )
             return conn
         except (OSError, DatabaseError, ValueError) as err:
             if sock is not None:
