@@ -7,6 +7,7 @@ socket, and ``hostssl`` / ``hostnossl`` rules on a 127.0.0.1 port with a self-si
 certificate made by ``openssl req``.
 """
 
+import json
 import os
 import pwd
 import shutil
@@ -24,6 +25,7 @@ from psycopg2 import sql
 
 from softwalltime.db.localpg import LocalCluster
 from softwalltime.errors import DatabaseError
+from softwalltime.hookpath import dsn as dsnlib
 from softwalltime.hookpath import lookup, pgwire
 
 PASSWORDS = {
@@ -453,6 +455,7 @@ def test_runs_on_python36_if_available(auth_cluster, fresh_dsn):
     if not os.access(str(PY36), os.X_OK):
         return  # CI machines may lack pyenv; vermin (make lint) checks the syntax there
     from helpers_history import add_jobs
+    from test_dsn import CASES
 
     add_jobs(fresh_dsn, "alice", [(100, 1000, 10), (200, None, 20)])
     c = auth_cluster
@@ -461,15 +464,22 @@ def test_runs_on_python36_if_available(auth_cluster, fresh_dsn):
     code = (
         "import sys, time; sys.path.insert(0, sys.argv[1])\n"
         "from softwalltime.hookpath import pgwire, lookup, dsn\n"
-        "for d in sys.argv[3:]:\n"
+        "for d in sys.argv[3:-1]:\n"
         "    c = pgwire.connect(d, time.monotonic() + 5)\n"
         "    print(c.query('SELECT current_user, $1::int', (7,), time.monotonic() + 5))\n"
         "    c.close()\n"
         "print(lookup.recent_jobs(sys.argv[2], 'alice', 5))\n"
-        "print(dsn.redact('postgresql://u:Pa?ss#w0rd@h/d'))\n"
+        "import json\n"
+        "for d in json.loads(sys.argv[-1]):\n"
+        "    print(json.dumps([dsn.parse(d), dsn.redact(d), dsn.describe(d)], sort_keys=True))\n"
     )
+    dsn_cases = [case[0] for case in CASES]
+    expected_dsn = [
+        json.dumps([dsnlib.parse(d), dsnlib.redact(d), dsnlib.describe(d)], sort_keys=True)
+        for d in dsn_cases
+    ]
     out = subprocess.run(
-        [str(PY36), "-I", "-S", "-c", code, str(REPO), fresh_dsn, *dsns],
+        [str(PY36), "-I", "-S", "-c", code, str(REPO), fresh_dsn, *dsns, json.dumps(dsn_cases)],
         capture_output=True, text=True, timeout=60, check=False,
         env={"HOME": "/nonexistent", "PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8"},
     )  # fmt: skip
@@ -477,7 +487,7 @@ def test_runs_on_python36_if_available(auth_cluster, fresh_dsn):
     users = list(PASSWORDS) + ["scram_user", "md5_user"]
     assert out.stdout.splitlines() == [f"[('{u}', 7)]" for u in users] + [
         "[(200, None), (100, 1000)]",
-        "postgresql://u:***@h/d",
+        *expected_dsn,
     ]
     assert sys.version_info >= (3, 6)
 
