@@ -220,6 +220,35 @@ def load_settings(
     return Settings(source=", ".join(sources), **values)
 
 
+# The hook's settings and the identity of the file they came from (see hook_settings).
+_HOOK_CACHE = {}  # type: Dict[str, Any]
+
+
+def hook_settings(path: Optional[str]) -> Settings:
+    """The hook's settings from its config file alone, parsed again only when it changed.
+
+    pbs_server keeps imported modules between events, so the parse is kept here and
+    reused while the file's bytes stay the same (reading a small file costs far less than
+    parsing and checking it). Never reads the environment.
+
+    :raises ConfigError: as :func:`load_settings`
+    """
+    if path is None:
+        return load_settings(None, environ={})
+    try:
+        with open(path, "rb") as fh:
+            content = fh.read()  # type: Optional[bytes]
+    except OSError:
+        content = None  # load_settings says what is wrong
+    if content is not None and _HOOK_CACHE.get("key") == (path, content):
+        cached = _HOOK_CACHE["settings"]  # type: Settings
+        return cached
+    settings = load_settings(path, environ={})
+    _HOOK_CACHE["key"] = (path, content)
+    _HOOK_CACHE["settings"] = settings
+    return settings
+
+
 def require_dsn(settings: Settings) -> str:
     """Return the DSN or raise a ConfigError that says every way to give one."""
     if not settings.dsn:

@@ -98,7 +98,7 @@ def _one_line(err: BaseException) -> str:
 def _query(
     conn: pgwire.Connection, sql: str, params: Sequence[Any], deadline: float
 ) -> List[Tuple[Any, ...]]:
-    return conn.query(sql, params, deadline)
+    return conn.query(sql, params, deadline, prepare=True)
 
 
 def close_cached() -> None:

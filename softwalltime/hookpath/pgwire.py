@@ -173,6 +173,8 @@ class Connection:
         self.closed = False
         self.parameters = {}  # type: Dict[str, str]
         self.backend_pid = 0
+        self._prepared = {}  # type: Dict[str, bytes]
+        self._statements = 0
         self._deadline = deadline
 
     # -- transport ------------------------------------------------------------------
@@ -321,11 +323,17 @@ class Connection:
             # N (notice): nothing to do
 
     def query(
-        self, sql: str, params: Sequence[Any] = (), deadline: Optional[float] = None
+        self,
+        sql: str,
+        params: Sequence[Any] = (),
+        deadline: Optional[float] = None,
+        prepare: bool = False,
     ) -> List[Tuple[Any, ...]]:
         """Run one statement with ``$n`` parameters and return its rows.
 
         :param params: values sent as text (None is NULL; bool as true/false)
+        :param prepare: keep the statement prepared on this connection (parsed once; after
+            a few runs PostgreSQL plans it once too): for the hook's repeated lookups
         :param deadline: ``time.monotonic()`` bound for the whole round trip
         :raises PgError: the server reported an error (the connection stays usable)
         :raises DatabaseError: connection lost or deadline passed (the connection is closed)
@@ -334,7 +342,17 @@ class Connection:
             raise DatabaseError("connection is closed")
         if deadline is not None:
             self._deadline = deadline
-        bind = b"\0\0" + _I16.pack(0) + _I16.pack(len(params))
+        name = b""
+        parse = b""
+        if prepare:
+            name = self._prepared.get(sql, b"")
+            if not name:
+                self._statements += 1  # never reuse a name: a failed run may have kept it
+                name = f"swt{self._statements}".encode("ascii")
+                parse = _message(b"P", name + b"\0" + _cstr(sql) + _I16.pack(0))
+        else:
+            parse = _message(b"P", b"\0" + _cstr(sql) + _I16.pack(0))
+        bind = b"\0" + name + b"\0" + _I16.pack(0) + _I16.pack(len(params))
         for value in params:
             if value is None:
                 bind += _I32.pack(-1)
@@ -346,7 +364,7 @@ class Connection:
             bind += _I32.pack(len(text)) + text
         bind += _I16.pack(0)
         self._send(
-            _message(b"P", b"\0" + _cstr(sql) + _I16.pack(0))
+            parse
             + _message(b"B", bind)
             + _message(b"D", b"P\0")
             + _message(b"E", b"\0" + _I32.pack(0))
@@ -368,7 +386,11 @@ class Connection:
             elif kind == b"Z":
                 break
         if error is not None:
+            if parse and name:
+                self._prepared.pop(sql, None)
             raise error
+        if parse and name:
+            self._prepared[sql] = name
         return rows
 
     @staticmethod
