@@ -123,6 +123,17 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     )
     summary = run(opts)
     print(summary.render(), flush=True)
+    holder = summary.lock_holder
+    if holder is not None and holder.held_s > settings.ingest_lock_stale_s:
+        # cron must hear of it: a run that cannot do anything because something is stuck
+        print(
+            f"softwalltime ingest: the ingest lock has been held for {holder.held_s:.0f} s, more"
+            f" than ingest_lock_stale_s ({settings.ingest_lock_stale_s} s): the holder looks"
+            f" stuck ({holder.describe()}); stop it, or end its session with"
+            f" pg_terminate_backend({holder.backend_pid})",
+            file=sys.stderr,
+        )
+        return 1
     if summary.failed:
         print(
             f"softwalltime ingest: {len(summary.failed)} file(s) could not be read (see above)",

@@ -24,6 +24,7 @@ sys_path                          SOFTWALLTIME_SYS_PATH               [] (os.pat
 debug                             SOFTWALLTIME_DEBUG                  false
 accounting_dir                    SOFTWALLTIME_ACCOUNTING_DIR         $PBS_HOME/...
 server                            SOFTWALLTIME_SERVER                 (from job ids)
+ingest_lock_stale_s               SOFTWALLTIME_INGEST_LOCK_STALE_S    3600
 ================================  ==================================  ===========
 
 The config file is JSON (the same format PBS accepts for a hook configuration).
@@ -68,6 +69,7 @@ class Settings(NamedTuple):
     debug: bool
     accounting_dir: Optional[str]
     server: Optional[str]
+    ingest_lock_stale_s: int
     source: str
 
 
@@ -94,6 +96,7 @@ DEFAULTS: Dict[str, Any] = {
     "debug": False,
     "accounting_dir": None,
     "server": None,
+    "ingest_lock_stale_s": 3600,
 }
 
 _LIST_KEYS = ("users_allow", "users_deny", "queues_allow", "queues_deny", "sys_path")
@@ -104,6 +107,7 @@ _INT_KEYS = (
     "long_walltime_threshold_s",
     "runjob_min_wait_s",
     "statement_timeout_ms",
+    "ingest_lock_stale_s",
 )
 _FLOAT_KEYS = ("long_walltime_factor", "connect_timeout_s")
 # Accepted ranges, inclusive. The hook's wait on the database is at most connect_timeout_s
@@ -118,6 +122,7 @@ RANGES = {
     "statement_timeout_ms": (1, 5000),
     "connect_timeout_s": (0.01, 5.0),
     "long_walltime_factor": (0.01, 100.0),
+    "ingest_lock_stale_s": (1, 7 * 86400),
 }  # type: Dict[str, Tuple[float, float]]
 # Time granted beyond statement_timeout for the server's own cancellation to reach the
 # hook, so a slow query normally ends with PostgreSQL's clear "canceling statement" error
