@@ -603,6 +603,25 @@ def test_cron_entry_runs_every_five_minutes_without_secrets():
     assert "advisory lock" in cron and ".pgpass" in cron
 
 
+def test_print_cron_names_this_installations_command(capsys, tmp_path):
+    """Issue 9 item 17: cron's PATH does not reach a virtualenv, the install the README
+    recommends; the printed file uses the absolute path of this installation's command."""
+    cfg = tmp_path / "sw.json"
+    cfg.write_text("{}")
+    code = cli.main(["--config", str(cfg), "ingest", "--print-cron"])
+    out = capsys.readouterr().out
+    assert code == 0
+    (line,) = [x for x in out.splitlines() if x.startswith("*/5 ")]
+    fields = line.split()
+    assert fields[:6] == ["*/5", "*", "*", "*", "*", "root"]
+    command = Path(fields[6])
+    assert command.is_absolute() and command.name == "softwalltime-ingest"
+    assert os.access(command, os.X_OK)
+    assert fields[7:10] == ["--config", str(cfg), "--no-progress"]
+    # the rest is the shipped file, which says how to get this
+    assert "softwalltime ingest --print-cron > /etc/cron.d/softwalltime-ingest" in out
+
+
 def test_text_values_survive_copy_exactly(capsys, fresh_dsn, tmp_path):
     log = tmp_path / "acct"
     log.write_text(
