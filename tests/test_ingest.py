@@ -575,6 +575,32 @@ def test_server_option_names_the_server(capsys, fresh_dsn, tmp_path):
     assert query(fresh_dsn, "SELECT server, job_id FROM finished_jobs") == [("edge", "6")]
 
 
+def test_backfill_with_server_option_does_not_double_the_history(capsys, fresh_dsn, tmp_path):
+    """Issue 9 item 5: cron stored 123.pbs01.example.org under its suffix, then the README's
+    backfill with --server pbs01 stored every job again (6 rows for 3 jobs)."""
+    log = tmp_path / "20261120"
+    log.write_text(
+        "".join(
+            f"11/20/2026 10:0{i}:00;E;{i}.pbs01.example.org;user=u ctime={1795100000 + i}"
+            f" end={1795100100 + i} resources_used.walltime=00:01:00\n"
+            for i in range(3)
+        )
+    )
+    assert ingest(capsys, fresh_dsn, str(log))[0] == 0
+    archive = tmp_path / "archive" / "20261120"
+    archive.parent.mkdir()
+    archive.write_bytes(log.read_bytes())  # the same records, read again as a backfill
+    assert ingest(capsys, fresh_dsn, "--server", "pbs01", str(archive))[0] == 0
+    assert query(fresh_dsn, "SELECT server, count(*) FROM finished_jobs GROUP BY 1") == [
+        ("pbs01.example.org", 3)
+    ]
+    # --server still names the server of ids that have no suffix
+    bare = tmp_path / "20261121"
+    bare.write_text("11/21/2026 10:00:00;E;9;user=u ctime=1795200000 end=1795200100\n")
+    assert ingest(capsys, fresh_dsn, "--server", "pbs01", str(bare))[0] == 0
+    assert query(fresh_dsn, "SELECT server FROM finished_jobs WHERE job_id = '9'") == [("pbs01",)]
+
+
 def test_worker_processes_give_the_same_result(capsys, fresh_dsn, big_log):
     path, n = big_log
     code, out, _ = ingest(capsys, fresh_dsn, "--workers", "2", "--batch-size", "3000", str(path))

@@ -25,6 +25,7 @@ debug                             SOFTWALLTIME_DEBUG                  false
 accounting_dir                    SOFTWALLTIME_ACCOUNTING_DIR         $PBS_HOME/...
 server                            SOFTWALLTIME_SERVER                 (from job ids)
 ingest_lock_stale_s               SOFTWALLTIME_INGEST_LOCK_STALE_S    3600
+history_scope                     SOFTWALLTIME_HISTORY_SCOPE          all (or: server)
 ================================  ==================================  ===========
 
 The config file is JSON (the same format PBS accepts for a hook configuration).
@@ -70,6 +71,7 @@ class Settings(NamedTuple):
     accounting_dir: Optional[str]
     server: Optional[str]
     ingest_lock_stale_s: int
+    history_scope: str
     source: str
 
 
@@ -97,7 +99,11 @@ DEFAULTS: Dict[str, Any] = {
     "accounting_dir": None,
     "server": None,
     "ingest_lock_stale_s": 3600,
+    # whose finished jobs a prediction uses: every server's in the database, or only those
+    # of the server the job belongs to
+    "history_scope": "all",
 }
+HISTORY_SCOPES = ("all", "server")
 
 _LIST_KEYS = ("users_allow", "users_deny", "queues_allow", "queues_deny", "sys_path")
 _INT_KEYS = (
@@ -142,7 +148,7 @@ def _check_range(where: str, key: str, number: Any) -> None:
 
 
 _BOOL_KEYS = ("override_existing", "dry_run", "debug")
-_STR_KEYS = ("dsn", "predictor", "accounting_dir", "server")
+_STR_KEYS = ("dsn", "predictor", "accounting_dir", "server", "history_scope")
 
 
 def _coerce(key: str, value: Any, origin: str) -> Any:
@@ -192,7 +198,9 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
             raise ConfigError(
                 "{}: must be one of {}, got {!r}".format(where, ", ".join(PREDICTORS), value)
             )
-        if key == "predictor":
+        if key == "history_scope" and value not in HISTORY_SCOPES:
+            raise ConfigError(f"{where}: must be all or server, got {value!r}")
+        if key in ("predictor", "history_scope"):
             return value
         return value or None
     raise ConfigError("{}: unknown key (known keys: {})".format(where, ", ".join(sorted(DEFAULTS))))
