@@ -750,7 +750,7 @@ def simulate(
             q[:] = [j for j in q if j not in started]
         shadow = float(resv[0][0]) if resv else -1.0
 
-    def compute_next_cross() -> float:
+    def compute_next_cross(t: int) -> float:
         # Depth 1: the first instant a correction moves an estimated end past the shadow
         # (until then corrections change no decision and are applied lazily).
         #
@@ -788,7 +788,63 @@ def simulate(
                 c = crossing(j, shadow)
             if c < best:
                 best = c
+        if is_pbs and best < inf and queue:
+            # Many short pbs increments (a 1-second estimate of a long job) cross often;
+            # skip windows in which provably no pass could start a job.
+            bound = min(submit[a] if a < n else inf, ends[0][0] if ends else inf, next_refresh)
+            if best < bound:
+                ok = noop_until(t, bound - 1)
+                if ok > best:
+                    return ok
         return best
+
+    def virtual_end(j: int, e_end: int, when: float) -> int:
+        # Running job j's estimated end after the pbs corrections due by ``when``.
+        e = est[j]
+        st = start[j]
+        w = wall[j]
+        first = st + e
+        limit = min(when, st + run[j] - 1)
+        if e >= w or first > limit:
+            return e_end
+        inc = max(orig[j], 1)
+        m = min(int((limit - first) // inc) + 1, -(-(w - e) // inc))
+        return st + min(e + m * inc, w)
+
+    def noop_until(t: int, last: float) -> int:
+        # The latest instant T <= last such that no pass in [t, T] can start a job, with
+        # nothing but pbs corrections happening: estimated ends only grow, so the shadow
+        # at any such instant is at most S_T (the shadow with the ends due by T), and extra
+        # at most the processors of jobs ending by S_T now.
+        head = queue[0]
+        need = procs[head] - free
+        ok = t
+        d = 256
+        while True:
+            cand = min(t + d, last)
+            if cand <= ok:
+                return ok
+            ends_t = sorted(
+                (virtual_end(j, e, cand) if e <= cand else e, procs[j]) for e, j in running
+            )
+            acc = 0
+            s_t = inf
+            for e, p in ends_t:
+                acc += p
+                if acc >= need:
+                    s_t = e
+                    break
+            if s_t == inf or t + min_est <= s_t:
+                return ok
+            x_max = free - procs[head]
+            for e, j in running:
+                if e > s_t:
+                    break
+                x_max += procs[j]
+            if min_p <= x_max:
+                return ok
+            ok = int(cand)
+            d *= 4
 
     while a < n or ends:
         t_arr = submit[a] if a < n else inf
@@ -880,7 +936,7 @@ def simulate(
                 pass_depth1(t, first_new)
             elif not moved:
                 continue
-            next_cross = compute_next_cross()
+            next_cross = compute_next_cross(t)
         else:
             passes += 1
             pass_depth(t)
