@@ -276,3 +276,82 @@ def test_same_schedule_as_the_naive_reference(name: str, policy: str) -> None:
     expected = reference(work, sim.make_source(name), 100, policy)
     mismatched = [k for k in range(n) if result.start[k] != expected[k]]
     assert not mismatched, mismatched[:5]
+
+
+def test_lazy_corrections_invariants_and_fewer_passes(kth: Workload) -> None:
+    eager = sim.simulate(kth, sim.make_source("v1"), 100, "pbs")
+    lazy = sim.simulate(kth, sim.make_source("v1"), 100, "pbs", lazy_corrections=True)
+    _check_invariants(kth, lazy, 100)
+    assert lazy.passes < eager.passes
+    assert sum(lazy.corrections) > 0
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple:
+    from softwalltime import cli
+
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_table_json_and_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    import json
+
+    code, out, err = _cli(
+        capsys, "simulate", "--procs", str(CERIT_PROCS), "--estimates", "v3,users", str(CERIT)
+    )
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[1].startswith("machine: 2176 processors   jobs: 17898   skipped: 2")
+    # The baseline comes first whatever the order asked.
+    assert lines[5].split()[0] == "users" and lines[6].split()[0] == "v3"
+
+    code, out, _err = _cli(
+        capsys,
+        "simulate",
+        "--procs",
+        str(CERIT_PROCS),
+        "--estimates",
+        "users,fixed10",
+        "--correction",
+        "walltime",
+        "--json",
+        "--jobs",
+        "2",
+        str(CERIT),
+    )
+    assert code == 0
+    report = json.loads(out)
+    assert report["correction"] == "walltime" and report["jobs"] == 17898
+    assert set(report["sources"]) == {"users", "fixed10"}
+    assert report["sources"]["users"]["corrections"] == 0
+    assert report["sources"]["fixed10"]["corrections"] > 0
+    assert set(report["sources"]["fixed10"]["by_class"]) == {"short", "medium", "long"}
+
+    # No MaxProcs header and no --procs: one clear line, no traceback.
+    code, out, err = _cli(capsys, "simulate", str(CERIT))
+    assert code == 1 and out == ""
+    assert err.strip().endswith("no MaxProcs header: give the machine size with --procs N")
+    assert "Traceback" not in err
+    code, _out, err = _cli(capsys, "simulate", "--procs", "10", "--estimates", "v9", str(CERIT))
+    assert code == 1 and "--estimates: unknown v9" in err
+    code, _out, err = _cli(capsys, "simulate", "--procs", "10", str(tmp_path / "missing.swf"))
+    assert code == 1 and "no such file" in err
+
+
+def test_cli_plots(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _out, _err = _cli(
+        capsys,
+        "simulate",
+        "--procs",
+        str(CERIT_PROCS),
+        "--estimates",
+        "users,perfect",
+        "--plot",
+        str(tmp_path / "plots"),
+        str(CERIT),
+    )
+    assert code == 0
+    for name in ("simulate_wait_by_class.png", "simulate_slowdown_by_class.png"):
+        data = (tmp_path / "plots" / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10000

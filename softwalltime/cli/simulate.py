@@ -51,7 +51,10 @@ The model:
 - A running job that outlives its estimate is corrected (--correction): pbs (the estimate
   grows by the one the job started with, each time it is exceeded; PBS's rule), simple
   (+1 h once within 60 s of the estimate), power (the i-th adds 15 x 2^(i-2) minutes) or
-  walltime (the user's walltime); never past the walltime.
+  walltime (the user's walltime); never past the walltime. A correction is an event of its
+  own (a pass follows it); with --lazy-corrections it is applied, in closed form, at the
+  next pass for an end or arrival, as PBS's scheduler extends soft walltimes at its next
+  cycle.
 - --refresh-every MIN: every MIN minutes, queued jobs are predicted again from the current
   history (as 'softwalltime refresh' does), and the estimate changes when the new value
   differs by more than --refresh-pct % and at least --refresh-min minutes.
@@ -101,6 +104,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--sjbf", action="store_true", help="backfill candidates shortest estimate first"
+    )
+    p.add_argument(
+        "--lazy-corrections",
+        action="store_true",
+        help="corrections get no scheduling pass of their own (applied at the next pass, "
+        "as PBS's scheduler does at its next cycle)",
     )
     p.add_argument(
         "--refresh-every", type=_positive, metavar="MIN", help="refresh queued jobs' estimates"
@@ -174,6 +183,7 @@ def _run_one(task: Tuple[str, str, Dict[str, Any]]) -> Tuple[str, str, Any, Any,
         opts["backfill_depth"],
         opts["sjbf"],
         refresh,
+        opts["lazy"],
     )
     elapsed = time.perf_counter() - started
     return path, name, result, sim.summarize(work, result), elapsed
@@ -208,6 +218,7 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         "correction": args.correction,
         "backfill_depth": args.backfill_depth,
         "sjbf": args.sjbf,
+        "lazy": args.lazy_corrections,
         "refresh_every_s": (args.refresh_every or 0) * 60,
         "refresh_pct": args.refresh_pct,
         "refresh_min_s": int(args.refresh_min * 60),
@@ -242,6 +253,7 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
                 "correction": args.correction,
                 "backfill_depth": args.backfill_depth,
                 "sjbf": args.sjbf,
+                "lazy_corrections": args.lazy_corrections,
                 "refresh_every_min": args.refresh_every,
                 "sources": {name: summary for _p, name, _r, summary, _e in mine},
             }

@@ -406,8 +406,13 @@ def simulate(
     backfill_depth: int = 1,
     sjbf: bool = False,
     refresh: Optional[Refresh] = None,
+    lazy_corrections: bool = False,
 ) -> SimResult:
     """Simulate FCFS + EASY backfilling with the estimates of ``source``; see the module doc.
+
+    ``lazy_corrections``: corrections get no scheduling pass of their own; they are applied
+    (in closed form) when a pass happens for an end or an arrival, as PBS's scheduler
+    extends soft walltimes when it runs a cycle.
 
     :param work: the jobs (none wider than ``procs_total``: see :func:`fit_machine`)
     :raises ValueError: bad parameters or a job wider than the machine
@@ -849,7 +854,9 @@ def simulate(
     while a < n or ends:
         t_arr = submit[a] if a < n else inf
         t_next = ends[0][0] if ends else inf
-        if backfill_depth == 1 and not _FULL:
+        if lazy_corrections:
+            t_corr = inf
+        elif backfill_depth == 1 and not _FULL:
             t_corr = next_cross
             if restale:
                 # The next instant the model has a pass at: also the next correction.
@@ -888,6 +895,8 @@ def simulate(
                 continue  # ended, or already advanced
             advance(j, t)
             schedule_correction(j)
+            if lazy_corrections:
+                full = True  # no crossing events: the next pass recomputes everything
         if track >= 0:
             shadow = float(est_end[track])  # the shadow moves with the tracked job
         # 2b. refresh
@@ -1059,7 +1068,7 @@ def format_table(report: Dict[str, Any]) -> str:
             else "",
         ),
         "",
-        "{:<17}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}{:>11}".format(
+        "{:<17}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}{:>12}".format(
             "wait in hours",
             "jobs",
             "mean",
@@ -1086,7 +1095,7 @@ def format_table(report: Dict[str, Any]) -> str:
             m = obj if cls is None else obj["by_class"][cls]
             b = None if base is None else (base if cls is None else base["by_class"][cls])
             lines.append(
-                "  {:<15}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}{:>11}".format(
+                "  {:<15}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}{:>12}".format(
                     name,
                     m["jobs"],
                     _fmt(m["wait_mean_h"], ".2f"),
@@ -1098,7 +1107,7 @@ def format_table(report: Dict[str, Any]) -> str:
                     _fmt(m["bsld_p95"], ".1f"),
                     _fmt(obj["utilization"], ".3f") if cls is None else "",
                     str(obj["corrections"]) if cls is None else "",
-                )
+                ).rstrip()
             )
     lines.append("")
     lines.append(

@@ -1,0 +1,62 @@
+"""Optional speed reference: AccaSim 1.1.3's EASY backfilling on the same SWF trace.
+
+AccaSim is not a dependency. It does not import on Python 3.11, so it lives in its own
+Python 3.9 virtual environment outside the repository; run this script with that Python:
+
+    ~/.pyenv/versions/3.9.18/bin/python -m venv /tmp/accasim-venv
+    /tmp/accasim-venv/bin/pip install accasim==1.1.3
+    /tmp/accasim-venv/bin/python tests/benchmarks/bench_accasim.py TRACE.swf[.gz] PROCS
+
+It simulates one node of PROCS cores (a processor pool) with AccaSim's FIFO dispatcher and
+EASY backfilling and prints the wall time of the simulation. AccaSim's EASY computes the
+head's reservation once and does not protect it, so its schedule differs from ours: this
+is a speed reference, not a correctness one.
+"""
+
+import gzip
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+
+def main():
+    trace, procs = sys.argv[1], int(sys.argv[2])
+    from accasim.base.allocator_class import FirstFit
+    from accasim.base.resource_manager_class import Resources  # noqa: F401 (import check)
+    from accasim.base.simulator_class import Simulator
+    from accasim.experimentation.schedulers import EASYBackfilling  # noqa: F401
+
+    tmp = tempfile.mkdtemp()
+    try:
+        path = trace
+        if trace.endswith(".gz"):
+            path = os.path.join(tmp, "trace.swf")
+            with gzip.open(trace, "rb") as src, open(path, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        config = os.path.join(tmp, "sys.config")
+        with open(config, "w") as fh:
+            json.dump(
+                {
+                    "groups": {"g0": {"core": procs, "mem": 10**12}},
+                    "resources": {"g0": 1},
+                    "equivalence": {},
+                    "start_time": 0,
+                },
+                fh,
+            )
+        from accasim.base.scheduler_class import EASYBackfilling as Easy
+
+        dispatcher = Easy(FirstFit())
+        sim = Simulator(path, config, dispatcher, RESULTS_FOLDER_PATH=tmp, pprint_output=False)
+        started = time.perf_counter()
+        sim.start_simulation(system_status=False, system_utilization=False)
+        print(f"AccaSim EASY on {os.path.basename(trace)}: {time.perf_counter() - started:.1f} s")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
