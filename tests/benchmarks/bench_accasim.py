@@ -25,9 +25,8 @@ import time
 def main():
     trace, procs = sys.argv[1], int(sys.argv[2])
     from accasim.base.allocator_class import FirstFit
-    from accasim.base.resource_manager_class import Resources  # noqa: F401 (import check)
+    from accasim.base.scheduler_class import EASYBackfilling
     from accasim.base.simulator_class import Simulator
-    from accasim.experimentation.schedulers import EASYBackfilling  # noqa: F401
 
     tmp = tempfile.mkdtemp()
     try:
@@ -40,17 +39,23 @@ def main():
         with open(config, "w") as fh:
             json.dump(
                 {
-                    "groups": {"g0": {"core": procs, "mem": 10**12}},
+                    "groups": {"g0": {"core": procs}},
                     "resources": {"g0": 1},
                     "equivalence": {},
                     "start_time": 0,
                 },
                 fh,
             )
-        from accasim.base.scheduler_class import EASYBackfilling as Easy
-
-        dispatcher = Easy(FirstFit())
-        sim = Simulator(path, config, dispatcher, RESULTS_FOLDER_PATH=tmp, pprint_output=False)
+        dispatcher = EASYBackfilling(FirstFit())
+        sim = Simulator(
+            path,
+            config,
+            dispatcher,
+            RESULTS_FOLDER_PATH=tmp,
+            scheduling_output=False,
+            statistics_output=False,
+            show_statistics=False,
+        )
         started = time.perf_counter()
         sim.start_simulation(system_status=False, system_utilization=False)
         print(f"AccaSim EASY on {os.path.basename(trace)}: {time.perf_counter() - started:.1f} s")
