@@ -31,6 +31,11 @@ lint: $(VENV)/.installed
 pytest: $(VENV)/.installed
 	$(BIN)/pytest
 
+## test-pbs: the hook inside a real OpenPBS server (root, Debian 12; ../shared/openpbs)
+.PHONY: test-pbs
+test-pbs: $(VENV)/.installed
+	$(BIN)/pytest -m pbs tests/pbs
+
 ## demo: end to end on a throwaway local PostgreSQL (or $SOFTWALLTIME_DSN if set)
 demo: $(VENV)/.installed
 	@set -e; \
@@ -74,6 +79,11 @@ bench-hook: $(VENV)/.installed
 .PHONY: bench-ingest
 bench-ingest: $(VENV)/.installed
 	$(BIN)/python tests/benchmarks/bench_ingest.py
+
+## bench-pbs: qsub throughput on the real OpenPBS server (no hook / empty hook / softwalltime)
+.PHONY: bench-pbs
+bench-pbs: $(VENV)/.installed
+	$(BIN)/python tests/benchmarks/bench_pbs.py
 
 ## bench-evaluate: replay speed (jobs/s) per predictor on HPC2N and CERIT-SC
 .PHONY: bench-evaluate

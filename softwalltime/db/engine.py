@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ..errors import ConfigError, DatabaseError
+from ..hookpath import dsn as dsnlib
 from ..hookpath.config import libpq_dsn, redact_dsn
 
 # How long the CLI waits for a server before saying it cannot connect (libpq needs >= 2 s
@@ -66,7 +67,7 @@ def describe_connect_error(dsn: str, err: BaseException) -> str:
     reason = str(getattr(err, "orig", None) or err).strip().splitlines()
     first = reason[0] if reason else type(err).__name__
     # libpq can echo parts of the connection string in its message.
-    first = redact_dsn(first)
+    first = dsnlib.scrub(first, dsn)
     return f"cannot connect to PostgreSQL at {dsn_target(dsn)}: {first}"
 
 
@@ -126,3 +127,18 @@ def head_revision() -> str | None:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def history_rows(connection: Connection) -> str:
+    """What the history tables hold, e.g. "1234 rows in finished_jobs"; "" when empty."""
+    held = []
+    for table in ("finished_jobs", "job_reruns", "ingest_checkpoints"):
+        exists = connection.execute(
+            sa.text("SELECT to_regclass(:name) IS NOT NULL"), {"name": table}
+        ).scalar()
+        if exists:
+            # the table name comes from the fixed tuple above, never from input
+            count = connection.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar()  # noqa: S608
+            if count:
+                held.append(f"{count} rows in {table}")
+    return ", ".join(held)

@@ -5,7 +5,10 @@ fetches history, so it runs unchanged in tests, ``softwalltime predict`` and the
 
 Rules, in order (each "leave" names its reason in :attr:`Decision.reason`):
 
-1. only ``queuejob`` and ``runjob`` are handled;
+1. only ``queuejob``, ``runjob`` and ``modifyjob`` are handled (the hook calls this at
+   ``modifyjob`` only when the request changes the walltime; the job is then predicted
+   again for the new walltime, so that a user's ``qalter -l walltime=`` below the current
+   soft walltime is not refused by the server);
 2. user and queue allow/deny lists (deny wins; an empty allow list allows all). At
    ``queuejob`` the queue may be ``""`` (PBS substitutes the default queue later): when
    queue lists are configured such a job is left for ``runjob``, which sees the real queue;
@@ -25,7 +28,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from .predict import HistoryRow, Prediction, PredictorParams, predict
 
-EVENTS = ("queuejob", "runjob")
+EVENTS = ("queuejob", "runjob", "modifyjob")
 
 # fetch(username, limit, with_walltime_only) -> [(runtime_s, walltime_s or None), ...]
 HistoryFetch = Callable[[str, int, bool], Sequence[HistoryRow]]
@@ -80,10 +83,12 @@ def decide(
 ) -> Decision:
     """Decide what to set on one job.
 
-    :param event: ``"queuejob"`` or ``"runjob"`` (anything else: leave alone)
-    :param user: the job's user (queuejob: the requestor; runjob: euser)
+    :param event: ``"queuejob"``, ``"runjob"`` or ``"modifyjob"`` (anything else: leave
+        alone)
+    :param user: the job's user (queuejob: the requestor; runjob, modifyjob: euser)
     :param queue: the queue as the event shows it; ``""`` or None if not known yet
-    :param walltime_s: the requested walltime in seconds, None if unset
+    :param walltime_s: the requested walltime in seconds, None if unset (modifyjob: the new
+        walltime)
     :param existing_soft_s: the soft_walltime already on the job in seconds, None if unset
     :param shrink_to_fit: the job has ``min_walltime`` (PBS forbids soft_walltime then)
     :param wait_s: seconds since the job was created (runjob), None if unknown
@@ -102,7 +107,7 @@ def decide(
         return Decision(None, prediction, f"{who}: leave alone: {why}")
 
     if event not in EVENTS:
-        return leave("not a queuejob or runjob event")
+        return leave("not a queuejob, runjob or modifyjob event")
     if not user:
         return leave("no user name")
     excluded = _listed(user, settings.users_allow, settings.users_deny)
