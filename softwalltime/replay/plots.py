@@ -202,7 +202,12 @@ def plot_simulation_by_class(
     axes = fig.subplots(1, len(CLASSES), sharey=True)
     for ax, (cls, _limit) in zip(axes, CLASSES):
         idx = [k for k, c in enumerate(classes) if c == cls]
-        data = [[values[name][k] for k in idx] or [floor] for name in names]
+        ax.set_title(f"{_CLASS_TITLES[cls]}: {len(idx)} jobs", fontsize=10)
+        if not idx:
+            ax.text(0.5, 0.5, "no jobs", ha="center", va="center", transform=ax.transAxes)
+            ax.set_xticks([])
+            continue
+        data = [[values[name][k] for k in idx] for name in names]
         boxes = ax.boxplot(
             data, whis=(5, 95), showfliers=False, patch_artist=True, medianprops={"color": "k"}
         )
@@ -214,7 +219,6 @@ def plot_simulation_by_class(
         ax.set_xticks(range(1, len(names) + 1))
         ax.set_xticklabels(names)
         ax.set_yscale("log")
-        ax.set_title(f"{_CLASS_TITLES[cls]}: {len(idx)} jobs", fontsize=10)
         ax.grid(True, axis="y", alpha=0.4)
     axes[0].set_ylabel(
         "wait time (hours, log; < 1 min drawn at 1 min)"
