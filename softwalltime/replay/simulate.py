@@ -793,7 +793,7 @@ def simulate(
                 c = crossing(j, shadow)
             if c < best:
                 best = c
-        if is_pbs and best < inf and queue:
+        if best < inf and queue:
             # Many short pbs increments (a 1-second estimate of a long job) cross often;
             # skip windows in which provably no pass could start a job.
             bound = min(submit[a] if a < n else inf, ends[0][0] if ends else inf, next_refresh)
@@ -804,33 +804,40 @@ def simulate(
         return best
 
     def virtual_end(j: int, e_end: int, when: float) -> int:
-        # Running job j's estimated end after the pbs corrections due by ``when``.
+        # Running job j's estimated end after the corrections due by ``when``.
         e = est[j]
         st = start[j]
         w = wall[j]
-        first = st + e
         limit = min(when, st + run[j] - 1)
-        if e >= w or first > limit:
+        if e >= w or step_time(j, e) > limit:
             return e_end
-        inc = max(orig[j], 1)
-        m = min(int((limit - first) // inc) + 1, -(-(w - e) // inc))
-        return st + min(e + m * inc, w)
+        if is_pbs:
+            inc = max(orig[j], 1)
+            m = min(int((limit - st - e) // inc) + 1, -(-(w - e) // inc))
+            return st + min(e + m * inc, w)
+        i = ncorr[j]
+        while e < w and step_time(j, e) <= limit:
+            i += 1
+            e = next_estimate(j, e, i)
+        return st + e
 
     def noop_until(t: int, last: float) -> int:
         # The latest instant T <= last such that no pass in [t, T] can start a job, with
-        # nothing but pbs corrections happening: estimated ends only grow, so the shadow
+        # nothing but corrections happening: estimated ends only grow, so the shadow
         # at any such instant is at most S_T (the shadow with the ends due by T), and extra
         # at most the processors of jobs ending by S_T now.
         head = queue[0]
         need = procs[head] - free
+        margin = SIMPLE_MARGIN_S if is_simple else 0
         ok = t
         d = 256
         while True:
             cand = min(t + d, last)
             if cand <= ok:
                 return ok
+            due = cand + margin  # ends whose next correction is due by cand
             ends_t = sorted(
-                (virtual_end(j, e, cand) if e <= cand else e, procs[j]) for e, j in running
+                (virtual_end(j, e, cand) if e <= due else e, procs[j]) for e, j in running
             )
             acc = 0
             s_t = inf
