@@ -30,11 +30,18 @@ def main():
 
     tmp = tempfile.mkdtemp()
     try:
-        path = trace
-        if trace.endswith(".gz"):
-            path = os.path.join(tmp, "trace.swf")
-            with gzip.open(trace, "rb") as src, open(path, "wb") as dst:
-                shutil.copyfileobj(src, dst)
+        # A processor pool: memory fields (7 used, 10 requested) set to unknown, so that
+        # jobs ask for cores only.
+        path = os.path.join(tmp, "trace.swf")
+        opener = gzip.open if trace.endswith(".gz") else open
+        with opener(trace, "rt") as src, open(path, "w") as dst:
+            for line in src:
+                fields = line.split()
+                if line.startswith(";") or len(fields) < 18:
+                    dst.write(line)
+                    continue
+                fields[6] = fields[9] = "-1"
+                dst.write(" ".join(fields) + "\n")
         config = os.path.join(tmp, "sys.config")
         with open(config, "w") as fh:
             json.dump(
