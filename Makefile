@@ -59,7 +59,10 @@ demo: $(VENV)/.installed
 	echo "$$ softwalltime predict --user alice --walltime 00:10:00 --predictor v1"; \
 	$(BIN)/softwalltime predict --user alice --walltime 00:10:00 --predictor v1; \
 	echo "$$ softwalltime evaluate softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz"; \
-	$(BIN)/softwalltime evaluate softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz
+	$(BIN)/softwalltime evaluate softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz; \
+	echo "$$ softwalltime simulate --procs 2176 --estimates users,v3,perfect softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz"; \
+	$(BIN)/softwalltime simulate --procs 2176 --estimates users,v3,perfect \
+	  softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz
 
 demo-stop:
 	@[ ! -d .demo/pg ] || $(BIN)/python -m softwalltime.db.localpg stop .demo/pg
@@ -87,3 +90,8 @@ bench-pbs: $(VENV)/.installed
 .PHONY: bench-evaluate
 bench-evaluate: $(VENV)/.installed
 	$(BIN)/python tests/benchmarks/bench_evaluate.py
+
+## bench-simulate: scheduler simulation time and jobs/s per estimate source on HPC2N
+.PHONY: bench-simulate
+bench-simulate: $(VENV)/.installed
+	$(BIN)/python tests/benchmarks/bench_simulate.py
