@@ -361,6 +361,14 @@ def test_sslmode_require_with_a_self_signed_certificate(auth_cluster, tmp_path, 
     conn = pgwire.connect(auth_cluster.tcp_dsn("md5_user", "disable"), _deadline())
     assert _ssl_in_use(conn) is False
     conn.close()
+    # libpq's fallbacks: prefer retries without TLS when the server refuses the TLS session
+    # (md5_user: hostnossl only), allow retries with TLS (scram_user: hostssl only)
+    conn = pgwire.connect(auth_cluster.tcp_dsn("md5_user", "prefer"), _deadline())
+    assert _ssl_in_use(conn) is False
+    conn.close()
+    conn = pgwire.connect(auth_cluster.tcp_dsn("scram_user", "allow"), _deadline())
+    assert _ssl_in_use(conn) is True
+    conn.close()
     # scram_user may only come over TLS
     with pytest.raises(pgwire.PgError, match="no pg_hba.conf entry"):
         pgwire.connect(auth_cluster.tcp_dsn("scram_user", "disable"), _deadline())

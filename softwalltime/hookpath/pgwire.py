@@ -724,7 +724,7 @@ def connect(
     :raises DatabaseError: every host failed; the message never contains a secret
     """
     env = {} if environ is None else environ
-    params = _checked(dsnlib.parse(dsn))
+    params = dict(dsnlib.parse(dsn))
     for key, var in (
         ("host", "PGHOST"),
         ("port", "PGPORT"),
@@ -734,6 +734,7 @@ def connect(
     ):
         if not params.get(key) and env.get(var):
             params[key] = env[var]
+    params = _checked(params)
     if not params.get("user"):
         # libpq: the effective uid's name, never $USER or $LOGNAME
         params["user"] = pwd.getpwuid(os.geteuid()).pw_name
@@ -753,26 +754,46 @@ def connect(
         if password is None:
             pass_host = names[index] if index < len(names) and names[index] else host
             password = pgpass_password(params, pass_host, str(port), env)
-        sock = None
-        try:
-            sock = _open_socket(host, port, deadline)
-            if not host.startswith("/"):
-                sock = _tls(sock, params, server_name, deadline)
-            conn = Connection(sock, deadline)
-            conn._startup(
-                _startup_parameters(params, startup or {}), password, params.get("require_auth", "")
-            )
-            return conn
-        except (OSError, DatabaseError, ValueError) as err:
-            if sock is not None:
-                try:
-                    sock.close()
-                except OSError:
-                    pass
-            errors.append("{}: {}".format(_where(host, port), " ".join(str(err).split())))
-            last = err
-            if time.monotonic() >= deadline:
+        # libpq: sslmode=prefer tries TLS, then without it if the server refuses the TLS
+        # session; allow tries without, then with TLS. A unix socket never uses TLS.
+        mode = params.get("sslmode") or "prefer"
+        modes = [mode]
+        if host.startswith("/"):
+            modes = ["disable"]
+        elif mode == "prefer":
+            modes = ["prefer", "disable"]
+        elif mode == "allow":
+            modes = ["disable", "require"]
+        for attempt, tls_mode in enumerate(modes):
+            sock = None
+            try:
+                sock = _open_socket(host, port, deadline)
+                sock = _tls(sock, dict(params, sslmode=tls_mode), server_name, deadline)
+                conn = Connection(sock, deadline)
+                conn._startup(
+                    _startup_parameters(params, startup or {}),
+                    password,
+                    params.get("require_auth", ""),
+                )
+                return conn
+            except (OSError, DatabaseError, ValueError) as err:
+                if sock is not None:
+                    try:
+                        sock.close()
+                    except OSError:
+                        pass
+                retry = (
+                    isinstance(err, PgError)
+                    and attempt + 1 < len(modes)
+                    and (tls_mode != "prefer" or isinstance(sock, ssl.SSLSocket))
+                )
+                if retry and time.monotonic() < deadline:
+                    continue  # the server refused this session: try the other way
+                errors.append("{}: {}".format(_where(host, port), " ".join(str(err).split())))
+                last = err
                 break
+        if time.monotonic() >= deadline:
+            break
     message = "; ".join(errors) or "no host to connect to"
     if isinstance(last, PgError):
         # the server's own refusal (authentication, unknown database...): keep its SQLSTATE
