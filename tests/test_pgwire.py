@@ -560,3 +560,33 @@ def test_require_auth(auth_cluster, user, rule, ok):
         with pytest.raises(DatabaseError, match="authentication method requirement") as err:
             pgwire.connect(dsn, _deadline())
         assert all(p not in str(err.value) for p in PASSWORDS.values())
+
+
+def test_connect_timeout_bounds_each_host_as_in_libpq(auth_cluster):
+    """A host that accepts and never answers must not starve the next one of the list."""
+    from helpers_history import HangingServer
+
+    server = HangingServer()
+    try:
+        dsn = auth_cluster.tcp_dsn("md5_user", "disable").replace(
+            "host=127.0.0.1", "host=127.0.0.1,127.0.0.1"
+        )
+        dsn = dsn.replace(f"port={auth_cluster.port}", f"port={server.port},{auth_cluster.port}")
+        # without connect_timeout the first host takes the whole deadline
+        start = time.monotonic()
+        with pytest.raises(DatabaseError, match="timed out"):
+            pgwire.connect(dsn, time.monotonic() + 1.0)
+        assert time.monotonic() - start < 1.2
+        # with it, libpq's at-least-2-seconds per host, then the second host answers
+        start = time.monotonic()
+        conn = pgwire.connect(dsn + " connect_timeout=1", time.monotonic() + 4.0)
+        elapsed = time.monotonic() - start
+        try:
+            assert _who(conn)[0] == "md5_user"
+        finally:
+            conn.close()
+        assert 1.9 < elapsed < 3.0, elapsed
+        with pytest.raises(DatabaseError, match='invalid integer value "x"'):
+            pgwire.connect(dsn + " connect_timeout=x", _deadline())
+    finally:
+        server.close()

@@ -670,6 +670,19 @@ def _checked(parsed: Mapping[str, str]) -> Dict[str, str]:
     return params
 
 
+def _int_param(params: Mapping[str, str], key: str) -> int:
+    """An integer keyword as libpq's ``parse_int_param`` reads it (0 when absent)."""
+    text = (params.get(key) or "").strip()
+    if not text:
+        return 0
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise DatabaseError(
+            f'invalid integer value "{params[key]}" for connection option "{key}"'
+        ) from None
+
+
 def _auth_rule(text: str) -> Tuple[bool, List[str]]:
     """``require_auth``: (negated, methods). ``!md5,!password`` forbids, ``scram-sha-256``
     allows only that."""
@@ -743,6 +756,7 @@ def connect(
         found = [d for d in DEFAULT_SOCKET_DIRS if os.path.isdir(d)]
         params["host"] = found[0] if found else "localhost"
     names = (params.get("host") or "").split(",")
+    per_host = _int_param(params, "connect_timeout")
     errors = []
     last = None  # type: Optional[BaseException]
     for index, (host, port_text) in enumerate(dsnlib.host_port_pairs(params)):
@@ -764,17 +778,22 @@ def connect(
             modes = ["prefer", "disable"]
         elif mode == "allow":
             modes = ["disable", "require"]
+        # libpq's connect_timeout bounds each host (at least 2 s), within our deadline
+        host_deadline = deadline
+        if per_host > 0:
+            host_deadline = min(deadline, time.monotonic() + max(per_host, 2))
         for attempt, tls_mode in enumerate(modes):
             sock = None
             try:
-                sock = _open_socket(host, port, deadline)
-                sock = _tls(sock, dict(params, sslmode=tls_mode), server_name, deadline)
-                conn = Connection(sock, deadline)
+                sock = _open_socket(host, port, host_deadline)
+                sock = _tls(sock, dict(params, sslmode=tls_mode), server_name, host_deadline)
+                conn = Connection(sock, host_deadline)
                 conn._startup(
                     _startup_parameters(params, startup or {}),
                     password,
                     params.get("require_auth", ""),
                 )
+                conn.set_deadline(deadline)
                 return conn
             except (OSError, DatabaseError, ValueError) as err:
                 if sock is not None:
