@@ -15,11 +15,20 @@ Why not psycopg2 or another driver on the hook path:
   whole event, and libpq's ``connect_timeout`` takes whole seconds (at least 2 before 17).
 
 It implements what the hook needs and nothing more: unix-socket and TCP connections
-(host lists tried in order), TLS by ``sslmode`` (disable, allow, prefer, require,
-verify-ca, verify-full) with the standard ``ssl`` module, trust / password / MD5 /
-SCRAM-SHA-256 authentication, ``~/.pgpass``, and parameterized queries through the
-extended protocol with text parameters (``$1``, ``$2``...). Results are decoded for
-integers, floats, booleans and text; other types come back as text.
+(host lists tried in order, ``connect_timeout`` per host), TLS by ``sslmode`` (disable,
+allow, prefer, require, verify-ca, verify-full, with libpq's fallbacks and root-certificate
+rules) with the standard ``ssl`` module, trust / password / MD5 / SCRAM-SHA-256 (SASLprep,
+no channel binding) authentication, ``require_auth``, ``~/.pgpass`` / ``passfile`` with
+libpq's matching rules, and parameterized queries through the extended protocol with text
+parameters (``$1``, ``$2``...). Results are decoded for integers, floats, booleans and text;
+other types come back as text. The session's client_encoding is always UTF8.
+
+Where it differs from libpq it refuses rather than ignores: unknown keywords (a typo in
+``sslmode`` must not quietly connect without TLS), ``channel_binding=require``,
+``gssencmode=require``, ``sslnegotiation=direct``, ``service``, ``replication``.
+Accepted but not acted on: keepalives, ``target_session_attrs``, ``load_balance_hosts``,
+CRLs, ``sslsni``, TLS protocol bounds (the ``ssl`` module's defaults apply).
+tests/test_pgwire.py checks it against a real server.
 
 Hook path: Python 3.6+ syntax, standard library only.
 """
