@@ -590,3 +590,32 @@ def test_connect_timeout_bounds_each_host_as_in_libpq(auth_cluster):
             pgwire.connect(dsn + " connect_timeout=x", _deadline())
     finally:
         server.close()
+
+
+def test_a_stale_prepared_statement_is_prepared_again(auth_cluster):
+    """DEALLOCATE (or a pooler's other session) and ALTER TABLE invalidate the hook's
+    prepared lookup; the next query prepares it again instead of failing the event."""
+    admin = auth_cluster.admin()
+    conn = pgwire.connect(auth_cluster.cluster.dsn("postgres"), _deadline())
+    try:
+        with admin.cursor() as cur:
+            cur.execute("DROP TABLE IF EXISTS stale; CREATE TABLE stale (a int)")
+            cur.execute("INSERT INTO stale VALUES (1)")
+        q = "SELECT * FROM stale WHERE a >= $1"
+        for _ in range(2):
+            assert conn.query(q, (0,), _deadline(), prepare=True) == [(1,)]
+        conn.query("DEALLOCATE ALL", (), _deadline())
+        assert conn.query(q, (0,), _deadline(), prepare=True) == [(1,)]
+        with admin.cursor() as cur:
+            cur.execute("ALTER TABLE stale ADD COLUMN b text DEFAULT 'x'")
+        assert conn.query(q, (0,), _deadline(), prepare=True) == [(1, "x")]
+        # a real error is still raised, and the connection stays usable
+        with pytest.raises(pgwire.PgError) as err:
+            conn.query("SELECT 1/$1", (0,), _deadline(), prepare=True)
+        assert err.value.sqlstate == "22012"
+        assert conn.query(q, (0,), _deadline(), prepare=True) == [(1, "x")]
+    finally:
+        conn.close()
+        with admin.cursor() as cur:
+            cur.execute("DROP TABLE stale")
+        admin.close()

@@ -63,6 +63,10 @@ MAX_MESSAGE = 64 * 1024 * 1024
 # Authentication request codes libpq knows and this client does not do.
 _AUTH_NAMES = {2: "Kerberos V5", 6: "SCM credentials", 7: "GSSAPI", 8: "GSSAPI", 9: "SSPI"}
 
+# A cached prepared statement that no longer works as prepared: 26000 invalid statement
+# name (gone), 0A000 "cached plan must not change result type".
+_STALE_STATEMENT = frozenset(("26000", "0A000"))
+
 _INT_OIDS = frozenset((20, 21, 23, 26, 28))  # int8 int2 int4 oid xid
 _FLOAT_OIDS = frozenset((700, 701))
 _BOOL_OID = 16
@@ -351,6 +355,17 @@ class Connection:
             raise DatabaseError("connection is closed")
         if deadline is not None:
             self._deadline = deadline
+        try:
+            return self._query(sql, params, prepare)
+        except PgError as err:
+            if not (prepare and err.sqlstate in _STALE_STATEMENT):
+                raise
+        # The prepared statement is gone (DEALLOCATE, a pooler's other session) or its
+        # result type changed (ALTER TABLE): prepare it afresh, once, in the time left.
+        self._prepared.pop(sql, None)
+        return self._query(sql, params, prepare)
+
+    def _query(self, sql: str, params: Sequence[Any], prepare: bool) -> List[Tuple[Any, ...]]:
         name = b""
         parse = b""
         if prepare:
