@@ -361,6 +361,14 @@ def test_sslmode_require_with_a_self_signed_certificate(auth_cluster, tmp_path, 
     conn = pgwire.connect(auth_cluster.tcp_dsn("md5_user", "disable"), _deadline())
     assert _ssl_in_use(conn) is False
     conn.close()
+    # libpq's fallbacks: prefer retries without TLS when the server refuses the TLS session
+    # (md5_user: hostnossl only), allow retries with TLS (scram_user: hostssl only)
+    conn = pgwire.connect(auth_cluster.tcp_dsn("md5_user", "prefer"), _deadline())
+    assert _ssl_in_use(conn) is False
+    conn.close()
+    conn = pgwire.connect(auth_cluster.tcp_dsn("scram_user", "allow"), _deadline())
+    assert _ssl_in_use(conn) is True
+    conn.close()
     # scram_user may only come over TLS
     with pytest.raises(pgwire.PgError, match="no pg_hba.conf entry"):
         pgwire.connect(auth_cluster.tcp_dsn("scram_user", "disable"), _deadline())
@@ -552,3 +560,62 @@ def test_require_auth(auth_cluster, user, rule, ok):
         with pytest.raises(DatabaseError, match="authentication method requirement") as err:
             pgwire.connect(dsn, _deadline())
         assert all(p not in str(err.value) for p in PASSWORDS.values())
+
+
+def test_connect_timeout_bounds_each_host_as_in_libpq(auth_cluster):
+    """A host that accepts and never answers must not starve the next one of the list."""
+    from helpers_history import HangingServer
+
+    server = HangingServer()
+    try:
+        dsn = auth_cluster.tcp_dsn("md5_user", "disable").replace(
+            "host=127.0.0.1", "host=127.0.0.1,127.0.0.1"
+        )
+        dsn = dsn.replace(f"port={auth_cluster.port}", f"port={server.port},{auth_cluster.port}")
+        # without connect_timeout the first host takes the whole deadline
+        start = time.monotonic()
+        with pytest.raises(DatabaseError, match="timed out"):
+            pgwire.connect(dsn, time.monotonic() + 1.0)
+        assert time.monotonic() - start < 1.2
+        # with it, libpq's at-least-2-seconds per host, then the second host answers
+        start = time.monotonic()
+        conn = pgwire.connect(dsn + " connect_timeout=1", time.monotonic() + 4.0)
+        elapsed = time.monotonic() - start
+        try:
+            assert _who(conn)[0] == "md5_user"
+        finally:
+            conn.close()
+        assert 1.9 < elapsed < 3.0, elapsed
+        with pytest.raises(DatabaseError, match='invalid integer value "x"'):
+            pgwire.connect(dsn + " connect_timeout=x", _deadline())
+    finally:
+        server.close()
+
+
+def test_a_stale_prepared_statement_is_prepared_again(auth_cluster):
+    """DEALLOCATE (or a pooler's other session) and ALTER TABLE invalidate the hook's
+    prepared lookup; the next query prepares it again instead of failing the event."""
+    admin = auth_cluster.admin()
+    conn = pgwire.connect(auth_cluster.cluster.dsn("postgres"), _deadline())
+    try:
+        with admin.cursor() as cur:
+            cur.execute("DROP TABLE IF EXISTS stale; CREATE TABLE stale (a int)")
+            cur.execute("INSERT INTO stale VALUES (1)")
+        q = "SELECT * FROM stale WHERE a >= $1"
+        for _ in range(2):
+            assert conn.query(q, (0,), _deadline(), prepare=True) == [(1,)]
+        conn.query("DEALLOCATE ALL", (), _deadline())
+        assert conn.query(q, (0,), _deadline(), prepare=True) == [(1,)]
+        with admin.cursor() as cur:
+            cur.execute("ALTER TABLE stale ADD COLUMN b text DEFAULT 'x'")
+        assert conn.query(q, (0,), _deadline(), prepare=True) == [(1, "x")]
+        # a real error is still raised, and the connection stays usable
+        with pytest.raises(pgwire.PgError) as err:
+            conn.query("SELECT 1/$1", (0,), _deadline(), prepare=True)
+        assert err.value.sqlstate == "22012"
+        assert conn.query(q, (0,), _deadline(), prepare=True) == [(1, "x")]
+    finally:
+        conn.close()
+        with admin.cursor() as cur:
+            cur.execute("DROP TABLE stale")
+        admin.close()

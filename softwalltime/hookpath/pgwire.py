@@ -15,11 +15,20 @@ Why not psycopg2 or another driver on the hook path:
   whole event, and libpq's ``connect_timeout`` takes whole seconds (at least 2 before 17).
 
 It implements what the hook needs and nothing more: unix-socket and TCP connections
-(host lists tried in order), TLS by ``sslmode`` (disable, allow, prefer, require,
-verify-ca, verify-full) with the standard ``ssl`` module, trust / password / MD5 /
-SCRAM-SHA-256 authentication, ``~/.pgpass``, and parameterized queries through the
-extended protocol with text parameters (``$1``, ``$2``...). Results are decoded for
-integers, floats, booleans and text; other types come back as text.
+(host lists tried in order, ``connect_timeout`` per host), TLS by ``sslmode`` (disable,
+allow, prefer, require, verify-ca, verify-full, with libpq's fallbacks and root-certificate
+rules) with the standard ``ssl`` module, trust / password / MD5 / SCRAM-SHA-256 (SASLprep,
+no channel binding) authentication, ``require_auth``, ``~/.pgpass`` / ``passfile`` with
+libpq's matching rules, and parameterized queries through the extended protocol with text
+parameters (``$1``, ``$2``...). Results are decoded for integers, floats, booleans and text;
+other types come back as text. The session's client_encoding is always UTF8.
+
+Where it differs from libpq it refuses rather than ignores: unknown keywords (a typo in
+``sslmode`` must not quietly connect without TLS), ``channel_binding=require``,
+``gssencmode=require``, ``sslnegotiation=direct``, ``service``, ``replication``.
+Accepted but not acted on: keepalives, ``target_session_attrs``, ``load_balance_hosts``,
+CRLs, ``sslsni``, TLS protocol bounds (the ``ssl`` module's defaults apply).
+tests/test_pgwire.py checks it against a real server.
 
 Hook path: Python 3.6+ syntax, standard library only.
 """
@@ -53,6 +62,10 @@ QUERY_CANCELED = "57014"
 MAX_MESSAGE = 64 * 1024 * 1024
 # Authentication request codes libpq knows and this client does not do.
 _AUTH_NAMES = {2: "Kerberos V5", 6: "SCM credentials", 7: "GSSAPI", 8: "GSSAPI", 9: "SSPI"}
+
+# A cached prepared statement that no longer works as prepared: 26000 invalid statement
+# name (gone), 0A000 "cached plan must not change result type".
+_STALE_STATEMENT = frozenset(("26000", "0A000"))
 
 _INT_OIDS = frozenset((20, 21, 23, 26, 28))  # int8 int2 int4 oid xid
 _FLOAT_OIDS = frozenset((700, 701))
@@ -342,6 +355,17 @@ class Connection:
             raise DatabaseError("connection is closed")
         if deadline is not None:
             self._deadline = deadline
+        try:
+            return self._query(sql, params, prepare)
+        except PgError as err:
+            if not (prepare and err.sqlstate in _STALE_STATEMENT):
+                raise
+        # The prepared statement is gone (DEALLOCATE, a pooler's other session) or its
+        # result type changed (ALTER TABLE): prepare it afresh, once, in the time left.
+        self._prepared.pop(sql, None)
+        return self._query(sql, params, prepare)
+
+    def _query(self, sql: str, params: Sequence[Any], prepare: bool) -> List[Tuple[Any, ...]]:
         name = b""
         parse = b""
         if prepare:
@@ -670,6 +694,19 @@ def _checked(parsed: Mapping[str, str]) -> Dict[str, str]:
     return params
 
 
+def _int_param(params: Mapping[str, str], key: str) -> int:
+    """An integer keyword as libpq's ``parse_int_param`` reads it (0 when absent)."""
+    text = (params.get(key) or "").strip()
+    if not text:
+        return 0
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise DatabaseError(
+            f'invalid integer value "{params[key]}" for connection option "{key}"'
+        ) from None
+
+
 def _auth_rule(text: str) -> Tuple[bool, List[str]]:
     """``require_auth``: (negated, methods). ``!md5,!password`` forbids, ``scram-sha-256``
     allows only that."""
@@ -724,7 +761,7 @@ def connect(
     :raises DatabaseError: every host failed; the message never contains a secret
     """
     env = {} if environ is None else environ
-    params = _checked(dsnlib.parse(dsn))
+    params = dict(dsnlib.parse(dsn))
     for key, var in (
         ("host", "PGHOST"),
         ("port", "PGPORT"),
@@ -734,6 +771,7 @@ def connect(
     ):
         if not params.get(key) and env.get(var):
             params[key] = env[var]
+    params = _checked(params)
     if not params.get("user"):
         # libpq: the effective uid's name, never $USER or $LOGNAME
         params["user"] = pwd.getpwuid(os.geteuid()).pw_name
@@ -742,6 +780,7 @@ def connect(
         found = [d for d in DEFAULT_SOCKET_DIRS if os.path.isdir(d)]
         params["host"] = found[0] if found else "localhost"
     names = (params.get("host") or "").split(",")
+    per_host = _int_param(params, "connect_timeout")
     errors = []
     last = None  # type: Optional[BaseException]
     for index, (host, port_text) in enumerate(dsnlib.host_port_pairs(params)):
@@ -753,26 +792,51 @@ def connect(
         if password is None:
             pass_host = names[index] if index < len(names) and names[index] else host
             password = pgpass_password(params, pass_host, str(port), env)
-        sock = None
-        try:
-            sock = _open_socket(host, port, deadline)
-            if not host.startswith("/"):
-                sock = _tls(sock, params, server_name, deadline)
-            conn = Connection(sock, deadline)
-            conn._startup(
-                _startup_parameters(params, startup or {}), password, params.get("require_auth", "")
-            )
-            return conn
-        except (OSError, DatabaseError, ValueError) as err:
-            if sock is not None:
-                try:
-                    sock.close()
-                except OSError:
-                    pass
-            errors.append("{}: {}".format(_where(host, port), " ".join(str(err).split())))
-            last = err
-            if time.monotonic() >= deadline:
+        # libpq: sslmode=prefer tries TLS, then without it if the server refuses the TLS
+        # session; allow tries without, then with TLS. A unix socket never uses TLS.
+        mode = params.get("sslmode") or "prefer"
+        modes = [mode]
+        if host.startswith("/"):
+            modes = ["disable"]
+        elif mode == "prefer":
+            modes = ["prefer", "disable"]
+        elif mode == "allow":
+            modes = ["disable", "require"]
+        # libpq's connect_timeout bounds each host (at least 2 s), within our deadline
+        host_deadline = deadline
+        if per_host > 0:
+            host_deadline = min(deadline, time.monotonic() + max(per_host, 2))
+        for attempt, tls_mode in enumerate(modes):
+            sock = None
+            try:
+                sock = _open_socket(host, port, host_deadline)
+                sock = _tls(sock, dict(params, sslmode=tls_mode), server_name, host_deadline)
+                conn = Connection(sock, host_deadline)
+                conn._startup(
+                    _startup_parameters(params, startup or {}),
+                    password,
+                    params.get("require_auth", ""),
+                )
+                conn.set_deadline(deadline)
+                return conn
+            except (OSError, DatabaseError, ValueError) as err:
+                if sock is not None:
+                    try:
+                        sock.close()
+                    except OSError:
+                        pass
+                retry = (
+                    isinstance(err, PgError)
+                    and attempt + 1 < len(modes)
+                    and (tls_mode != "prefer" or isinstance(sock, ssl.SSLSocket))
+                )
+                if retry and time.monotonic() < deadline:
+                    continue  # the server refused this session: try the other way
+                errors.append("{}: {}".format(_where(host, port), " ".join(str(err).split())))
+                last = err
                 break
+        if time.monotonic() >= deadline:
+            break
     message = "; ".join(errors) or "no host to connect to"
     if isinstance(last, PgError):
         # the server's own refusal (authentication, unknown database...): keep its SQLSTATE
