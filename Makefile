@@ -62,7 +62,9 @@ demo: $(VENV)/.installed
 	$(BIN)/softwalltime evaluate softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz; \
 	echo "$$ softwalltime simulate --procs 2176 --estimates users,v3,perfect softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz"; \
 	$(BIN)/softwalltime simulate --procs 2176 --estimates users,v3,perfect \
-	  softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz
+	  softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz; \
+	echo "# to run further commands on this database:"; \
+	echo "#   export SOFTWALLTIME_DSN='$$SOFTWALLTIME_DSN' PATH=\"$$PWD/$(BIN):\$$PATH\""
 
 demo-stop:
 	@[ ! -d .demo/pg ] || $(BIN)/python -m softwalltime.db.localpg stop .demo/pg

@@ -175,3 +175,26 @@ def test_dsn_option_help_warns_about_ps(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     assert "visible to every local user in ps" in capsys.readouterr().out
+
+
+def test_config_command_shows_defaults_lists_and_a_source_per_key(capsys, tmp_path, monkeypatch):
+    """Issue 9 item 18: it showed 'accounting_dir None', lists as '()' and one combined
+    source line; now the documented default, JSON lists and where each key came from."""
+    from softwalltime import cli
+
+    for name in [n for n in os.environ if n.startswith("SOFTWALLTIME_")]:
+        monkeypatch.delenv(name)
+    cfg = _write(tmp_path, {"users_deny": ["root", "backup"], "dsn": "postgresql://u:pw@h/d"})
+    os.chmod(cfg, 0o600)
+    monkeypatch.setenv("SOFTWALLTIME_PREDICTOR", "v2")
+    assert cli.main(["--config", cfg, "--dsn", "host=h password=pw2", "config"]) == 0
+    rows = {
+        line.split()[0]: line.split(None, 1)[1] for line in capsys.readouterr().out.splitlines()
+    }
+    assert rows["dsn"].split() == ["host=h", "password=***", "--dsn"]
+    assert rows["predictor"].split() == ["v2", "SOFTWALLTIME_PREDICTOR"]
+    assert rows["users_deny"].rsplit(None, 1) == ['["root", "backup"]', cfg]
+    assert rows["users_allow"].split() == ["[]", "default"]
+    assert rows["accounting_dir"].split() == ["$PBS_HOME/server_priv/accounting", "default"]
+    assert rows["dry_run"].split() == ["false", "default"]
+    assert "source" not in rows and "pw" not in "".join(rows.values()).replace("password", "")

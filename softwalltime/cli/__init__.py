@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import logging
 import os
 import sys
@@ -134,11 +135,28 @@ def _db_current(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+# How a setting left unset reads (what the tools then use).
+_UNSET = {
+    "dsn": "(none)",
+    "accounting_dir": "$PBS_HOME/server_priv/accounting",
+    "server": "(each job id's suffix)",
+}
+
+
+def _shown(key: str, value: Any) -> str:
+    if value is None:
+        return _UNSET.get(key, "(none)")
+    if key == "dsn":
+        return redact_dsn(value)
+    if isinstance(value, (tuple, list, bool)):
+        return json.dumps(list(value) if isinstance(value, tuple) else value)
+    return str(value)
+
+
 def _config_show(args: argparse.Namespace, settings: Settings) -> int:
-    for key, value in settings._asdict().items():
-        if key == "dsn":
-            value = redact_dsn(value)
-        print(f"{key:<26} {value}")
+    """One line per setting: key, effective value (passwords as ***), where it came from."""
+    for key, origin in settings.origins:
+        print(f"{key:<26} {_shown(key, getattr(settings, key)):<34} {origin}")
     return 0
 
 

@@ -73,9 +73,11 @@ class Settings(NamedTuple):
     ingest_lock_stale_s: int
     history_scope: str
     source: str
+    origins: Tuple[Tuple[str, str], ...]
 
 
-Settings.__doc__ = "Validated, immutable settings. ``source`` says where they came from."
+Settings.__doc__ = """Validated, immutable settings. ``source`` lists where they came from;
+``origins`` gives, key by key, ``"default"``, the file, the variable or the option."""
 
 DEFAULTS: Dict[str, Any] = {
     "dsn": None,
@@ -258,6 +260,7 @@ def load_settings(
     env = os.environ if environ is None else environ
     values = dict(DEFAULTS)
     sources = ["defaults"]
+    origins = dict.fromkeys(DEFAULTS, "default")
 
     if path is None:
         path = env.get(ENV_PREFIX + "CONFIG") or None
@@ -270,20 +273,23 @@ def load_settings(
             if key.startswith("_") or key == "comment":
                 continue  # room for comments in a JSON file
             values[key] = _coerce(key, value, path)
+            origins[key] = path
         sources.append(path)
 
     for key in DEFAULTS:
         name = ENV_PREFIX + key.upper()
         if name in env:
             values[key] = _coerce(key, env[name], "environment variable " + name)
+            origins[key] = name
             sources.append(name)
 
     for key, value in (overrides or {}).items():
         if value is not None:
             values[key] = _coerce(key, value, "option --" + key.replace("_", "-"))
+            origins[key] = "--" + key.replace("_", "-")
             sources.append("--" + key.replace("_", "-"))
 
-    return Settings(source=", ".join(sources), **values)
+    return Settings(source=", ".join(sources), origins=tuple(origins.items()), **values)
 
 
 # The hook's settings and the identity of the file they came from (see hook_settings).

@@ -1,0 +1,129 @@
+"""Every ```console example of README.md runs and prints what it says (issue 9 item 18).
+
+A block's lines starting with ``$ `` are commands (a trailing ``\\`` continues one); the
+lines after a command, up to the next one, are its output (stdout and stderr as a terminal
+shows them). In an expected line, ``…`` stands for any text (times, sizes). Each block
+runs in one bash, in a scratch directory that sees the repository's ``softwalltime/``
+(its bundled data), with ``SOFTWALLTIME_DSN`` naming a fresh migrated database, no other
+``SOFTWALLTIME_*`` variable, and this virtualenv first on ``PATH``. A command must exit 0
+unless its output shows ``error:``.
+
+Two markers, on the line right before the fence: ``<!-- readme: not run: REASON -->``
+(for examples that need root, PBS or another machine's paths; the reason is required) and
+``<!-- readme: output varies -->`` (only the exit status is checked).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+_MARKER_RE = re.compile(r"^<!-- readme: (not run: (?P<why>.+?)|output varies) -->$")
+_RC = "__swt_readme_rc__"
+
+
+class Command(NamedTuple):
+    text: str
+    expected: list[str]
+
+
+class Block(NamedTuple):
+    line: int
+    marker: str  # "", "varies" or "not run: WHY"
+    commands: list[Command]
+
+
+def blocks() -> list[Block]:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    found = []
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() != "```console":
+            i += 1
+            continue
+        start = i
+        marker = ""
+        m = _MARKER_RE.match(lines[i - 1].strip()) if i else None
+        if m:
+            marker = f"not run: {m.group('why')}" if m.group("why") else "varies"
+        i += 1
+        commands: list[Command] = []
+        while i < len(lines) and lines[i].strip() != "```":
+            line = lines[i]
+            if line.startswith("$ "):
+                text = line[2:]
+                while text.endswith("\\") and i + 1 < len(lines):
+                    i += 1
+                    text = text[:-1] + "\n" + lines[i]
+                commands.append(Command(text, []))
+            elif commands:
+                commands[-1].expected.append(line.rstrip())
+            else:
+                raise AssertionError(f"README.md:{i + 1}: output before any '$ ' command")
+            i += 1
+        found.append(Block(start + 1, marker, commands))
+        i += 1
+    return found
+
+
+BLOCKS = blocks()
+RUN = [b for b in BLOCKS if not b.marker.startswith("not run")]
+
+
+def test_every_example_is_run_or_says_why_not():
+    assert RUN, "no README example is run"
+    for block in BLOCKS:
+        assert block.commands, f"README.md:{block.line}: a console block without a command"
+        if block.marker.startswith("not run"):
+            assert len(block.marker) > len("not run: ") + 5, f"README.md:{block.line}"
+
+
+def _matches(expected: str, actual: str) -> bool:
+    pattern = ".*".join(re.escape(part) for part in expected.split("…"))
+    return re.fullmatch(pattern, actual) is not None
+
+
+@pytest.mark.parametrize("block", RUN, ids=[f"README.md:{b.line}" for b in RUN])
+def test_readme_example(block, fresh_dsn, tmp_path):
+    (tmp_path / "softwalltime").symlink_to(REPO / "softwalltime")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SOFTWALLTIME_")}
+    env.update(
+        SOFTWALLTIME_DSN=fresh_dsn,
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        PYTHONUNBUFFERED="1",  # stdout and stderr in the order a terminal shows them
+        COLUMNS="100",
+    )
+    script = "\n".join(f"{c.text}\necho {_RC}=$?" for c in block.commands)
+    proc = subprocess.run(
+        ["bash", "-c", script + "\n"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=False,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    outputs = proc.stdout.split(f"{_RC}=")
+    assert len(outputs) == len(block.commands) + 1, proc.stdout[-2000:]
+    for i, command in enumerate(block.commands):
+        text = outputs[i] if i == 0 else outputs[i].split("\n", 1)[1]
+        rc = int(outputs[i + 1].split("\n", 1)[0])
+        actual = [line.rstrip() for line in text.rstrip("\n").split("\n")] if text.strip() else []
+        where = f"README.md:{block.line}: $ {command.text}"
+        error_shown = any("error:" in line for line in command.expected)
+        assert rc == 0 or error_shown, f"{where}\nexit {rc}:\n{text}"
+        if block.marker == "varies":
+            continue
+        assert len(actual) == len(command.expected) and all(
+            _matches(e, a) for e, a in zip(command.expected, actual)
+        ), f"{where}\nexpected:\n" + "\n".join(command.expected) + "\nactual:\n" + "\n".join(actual)
