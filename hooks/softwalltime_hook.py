@@ -2,7 +2,7 @@
 
 Install with ``softwalltime hooks install``. Fails open: any failure logs one line and
 accepts the job unchanged. PBS's Python (3.6+) loads no site-packages: the config's
-``sys_path`` is read with json alone when softwalltime is not importable yet.
+``sys_path`` is read with json alone before softwalltime is imported.
 """
 
 import json
@@ -16,18 +16,31 @@ import pbs
 MARK = "SOFTWALLTIME_SET"
 
 
+def _current(entries):
+    """Put the config's sys_path first and forget a softwalltime that is not the one on
+    disk there now: pbs_server keeps modules between events, so an upgrade or a
+    reinstall elsewhere would otherwise meet stale modules until the interpreter restarts."""
+    sys.path[:0] = [p for p in entries if p not in sys.path]
+    loaded = [(n, m) for n, m in sys.modules.items() if n.split(".")[0] == "softwalltime"]
+    then = getattr(sys.modules.get("softwalltime"), "FILE_MTIMES", {})
+    roots = tuple(os.path.join(os.path.abspath(p), "") for p in entries)
+    for _name, module in loaded:
+        path = os.path.abspath(getattr(module, "__file__", None) or "?")
+        now = os.path.getmtime(path) if os.path.exists(path) else None
+        if (roots and not path.startswith(roots)) or then.get(path, now) != now:
+            for name, _module in loaded:
+                del sys.modules[name]
+            return
+
+
 def _main(e):
     config = pbs.hook_config_filename
-    try:  # imported modules survive between events, until the interpreter restarts
-        from softwalltime.hookpath import config as swconfig
-    except ImportError:
-        if not config:
-            raise
+    entries = []
+    if config:
         with open(config, encoding="utf-8") as fh:
             entries = json.load(fh).get("sys_path") or []
-        entries = entries.split(os.pathsep) if isinstance(entries, str) else entries
-        sys.path[:0] = [p for p in entries if p not in sys.path]
-        from softwalltime.hookpath import config as swconfig
+    _current(entries.split(os.pathsep) if isinstance(entries, str) else entries)
+    from softwalltime.hookpath import config as swconfig
     from softwalltime.hookpath import decide, hooklog, lookup
 
     settings = swconfig.hook_settings(config)

@@ -337,3 +337,68 @@ def test_example_hook_config_is_valid():
     settings = load_settings(str(REPO / "hooks" / "softwalltime_hook.json"), environ={})
     assert settings.predictor == "v3" and settings.dsn and settings.sys_path
     assert settings.connect_timeout_s == 1.0 and settings.statement_timeout_ms == 250
+
+
+UPGRADE_DRIVER = textwrap.dedent(
+    """\
+    import json, os, sys
+    sys.path.insert(0, sys.argv[1])
+    import pbs
+    cfg, hook, first, second = sys.argv[2:6]
+    pbs.hook_config_filename = cfg
+
+    def event(sys_path):
+        with open(cfg) as fh:
+            config = json.load(fh)
+        config["sys_path"] = [sys_path]
+        with open(cfg, "w") as fh:
+            json.dump(config, fh)
+        pbs.new_event(pbs.QUEUEJOB, "alice", pbs.job(resources={"walltime": "24:00:00"}))
+        out = pbs.run_hook(hook)
+        lookup = sys.modules["softwalltime.hookpath.lookup"]
+        return out["soft_walltime"], id(lookup), lookup.__file__, pbs.logged[:]
+
+    results = [event(first), event(first)]
+    # an upgrade in place: a module file of the hook path changes on disk
+    path = os.path.join(first, "softwalltime", "hookpath", "lookup.py")
+    st = os.stat(path)
+    os.utime(path, (st.st_atime, st.st_mtime + 10))
+    results.append(event(first))
+    # a reinstall elsewhere: the hook config's sys_path now names another copy
+    results.append(event(second))
+    print(json.dumps(results))
+    """
+)
+
+
+def test_hook_imports_again_after_an_upgrade_instead_of_running_stale_modules(tmp_path, fresh_dsn):
+    """pbs_server keeps imported modules until its interpreter restarts: after an upgrade
+    the new hook script met the old modules ('module softwalltime.hookpath.config has no
+    attribute hook_settings', seen on the real server) and every job went unpredicted."""
+    add_jobs(fresh_dsn, "alice", [(3600, 4 * 3600, 10)])
+    copies = []
+    for name in ("first", "second"):
+        root = tmp_path / name
+        shutil.copytree(
+            REPO / "softwalltime", root / "softwalltime", ignore=shutil.ignore_patterns("data")
+        )
+        copies.append(str(root))
+    pbs_dir = tmp_path / "altair"
+    pbs_dir.mkdir()
+    shutil.copy(FAKE_PBS, pbs_dir / "pbs.py")
+    cfg = tmp_path / "softwalltime.CF"
+    cfg.write_text(json.dumps({"dsn": fresh_dsn}))
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", UPGRADE_DRIVER, str(pbs_dir), str(cfg),
+         str(cli_hooks.hook_script()), *copies],
+        capture_output=True, text=True, timeout=60, cwd=str(tmp_path), check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (soft1, id1, file1, _), (soft2, id2, _, _), (soft3, id3, _, log3), (soft4, _, file4, _) = (
+        json.loads(proc.stdout)
+    )
+    expected = 86400 // 4 + 900
+    assert soft1 == soft2 == soft3 == soft4 == expected, log3
+    assert id1 == id2  # nothing changed: the modules are kept between events
+    assert id3 != id2  # a file changed on disk: imported again
+    assert file1.startswith(copies[0]) and file4.startswith(copies[1])
