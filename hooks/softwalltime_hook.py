@@ -24,7 +24,7 @@ def _main(e):
             entries = json.load(fh).get("sys_path") or []
         entries = entries.split(os.pathsep) if isinstance(entries, str) else entries
         sys.path[:0] = [p for p in entries if p not in sys.path]
-    from softwalltime.hookpath import decide, hooklog, lookup
+    from softwalltime.hookpath import calibrated, decide, hooklog, lookup
     from softwalltime.hookpath.config import load_settings
 
     settings = load_settings(config, environ={})
@@ -43,6 +43,7 @@ def _main(e):
         kind, user, str(job.queue or ""), None if walltime is None else int(walltime),
         None if soft is None else int(soft), res["min_walltime"] is not None, wait_s,
         settings, lookup.fetcher(settings), existing_is_ours=ours,
+        ncpus=calibrated.ncpus_of(res["ncpus"], res["select"]), site=lookup.site_fetcher(settings),
     )  # fmt: skip
     if decision.soft_walltime_s is not None:
         if kind == "queuejob" and marks is not None:

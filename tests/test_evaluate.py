@@ -307,7 +307,7 @@ def test_json_output_has_the_documented_schema(swf, capsys):
     assert set(doc) >= {"source", "moment", "jobs", "skipped", "predictors"}
     assert doc["source"] == str(swf)
     assert (doc["moment"], doc["jobs"], doc["skipped"]) == ("submit", 4, 1)
-    assert list(doc["predictors"]) == [BASELINE, "v1", "v2", "v3"]
+    assert list(doc["predictors"]) == [BASELINE, "v1", "v2", "v3", "calibrated"]
     keys = {"jobs", "under_pct", "bad_under_pct", "mean_accuracy", "median_accuracy", "mae_hours"}
     for obj in doc["predictors"].values():
         assert set(obj) == keys | {"by_class"}

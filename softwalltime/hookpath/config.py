@@ -13,6 +13,7 @@ v3_jobs                           SOFTWALLTIME_V3_JOBS                15
 reserve_s                         SOFTWALLTIME_RESERVE_S              900
 long_walltime_threshold_s         SOFTWALLTIME_LONG_WALLTIME_...      0 (off)
 long_walltime_factor              SOFTWALLTIME_LONG_WALLTIME_FACTOR   1.0
+target_under_pct                  SOFTWALLTIME_TARGET_UNDER_PCT       12.0 (predictor calibrated)
 runjob_min_wait_s                 SOFTWALLTIME_RUNJOB_MIN_WAIT_S      0 (off)
 override_existing                 SOFTWALLTIME_OVERRIDE_EXISTING      false
 dry_run                           SOFTWALLTIME_DRY_RUN                false
@@ -40,7 +41,7 @@ from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from ..errors import ConfigError
 
-PREDICTORS = ("v1", "v2", "v3")
+PREDICTORS = ("v1", "v2", "v3", "calibrated")
 DEFAULT_CONFIG_FILE = "/etc/softwalltime.json"
 ENV_PREFIX = "SOFTWALLTIME_"
 
@@ -53,6 +54,7 @@ class Settings(NamedTuple):
     reserve_s: int
     long_walltime_threshold_s: int
     long_walltime_factor: float
+    target_under_pct: float
     runjob_min_wait_s: int
     override_existing: bool
     dry_run: bool
@@ -79,6 +81,7 @@ DEFAULTS: Dict[str, Any] = {
     "reserve_s": 900,
     "long_walltime_threshold_s": 0,
     "long_walltime_factor": 1.0,
+    "target_under_pct": 12.0,
     "runjob_min_wait_s": 0,
     "override_existing": False,
     "dry_run": False,
@@ -103,7 +106,7 @@ _INT_KEYS = (
     "runjob_min_wait_s",
     "statement_timeout_ms",
 )
-_FLOAT_KEYS = ("long_walltime_factor", "connect_timeout_s")
+_FLOAT_KEYS = ("long_walltime_factor", "connect_timeout_s", "target_under_pct")
 _BOOL_KEYS = ("override_existing", "dry_run", "debug")
 _STR_KEYS = ("dsn", "predictor", "accounting_dir", "server")
 
@@ -140,6 +143,8 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
             raise ConfigError(f"{where}: expected a number, got {value!r}") from None
         if not real > 0:
             raise ConfigError(f"{where}: must be greater than 0, got {real}")
+        if key == "target_under_pct" and not real < 100:
+            raise ConfigError(f"{where}: must be a percentage below 100, got {real}")
         return real
     if key in _LIST_KEYS:
         if isinstance(value, str):

@@ -27,12 +27,13 @@ import logging
 import math
 import select
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import psycopg2
 import psycopg2.extensions
 
 from ..errors import DatabaseError
+from .calibrated import Calibration, ClassRow, SiteFetch
 from .config import libpq_dsn, redact_dsn, require_dsn
 
 log = logging.getLogger(__name__)
@@ -57,12 +58,28 @@ RECENT_JOBS_WITH_WALLTIME_SQL = (
     " ORDER BY ended_at DESC, job_seq DESC LIMIT %(limit)s"
 )
 
+# Predictor "calibrated": the user's last rows with the keys it compares (walltime, ncpus);
+# also an Index Only Scan of ix_finished_jobs_user_recent (ncpus is in its INCLUDE list).
+CLASS_JOBS_SQL = (
+    "SELECT runtime_s, walltime_s, ncpus FROM finished_jobs"
+    " WHERE username = %(user)s AND runtime_s IS NOT NULL AND walltime_s > 0"
+    " ORDER BY ended_at DESC, job_seq DESC LIMIT %(limit)s"
+)
+# The site calibration table (a few hundred rows), read at most every CALIBRATION_TTL_S.
+CALIBRATION_SQL = (
+    "SELECT bin, rule, jobs, under_jobs, accuracy_sum FROM calibration_cells"
+    " UNION ALL SELECT -1, -1, jobs, under_jobs, lam FROM calibration_state"
+)
+CALIBRATION_TTL_S = 60.0
+
 _POLL_OK = psycopg2.extensions.POLL_OK
 _POLL_READ = psycopg2.extensions.POLL_READ
 _POLL_WRITE = psycopg2.extensions.POLL_WRITE
 
 # The cached connection and the parameters it was opened with.
 _cache: Dict[str, Any] = {"conn": None, "key": None}
+# The calibration table last read, when (monotonic) and from which database.
+_calibration: Dict[str, Any] = {"table": None, "at": 0.0, "dsn": None}
 
 
 def _wait(conn: Any, deadline: float, what: str) -> None:
@@ -179,6 +196,21 @@ def recent_jobs(
     """
     sql = RECENT_JOBS_WITH_WALLTIME_SQL if with_walltime_only else RECENT_JOBS_SQL
     params = {"user": username, "limit": int(limit)}
+    return _clean(_fetch(dsn, sql, params, connect_timeout_s, statement_timeout_ms, reuse))
+
+
+def _fetch(
+    dsn: str,
+    sql: str,
+    params: Dict[str, Any],
+    connect_timeout_s: float,
+    statement_timeout_ms: int,
+    reuse: bool = True,
+) -> List[Tuple[Any, ...]]:
+    """Run one query on the cached connection (replaced once if it died), within the bound.
+
+    :raises DatabaseError: connection or query failed or timed out
+    """
     deadline = time.monotonic() + connect_timeout_s + statement_timeout_ms / 1000.0
     deadline += STATEMENT_GRACE_S
     key = (dsn, connect_timeout_s, statement_timeout_ms)
@@ -189,7 +221,7 @@ def recent_jobs(
         conn = None
     if conn is not None:
         try:
-            return _clean(_query(conn, sql, params, deadline))
+            return _query(conn, sql, params, deadline)
         except psycopg2.extensions.QueryCanceledError as err:
             # statement_timeout: the connection is still usable, the history is not.
             raise DatabaseError(f"history query failed: {_one_line(err)}") from err
@@ -218,7 +250,7 @@ def recent_jobs(
         _cache["key"] = key
     else:
         _close(conn)
-    return _clean(rows)
+    return rows
 
 
 def _clean(rows: List[Tuple[Any, ...]]) -> List[Tuple[int, Optional[int]]]:
@@ -263,3 +295,88 @@ def fetcher(settings: Any) -> Callable[[str, int, bool], List[Tuple[int, Optiona
         )
 
     return fetch
+
+
+def class_jobs(
+    dsn: str,
+    username: str,
+    limit: int,
+    connect_timeout_s: float = 1.0,
+    statement_timeout_ms: int = 250,
+    reuse: bool = True,
+) -> List[Tuple[int, Optional[int], Optional[int]]]:
+    """The user's last ``limit`` finished jobs with a walltime, as ``(runtime_s, walltime_s,
+    ncpus or None)``, most recent first (predictor ``calibrated``).
+
+    :raises DatabaseError: connection or query failed or timed out
+    """
+    params = {"user": username, "limit": int(limit)}
+    rows = _fetch(dsn, CLASS_JOBS_SQL, params, connect_timeout_s, statement_timeout_ms, reuse)
+    out: List[Tuple[int, Optional[int], Optional[int]]] = []
+    for row in rows:
+        if len(row) == 3:
+            runtime_s, walltime_s, ncpus = row
+            if (
+                type(runtime_s) is int
+                and runtime_s >= 0
+                and type(walltime_s) is int
+                and walltime_s > 0
+                and (ncpus is None or type(ncpus) is int)
+            ):
+                out.append((runtime_s, walltime_s, ncpus))
+                continue
+        log.warning("ignoring malformed history row %r", row)
+    return out
+
+
+def calibration(
+    dsn: str,
+    connect_timeout_s: float = 1.0,
+    statement_timeout_ms: int = 250,
+    max_age_s: float = CALIBRATION_TTL_S,
+) -> Calibration:
+    """The site calibration table, re-read at most every ``max_age_s`` seconds (module cache).
+
+    An empty table (never calibrated) gives a fresh :class:`Calibration` (v3 everywhere).
+
+    :raises DatabaseError: the read failed (e.g. the schema lacks revision 0004)
+    """
+    now = time.monotonic()
+    cached = _calibration["table"]
+    if cached is not None and _calibration["dsn"] == dsn and now - _calibration["at"] < max_age_s:
+        table: Calibration = cached
+        return table
+    rows = _fetch(dsn, CALIBRATION_SQL, {}, connect_timeout_s, statement_timeout_ms)
+    state = None
+    cells = []
+    for bin_, rule, jobs, under, acc in rows:
+        if bin_ == -1:
+            state = (float(acc), int(jobs), int(under))
+        else:
+            cells.append((int(bin_), int(rule), int(jobs), int(under), float(acc)))
+    table = Calibration.from_rows(state, cells)
+    _calibration.update(table=table, at=now, dsn=dsn)
+    return table
+
+
+def forget_calibration() -> None:
+    """Drop the cached calibration table (tests; ``softwalltime calibrate`` in-process)."""
+    _calibration.update(table=None, at=0.0, dsn=None)
+
+
+def site_fetcher(settings: Any) -> SiteFetch:
+    """A :class:`SiteFetch` on the configured database (``decide(..., site=...)``).
+
+    :raises ConfigError: no DSN configured
+    """
+    dsn = require_dsn(settings)
+
+    def history(username: str, limit: int) -> Sequence[ClassRow]:
+        return class_jobs(
+            dsn, username, limit, settings.connect_timeout_s, settings.statement_timeout_ms
+        )
+
+    def table() -> Calibration:
+        return calibration(dsn, settings.connect_timeout_s, settings.statement_timeout_ms)
+
+    return SiteFetch(history, table)
