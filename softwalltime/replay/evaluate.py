@@ -363,6 +363,21 @@ def replay_calibrated(
     return softs, table
 
 
+SWEEP_TARGETS = (2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 25.0)
+
+
+def sweep_calibrated(
+    jobs: Sequence[TraceJob], moment: str = "submit", targets: Sequence[float] = SWEEP_TARGETS
+) -> List[Tuple[float, Metrics]]:
+    """Replay the ``calibrated`` predictor once per target: ``[(target, metrics), ...]``."""
+    cols, _skipped = columns(jobs, moment)
+    out = []
+    for target in targets:
+        softs, _table = replay_calibrated(cols, target)
+        out.append((float(target), metrics(softs, cols.runs)))
+    return out
+
+
 def accuracy(soft_s: int, runtime_s: int) -> float:
     """Accuracy of one estimate: min(runtime/soft, soft/runtime), 1 when both are 0.
 
@@ -445,7 +460,11 @@ def summarize(result: Replay) -> Dict[str, PredictorReport]:
 
 
 def report_dict(
-    source: str, result: Replay, reports: Dict[str, PredictorReport], trace_skipped: Dict[str, int]
+    source: str,
+    result: Replay,
+    reports: Dict[str, PredictorReport],
+    trace_skipped: Dict[str, int],
+    target_under_pct: Optional[float] = None,
 ) -> Dict[str, Any]:
     """Build the ``--json`` object: source, moment, jobs, skipped, predictors.
 
@@ -453,6 +472,8 @@ def report_dict(
     :param result: the replay
     :param reports: from :func:`summarize`
     :param trace_skipped: records the reader itself skipped, by reason
+    :param target_under_pct: the ``calibrated`` predictor's target, reported beside its
+        achieved rate (``predictors.calibrated.target_under_pct``)
     """
     skipped_by_reason = dict(trace_skipped)
     for reason, count in result.skipped.items():
@@ -461,6 +482,8 @@ def report_dict(
     for name, rep in reports.items():
         obj: Dict[str, Any] = rep.overall._asdict()
         obj["by_class"] = {cls: m._asdict() for cls, m in rep.by_class.items()}
+        if name == cal.NAME and target_under_pct is not None:
+            obj["target_under_pct"] = target_under_pct
         predictors[name] = obj
     return {
         "source": source,
@@ -498,6 +521,14 @@ def format_table(report: Dict[str, Any]) -> str:
         ("medium (2-24 h]", "medium"),
         ("long (> 24 h)", "long"),
     ]
+    for name, obj in report["predictors"].items():
+        if "target_under_pct" in obj:
+            lines.insert(
+                3,
+                "{}: target under {:g} %, achieved {} %".format(
+                    name, obj["target_under_pct"], _fmt(obj["under_pct"], ".1f")
+                ),
+            )
     for title, cls in groups:
         lines.append(title)
         for name, obj in report["predictors"].items():
