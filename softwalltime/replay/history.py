@@ -46,7 +46,9 @@ def read_finished_jobs(conn: Connection, source: str = "db", server: Optional[st
         query = query.where(t.server == server)
     jobs = []
     try:
-        result = conn.execution_options(yield_per=_BATCH_ROWS).execute(query)
+        # Per statement: Connection.execution_options() would change the caller's connection
+        # for good (every later statement a server-side cursor, which a DELETE cannot be).
+        result = conn.execute(query, execution_options={"yield_per": _BATCH_ROWS})
         for user, ctime, started_at, ended_at, walltime_s, runtime_s, ncpus in result:
             jobs.append(
                 TraceJob(
