@@ -57,16 +57,16 @@ def test_rule_values_are_exact():
     hist = [(1000, 10000, 4), (2000, 10000, 4), (3000, 10000, 4), (500, 10000, 2)]
     out = cal.outcome(10000, 4, hist)
     assert out.level == cal.LEVEL_WALL_NCPUS and out.class_jobs == 3
-    walltime, v3, mx, p90, med, safe, last, safer, p75 = out.softs
-    assert walltime == 10000
-    assert v3 == 3000 + 900  # max ratio 0.3 over the user's jobs, + 900 s
-    assert mx == 3300 + 60  # 3000 x 1.1 + 60, no float error
-    assert p90 == 3600 + 60  # 90th percentile of 3 values is the max, x 1.2
-    assert med == 3000 + 60  # median 2000 x 1.5
-    assert safe == 4500 + 600
-    assert last == 1200 + 60
-    assert safer == 6000 + 1800
-    assert p75 == 3300 + 60
+    by_name = dict(zip(cal.RULES, out.softs))
+    assert by_name["walltime"] == 10000
+    assert by_name["v3"] == 3000 + 900  # max ratio 0.3 over the user's jobs, + 900 s
+    assert by_name["max*1.1+60"] == 3300 + 60  # 3000 x 1.1 + 60, no float error
+    assert by_name["p90*1.2+60"] == 3600 + 60  # 90th percentile of 3 values is the max
+    assert by_name["median*1.5+60"] == 3000 + 60  # median 2000 x 1.5
+    assert by_name["last*1.2+60"] == 1200 + 60  # the newest job
+    assert by_name["p75*3+60"] == 9000 + 60
+    assert by_name["max*3+60"] == 9000 + 60
+    assert len(cal.RULES) == 2 + len(cal.STATISTICS) * len(cal.FACTORS)
     # everything is capped at the walltime and at least 1 s
     assert max(cal.outcome(2000, 4, hist).softs) == 2000
     assert min(cal.outcome(2000, 4, [(0, 2000, 4)] * 3).softs) >= 1

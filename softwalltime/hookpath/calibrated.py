@@ -50,24 +50,21 @@ DEFAULT_TARGET_UNDER_PCT = 12.0
 # Rule ids, stable: the calibration table stores them.
 R_WALLTIME = 0
 R_V3 = 1
-R_MAX = 2  # max x 1.1 + 60 s
-R_P90 = 3  # 90th percentile x 1.2 + 60 s
-R_MEDIAN = 4  # median x 1.5 + 60 s
-R_SAFE = 5  # max x 1.5 + 600 s
-R_LAST = 6  # the newest x 1.2 + 60 s
-R_SAFER = 7  # max x 2 + 1800 s
-R_P75 = 8  # 75th percentile x 1.1 + 60 s
-RULES = (
-    "walltime",
-    "v3",
-    "max*1.1+60",
-    "p90*1.2+60",
-    "median*1.5+60",
-    "max*1.5+600",
-    "last*1.2+60",
-    "max*2+1800",
-    "p75*1.1+60",
-)
+# The other rules: a statistic of the class's scaled run times x a factor + 60 s, every
+# combination of STATISTICS and FACTORS (chosen on CERIT-SC, HPC2N and CTC-SP2: a finer
+# grid of factors lets the table trade accuracy for under-estimates in smaller steps).
+STATISTICS = ("max", "p90", "p75", "median", "last")  # "last": the newest job
+FACTORS = ((1, 1), (11, 10), (6, 5), (3, 2), (2, 1), (3, 1))  # exact fractions
+RULE_ADD_S = 60
+RULE_SPECS = tuple((stat, num, den, RULE_ADD_S) for stat in STATISTICS for num, den in FACTORS)
+
+
+def _rule_name(spec: Tuple[str, int, int, int]) -> str:
+    stat, num, den, add = spec
+    return "{}*{:g}+{}".format(stat, num / den, add)
+
+
+RULES = ("walltime", "v3") + tuple(_rule_name(spec) for spec in RULE_SPECS)
 
 # Key levels (part of the bin).
 LEVEL_WALL_NCPUS = 0
@@ -126,7 +123,9 @@ _SPREAD_CUTS = ((5, 4), (2, 1), (5, 1))  # max/min run time: <1.25, <2, <5, >=5
 N_LEVEL = len(_LEVEL_CUTS) + 1
 N_SPREAD = len(_SPREAD_CUTS) + 1
 N_SIZE = 3  # class size: 3-5, 6-14, >=15 (or 1-2 at the user level)
-BINS = len(LEVELS) * N_SIZE * N_SPREAD * N_LEVEL
+WALL_CUTS: Tuple[int, ...] = ()  # requested walltime buckets (s)
+N_WALL = len(WALL_CUTS) + 1
+BINS = len(LEVELS) * N_SIZE * N_SPREAD * N_LEVEL * N_WALL
 
 
 def features(
@@ -193,30 +192,35 @@ def outcome(walltime_s: int, ncpus: Optional[int], history: Sequence[ClassRow]) 
     """
     level, runs, n = features(walltime_s, ncpus, history)
     v3 = _clamp(_v3(walltime_s, history), walltime_s)
+
     if not runs:
-        return Outcome(level * N_SIZE * N_SPREAD * N_LEVEL, (walltime_s,) * len(RULES), level, 0)
+        return Outcome(
+            level * N_SIZE * N_SPREAD * N_LEVEL * N_WALL, (walltime_s,) * len(RULES), level, 0
+        )
     ordered = sorted(runs)
     m = len(ordered)
     top = ordered[-1]
     low = ordered[0]
-    p90 = ordered[max(0, -(-9 * m // 10) - 1)]
-    med = ordered[(m - 1) // 2]
-    p75 = ordered[max(0, -(-3 * m // 4) - 1)]
-    softs = (
-        walltime_s,
-        v3,
-        _clamp(-(-top * 11 // 10) + 60, walltime_s),
-        _clamp(-(-p90 * 6 // 5) + 60, walltime_s),
-        _clamp(-(-med * 3 // 2) + 60, walltime_s),
-        _clamp(-(-top * 3 // 2) + 600, walltime_s),
-        _clamp(-(-runs[0] * 6 // 5) + 60, walltime_s),
-        _clamp(top * 2 + 1800, walltime_s),
-        _clamp(-(-p75 * 11 // 10) + 60, walltime_s),
+    stats = {
+        "max": top,
+        "p90": ordered[max(0, -(-9 * m // 10) - 1)],
+        "p75": ordered[max(0, -(-3 * m // 4) - 1)],
+        "median": ordered[(m - 1) // 2],
+        "last": runs[0],
+    }
+    softs = (walltime_s, v3) + tuple(
+        _clamp(-(-stats[stat] * num // den) + add, walltime_s) for stat, num, den, add in RULE_SPECS
     )
     size = 0 if n < 6 else (1 if n < 15 else 2)
     spread = _bucket(top, max(low, 1), _SPREAD_CUTS)
     lvl = _bucket(top, walltime_s, _LEVEL_CUTS)
     bin_ = ((level * N_SIZE + size) * N_SPREAD + spread) * N_LEVEL + lvl
+    if WALL_CUTS:
+        wb = 0
+        for cut in WALL_CUTS:
+            if walltime_s > cut:
+                wb += 1
+        bin_ = bin_ * N_WALL + wb
     return Outcome(bin_, softs, level, n)
 
 
