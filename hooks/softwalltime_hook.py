@@ -1,4 +1,4 @@
-"""softwalltime PBS server hook (queuejob, runjob): set Resource_List["soft_walltime"].
+"""softwalltime PBS server hook (queuejob, runjob, modifyjob): set Resource_List["soft_walltime"].
 
 Install with ``softwalltime hooks install``. Fails open: any failure logs one line and
 accepts the job unchanged. PBS's embedded Python (3.6+) loads no site-packages, so the
@@ -12,8 +12,8 @@ import time
 
 import pbs
 
-# Variable_List entry holding the value set at queuejob: runjob may then replace its own
-# prediction, while a soft_walltime set by a manager is kept.
+# Variable_List entry holding the value this hook set last: a later event may then replace
+# its own prediction, while a soft_walltime set by a manager is kept.
 MARK = "SOFTWALLTIME_SET"
 
 
@@ -29,25 +29,36 @@ def _main(e):
 
     settings = load_settings(config, environ={})
     log = hooklog.forward_logging(pbs.logmsg, pbs.EVENT_DEBUG, pbs.LOG_WARNING, pbs.LOG_ERROR)
-    job, res = e.job, e.job.Resource_List
+    job = e.job
     if e.type == pbs.QUEUEJOB:
-        kind, user, wait_s = "queuejob", e.requestor, None
+        kind, user, wait_s, old = "queuejob", e.requestor, None, job
     elif e.type == pbs.RUNJOB:
-        kind, user = "runjob", job.euser or str(job.Job_Owner or "").split("@")[0]
+        kind, user, old = "runjob", job.euser or str(job.Job_Owner or "").split("@")[0], job
         wait_s = time.time() - int(job.ctime) if job.ctime else None
+    elif e.type == pbs.MODIFYJOB:
+        # e.job holds only what the qalter changes, e.job_o the job as it was
+        if job.Resource_List["walltime"] is None:
+            return
+        old = e.job_o
+        kind, user, wait_s = "modifyjob", old.euser or str(old.Job_Owner or "").split("@")[0], None
     else:
         return
-    walltime, soft, marks = res["walltime"], res["soft_walltime"], job.Variable_List
+    res, old_res, marks = job.Resource_List, old.Resource_List, old.Variable_List
+    walltime = res["walltime"]
+    soft = res["soft_walltime"] if res["soft_walltime"] is not None else old_res["soft_walltime"]
+    # a soft_walltime altered in this very request is a manager's, never ours
     ours = soft is not None and marks is not None and marks.get(MARK) == str(int(soft))
+    ours = ours and (old is job or res["soft_walltime"] is None)
+    queue = old.queue.name if hasattr(old.queue, "name") else str(old.queue or "")
+    shrink = res["min_walltime"] is not None or old_res["min_walltime"] is not None
     decision = decide.decide(
-        kind, user, str(job.queue or ""), None if walltime is None else int(walltime),
-        None if soft is None else int(soft), res["min_walltime"] is not None, wait_s,
-        settings, lookup.fetcher(settings), existing_is_ours=ours,
-        ncpus=calibrated.ncpus_of(res["ncpus"], res["select"]), site=lookup.site_fetcher(settings),
+        kind, user, queue, None if walltime is None else int(walltime),
+        None if soft is None else int(soft), shrink, wait_s, settings, lookup.fetcher(settings),
+        existing_is_ours=ours, ncpus=calibrated.ncpus_of(old_res),
     )  # fmt: skip
     if decision.soft_walltime_s is not None:
-        if kind == "queuejob" and marks is not None:
-            marks[MARK] = str(decision.soft_walltime_s)
+        if job.Variable_List is not None:
+            job.Variable_List[MARK] = str(decision.soft_walltime_s)
         res["soft_walltime"] = pbs.duration(decision.soft_walltime_s)
     log.debug("%s [%.1f ms]", decision.reason, (time.monotonic() - _start) * 1000)
 

@@ -97,7 +97,10 @@ class FreezableProxy:
     """
 
     def __init__(self, host, port):
+        # a socket directory (our local clusters) or a TCP host
         self.upstream = (host, int(port))
+        if str(host).startswith("/"):
+            self.upstream = f"{host}/.s.PGSQL.{int(port)}"
         self.frozen = threading.Event()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
@@ -117,7 +120,11 @@ class FreezableProxy:
             self._conns.append(client)
             if self.frozen.is_set():
                 continue  # accept, never answer
-            server = socket.create_connection(self.upstream)
+            if isinstance(self.upstream, str):
+                server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                server.connect(self.upstream)
+            else:
+                server = socket.create_connection(self.upstream)
             self._conns.append(server)
             threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
 

@@ -83,7 +83,7 @@ def test_no_history_gives_the_walltime_for_every_rule():
      (None, None, 1), ("16", None, 16), (None, "1:ncpus=x", 1)],
 )  # fmt: skip
 def test_ncpus_of_select(ncpus, select, expected):
-    assert cal.ncpus_of(ncpus, select) == expected
+    assert cal.ncpus_of({"ncpus": ncpus, "select": select}) == expected
 
 
 # --- pure: the calibration table ------------------------------------------------------------

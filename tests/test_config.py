@@ -89,8 +89,8 @@ def test_require_dsn_says_how():
         ("postgresql://pbs:s3cret@db:5432/hist", "postgresql://pbs:***@db:5432/hist"),
         ("postgresql+psycopg2://pbs:s3cret@db/hist", "postgresql+psycopg2://pbs:***@db/hist"),
         ("host=db user=pbs password=s3cret dbname=h", "host=db user=pbs password=*** dbname=h"),
-        ("host=db password = 'se cret' dbname=h", "host=db password = *** dbname=h"),
-        ("postgresql://db/h?user=x&password=s3cret", "postgresql://db/h?user=x&password=***"),
+        ("host=db password = 'se cret' dbname=h", "host=db password=*** dbname=h"),
+        ("postgresql://db/h?user=x&password=s3cret", "postgresql://x:***@db/h"),
         ("postgresql://pbs@db/hist", "postgresql://pbs@db/hist"),
     ],
 )

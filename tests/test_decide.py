@@ -129,7 +129,8 @@ def test_allow_and_deny_lists(overrides, user, queue, allowed):
 
 
 def test_other_events_and_missing_user_left_alone():
-    assert run(event="modifyjob")[0].soft_walltime_s is None
+    assert run(event="movejob")[0].soft_walltime_s is None
+    assert run(event="modifyjob")[0].soft_walltime_s == 22500  # a qalter of the walltime
     assert run(user="")[0].soft_walltime_s is None
     assert run(walltime=0)[0].soft_walltime_s is None
 

@@ -80,6 +80,22 @@ def runjob(pbs, euser="alice", walltime="24:00:00", waited_s=60, variables=None,
     return pbs.new_event(pbs.RUNJOB, "Scheduler", job)
 
 
+def modifyjob(pbs, requestor="alice", old_walltime="10:00:00", old_soft=None, mark=None, **new):
+    """A qalter of ``new`` resources on a queued job of alice (as the real server shows it)."""
+    old = {"walltime": old_walltime}
+    if old_soft is not None:
+        old["soft_walltime"] = old_soft
+    variables = {"PBS_O_HOME": "/home/alice"}
+    if mark is not None:
+        variables["SOFTWALLTIME_SET"] = mark
+    job_o = pbs.job(
+        resources=old, queue="workq", id="77.pbs01", euser="alice",
+        Job_Owner="alice@login1", variables=variables,
+    )  # fmt: skip
+    job = pbs.job(resources=new, id="77.pbs01", variables=dict(variables))
+    return pbs.new_event(pbs.MODIFYJOB, requestor, job, job_o=job_o)
+
+
 def debug_lines(pbs):
     return [msg for level, msg in pbs.logged if level == pbs.EVENT_DEBUG]
 
@@ -313,3 +329,42 @@ def test_hook_file_is_small_and_catches_only_exception():
     text = Path(HOOK).read_text()
     assert len(text.splitlines()) <= 80
     assert "except:" not in text and "BaseException" not in text.replace("never BaseException", "")
+
+
+def test_user_lowers_walltime_below_our_soft_walltime(pbs, db, configure):
+    """The real server refuses a user's qalter of walltime below soft_walltime (issue 8):
+    the hook predicts again for the new walltime in the same event, so the qalter passes."""
+    configure(dsn=db)
+    ev = modifyjob(pbs, old_soft="01:15:00", mark="4500", walltime="00:30:00")
+    out = pbs.run_hook(HOOK)
+    assert out["accepted"], out
+    assert out["soft_walltime"] == 30 * 60 // 4 + 900  # v3: alice's ratio 0.25 x 30 min + 900
+    assert ev.job.Variable_List["SOFTWALLTIME_SET"] == str(out["soft_walltime"])
+    assert any("modifyjob user='alice'" in line and "set v3" in line for line in debug_lines(pbs))
+
+
+def test_user_raises_walltime_gets_a_fresh_prediction(pbs, db, configure):
+    configure(dsn=db)
+    modifyjob(pbs, old_soft="01:15:00", mark="4500", walltime="48:00:00")
+    assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY * 2 - 900
+
+
+def test_managers_soft_walltime_is_kept_at_modifyjob(pbs, db, configure):
+    configure(dsn=db)
+    # no mark: a manager set it (qalter -l soft_walltime as root)
+    modifyjob(pbs, old_soft="02:00:00", walltime="05:00:00")
+    out = pbs.run_hook(HOOK)
+    assert out == {"accepted": True, "message": "", "soft_walltime": 2 * H}
+    # a manager setting walltime and soft_walltime in one qalter: theirs, even with our mark
+    modifyjob(pbs, requestor="root", old_soft="01:15:00", mark="4500",
+              walltime="05:00:00", soft_walltime="03:00:00")  # fmt: skip
+    assert pbs.run_hook(HOOK)["soft_walltime"] == 3 * H
+
+
+def test_other_alterations_change_nothing(pbs, db, configure):
+    configure(dsn=db)
+    ev = modifyjob(pbs, old_soft="01:15:00", mark="4500")  # e.g. qalter -N newname
+    out = pbs.run_hook(HOOK)
+    assert out == {"accepted": True, "message": "", "soft_walltime": 4500}
+    assert "soft_walltime" not in ev.job.Resource_List.hook_set
+    assert pbs.logged == []

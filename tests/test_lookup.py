@@ -70,12 +70,18 @@ def test_query_is_an_index_only_scan(fresh_dsn, sql):
                 {"t0": EPOCH},
             )
             cur.execute("VACUUM ANALYZE finished_jobs")
-            cur.execute(
-                "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, {"user": "user7", "limit": 15}
-            )
-            plan = "\n".join(row[0] for row in cur.fetchall())
     finally:
         conn.close()
+    # the plan of the statement exactly as the hook sends it (extended protocol, $1 $2)
+    hook_conn = lookup.connect(fresh_dsn, 2.0, 5000)
+    try:
+        rows = lookup._query(
+            hook_conn, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, ("user7", 15),
+            time.monotonic() + 5,
+        )  # fmt: skip
+    finally:
+        hook_conn.close()
+    plan = "\n".join(row[0] for row in rows)
     assert "Index Only Scan using ix_finished_jobs_user_recent" in plan, plan
     assert "Sort" not in plan, plan  # the index order is the ORDER BY
     assert "Heap Fetches: 0" in plan, plan
@@ -86,12 +92,12 @@ def test_connection_is_cached_and_session_is_bounded_and_read_only(fresh_dsn):
     add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
     lookup.recent_jobs(fresh_dsn, "alice", 2, statement_timeout_ms=321)
     first = lookup._cache["conn"]
-    pid = first.info.backend_pid
+    pid = first.backend_pid
     lookup.recent_jobs(fresh_dsn, "alice", 2, statement_timeout_ms=321)
-    assert lookup._cache["conn"] is first and first.info.backend_pid == pid
+    assert lookup._cache["conn"] is first and first.backend_pid == pid
     deadline = time.monotonic() + 5
-    assert lookup._query(first, "SHOW statement_timeout", {}, deadline) == [("321ms",)]
-    assert lookup._query(first, "SHOW transaction_read_only", {}, deadline) == [("on",)]
+    assert lookup._query(first, "SHOW statement_timeout", (), deadline) == [("321ms",)]
+    assert lookup._query(first, "SHOW transaction_read_only", (), deadline) == [("on",)]
     # other parameters: a different session, not the cached one
     lookup.recent_jobs(fresh_dsn, "alice", 2, statement_timeout_ms=500)
     assert lookup._cache["conn"] is not first and first.closed
@@ -100,7 +106,7 @@ def test_connection_is_cached_and_session_is_bounded_and_read_only(fresh_dsn):
 def test_reconnects_when_the_cached_connection_died(fresh_dsn):
     add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
     assert lookup.recent_jobs(fresh_dsn, "alice", 2) == [(100, 1000)]
-    pid = lookup._cache["conn"].info.backend_pid
+    pid = lookup._cache["conn"].backend_pid
     admin = _admin(fresh_dsn)
     try:
         with admin.cursor() as cur:
@@ -109,7 +115,7 @@ def test_reconnects_when_the_cached_connection_died(fresh_dsn):
         admin.close()
     time.sleep(0.05)
     assert lookup.recent_jobs(fresh_dsn, "alice", 2) == [(100, 1000)]
-    assert lookup._cache["conn"].info.backend_pid != pid
+    assert lookup._cache["conn"].backend_pid != pid
 
 
 def test_closed_port_fails_fast_without_password():

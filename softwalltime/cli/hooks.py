@@ -22,14 +22,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import psycopg2
-
 import softwalltime
 
 from ..errors import SoftwalltimeError
 from ..hookpath.config import Settings, redact_dsn, require_dsn
 
 HOOK_FILE = "softwalltime_hook.py"
+# queuejob: first prediction; runjob: refreshed with the final walltime; modifyjob: a
+# qalter of the walltime gets a prediction for the new walltime in the same request.
+HOOK_EVENTS = "queuejob,runjob,modifyjob"
 # Settings the hook reads; the rest (accounting_dir, server, source) are for other tools.
 HOOK_KEYS = (
     "dsn",
@@ -72,13 +73,12 @@ def hook_script() -> Path:
 
 
 def import_roots() -> list[str]:
-    """Directories that make ``softwalltime`` and ``psycopg2`` importable (for sys_path)."""
-    roots = []
-    for module_file in (softwalltime.__file__, psycopg2.__file__):
-        root = str(Path(str(module_file)).resolve().parent.parent)
-        if root not in roots:
-            roots.append(root)
-    return roots
+    """The directory that makes ``softwalltime`` importable (for sys_path).
+
+    The hook path is pure Python and standard library only, so nothing else is needed
+    and nothing must match the Python that pbs_server embeds.
+    """
+    return [str(Path(str(softwalltime.__file__)).resolve().parent.parent)]
 
 
 def hook_config(settings: Settings) -> dict[str, Any]:
@@ -115,7 +115,7 @@ def install_commands(name: str, order: int, alarm: int, script: str, config: str
         # a new hook is enabled at once: keep it off until its script and config are in
         f"set hook {name} enabled = false",
         f"set hook {name} user = pbsadmin",
-        f'set hook {name} event = "queuejob,runjob"',
+        f'set hook {name} event = "{HOOK_EVENTS}"',
         f"set hook {name} order = {order}",
         f"set hook {name} alarm = {alarm}",
         f"import hook {name} application/x-python default {script}",
@@ -138,9 +138,10 @@ def register(sub: Any) -> None:
         "install",
         help="create the hook and import its script and JSON config",
         description=(
-            "Create the hook (events queuejob,runjob), set order and alarm, import the hook "
+            f"Create the hook (events {HOOK_EVENTS}), set order and alarm, import the hook "
             "script and a JSON config generated from the current settings, including the "
-            "sys_path that makes softwalltime and psycopg2 importable from this installation. "
+            "sys_path that makes softwalltime importable from this installation (the hook "
+            "path is pure Python: any Python 3.6+ that pbs_server embeds can run it). "
             "Run as root on the PBS server host. "
             "Example: softwalltime --config /etc/softwalltime.json hooks install --dry-run"
         ),
@@ -218,22 +219,21 @@ def install(args: Any, settings: Settings) -> int:
     config = hook_config(settings)
     if args.dry_run:
         shown = dict(config, dsn=redact_dsn(config["dsn"]))
-        config_path = f"/tmp/{args.name}.json"
         print(
             f"# softwalltime hooks install --dry-run: hook {args.name!r} for a stock OpenPBS 23.06"
         )
         print("# server. Run as root on the server host. 1. the hook configuration, generated")
-        print("# from the current settings (password shown as ***; the real install writes it):")
-        print("umask 077")
-        print(f"cat > {config_path} <<'EOF'")
+        print("# from the current settings (password shown as ***; the real install writes it")
+        print("# to a private temporary file):")
+        print("config=$(mktemp)")
+        print("cat > \"$config\" <<'EOF'")
         print(json.dumps(shown, indent=2))
         print("EOF")
-        print(
-            f"# 2. the hook (psycopg2 in sys_path is built for Python "
-            f"{sys.version_info[0]}.{sys.version_info[1]}: pbs_server's Python must match)"
-        )
-        for directive in install_commands(args.name, args.order, args.alarm, script, config_path):
-            print(shlex.join([qmgr, "-c", directive]))
+        print("# 2. the hook")
+        for directive in install_commands(args.name, args.order, args.alarm, script, "CONFIG"):
+            line = shlex.join([qmgr, "-c", directive])
+            print(line.replace(" CONFIG'", ' \'"$config"').replace("CONFIG", "$config"))
+        print('rm -f "$config"')
         return 0
 
     fd, tmp = tempfile.mkstemp(prefix=f"{args.name}-", suffix=".json")  # mode 0600
@@ -255,7 +255,7 @@ def install(args: Any, settings: Settings) -> int:
             print(f"qmgr -c {shlex.quote(directive)}")
     finally:
         os.unlink(tmp)
-    print(f"hook {args.name} installed (events queuejob,runjob; DSN {redact_dsn(settings.dsn)})")
+    print(f"hook {args.name} installed (events {HOOK_EVENTS}; DSN {redact_dsn(settings.dsn)})")
     return 0
 
 

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         class_rows.extend(rows)
         return rows
 
-    ncpus = calibrated.ncpus_of(args.ncpus, args.select)
+    ncpus = calibrated.ncpus_of({"ncpus": args.ncpus, "select": args.select})
     decision = decide(
         args.event,
         args.user,

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ..errors import ConfigError, DatabaseError
+from ..hookpath import dsn as dsnlib
 from ..hookpath.config import libpq_dsn, redact_dsn
 
 # How long the CLI waits for a server before saying it cannot connect (libpq needs >= 2 s
@@ -66,7 +67,7 @@ def describe_connect_error(dsn: str, err: BaseException) -> str:
     reason = str(getattr(err, "orig", None) or err).strip().splitlines()
     first = reason[0] if reason else type(err).__name__
     # libpq can echo parts of the connection string in its message.
-    first = redact_dsn(first)
+    first = dsnlib.scrub(first, dsn)
     return f"cannot connect to PostgreSQL at {dsn_target(dsn)}: {first}"
 
 

@@ -1,8 +1,15 @@
 """A private, throwaway PostgreSQL cluster for tests, the demo and benchmarks.
 
 Started with the server binaries (``initdb``/``pg_ctl``) found on PATH or under
-``/usr/lib/postgresql/*/bin``, in a directory of our own, on a free loopback port,
-with fsync off. Never used for production data.
+``/usr/lib/postgresql/*/bin``, in a directory of our own, with fsync off. Never used for
+production data.
+
+Reachable by its owner only: it listens on no TCP address at all, only on a unix socket
+in its own directory, created with mode 0700 and owned by the user the server runs as.
+Authentication inside is ``trust``, which is safe only because nobody else can reach the
+socket (on a TCP port any local user could log in as the superuser and run programs as
+that user with ``COPY ... TO PROGRAM``). A unix socket is also how a PBS hook inside
+PBS's own network namespace reaches a test database.
 
 PostgreSQL refuses to run as root; when we are root the cluster runs as the
 ``postgres`` system user (or ``nobody``), which owns the data directory.
@@ -78,7 +85,7 @@ def _run_as() -> str | None:
 
 
 class LocalCluster:
-    """A PostgreSQL cluster in ``directory``, listening on 127.0.0.1 only, trust auth."""
+    """A PostgreSQL cluster in ``directory`` (mode 0700), on a unix socket there only."""
 
     def __init__(self, directory: str | os.PathLike[str], port: int | None = None) -> None:
         self.directory = Path(directory).resolve()
@@ -106,14 +113,20 @@ class LocalCluster:
         return self.user or pwd.getpwuid(os.getuid()).pw_name
 
     def dsn(self, dbname: str = "postgres") -> str:
-        """libpq URI for a database of this cluster."""
-        return f"postgresql://{self.superuser}@127.0.0.1:{self.port}/{dbname}"
+        """libpq URI for a database of this cluster (its socket directory as ``host``)."""
+        return f"postgresql://{self.superuser}@/{dbname}?host={self.directory}&port={self.port}"
+
+    @property
+    def socket_path(self) -> Path:
+        return self.directory / f".s.PGSQL.{self.port}"
 
     def is_running(self) -> bool:
         if not self.datadir.exists() or not self.port:
             return False
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(0.5)
+                sock.connect(str(self.socket_path))
                 return (self.datadir / "postmaster.pid").exists()
         except OSError:
             return False
@@ -126,6 +139,8 @@ class LocalCluster:
         if self.is_running():
             return
         self.directory.mkdir(parents=True, exist_ok=True)
+        # the socket lives here: nobody but the server's user (and root) may enter
+        os.chmod(self.directory, 0o700)
         if self.user is not None:
             shutil.chown(self.directory, user=self.user)
             for parent in self.directory.parents:
@@ -152,9 +167,10 @@ class LocalCluster:
             self.port = _free_port()
         self.portfile.write_text(str(self.port))
         options = (
-            f"-c listen_addresses=127.0.0.1 -c port={self.port} -c fsync=off "
+            f"-c listen_addresses='' -c port={self.port} -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off "
-            f"-c unix_socket_directories={self.directory} -c max_connections=200 "
+            f"-c unix_socket_directories='{self.directory}' -c unix_socket_permissions=0700 "
+            "-c max_connections=200 "
             "-c shared_buffers=256MB"
         )
         self._check(

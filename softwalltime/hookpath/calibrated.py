@@ -28,7 +28,7 @@ Hook path: Python 3.6+ syntax, standard library only, no database, no ``pbs``.
 """
 
 import math
-from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 NAME = "calibrated"
 
@@ -61,7 +61,7 @@ RULE_SPECS = tuple((stat, num, den, RULE_ADD_S) for stat in STATISTICS for num, 
 
 def _rule_name(spec: Tuple[str, int, int, int]) -> str:
     stat, num, den, add = spec
-    return "{}*{:g}+{}".format(stat, num / den, add)
+    return f"{stat}*{num / den:g}+{add}"
 
 
 RULES = ("walltime", "v3") + tuple(_rule_name(spec) for spec in RULE_SPECS)
@@ -361,16 +361,18 @@ class SiteFetch(NamedTuple):
     calibration: Callable[[], Calibration]
 
 
-def ncpus_of(ncpus: object, select: object) -> int:
+def ncpus_of(resources: Any) -> int:
     """The job's processors as the accounting record will show ``Resource_List.ncpus``.
 
     ``ncpus`` when set; else the sum over the ``select`` chunks (``2:ncpus=4+1:ncpus=2`` is
     10; a chunk without ``ncpus`` counts 1); else 1 (PBS's default).
 
-    :param ncpus: ``Resource_List["ncpus"]`` (None when unset)
-    :param select: ``Resource_List["select"]`` (None when unset; any object whose ``str``
-        is the select text)
+    :param resources: the job's ``Resource_List`` (or a dict): ``resources["ncpus"]`` and
+        ``resources["select"]`` (None when unset; ``select`` any object whose ``str`` is
+        the select text)
     """
+    ncpus = resources["ncpus"]
+    select = resources["select"]
     if ncpus is not None:
         try:
             return max(0, int(str(ncpus)))

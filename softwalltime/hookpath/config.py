@@ -40,6 +40,7 @@ import re
 from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from ..errors import ConfigError
+from . import dsn as dsnlib
 
 PREDICTORS = ("v1", "v2", "v3", "calibrated")
 DEFAULT_CONFIG_FILE = "/etc/softwalltime.json"
@@ -243,15 +244,10 @@ def libpq_dsn(dsn: str) -> str:
     return re.sub(r"^postgres(?:ql)?\+\w+://", "postgresql://", dsn.strip())
 
 
-_URL_PW_RE = re.compile(r"^(\w[\w+.-]*://[^:/@?#]*):([^@/?#]*)@")
-_KV_PW_RE = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
-_QUERY_PW_RE = re.compile(r"([?&]password=)[^&#]*")
-
-
 def redact_dsn(dsn: Optional[str]) -> str:
-    """Return the DSN with any password replaced by ``***``; safe to print or log."""
-    if not dsn:
-        return "(none)"
-    text = _URL_PW_RE.sub(r"\1:***@", dsn)
-    text = _KV_PW_RE.sub(r"\1***", text)
-    return _QUERY_PW_RE.sub(r"\1***", text)
+    """Return the DSN with every secret replaced by ``***``; safe to print or log.
+
+    The DSN is parsed the way libpq parses it (:mod:`.dsn`) and rendered again, so a
+    password with ``?``, ``#``, quotes or spaces, or an ``sslpassword``, never shows.
+    """
+    return dsnlib.redact(dsn)

@@ -5,7 +5,10 @@ fetches history, so it runs unchanged in tests, ``softwalltime predict`` and the
 
 Rules, in order (each "leave" names its reason in :attr:`Decision.reason`):
 
-1. only ``queuejob`` and ``runjob`` are handled;
+1. only ``queuejob``, ``runjob`` and ``modifyjob`` are handled (the hook calls this at
+   ``modifyjob`` only when the request changes the walltime; the job is then predicted
+   again for the new walltime, so that a user's ``qalter -l walltime=`` below the current
+   soft walltime is not refused by the server);
 2. user and queue allow/deny lists (deny wins; an empty allow list allows all). At
    ``queuejob`` the queue may be ``""`` (PBS substitutes the default queue later): when
    queue lists are configured such a job is left for ``runjob``, which sees the real queue;
@@ -26,7 +29,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 from . import calibrated as cal
 from .predict import HistoryRow, Prediction, PredictorParams, predict
 
-EVENTS = ("queuejob", "runjob")
+EVENTS = ("queuejob", "runjob", "modifyjob")
 
 # fetch(username, limit, with_walltime_only) -> [(runtime_s, walltime_s or None), ...]
 HistoryFetch = Callable[[str, int, bool], Sequence[HistoryRow]]
@@ -83,10 +86,12 @@ def decide(
 ) -> Decision:
     """Decide what to set on one job.
 
-    :param event: ``"queuejob"`` or ``"runjob"`` (anything else: leave alone)
-    :param user: the job's user (queuejob: the requestor; runjob: euser)
+    :param event: ``"queuejob"``, ``"runjob"`` or ``"modifyjob"`` (anything else: leave
+        alone)
+    :param user: the job's user (queuejob: the requestor; runjob, modifyjob: euser)
     :param queue: the queue as the event shows it; ``""`` or None if not known yet
-    :param walltime_s: the requested walltime in seconds, None if unset
+    :param walltime_s: the requested walltime in seconds, None if unset (modifyjob: the new
+        walltime)
     :param existing_soft_s: the soft_walltime already on the job in seconds, None if unset
     :param shrink_to_fit: the job has ``min_walltime`` (PBS forbids soft_walltime then)
     :param wait_s: seconds since the job was created (runjob), None if unknown
@@ -96,7 +101,8 @@ def decide(
     :param existing_is_ours: the existing soft_walltime was set by this hook at queuejob
     :param params: predictor parameters (default: built from ``settings``)
     :param ncpus: the job's processors (predictor ``calibrated``), None if unknown
-    :param site: history and calibration readers for predictor ``calibrated``
+    :param site: history and calibration readers for predictor ``calibrated`` (default:
+        ``fetch.site``, which :func:`softwalltime.hookpath.lookup.fetcher` provides)
     :returns: the decision; ``reason`` is one line for the debug log
     """
     who = "{} user={!r} queue={!r} walltime={}".format(
@@ -107,7 +113,7 @@ def decide(
         return Decision(None, prediction, f"{who}: leave alone: {why}")
 
     if event not in EVENTS:
-        return leave("not a queuejob or runjob event")
+        return leave("not a queuejob, runjob or modifyjob event")
     if not user:
         return leave("no user name")
     excluded = _listed(user, settings.users_allow, settings.users_deny)
@@ -145,6 +151,8 @@ def decide(
         params = PredictorParams.from_settings(settings)
     predictor = settings.predictor
     if predictor == cal.NAME:
+        if site is None:
+            site = getattr(fetch, "site", None)
         if site is None:
             return leave("predictor calibrated needs the site readers (site=...)")
         rows = site.history(user, cal.HISTORY_ROWS)

@@ -3,38 +3,30 @@
 pbs_server runs hooks synchronously inside request processing, so a slow database blocks
 every ``qsub``. This module therefore never waits longer than
 ``connect_timeout_s + statement_timeout_ms + STATEMENT_GRACE_S`` in total, by wall clock:
-
-* libpq's ``connect_timeout`` cannot do it. libpq 16 and older raise any value below 2
-  to 2 seconds (measured here: libpq 15 with ``connect_timeout=1`` gave up on a silent
-  server after 2.02 s; the libpq 17 in psycopg2-binary after 1.00 s), it takes whole
-  seconds only, and it applies to each address of a host in turn. So the connection is
-  opened in asynchronous mode (``async_=True``) and driven with ``select()`` against a
-  deadline; the same loop bounds every query, so a server that accepts TCP and then never
-  answers cannot stall the hook either (``statement_timeout`` alone is enforced by that
-  very server). Not bounded: resolving a host name (getaddrinfo blocks inside libpq);
-  give an IP address or ``hostaddr`` when DNS is not reliable.
-* ``statement_timeout`` and read-only transactions are set in the startup packet
-  (``options=-c ...``): no extra round trip per connection.
+the connection is made by :mod:`.pgwire`, whose every wait is a ``select()`` against one
+deadline, so a server that accepts TCP and then never answers cannot stall the hook
+either (``statement_timeout`` alone is enforced by that very server). Not bounded:
+resolving a host name (``getaddrinfo`` blocks); give an IP address, ``hostaddr`` or a
+socket directory when DNS is not reliable. ``statement_timeout`` and read-only
+transactions are set in the startup packet (``options=-c ...``): no extra round trip.
 
 The connection is cached at module level: pbs_server keeps imported modules until its
 interpreter restarts, so consecutive events reuse it. A cached connection that has died
-(server restart, idle timeout) is replaced once, within the same deadline.
+(server restart, idle timeout) is replaced once, within the same deadline. After an
+interpreter restart the modules are imported afresh (pure Python: see :mod:`.pgwire`)
+and the first event connects again.
 
-Hook path: Python 3.6+ syntax, standard library and psycopg2 only.
+Hook path: Python 3.6+ syntax, standard library only.
 """
 
 import logging
-import math
-import select
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-import psycopg2
-import psycopg2.extensions
-
 from ..errors import DatabaseError
+from . import pgwire
 from .calibrated import Calibration, ClassRow, SiteFetch
-from .config import libpq_dsn, redact_dsn, require_dsn
+from .config import redact_dsn, require_dsn
 
 log = logging.getLogger(__name__)
 
@@ -48,33 +40,30 @@ STATEMENT_GRACE_S = 0.1
 # and the ORDER BY matches its order, so PostgreSQL reads at most LIMIT matching entries.
 RECENT_JOBS_SQL = (
     "SELECT runtime_s, walltime_s FROM finished_jobs"
-    " WHERE username = %(user)s AND runtime_s IS NOT NULL"
-    " ORDER BY ended_at DESC, job_seq DESC LIMIT %(limit)s"
+    " WHERE username = $1 AND runtime_s IS NOT NULL"
+    " ORDER BY ended_at DESC, job_seq DESC LIMIT $2"
 )
 # v3 only looks at jobs that requested a walltime; filtering in SQL keeps LIMIT exact.
 RECENT_JOBS_WITH_WALLTIME_SQL = (
     "SELECT runtime_s, walltime_s FROM finished_jobs"
-    " WHERE username = %(user)s AND runtime_s IS NOT NULL AND walltime_s > 0"
-    " ORDER BY ended_at DESC, job_seq DESC LIMIT %(limit)s"
+    " WHERE username = $1 AND runtime_s IS NOT NULL AND walltime_s > 0"
+    " ORDER BY ended_at DESC, job_seq DESC LIMIT $2"
 )
 
 # Predictor "calibrated": the user's last rows with the keys it compares (walltime, ncpus);
 # also an Index Only Scan of ix_finished_jobs_user_recent (ncpus is in its INCLUDE list).
 CLASS_JOBS_SQL = (
     "SELECT runtime_s, walltime_s, ncpus FROM finished_jobs"
-    " WHERE username = %(user)s AND runtime_s IS NOT NULL AND walltime_s > 0"
-    " ORDER BY ended_at DESC, job_seq DESC LIMIT %(limit)s"
+    " WHERE username = $1 AND runtime_s IS NOT NULL AND walltime_s > 0"
+    " ORDER BY ended_at DESC, job_seq DESC LIMIT $2"
 )
-# The site calibration table (a few hundred rows), read at most every CALIBRATION_TTL_S.
+# The site calibration table (at most a few thousand rows), read at most every
+# CALIBRATION_TTL_S seconds; the state row comes as bin -1.
 CALIBRATION_SQL = (
     "SELECT bin, rule, jobs, under_jobs, accuracy_sum FROM calibration_cells"
     " UNION ALL SELECT -1, -1, jobs, under_jobs, lam FROM calibration_state"
 )
 CALIBRATION_TTL_S = 60.0
-
-_POLL_OK = psycopg2.extensions.POLL_OK
-_POLL_READ = psycopg2.extensions.POLL_READ
-_POLL_WRITE = psycopg2.extensions.POLL_WRITE
 
 # The cached connection and the parameters it was opened with.
 _cache: Dict[str, Any] = {"conn": None, "key": None}
@@ -82,41 +71,16 @@ _cache: Dict[str, Any] = {"conn": None, "key": None}
 _calibration: Dict[str, Any] = {"table": None, "at": 0.0, "dsn": None}
 
 
-def _wait(conn: Any, deadline: float, what: str) -> None:
-    """Drive an asynchronous connection until it is ready or ``deadline`` (monotonic) passes.
-
-    :raises DatabaseError: the deadline passed (the connection is then unusable)
-    """
-    while True:
-        state = conn.poll()
-        if state == _POLL_OK:
-            return
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise DatabaseError(f"{what} timed out")
-        # The socket can change while libpq tries the addresses of a host, so ask each time.
-        fd = conn.fileno()
-        if state == _POLL_READ:
-            select.select([fd], [], [], remaining)
-        elif state == _POLL_WRITE:
-            select.select([], [fd], [], remaining)
-        else:  # pragma: no cover - psycopg2 raises rather than returning other states
-            raise DatabaseError(f"{what}: unexpected poll state {state}")
-
-
 def _close(conn: Any) -> None:
-    try:
-        conn.close()
-    except Exception:  # noqa: BLE001 - closing a broken connection must never raise
-        pass
+    conn.close()  # pgwire's close never raises
 
 
 def connect(
     dsn: str, connect_timeout_s: float, statement_timeout_ms: int, deadline: Optional[float] = None
-) -> Any:
-    """Open a read-only, autocommit psycopg2 connection within a wall-clock bound.
+) -> pgwire.Connection:
+    """Open a read-only connection within a wall-clock bound.
 
-    :param dsn: libpq URI or keyword string (a SQLAlchemy URL is converted)
+    :param dsn: libpq URI or keyword string (a SQLAlchemy URL is accepted too)
     :param connect_timeout_s: seconds allowed for the whole connection setup
     :param statement_timeout_ms: per-statement limit set for the session, in milliseconds
     :param deadline: optional ``time.monotonic()`` value that ends the attempt earlier
@@ -127,21 +91,18 @@ def connect(
     limit = start + connect_timeout_s
     if deadline is not None:
         limit = min(limit, deadline)
-    conn = None
     try:
-        conn = psycopg2.connect(
-            libpq_dsn(dsn),
-            async_=True,
-            # A backstop only: libpq applies it to blocking connects (our loop is the bound).
-            connect_timeout=max(2, int(math.ceil(connect_timeout_s))),
-            options=f"-c statement_timeout={int(statement_timeout_ms):d}"
-            " -c default_transaction_read_only=on",
-            application_name="softwalltime-hook",
+        conn = pgwire.connect(
+            dsn,
+            limit,
+            startup={
+                "options": f"-c statement_timeout={int(statement_timeout_ms):d}"
+                " -c default_transaction_read_only=on",
+                "application_name": "softwalltime-hook",
+            },
+            environ={},
         )
-        _wait(conn, limit, f"connecting within {connect_timeout_s:.3g} s")
-    except (psycopg2.Error, DatabaseError, OSError) as err:
-        if conn is not None:
-            _close(conn)
+    except (DatabaseError, OSError, ValueError) as err:
         raise DatabaseError(f"cannot connect to {redact_dsn(dsn)}: {_one_line(err)}") from err
     log.debug("connected to %s in %.1f ms", redact_dsn(dsn), (time.monotonic() - start) * 1e3)
     return conn
@@ -152,15 +113,10 @@ def _one_line(err: BaseException) -> str:
     return " ".join(text.split())
 
 
-def _query(conn: Any, sql: str, params: Dict[str, Any], deadline: float) -> List[Tuple[Any, ...]]:
-    cur = conn.cursor()
-    try:
-        cur.execute(sql, params)
-        _wait(conn, deadline, "query")
-        rows: List[Tuple[Any, ...]] = cur.fetchall()
-        return rows
-    finally:
-        cur.close()
+def _query(
+    conn: pgwire.Connection, sql: str, params: Sequence[Any], deadline: float
+) -> List[Tuple[Any, ...]]:
+    return conn.query(sql, params, deadline)
 
 
 def close_cached() -> None:
@@ -195,14 +151,14 @@ def recent_jobs(
     :raises DatabaseError: connection or query failed or timed out; the hook fails open
     """
     sql = RECENT_JOBS_WITH_WALLTIME_SQL if with_walltime_only else RECENT_JOBS_SQL
-    params = {"user": username, "limit": int(limit)}
+    params = (username, int(limit))
     return _clean(_fetch(dsn, sql, params, connect_timeout_s, statement_timeout_ms, reuse))
 
 
 def _fetch(
     dsn: str,
     sql: str,
-    params: Dict[str, Any],
+    params: Sequence[Any],
     connect_timeout_s: float,
     statement_timeout_ms: int,
     reuse: bool = True,
@@ -222,29 +178,26 @@ def _fetch(
     if conn is not None:
         try:
             return _query(conn, sql, params, deadline)
-        except psycopg2.extensions.QueryCanceledError as err:
-            # statement_timeout: the connection is still usable, the history is not.
+        except pgwire.PgError as err:
+            if err.sqlstate == pgwire.QUERY_CANCELED:
+                # statement_timeout: the connection is still usable, the history is not.
+                raise DatabaseError(f"history query failed: {_one_line(err)}") from err
+            close_cached()
             raise DatabaseError(f"history query failed: {_one_line(err)}") from err
-        except (psycopg2.OperationalError, psycopg2.InterfaceError, DatabaseError) as err:
+        except DatabaseError as err:
             # The cached connection died since the last event (server restart, idle
             # timeout) or hangs: drop it and try once with a fresh one in the time left.
             log.debug("cached connection failed (%s); reconnecting", _one_line(err))
             close_cached()
-        except psycopg2.Error as err:
-            close_cached()
-            raise DatabaseError(f"history query failed: {_one_line(err)}") from err
     elif reuse:
         close_cached()
 
     conn = connect(dsn, connect_timeout_s, statement_timeout_ms, deadline=deadline)
     try:
         rows = _query(conn, sql, params, deadline)
-    except psycopg2.Error as err:
+    except DatabaseError as err:
         _close(conn)
         raise DatabaseError(f"history query failed: {_one_line(err)}") from err
-    except DatabaseError:
-        _close(conn)
-        raise
     if reuse:
         _cache["conn"] = conn
         _cache["key"] = key
@@ -277,24 +230,34 @@ def _clean(rows: List[Tuple[Any, ...]]) -> List[Tuple[int, Optional[int]]]:
 def fetcher(settings: Any) -> Callable[[str, int, bool], List[Tuple[int, Optional[int]]]]:
     """A ``fetch(user, limit, with_walltime_only)`` for :func:`softwalltime.hookpath.decide.decide`.
 
+    It also carries ``fetch.site``, the :class:`~softwalltime.hookpath.calibrated.SiteFetch`
+    of the same database, which ``decide`` uses for predictor ``calibrated``.
+
     :param settings: :class:`softwalltime.hookpath.config.Settings` (dsn and timeouts)
     :raises ConfigError: no DSN configured
     """
-    dsn = require_dsn(settings)
+    return _Fetch(settings)
 
-    def fetch(
-        username: str, limit: int, with_walltime_only: bool
+
+class _Fetch:
+    """The history reader of :func:`fetcher` (a callable with a ``site`` attribute)."""
+
+    def __init__(self, settings: Any) -> None:
+        self.dsn = require_dsn(settings)
+        self.settings = settings
+        self.site = site_fetcher(settings)
+
+    def __call__(
+        self, username: str, limit: int, with_walltime_only: bool
     ) -> List[Tuple[int, Optional[int]]]:
         return recent_jobs(
-            dsn,
+            self.dsn,
             username,
             limit,
             with_walltime_only,
-            settings.connect_timeout_s,
-            settings.statement_timeout_ms,
+            self.settings.connect_timeout_s,
+            self.settings.statement_timeout_ms,
         )
-
-    return fetch
 
 
 def class_jobs(
@@ -310,7 +273,7 @@ def class_jobs(
 
     :raises DatabaseError: connection or query failed or timed out
     """
-    params = {"user": username, "limit": int(limit)}
+    params = (username, int(limit))
     rows = _fetch(dsn, CLASS_JOBS_SQL, params, connect_timeout_s, statement_timeout_ms, reuse)
     out: List[Tuple[int, Optional[int], Optional[int]]] = []
     for row in rows:
@@ -346,7 +309,7 @@ def calibration(
     if cached is not None and _calibration["dsn"] == dsn and now - _calibration["at"] < max_age_s:
         table: Calibration = cached
         return table
-    rows = _fetch(dsn, CALIBRATION_SQL, {}, connect_timeout_s, statement_timeout_ms)
+    rows = _fetch(dsn, CALIBRATION_SQL, (), connect_timeout_s, statement_timeout_ms)
     state = None
     cells = []
     for bin_, rule, jobs, under, acc in rows:

@@ -197,7 +197,7 @@ def _decisions(
 
 
 def _bare_connects(dsn: str, n: int) -> list[float]:
-    """The machine's floor for a cold decision: a plain blocking connect and one query."""
+    """The machine's floor for a cold decision: libpq's blocking connect and one query."""
     samples = []
     for _ in range(n):
         start = time.perf_counter()
@@ -249,23 +249,25 @@ def _predict_throughput() -> None:
 
 
 def _explain(dsn: str, user: str) -> None:
-    conn = psycopg2.connect(dsn)
+    """The plan of the statement exactly as the hook sends it (extended protocol, $1 $2)."""
+    conn = lookup.connect(dsn, 5.0, 10000)
     try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "EXPLAIN (ANALYZE, BUFFERS) " + lookup.RECENT_JOBS_WITH_WALLTIME_SQL,
-                {"user": user, "limit": 15},
-            )
-            print(f"EXPLAIN (ANALYZE, BUFFERS) of the v3 lookup for {user}:")
-            for (line,) in cur.fetchall():
-                print("    " + line)
-            cur.execute(
-                "EXPLAIN (ANALYZE, BUFFERS) " + lookup.CLASS_JOBS_SQL,
-                {"user": user, "limit": calibrated.HISTORY_ROWS},
-            )
-            print(f"EXPLAIN (ANALYZE, BUFFERS) of the calibrated lookup for {user}:")
-            for (line,) in cur.fetchall():
-                print("    " + line)
+        rows = conn.query(
+            "EXPLAIN (ANALYZE, BUFFERS) " + lookup.RECENT_JOBS_WITH_WALLTIME_SQL,
+            (user, 15),
+            time.monotonic() + 10,
+        )
+        print(f"EXPLAIN (ANALYZE, BUFFERS) of the v3 lookup for {user}:")
+        for (line,) in rows:
+            print("    " + line)
+        rows = conn.query(
+            "EXPLAIN (ANALYZE, BUFFERS) " + lookup.CLASS_JOBS_SQL,
+            (user, calibrated.HISTORY_ROWS),
+            time.monotonic() + 10,
+        )
+        print(f"EXPLAIN (ANALYZE, BUFFERS) of the calibrated lookup for {user}:")
+        for (line,) in rows:
+            print("    " + line)
     finally:
         conn.close()
 

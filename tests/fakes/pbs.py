@@ -4,8 +4,12 @@ Behaviour copied from OpenPBS (``src/modules/python/pbs/v1/_base_types.py``,
 ``_svr_types.py``, ``_exc_types.py``; see ``../shared/docs/pbs-reference.md`` section 2):
 
 * ``event()`` returns the current event: ``type``, ``hook_name``, ``requestor``,
-  ``requestor_host``, ``job``; ``accept()``/``reject()`` set the outcome and raise
-  ``SystemExit``, so a hook that swallows ``SystemExit`` is caught out by the tests.
+  ``requestor_host``, ``job`` and, at ``modifyjob``, ``job_o``. As seen on OpenPBS 23.06:
+  at modifyjob ``job`` holds only the attributes the ``qalter`` changes (its
+  ``Variable_List`` is the job's, and entries set there are kept) and ``job_o`` the job as
+  it was (with ``euser``, ``queue`` and the current resources); ``accept()``/``reject()``
+  set the outcome and raise ``SystemExit``, so a hook that swallows ``SystemExit`` is
+  caught out by the tests.
 * ``job.Resource_List[name]``: reading an unset resource gives ``None``; reading a name the
   server does not define (or a differently-cased one) raises ``AttributeError`` (plain
   ``getattr`` in PBS); setting matches names case-insensitively and raises
@@ -15,7 +19,10 @@ Behaviour copied from OpenPBS (``src/modules/python/pbs/v1/_base_types.py``,
 * ``Variable_List`` is a dict (``pbs_env``); PBS-reserved names are read-only in hooks.
 * ``run_hook(path)`` runs a hook file the way pbs_server does (fresh globals; SystemExit
   is a normal end; any other exception or a KeyboardInterrupt rejects) and then applies
-  the server's own soft_walltime checks (``resc_attr.c``), returning the outcome.
+  the server's own soft_walltime checks (``resc_attr.c``), returning the outcome: at
+  queuejob a soft_walltime above walltime or on a shrink-to-fit job is refused; at
+  modifyjob a walltime below the soft_walltime in force afterwards is refused with
+  "Illegal attribute or resource value" (what a user's ``qalter`` hits on the real server).
 
 Standard library only and Python 3.6+ syntax: the isolated-interpreter test imports it.
 """
@@ -211,8 +218,10 @@ class job:  # noqa: N801 - PBS's name
 
 
 class _Event:
-    def __init__(self, type, requestor, job=None, hook_name="softwalltime"):  # noqa: A002
+    def __init__(self, type, requestor, job=None, hook_name="softwalltime", job_o=None):  # noqa: A002
         self.type = type
+        if type == MODIFYJOB:
+            self.job_o = job_o
         self.hook_name = hook_name
         self.requestor = requestor
         self.requestor_host = "login1"
@@ -251,9 +260,9 @@ def logjobmsg(jobid, msg):
 # ---- test helpers (not part of the real module) ----
 
 
-def new_event(type, requestor, job=None):  # noqa: A002
+def new_event(type, requestor, job=None, job_o=None):  # noqa: A002
     """Install a new current event and clear the log; returns it."""
-    ev = _Event(type, requestor, job)
+    ev = _Event(type, requestor, job, job_o=job_o)
     _current[0] = ev
     del logged[:]
     return ev
@@ -292,6 +301,17 @@ def run_hook(path):
                 "soft_walltime": None,
             }
         wall = rl["walltime"]
+        if soft is not None and wall is not None and int(soft) > int(wall):
+            return {
+                "accepted": False,
+                "message": "Illegal attribute or resource value (15014)",
+                "soft_walltime": None,
+            }
+    if ev.type == MODIFYJOB and rl is not None:
+        old = ev.job_o.Resource_List
+        wall = rl["walltime"] if rl["walltime"] is not None else old["walltime"]
+        if soft is None:
+            soft = old["soft_walltime"]
         if soft is not None and wall is not None and int(soft) > int(wall):
             return {
                 "accepted": False,
