@@ -358,3 +358,10 @@ def test_hook_sets_the_calibrated_prediction_from_the_keys(pbs, fresh_dsn, tmp_p
     result = pbs.run_hook(HOOK)
     assert result["soft_walltime"] == table.predict(10 * H, 1, hist4).soft_walltime_s
     assert result["soft_walltime"] > 9 * H
+
+
+def test_predict_points_calibrated_to_its_module():
+    from softwalltime.hookpath.predict import predict
+
+    with pytest.raises(ValueError, match="hookpath.calibrated"):
+        predict("calibrated", H, [(60, H)])

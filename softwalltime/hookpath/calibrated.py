@@ -10,8 +10,8 @@ under-estimates. This predictor:
    used, over its ``KEY_JOBS`` (10) most recent jobs. Each job's run time is scaled to this
    job's walltime (``runtime x walltime / its walltime``, rounded up), so the rules below
    work in seconds of this job.
-2. Computes a few **candidate rules** (:data:`RULES`): the walltime itself, v3, and
-   max / percentile / median rules over the class.
+2. Computes the **candidate rules** (:data:`RULES`): the walltime itself, v3, and each
+   statistic of the class (max, 90th/75th percentile, median, newest) x a factor + 60 s.
 3. Puts the job in a **bin** by key level, class size, spread of the class's run times and
    their level relative to the walltime (:func:`features`).
 4. Picks the rule with the best ``mean accuracy - lambda x under-rate`` in that bin, from a
@@ -123,9 +123,7 @@ _SPREAD_CUTS = ((5, 4), (2, 1), (5, 1))  # max/min run time: <1.25, <2, <5, >=5
 N_LEVEL = len(_LEVEL_CUTS) + 1
 N_SPREAD = len(_SPREAD_CUTS) + 1
 N_SIZE = 3  # class size: 3-5, 6-14, >=15 (or 1-2 at the user level)
-WALL_CUTS: Tuple[int, ...] = ()  # requested walltime buckets (s)
-N_WALL = len(WALL_CUTS) + 1
-BINS = len(LEVELS) * N_SIZE * N_SPREAD * N_LEVEL * N_WALL
+BINS = len(LEVELS) * N_SIZE * N_SPREAD * N_LEVEL
 
 
 def features(
@@ -194,9 +192,7 @@ def outcome(walltime_s: int, ncpus: Optional[int], history: Sequence[ClassRow]) 
     v3 = _clamp(_v3(walltime_s, history), walltime_s)
 
     if not runs:
-        return Outcome(
-            level * N_SIZE * N_SPREAD * N_LEVEL * N_WALL, (walltime_s,) * len(RULES), level, 0
-        )
+        return Outcome(level * N_SIZE * N_SPREAD * N_LEVEL, (walltime_s,) * len(RULES), level, 0)
     ordered = sorted(runs)
     m = len(ordered)
     top = ordered[-1]
@@ -215,12 +211,6 @@ def outcome(walltime_s: int, ncpus: Optional[int], history: Sequence[ClassRow]) 
     spread = _bucket(top, max(low, 1), _SPREAD_CUTS)
     lvl = _bucket(top, walltime_s, _LEVEL_CUTS)
     bin_ = ((level * N_SIZE + size) * N_SPREAD + spread) * N_LEVEL + lvl
-    if WALL_CUTS:
-        wb = 0
-        for cut in WALL_CUTS:
-            if walltime_s > cut:
-                wb += 1
-        bin_ = bin_ * N_WALL + wb
     return Outcome(bin_, softs, level, n)
 
 
