@@ -144,15 +144,16 @@ calibration_state = sa.Table(
     sa.Column("under_jobs", sa.BigInteger, nullable=False, comment="of them, under-estimated"),
     sa.Column("target_under_pct", sa.Float(53), nullable=False, comment="target used"),
     sa.Column(
-        "last_ended_at",
-        sa.DateTime(timezone=True),
-        nullable=True,
-        comment="watermark: end of the last job",
+        "cells",
+        sa.Text,
+        nullable=False,
+        server_default="[]",
+        comment="calibration_cells as JSON [[bin, rule, jobs, under, acc], ...]: what the hook"
+        " reads, one row",
     ),
-    sa.Column("last_job_seq", sa.BigInteger, nullable=True, comment="watermark: its job_seq"),
     sa.Column(
         "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     ),
     sa.CheckConstraint("id = 1", name="one_row"),
-    comment="Predictor calibrated: lambda, totals and the watermark (one row).",
+    comment="Predictor calibrated: lambda, totals and the packed cells (one row).",
 )

@@ -19,6 +19,7 @@ and the first event connects again.
 Hook path: Python 3.6+ syntax, standard library only.
 """
 
+import json
 import logging
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -57,12 +58,9 @@ CLASS_JOBS_SQL = (
     " WHERE username = $1 AND runtime_s IS NOT NULL AND walltime_s > 0"
     " ORDER BY ended_at DESC, job_seq DESC LIMIT $2"
 )
-# The site calibration table (at most a few thousand rows), read at most every
-# CALIBRATION_TTL_S seconds; the state row comes as bin -1.
-CALIBRATION_SQL = (
-    "SELECT bin, rule, jobs, under_jobs, accuracy_sum FROM calibration_cells"
-    " UNION ALL SELECT -1, -1, jobs, under_jobs, lam FROM calibration_state"
-)
+# The site calibration table, read at most every CALIBRATION_TTL_S seconds: one row, the
+# cells packed as JSON (json.loads is C; thousands of rows through pgwire are not).
+CALIBRATION_SQL = "SELECT lam, jobs, under_jobs, cells FROM calibration_state"
 CALIBRATION_TTL_S = 60.0
 
 # The cached connection and the parameters it was opened with.
@@ -312,11 +310,13 @@ def calibration(
     rows = _fetch(dsn, CALIBRATION_SQL, (), connect_timeout_s, statement_timeout_ms)
     state = None
     cells = []
-    for bin_, rule, jobs, under, acc in rows:
-        if bin_ == -1:
-            state = (float(acc), int(jobs), int(under))
-        else:
-            cells.append((int(bin_), int(rule), int(jobs), int(under), float(acc)))
+    for lam, jobs, under, packed in rows:
+        state = (float(lam), int(jobs), int(under))
+        try:
+            for bin_, rule, n, n_under, acc in json.loads(packed):
+                cells.append((int(bin_), int(rule), int(n), int(n_under), float(acc)))
+        except (TypeError, ValueError) as err:
+            raise DatabaseError(f"calibration_state.cells is not valid: {err}") from err
     table = Calibration.from_rows(state, cells)
     _calibration.update(table=table, at=now, dsn=dsn)
     return table

@@ -10,6 +10,7 @@ from the whole history keeps it exactly the replay's state; it costs a few secon
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import datetime, timezone
 from typing import NamedTuple, Optional
@@ -76,6 +77,7 @@ def store_table(conn: Connection, table: cal.Calibration, target_under_pct: floa
                 under_jobs=total_under,
                 target_under_pct=float(target_under_pct),
                 updated_at=now,
+                cells=json.dumps(cells, separators=(",", ":")),
             )
         )
     except sa.exc.SQLAlchemyError as err:
