@@ -248,7 +248,8 @@ def test_calibrate_command_stores_the_replay_end_state(fresh_dsn, capsys):
     got = lookup.calibration(fresh_dsn, max_age_s=0)
     lookup.close_cached()
     lookup.forget_calibration()
-    assert got.rows() == expected.rows()
+    assert got.rules == expected.choices() and got.lam == expected.lam
+    assert any(rule != cal.R_V3 for rule in got.rules)
 
 
 def test_calibrate_rejects_a_bad_target(fresh_dsn, capsys):
@@ -365,3 +366,33 @@ def test_predict_points_calibrated_to_its_module():
 
     with pytest.raises(ValueError, match="hookpath.calibrated"):
         predict("calibrated", H, [(60, H)])
+
+
+def test_a_stored_table_of_another_shape_is_a_clear_error(fresh_dsn):
+    from softwalltime.errors import DatabaseError
+
+    conn = psycopg2.connect(fresh_dsn)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute(
+                "INSERT INTO calibration_state (id, lam, jobs, under_jobs, target_under_pct,"
+                " choices) VALUES (1, 1.0, 5, 1, 12.0, '[1, 2]')"
+            )
+    finally:
+        conn.close()
+    try:
+        with pytest.raises(DatabaseError, match="softwalltime calibrate"):
+            lookup.calibration(fresh_dsn, max_age_s=0)
+    finally:
+        lookup.close_cached()
+        lookup.forget_calibration()
+    # never calibrated (no row): v3 everywhere
+    engine = db.make_engine(fresh_dsn)
+    with engine.begin() as c:
+        c.execute(sa.text("DELETE FROM calibration_state"))
+    engine.dispose()
+    try:
+        assert lookup.calibration(fresh_dsn, max_age_s=0).rules == [cal.R_V3] * cal.BINS
+    finally:
+        lookup.close_cached()
+        lookup.forget_calibration()

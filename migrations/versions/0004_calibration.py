@@ -2,8 +2,8 @@
 
 * ``calibration_cells``: per (bin, rule) the finished jobs, under-estimates and accuracy sum
   that the predictor's rules had; ``calibration_state``: one row with lambda, the running
-  totals, and the cells again as one JSON text (the hook reads that single row: parsing
-  thousands of rows in the hook's pure-Python client would take about 100 ms).
+  totals, and the rule the table chooses in each bin as one JSON list (what the hook reads:
+  one short row; reading the thousands of cells took it 25-100 ms).
 * ``ix_finished_jobs_user_recent`` is recreated with ``ncpus`` (and ``server``, as revision
   0003 of the multi-server work has it) in its INCLUDE list, so the predictor's history
   query stays an index-only scan.
@@ -51,11 +51,11 @@ def upgrade():
         sa.Column("jobs", sa.BigInteger, nullable=False, comment="finished jobs learned from"),
         sa.Column("under_jobs", sa.BigInteger, nullable=False, comment="of them, under-estimated"),
         sa.Column("target_under_pct", sa.Float(53), nullable=False, comment="target used"),
-        sa.Column("cells", sa.Text, nullable=False, server_default="[]", comment="calibration_cells as JSON [[bin, rule, jobs, under, acc], ...]: what the hook reads, one row"),
+        sa.Column("choices", sa.Text, nullable=False, server_default="[]", comment="JSON list: the rule chosen in each bin (what the hook reads)"),
         sa.Column("updated_at", TS, nullable=False, server_default=sa.func.now()),
         sa.PrimaryKeyConstraint("id", name="pk_calibration_state"),
         sa.CheckConstraint("id = 1", name="one_row"),
-        comment="Predictor calibrated: lambda, totals and the packed cells (one row).",
+        comment="Predictor calibrated: lambda, totals and the rule per bin (one row).",
     )
 
 

@@ -144,16 +144,15 @@ calibration_state = sa.Table(
     sa.Column("under_jobs", sa.BigInteger, nullable=False, comment="of them, under-estimated"),
     sa.Column("target_under_pct", sa.Float(53), nullable=False, comment="target used"),
     sa.Column(
-        "cells",
+        "choices",
         sa.Text,
         nullable=False,
         server_default="[]",
-        comment="calibration_cells as JSON [[bin, rule, jobs, under, acc], ...]: what the hook"
-        " reads, one row",
+        comment="JSON list: the rule chosen in each bin (what the hook reads)",
     ),
     sa.Column(
         "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     ),
     sa.CheckConstraint("id = 1", name="one_row"),
-    comment="Predictor calibrated: lambda, totals and the packed cells (one row).",
+    comment="Predictor calibrated: lambda, totals and the rule per bin (one row).",
 )

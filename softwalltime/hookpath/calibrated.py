@@ -303,6 +303,14 @@ class Calibration:
             self.acc[base + k] += accuracy(soft, runtime_s)
         self._best = {}
 
+    def choices(self) -> List[int]:
+        """The rule chosen in every bin now (what the hook reads, :class:`Choices`)."""
+        return [self.choose(bin_) for bin_ in range(BINS)]
+
+    def snapshot(self) -> "Choices":
+        """The decisions of this table as they are now."""
+        return Choices(self.choices(), self.lam, self.total, self.total_under)
+
     def rows(self) -> Tuple[Tuple[float, int, int], List[Tuple[int, int, int, int, float]]]:
         """``((lam, total, total_under), [(bin, rule, jobs, under, acc_sum), ...])`` to store."""
         cells = []
@@ -343,12 +351,51 @@ def describe(choice: Choice) -> str:
     return f"rule {RULES[choice.rule]} on {level} class of {out.class_jobs} jobs (bin {out.bin})"
 
 
+class Choices:
+    """A snapshot of the table's decisions: the rule per bin (what the hook reads).
+
+    ``predict`` gives what :meth:`Calibration.predict` gives on the table it came from.
+    """
+
+    __slots__ = ("rules", "lam", "total", "total_under")
+
+    def __init__(self, rules: Sequence[int], lam: float, total: int, total_under: int) -> None:
+        self.rules = list(rules)
+        self.lam = lam
+        self.total = total
+        self.total_under = total_under
+
+    @classmethod
+    def empty(cls) -> "Choices":
+        """Never calibrated: v3 everywhere."""
+        return cls([R_V3] * BINS, LAMBDA_START, 0, 0)
+
+    @classmethod
+    def from_stored(cls, lam: float, total: int, total_under: int, rules: object) -> "Choices":
+        """Check and build from the stored row.
+
+        :raises ValueError: not a list of BINS rule ids (another version of the predictor)
+        """
+        if not isinstance(rules, list) or len(rules) != BINS:
+            raise ValueError(f"expected a list of {BINS} rule ids")
+        for rule in rules:
+            if type(rule) is not int or not 0 <= rule < len(RULES):
+                raise ValueError(f"not a rule id: {rule!r}")
+        return cls(rules, lam, total, total_under)
+
+    def predict(self, walltime_s: int, ncpus: Optional[int], history: Sequence[ClassRow]) -> Choice:
+        """Predict one job with these decisions (pure)."""
+        out = outcome(walltime_s, ncpus, history)
+        rule = self.rules[out.bin]
+        return Choice(out.softs[rule], rule, out)
+
+
 class SiteFetch(NamedTuple):
     """What the predictor reads in the hook: ``history(user, limit)`` (rows as
-    :data:`ClassRow`, newest first) and ``calibration()`` (the site table, cached)."""
+    :data:`ClassRow`, newest first) and ``calibration()`` (the table's decisions, cached)."""
 
     history: Callable[[str, int], Sequence[ClassRow]]
-    calibration: Callable[[], Calibration]
+    calibration: Callable[[], Choices]
 
 
 def ncpus_of(resources: Any) -> int:

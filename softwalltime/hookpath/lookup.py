@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DatabaseError
 from . import pgwire
-from .calibrated import Calibration, ClassRow, SiteFetch
+from .calibrated import Choices, ClassRow, SiteFetch
 from .config import redact_dsn, require_dsn
 
 log = logging.getLogger(__name__)
@@ -58,9 +58,9 @@ CLASS_JOBS_SQL = (
     " WHERE username = $1 AND runtime_s IS NOT NULL AND walltime_s > 0"
     " ORDER BY ended_at DESC, job_seq DESC LIMIT $2"
 )
-# The site calibration table, read at most every CALIBRATION_TTL_S seconds: one row, the
-# cells packed as JSON (json.loads is C; thousands of rows through pgwire are not).
-CALIBRATION_SQL = "SELECT lam, jobs, under_jobs, cells FROM calibration_state"
+# The site calibration table's decisions, read at most every CALIBRATION_TTL_S seconds:
+# one row, the rule per bin as a JSON list (the cells themselves are for calibrate/psql).
+CALIBRATION_SQL = "SELECT lam, jobs, under_jobs, choices FROM calibration_state"
 CALIBRATION_TTL_S = 60.0
 
 # The cached connection and the parameters it was opened with.
@@ -295,29 +295,27 @@ def calibration(
     connect_timeout_s: float = 1.0,
     statement_timeout_ms: int = 250,
     max_age_s: float = CALIBRATION_TTL_S,
-) -> Calibration:
-    """The site calibration table, re-read at most every ``max_age_s`` seconds (module cache).
+) -> Choices:
+    """The site table's rule per bin, re-read at most every ``max_age_s`` seconds (cache).
 
-    An empty table (never calibrated) gives a fresh :class:`Calibration` (v3 everywhere).
+    Never calibrated (no row) gives v3 everywhere.
 
     :raises DatabaseError: the read failed (e.g. the schema lacks revision 0004)
     """
     now = time.monotonic()
     cached = _calibration["table"]
     if cached is not None and _calibration["dsn"] == dsn and now - _calibration["at"] < max_age_s:
-        table: Calibration = cached
+        table: Choices = cached
         return table
     rows = _fetch(dsn, CALIBRATION_SQL, (), connect_timeout_s, statement_timeout_ms)
-    state = None
-    cells = []
+    table = Choices.empty()
     for lam, jobs, under, packed in rows:
-        state = (float(lam), int(jobs), int(under))
         try:
-            for bin_, rule, n, n_under, acc in json.loads(packed):
-                cells.append((int(bin_), int(rule), int(n), int(n_under), float(acc)))
+            table = Choices.from_stored(float(lam), int(jobs), int(under), json.loads(packed))
         except (TypeError, ValueError) as err:
-            raise DatabaseError(f"calibration_state.cells is not valid: {err}") from err
-    table = Calibration.from_rows(state, cells)
+            raise DatabaseError(
+                f"calibration_state.choices: {err}; run 'softwalltime calibrate'"
+            ) from err
     _calibration.update(table=table, at=now, dsn=dsn)
     return table
 
@@ -339,7 +337,7 @@ def site_fetcher(settings: Any) -> SiteFetch:
             dsn, username, limit, settings.connect_timeout_s, settings.statement_timeout_ms
         )
 
-    def table() -> Calibration:
+    def table() -> Choices:
         return calibration(dsn, settings.connect_timeout_s, settings.statement_timeout_ms)
 
     return SiteFetch(history, table)
