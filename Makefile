@@ -59,13 +59,17 @@ demo: $(VENV)/.installed
 	echo "$$ softwalltime predict --user alice --walltime 00:10:00 --predictor v1"; \
 	$(BIN)/softwalltime predict --user alice --walltime 00:10:00 --predictor v1; \
 	echo "$$ softwalltime evaluate softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz"; \
-	$(BIN)/softwalltime evaluate softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz
+	$(BIN)/softwalltime evaluate softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz; \
+	echo "$$ softwalltime simulate --procs 2176 --estimates users,v3,perfect softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz"; \
+	$(BIN)/softwalltime simulate --procs 2176 --estimates users,v3,perfect \
+	  softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz
 
 demo-stop:
 	@[ ! -d .demo/pg ] || $(BIN)/python -m softwalltime.db.localpg stop .demo/pg
 
 clean: demo-stop
-	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache
+	@[ ! -d .bench/pg ] || $(BIN)/python -m softwalltime.db.localpg stop .bench/pg
+	rm -rf $(VENV) .demo .bench build dist .hypothesis *.egg-info .pytest_cache .mypy_cache .ruff_cache
 
 ## bench-hook: hook decision time (warm/cold connection) over 1M history rows / 10k users
 .PHONY: bench-hook
@@ -77,7 +81,17 @@ bench-hook: $(VENV)/.installed
 bench-ingest: $(VENV)/.installed
 	$(BIN)/python tests/benchmarks/bench_ingest.py
 
+## bench-pbs: qsub throughput on the real OpenPBS server (no hook / empty hook / softwalltime)
+.PHONY: bench-pbs
+bench-pbs: $(VENV)/.installed
+	$(BIN)/python tests/benchmarks/bench_pbs.py
+
 ## bench-evaluate: replay speed (jobs/s) per predictor on HPC2N and CERIT-SC
 .PHONY: bench-evaluate
 bench-evaluate: $(VENV)/.installed
 	$(BIN)/python tests/benchmarks/bench_evaluate.py
+
+## bench-simulate: scheduler simulation time and jobs/s per estimate source on HPC2N
+.PHONY: bench-simulate
+bench-simulate: $(VENV)/.installed
+	$(BIN)/python tests/benchmarks/bench_simulate.py

@@ -448,14 +448,14 @@ def test_cli_moments_match_the_replay_moments():
     assert config.PREDICTORS == evaluate.PREDICTORS
 
 
-def test_a_workload_with_nothing_to_evaluate_still_reports_and_plots(tmp_path, capsys):
+def test_a_workload_with_nothing_to_evaluate_is_an_error_without_plots(tmp_path, capsys):
+    # issue 9 item 15: this used to exit 0 with empty figures ("underestimated 0.0 %")
     path = tmp_path / "none.swf"
     path.write_text("1 0 0 100 1 -1 -1 1 -1 -1 1 3 1 -1 -1 1 -1 -1\n")  # no requested time
-    assert cli.main(["evaluate", "--json", "--plot", str(tmp_path / "p"), str(path)]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    assert (doc["jobs"], doc["skipped"]) == (0, 1)
-    assert doc["predictors"]["v3"]["mean_accuracy"] is None
-    assert (tmp_path / "p" / "errors_sorted.png").stat().st_size > 0
+    assert cli.main(["evaluate", "--json", "--plot", str(tmp_path / "p"), str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "(no requested walltime: 1); nothing written" in err
+    assert not (tmp_path / "p").exists()
 
 
 def test_plot_without_matplotlib_says_how_to_install_it(swf, tmp_path, monkeypatch, capsys):

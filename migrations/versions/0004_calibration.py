@@ -4,14 +4,13 @@
   that the predictor's rules had; ``calibration_state``: one row with lambda, the running
   totals, and the rule the table chooses in each bin as one JSON list (what the hook reads:
   one short row; reading the thousands of cells took it 25-100 ms).
-* ``ix_finished_jobs_user_recent`` is recreated with ``ncpus`` (and ``server``, as revision
-  0003 of the multi-server work has it) in its INCLUDE list, so the predictor's history
-  query stays an index-only scan.
+* ``ix_finished_jobs_user_recent`` is recreated with ``ncpus`` in its INCLUDE list (beside
+  revision 0003's ``server``), so the predictor's history query stays an index-only scan.
 
 A frozen snapshot: never import softwalltime.db.schema here.
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 Create Date: 2026-11-23
 """
 
@@ -19,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0004"
-down_revision = "0002"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
@@ -67,5 +66,5 @@ def downgrade():
         "ix_finished_jobs_user_recent",
         "finished_jobs",
         ["username", sa.text("ended_at DESC"), sa.text("job_seq DESC")],
-        postgresql_include=["runtime_s", "walltime_s"],
+        postgresql_include=["runtime_s", "walltime_s", "server"],
     )

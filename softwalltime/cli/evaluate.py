@@ -10,7 +10,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, List
 
-from ..errors import ConfigError
+from ..errors import ConfigError, SoftwalltimeError
 from ..hookpath.config import PREDICTORS, Settings, require_dsn
 
 if TYPE_CHECKING:
@@ -51,7 +51,8 @@ accuracy of every predictor, with 'calibrated' swept over targets of 2-25 %.
 
 EPILOG = """\
 examples:
-  softwalltime evaluate ../shared/data/traces/CERIT-SC-wagap-2013.alea.swf.gz
+  softwalltime evaluate CERIT-SC-wagap-2013.alea.swf.gz   (an SWF trace; this one is bundled
+      in softwalltime/data/ of the source tree)
   softwalltime evaluate --predictors v3 --moment start --json /var/spool/pbs/server_priv/accounting
   softwalltime --dsn postgresql://pbs@db/pbs evaluate --db --plot /tmp/softwalltime-plots
 """
@@ -91,6 +92,12 @@ def register(sub: Any) -> None:
         help="predictor calibrated: target under-estimate rate in percent"
         " (default: the setting target_under_pct)",
     )
+    p.add_argument(
+        "--start-from-submit",
+        action="store_true",
+        help="SWF jobs whose wait time is unknown (-1) start at their submit time instead of"
+        " being skipped (LLNL traces record no wait at all)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument(
         "--plot", metavar="DIR", help="also write PNG figures into DIR (needs matplotlib)"
@@ -124,6 +131,25 @@ def _read_db(settings: Settings) -> Trace:
         engine.dispose()
 
 
+class ReplayError(SoftwalltimeError):
+    """The replay has nothing to report."""
+
+
+def _nothing_evaluated(source: str, report: dict[str, Any], start_from_submit: bool) -> str:
+    """Why no job could be evaluated, and what might help."""
+    from ..replay.evaluate import SKIP_TIMES
+
+    reasons = report["skipped_by_reason"]
+    why = ", ".join(f"{reason}: {n:,}" for reason, n in sorted(reasons.items())) or "no jobs"
+    text = f"no job of {source} can be evaluated ({why}); nothing written"
+    if reasons.get(SKIP_TIMES) and not start_from_submit:
+        text += (
+            "; if the trace records no wait time (-1, as LLNL's do), --start-from-submit"
+            " replays such jobs with their submit time as start"
+        )
+    return text
+
+
 def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     """Handle ``softwalltime evaluate``; see DESCRIPTION for what it does.
 
@@ -150,7 +176,9 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     else:
         from ..replay.traces import read_sources
 
-        trace = read_sources(args.sources, server=settings.server)
+        trace = read_sources(
+            args.sources, server=settings.server, start_from_submit=args.start_from_submit
+        )
     read_s = time.perf_counter() - started
     params = PredictorParams.from_settings(settings)
     started = time.perf_counter()
@@ -164,6 +192,8 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
         target if "calibrated" in predictors else None,
     )
     log.debug("read %.2f s, replay %.2f s (%s jobs)", read_s, replay_s, report["jobs"])
+    if not report["jobs"]:
+        raise ReplayError(_nothing_evaluated(trace.source, report, args.start_from_submit))
     if args.plot:
         from ..replay.evaluate import sweep_calibrated
         from ..replay.plots import write_plots

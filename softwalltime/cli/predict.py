@@ -51,6 +51,10 @@ def register(sub: Any) -> None:
         "--select", help="requested select, e.g. 2:ncpus=4 (predictor calibrated: its ncpus)"
     )
     parser.add_argument(
+        "--server",
+        help="the job's PBS server, for history_scope = server (default: the server setting)",
+    )
+    parser.add_argument(
         "--event", choices=EVENTS, default="queuejob", help="hook event (default: queuejob)"
     )
     parser.set_defaults(func=run)
@@ -64,7 +68,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """
     if args.predictor:
         settings = settings._replace(predictor=args.predictor)
-    fetch = lookup.fetcher(settings)
+    fetch = lookup.fetcher(settings, args.server)
     seen: list[HistoryRow] = []
 
     def recording_fetch(user: str, limit: int, with_walltime_only: bool) -> list[HistoryRow]:
@@ -73,7 +77,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return rows
 
     params = PredictorParams.from_settings(settings)
-    site = lookup.site_fetcher(settings)
+    site = lookup.site_fetcher(settings, args.server)
     class_rows: list[calibrated.ClassRow] = []
 
     def recording_history(user: str, limit: int) -> list[calibrated.ClassRow]:

@@ -25,6 +25,8 @@ sys_path                          SOFTWALLTIME_SYS_PATH               [] (os.pat
 debug                             SOFTWALLTIME_DEBUG                  false
 accounting_dir                    SOFTWALLTIME_ACCOUNTING_DIR         $PBS_HOME/...
 server                            SOFTWALLTIME_SERVER                 (from job ids)
+ingest_lock_stale_s               SOFTWALLTIME_INGEST_LOCK_STALE_S    3600
+history_scope                     SOFTWALLTIME_HISTORY_SCOPE          all (or: server)
 ================================  ==================================  ===========
 
 The config file is JSON (the same format PBS accepts for a hook configuration).
@@ -35,9 +37,10 @@ Python 3.6+ syntax and stdlib only: the hook imports this module.
 """
 
 import json
+import logging
 import os
 import re
-from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Set, Tuple
 
 from ..errors import ConfigError
 from . import dsn as dsnlib
@@ -69,6 +72,8 @@ class Settings(NamedTuple):
     debug: bool
     accounting_dir: Optional[str]
     server: Optional[str]
+    ingest_lock_stale_s: int
+    history_scope: str
     source: str
 
 
@@ -96,7 +101,12 @@ DEFAULTS: Dict[str, Any] = {
     "debug": False,
     "accounting_dir": None,
     "server": None,
+    "ingest_lock_stale_s": 3600,
+    # whose finished jobs a prediction uses: every server's in the database, or only those
+    # of the server the job belongs to
+    "history_scope": "all",
 }
+HISTORY_SCOPES = ("all", "server")
 
 _LIST_KEYS = ("users_allow", "users_deny", "queues_allow", "queues_deny", "sys_path")
 _INT_KEYS = (
@@ -106,10 +116,43 @@ _INT_KEYS = (
     "long_walltime_threshold_s",
     "runjob_min_wait_s",
     "statement_timeout_ms",
+    "ingest_lock_stale_s",
 )
 _FLOAT_KEYS = ("long_walltime_factor", "connect_timeout_s", "target_under_pct")
+# Accepted ranges, inclusive. The hook's wait on the database is at most connect_timeout_s
+# + statement_timeout_ms + 0.1 s: with these bounds at most 10.1 s, a third of PBS's default hook
+# alarm of 30 s, so a slow database can never get a job rejected by the alarm.
+RANGES = {
+    "v1_jobs": (1, 1000),
+    "v3_jobs": (1, 1000),
+    "reserve_s": (0, 31 * 86400),
+    "long_walltime_threshold_s": (0, 10 * 366 * 86400),
+    "runjob_min_wait_s": (0, 366 * 86400),
+    "statement_timeout_ms": (1, 5000),
+    "connect_timeout_s": (0.01, 5.0),
+    "long_walltime_factor": (0.01, 100.0),
+    "target_under_pct": (0.01, 99.0),
+    "ingest_lock_stale_s": (1, 7 * 86400),
+}  # type: Dict[str, Tuple[float, float]]
+# Time granted beyond statement_timeout for the server's own cancellation to reach the
+# hook, so a slow query normally ends with PostgreSQL's clear "canceling statement" error
+# rather than the client-side deadline.
+STATEMENT_GRACE_S = 0.1
+
+
+def hook_bound_s(settings: "Settings") -> float:
+    """The longest the hook waits for the database in one event, in seconds."""
+    return settings.connect_timeout_s + settings.statement_timeout_ms / 1000.0 + STATEMENT_GRACE_S
+
+
+def _check_range(where: str, key: str, number: Any) -> None:
+    low, high = RANGES[key]
+    if not low <= number <= high:
+        raise ConfigError(f"{where}: must be between {low:g} and {high:g}, got {number!r}")
+
+
 _BOOL_KEYS = ("override_existing", "dry_run", "debug")
-_STR_KEYS = ("dsn", "predictor", "accounting_dir", "server")
+_STR_KEYS = ("dsn", "predictor", "accounting_dir", "server", "history_scope")
 
 
 def _coerce(key: str, value: Any, origin: str) -> Any:
@@ -124,16 +167,13 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
             return False
         raise ConfigError(f"{where}: expected true or false, got {value!r}")
     if key in _INT_KEYS:
-        if isinstance(value, bool):
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
             raise ConfigError(f"{where}: expected an integer, got {value!r}")
         try:
             number = int(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: inf, 1e400
             raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
-        if number < 0:
-            raise ConfigError(f"{where}: must not be negative, got {number}")
-        if key in ("v1_jobs", "v3_jobs") and number < 1:
-            raise ConfigError(f"{where}: must be at least 1, got {number}")
+        _check_range(where, key, number)
         return number
     if key in _FLOAT_KEYS:
         if isinstance(value, bool):
@@ -142,10 +182,9 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
             real = float(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: expected a number, got {value!r}") from None
-        if not real > 0:
-            raise ConfigError(f"{where}: must be greater than 0, got {real}")
-        if key == "target_under_pct" and not real < 100:
-            raise ConfigError(f"{where}: must be a percentage below 100, got {real}")
+        if real != real:  # nan compares false with everything, ranges included
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        _check_range(where, key, real)
         return real
     if key in _LIST_KEYS:
         if isinstance(value, str):
@@ -163,10 +202,34 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
             raise ConfigError(
                 "{}: must be one of {}, got {!r}".format(where, ", ".join(PREDICTORS), value)
             )
-        if key == "predictor":
+        if key == "history_scope" and value not in HISTORY_SCOPES:
+            raise ConfigError(f"{where}: must be all or server, got {value!r}")
+        if key in ("predictor", "history_scope"):
             return value
         return value or None
     raise ConfigError("{}: unknown key (known keys: {})".format(where, ", ".join(sorted(DEFAULTS))))
+
+
+_warned: Set[str] = set()
+
+
+def _warn_if_exposed(path: str, dsn: Any) -> None:
+    """Warn (once per file) when a config file holding a password is readable by others."""
+    if not isinstance(dsn, str) or path in _warned:
+        return
+    try:
+        secret = any(dsnlib.is_secret(k) and v for k, v in dsnlib.parse(dsn).items())
+        mode = os.stat(path).st_mode
+    except (ConfigError, OSError):
+        return
+    if secret and mode & 0o077:
+        _warned.add(path)
+        logging.getLogger(__name__).warning(
+            "%s holds a database password and is readable by %s: chmod 600 %s",
+            path,
+            "others" if mode & 0o007 else "its group",
+            path,
+        )
 
 
 def _read_file(path: str) -> Dict[str, Any]:
@@ -205,7 +268,9 @@ def load_settings(
         if path is None and os.path.exists(DEFAULT_CONFIG_FILE):
             path = DEFAULT_CONFIG_FILE
     if path is not None:
-        for key, value in _read_file(path).items():
+        data = _read_file(path)
+        _warn_if_exposed(path, data.get("dsn"))
+        for key, value in data.items():
             if key.startswith("_") or key == "comment":
                 continue  # room for comments in a JSON file
             values[key] = _coerce(key, value, path)
@@ -223,6 +288,35 @@ def load_settings(
             sources.append("--" + key.replace("_", "-"))
 
     return Settings(source=", ".join(sources), **values)
+
+
+# The hook's settings and the identity of the file they came from (see hook_settings).
+_HOOK_CACHE = {}  # type: Dict[str, Any]
+
+
+def hook_settings(path: Optional[str]) -> Settings:
+    """The hook's settings from its config file alone, parsed again only when it changed.
+
+    pbs_server keeps imported modules between events, so the parse is kept here and
+    reused while the file's bytes stay the same (reading a small file costs far less than
+    parsing and checking it). Never reads the environment.
+
+    :raises ConfigError: as :func:`load_settings`
+    """
+    if path is None:
+        return load_settings(None, environ={})
+    try:
+        with open(path, "rb") as fh:
+            content = fh.read()  # type: Optional[bytes]
+    except OSError:
+        content = None  # load_settings says what is wrong
+    if content is not None and _HOOK_CACHE.get("key") == (path, content):
+        cached = _HOOK_CACHE["settings"]  # type: Settings
+        return cached
+    settings = load_settings(path, environ={})
+    _HOOK_CACHE["key"] = (path, content)
+    _HOOK_CACHE["settings"] = settings
+    return settings
 
 
 def require_dsn(settings: Settings) -> str:

@@ -24,17 +24,12 @@ import logging
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import DatabaseError
+from ..errors import UNDEFINED_TABLE, ConfigError, DatabaseError, SchemaMissingError
 from . import pgwire
 from .calibrated import Choices, ClassRow, SiteFetch
-from .config import redact_dsn, require_dsn
+from .config import STATEMENT_GRACE_S, redact_dsn, require_dsn
 
 log = logging.getLogger(__name__)
-
-# Time granted beyond statement_timeout for the server's own cancellation to reach us, so
-# a slow query normally ends with PostgreSQL's clear "canceling statement" error rather
-# than our client-side deadline.
-STATEMENT_GRACE_S = 0.1
 
 # Served by ix_finished_jobs_user_recent (username, ended_at DESC, job_seq DESC) INCLUDE
 # (runtime_s, walltime_s) as an Index Only Scan: every column referenced is in the index,
@@ -65,7 +60,7 @@ CALIBRATION_TTL_S = 60.0
 
 # The cached connection and the parameters it was opened with.
 _cache: Dict[str, Any] = {"conn": None, "key": None}
-# The calibration table last read, when (monotonic) and from which database.
+# The calibration table's decisions last read, when (monotonic) and from which database.
 _calibration: Dict[str, Any] = {"table": None, "at": 0.0, "dsn": None}
 
 
@@ -114,7 +109,7 @@ def _one_line(err: BaseException) -> str:
 def _query(
     conn: pgwire.Connection, sql: str, params: Sequence[Any], deadline: float
 ) -> List[Tuple[Any, ...]]:
-    return conn.query(sql, params, deadline)
+    return conn.query(sql, params, deadline, prepare=True)
 
 
 def close_cached() -> None:
@@ -134,6 +129,7 @@ def recent_jobs(
     connect_timeout_s: float = 1.0,
     statement_timeout_ms: int = 250,
     reuse: bool = True,
+    server: Optional[str] = None,
 ) -> List[Tuple[int, Optional[int]]]:
     """The user's last ``limit`` finished jobs by end time (ties: higher job_seq first).
 
@@ -145,11 +141,12 @@ def recent_jobs(
     :param statement_timeout_ms: server-side statement limit, in milliseconds; the client
         also stops waiting ``STATEMENT_GRACE_S`` after it
     :param reuse: keep the connection in the module cache for the next call
+    :param server: only jobs of this PBS server (None: every server's)
     :returns: ``[(runtime_s, walltime_s or None), ...]`` most recent first
     :raises DatabaseError: connection or query failed or timed out; the hook fails open
     """
-    sql = RECENT_JOBS_WITH_WALLTIME_SQL if with_walltime_only else RECENT_JOBS_SQL
-    params = (username, int(limit))
+    sql = scoped(RECENT_JOBS_WITH_WALLTIME_SQL if with_walltime_only else RECENT_JOBS_SQL, server)
+    params = (username, int(limit)) if server is None else (username, int(limit), server)
     return _clean(_fetch(dsn, sql, params, connect_timeout_s, statement_timeout_ms, reuse))
 
 
@@ -163,6 +160,7 @@ def _fetch(
 ) -> List[Tuple[Any, ...]]:
     """Run one query on the cached connection (replaced once if it died), within the bound.
 
+    :raises SchemaMissingError: a table is missing (schema not migrated)
     :raises DatabaseError: connection or query failed or timed out
     """
     deadline = time.monotonic() + connect_timeout_s + statement_timeout_ms / 1000.0
@@ -177,6 +175,8 @@ def _fetch(
         try:
             return _query(conn, sql, params, deadline)
         except pgwire.PgError as err:
+            if err.sqlstate == UNDEFINED_TABLE:
+                raise SchemaMissingError() from err
             if err.sqlstate == pgwire.QUERY_CANCELED:
                 # statement_timeout: the connection is still usable, the history is not.
                 raise DatabaseError(f"history query failed: {_one_line(err)}") from err
@@ -195,6 +195,8 @@ def _fetch(
         rows = _query(conn, sql, params, deadline)
     except DatabaseError as err:
         _close(conn)
+        if isinstance(err, pgwire.PgError) and err.sqlstate == UNDEFINED_TABLE:
+            raise SchemaMissingError() from err
         raise DatabaseError(f"history query failed: {_one_line(err)}") from err
     if reuse:
         _cache["conn"] = conn
@@ -225,25 +227,55 @@ def _clean(rows: List[Tuple[Any, ...]]) -> List[Tuple[int, Optional[int]]]:
     return out
 
 
-def fetcher(settings: Any) -> Callable[[str, int, bool], List[Tuple[int, Optional[int]]]]:
+def scoped(sql: str, server: Optional[str]) -> str:
+    """``sql`` limited to one server's jobs (``$3``), or unchanged for ``server=None``.
+
+    ``server`` is in the INCLUDE list of the index, so the scan stays index-only.
+    """
+    if server is None:
+        return sql
+    head, order, tail = sql.partition(" ORDER BY ")
+    return head + " AND server = $3" + order + tail
+
+
+def history_server(settings: Any, server: Optional[str]) -> Optional[str]:
+    """The server to limit the history to (``history_scope = server``), or None for all.
+
+    :raises ConfigError: scope ``server`` but no server known
+    """
+    if settings.history_scope != "server":
+        return None
+    if not server:
+        raise ConfigError(
+            "history_scope is 'server' but the job's server is not known"
+            " (set the 'server' setting, or --server)"
+        )
+    return str(server)
+
+
+def fetcher(
+    settings: Any, server: Optional[str] = None
+) -> Callable[[str, int, bool], List[Tuple[int, Optional[int]]]]:
     """A ``fetch(user, limit, with_walltime_only)`` for :func:`softwalltime.hookpath.decide.decide`.
 
     It also carries ``fetch.site``, the :class:`~softwalltime.hookpath.calibrated.SiteFetch`
-    of the same database, which ``decide`` uses for predictor ``calibrated``.
+    of the same database and scope, which ``decide`` uses for predictor ``calibrated``.
 
-    :param settings: :class:`softwalltime.hookpath.config.Settings` (dsn and timeouts)
-    :raises ConfigError: no DSN configured
+    :param settings: :class:`softwalltime.hookpath.config.Settings` (dsn, timeouts, scope)
+    :param server: the job's PBS server; used when ``history_scope`` is ``server``
+    :raises ConfigError: no DSN configured; scope ``server`` without a server
     """
-    return _Fetch(settings)
+    return _Fetch(settings, server)
 
 
 class _Fetch:
     """The history reader of :func:`fetcher` (a callable with a ``site`` attribute)."""
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: Any, server: Optional[str]) -> None:
         self.dsn = require_dsn(settings)
+        self.only = history_server(settings, server or settings.server)
         self.settings = settings
-        self.site = site_fetcher(settings)
+        self.site = site_fetcher(settings, server)
 
     def __call__(
         self, username: str, limit: int, with_walltime_only: bool
@@ -255,6 +287,7 @@ class _Fetch:
             with_walltime_only,
             self.settings.connect_timeout_s,
             self.settings.statement_timeout_ms,
+            server=self.only,
         )
 
 
@@ -265,14 +298,17 @@ def class_jobs(
     connect_timeout_s: float = 1.0,
     statement_timeout_ms: int = 250,
     reuse: bool = True,
+    server: Optional[str] = None,
 ) -> List[Tuple[int, Optional[int], Optional[int]]]:
     """The user's last ``limit`` finished jobs with a walltime, as ``(runtime_s, walltime_s,
-    ncpus or None)``, most recent first (predictor ``calibrated``).
+    ncpus or None)``, most recent first (predictor ``calibrated``); ``server``: only that
+    PBS server's jobs (None: every server's).
 
     :raises DatabaseError: connection or query failed or timed out
     """
-    params = (username, int(limit))
-    rows = _fetch(dsn, CLASS_JOBS_SQL, params, connect_timeout_s, statement_timeout_ms, reuse)
+    sql = scoped(CLASS_JOBS_SQL, server)
+    params = (username, int(limit)) if server is None else (username, int(limit), server)
+    rows = _fetch(dsn, sql, params, connect_timeout_s, statement_timeout_ms, reuse)
     out: List[Tuple[int, Optional[int], Optional[int]]] = []
     for row in rows:
         if len(row) == 3:
@@ -325,16 +361,23 @@ def forget_calibration() -> None:
     _calibration.update(table=None, at=0.0, dsn=None)
 
 
-def site_fetcher(settings: Any) -> SiteFetch:
+def site_fetcher(settings: Any, server: Optional[str] = None) -> SiteFetch:
     """A :class:`SiteFetch` on the configured database (``decide(..., site=...)``).
 
-    :raises ConfigError: no DSN configured
+    :param server: the job's PBS server; used when ``history_scope`` is ``server``
+    :raises ConfigError: no DSN configured; scope ``server`` without a server
     """
     dsn = require_dsn(settings)
+    only = history_server(settings, server or settings.server)
 
     def history(username: str, limit: int) -> Sequence[ClassRow]:
         return class_jobs(
-            dsn, username, limit, settings.connect_timeout_s, settings.statement_timeout_ms
+            dsn,
+            username,
+            limit,
+            settings.connect_timeout_s,
+            settings.statement_timeout_ms,
+            server=only,
         )
 
     def table() -> Choices:

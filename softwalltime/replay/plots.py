@@ -224,3 +224,89 @@ def write_plots(
         paths.append(os.path.join(directory, TRADEOFF_PNG))
         plot_tradeoff(result, sweep, paths[2], title)
     return paths
+
+
+SIM_WAIT_PNG = "simulate_wait_by_class.png"
+SIM_BSLD_PNG = "simulate_slowdown_by_class.png"
+_SIM_COLORS = {"users": "#7f7f7f", "perfect": "#2ca02c", "fixed10": "#9467bd"}
+
+
+def plot_simulation_by_class(
+    work: Any, results: Dict[str, Any], path: str, metric: str, title: str = ""
+) -> None:
+    """Box plots of wait (hours) or bounded slowdown per runtime class and estimate source,
+    like the paper's Figure 10 (box: quartiles and median; whiskers: 5th-95th percentile;
+    log scale; values below the floor drawn at it).
+
+    :param work: the simulated workload (:class:`softwalltime.replay.simulate.Workload`)
+    :param results: estimate source -> :class:`softwalltime.replay.simulate.SimResult`
+    :param metric: ``"wait"`` or ``"bsld"``
+    """
+    from .simulate import job_outcomes
+
+    figure_cls, canvas_cls = _matplotlib()
+    classes = [runtime_class(r) for r in work.run]
+    names = list(results)
+    values: Dict[str, List[float]] = {}
+    floor = 1.0 / 60.0 if metric == "wait" else 1.0
+    for name, result in results.items():
+        waits, bslds = job_outcomes(work, result)
+        if metric == "wait":
+            values[name] = [max(w / 3600.0, floor) for w in waits]
+        else:
+            values[name] = list(bslds)
+    fig = figure_cls(figsize=(12, 5.5))
+    axes = fig.subplots(1, len(CLASSES), sharey=True)
+    for ax, (cls, _limit) in zip(axes, CLASSES):
+        idx = [k for k, c in enumerate(classes) if c == cls]
+        ax.set_title(f"{_CLASS_TITLES[cls]}: {len(idx)} jobs", fontsize=10)
+        if not idx:
+            ax.text(0.5, 0.5, "no jobs", ha="center", va="center", transform=ax.transAxes)
+            ax.set_xticks([])
+            continue
+        data = [[values[name][k] for k in idx] for name in names]
+        boxes = ax.boxplot(
+            data, whis=(5, 95), showfliers=False, patch_artist=True, medianprops={"color": "k"}
+        )
+        for patch, name in zip(boxes["boxes"], names):
+            patch.set_facecolor(_SIM_COLORS.get(name, _COLORS.get(name, "#cccccc")))
+            patch.set_alpha(0.75)
+        means = [sum(d) / len(d) for d in data]
+        ax.plot(range(1, len(names) + 1), means, "D", color="white", markeredgecolor="k")
+        ax.set_xticks(range(1, len(names) + 1))
+        ax.set_xticklabels(names)
+        ax.set_yscale("log")
+        ax.grid(True, axis="y", alpha=0.4)
+    axes[0].set_ylabel(
+        "wait time (hours, log; < 1 min drawn at 1 min)"
+        if metric == "wait"
+        else "bounded slowdown (10-minute bound, log)"
+    )
+    fig.suptitle(
+        (title + "\n" if title else "")
+        + ("Waiting time" if metric == "wait" else "Bounded slowdown")
+        + " by runtime class and estimate source (box: quartiles, median; whiskers: 5th-95th "
+        + "percentile; diamond: mean)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    _save(fig, canvas_cls, path)
+
+
+def write_simulation_plots(
+    work: Any, results: Dict[str, Any], directory: str, title: str = ""
+) -> List[str]:
+    """Write the wait and slowdown box plots of a simulation into a directory.
+
+    :returns: the paths written
+    :raises SoftwalltimeError: matplotlib is missing or the directory cannot be created
+    """
+    _matplotlib()
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as err:
+        raise SoftwalltimeError(f"cannot create plot directory {directory}: {err}") from err
+    paths = [os.path.join(directory, SIM_WAIT_PNG), os.path.join(directory, SIM_BSLD_PNG)]
+    plot_simulation_by_class(work, results, paths[0], "wait", title)
+    plot_simulation_by_class(work, results, paths[1], "bsld", title)
+    return paths

@@ -101,7 +101,7 @@ def _warn_bad(path: str, lineno: int, why: str, count: int) -> None:
         log.warning("%s:%s: skipped: %s", path, lineno, why)
 
 
-def read_swf(path: str, user_prefix: str = "") -> Trace:
+def read_swf(path: str, user_prefix: str = "", start_from_submit: bool = False) -> Trace:
     """Read an SWF trace (standard 18-column or Alea 21-column, plain or ``.gz``).
 
     Unknown values (``-1``) become ``None``; a line with fewer than 18 fields or a
@@ -109,11 +109,14 @@ def read_swf(path: str, user_prefix: str = "") -> Trace:
 
     :param path: the trace file
     :param user_prefix: prepended to user ids, to keep users of different traces apart
+    :param start_from_submit: a job whose wait is unknown starts at its submit time (only
+        when asked: traces such as LLNL's record no wait at all)
     :raises ParseError: the file cannot be read, or no line in it is SWF
     """
     offset = 0
     jobs: List[TraceJob] = []
     bad = 0
+    assumed = 0
     append = jobs.append
     for lineno, line in _read_lines(path):
         if not line or line[0] == ";" or line.isspace():
@@ -141,6 +144,9 @@ def read_swf(path: str, user_prefix: str = "") -> Trace:
             continue
         submit_s = submit + offset if submit >= 0 else None
         start_s = submit_s + wait if submit_s is not None and wait >= 0 else None
+        if start_s is None and start_from_submit and submit_s is not None:
+            start_s = submit_s  # asked for: a trace that records no wait (-1), e.g. LLNL
+            assumed += 1
         end_s = start_s + run if start_s is not None and run >= 0 else None
         # Positional: this runs once per line of traces with 10^5-10^6 lines.
         append(
@@ -156,6 +162,13 @@ def read_swf(path: str, user_prefix: str = "") -> Trace:
         )
     if bad > _MAX_WARNINGS:
         log.warning("%s: %s malformed lines skipped in all", path, bad)
+    if assumed:
+        log.warning(
+            "%s: %s jobs without a wait time replayed with their submit time as start"
+            " (--start-from-submit)",
+            path,
+            assumed,
+        )
     if not jobs and bad:
         raise ParseError(f"{path}: no valid SWF line ({bad} malformed)")
     return Trace(source=path, jobs=jobs, skipped={SKIP_MALFORMED: bad} if bad else {})
@@ -256,7 +269,9 @@ def read_pbs(paths: Sequence[str], server: Optional[str] = None) -> Trace:
     return Trace(source=", ".join(paths), jobs=[j for _, j in ordered], skipped=skipped)
 
 
-def read_sources(paths: Sequence[str], server: Optional[str] = None) -> Trace:
+def read_sources(
+    paths: Sequence[str], server: Optional[str] = None, start_from_submit: bool = False
+) -> Trace:
     """Read SWF traces and PBS accounting logs into one workload.
 
     Directories and PBS files together form one PBS workload (one server's log files). Each
@@ -265,6 +280,7 @@ def read_sources(paths: Sequence[str], server: Optional[str] = None) -> Trace:
 
     :param paths: files (plain or ``.gz``) or directories of PBS accounting files
     :param server: see :func:`read_pbs`
+    :param start_from_submit: see :func:`read_swf`
     :raises ParseError: a path is missing, unreadable, or in neither format
     """
     if not paths:
@@ -284,7 +300,8 @@ def read_sources(paths: Sequence[str], server: Optional[str] = None) -> Trace:
     skipped: Dict[str, int] = {}
     parts: List[Trace] = []
     for k, p in enumerate(swf, 1):
-        parts.append(read_swf(p, user_prefix=f"{k}:" if len(swf) > 1 else ""))
+        prefix = f"{k}:" if len(swf) > 1 else ""
+        parts.append(read_swf(p, user_prefix=prefix, start_from_submit=start_from_submit))
     if pbs:
         parts.append(read_pbs(pbs, server))
     for part in parts:

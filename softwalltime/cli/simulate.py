@@ -1,0 +1,278 @@
+"""``softwalltime simulate``: what soft walltimes do to waiting times and slowdown."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..errors import ConfigError
+from ..hookpath.config import Settings
+
+log = logging.getLogger(__name__)
+
+# Same values as softwalltime.replay.simulate (imported only when the command runs).
+SOURCES = ("users", "v1", "v2", "v3", "perfect", "fixed10")
+DEFAULT_SOURCES = "users,v1,v2,v3,perfect"
+CORRECTIONS = ("pbs", "simple", "power", "walltime")
+
+DESCRIPTION = """\
+Simulate a first-come-first-served scheduler with EASY backfilling on a workload, once per
+estimate source, and report waiting time (mean, median, p95, hours) and bounded slowdown
+(10-minute bound) overall and per runtime class (short <= 2 h, medium <= 24 h, long > 24 h),
+utilization, makespan and corrections, against the users' walltimes.
+
+The model:
+- Machine: a pool of processors, from the SWF header (MaxProcs) or --procs (required for
+  PBS accounting logs, which give ncpus). A job uses its allocated (else requested)
+  processors; jobs wider than the machine are skipped and counted.
+- Jobs arrive at their submit time and run for their real run time, cut at their requested
+  walltime (PBS kills there).
+- Estimates the scheduler plans with: users (the walltimes), v1/v2/v3 (the hook's
+  predictors, same code, parameters from the configuration), perfect (the real run time),
+  fixed10 (10 minutes, at most the walltime). Predictions are made at submit and again at
+  start, from the history of the user's jobs that have ended in the simulation by then.
+- Scheduler: FCFS (submit time, then trace order) with EASY backfilling. Each pass starts
+  jobs from the head while the head fits. The blocked head's shadow time is the earliest
+  estimated end of a running job (max(now, start + current estimate)) at which enough
+  processors are free; extra = processors free then, counting every running job whose
+  estimated end is at or before it, minus the head's processors. The rest of the queue is
+  scanned in order: a job that fits now starts if now + its estimate <= shadow, or else if
+  it needs no more than extra processors (which it then uses up). A queued job's estimate is
+  its submit-time prediction. --backfill-depth K > 1 gives the first K jobs that cannot
+  start a reservation each, protected the same way; --sjbf scans backfill candidates
+  shortest estimate first.
+- Event order at equal times: job ends, then estimate corrections (and refreshes), then
+  arrivals, then one scheduling pass.
+- A running job that outlives its estimate is corrected (--correction): pbs (the estimate
+  grows by the one the job started with, each time it is exceeded; PBS's rule), simple
+  (+1 h once within 60 s of the estimate), power (the i-th adds 15 x 2^(i-2) minutes) or
+  walltime (the user's walltime); never past the walltime. A correction is an event of its
+  own (a pass follows it); with --lazy-corrections it is applied, in closed form, at the
+  next pass for an end or arrival, as PBS's scheduler extends soft walltimes at its next
+  cycle.
+- --refresh-every MIN: every MIN minutes, queued jobs are predicted again from the current
+  history (as 'softwalltime refresh' does), and the estimate changes when the new value
+  differs by more than --refresh-pct % and at least --refresh-min minutes.
+
+Each SOURCE is simulated on its own; --jobs N runs the configurations in N processes.
+"""
+
+EPILOG = """\
+examples:
+  softwalltime simulate ../shared/data/traces/HPC2N-2002-2.2-cln.swf.gz
+  softwalltime simulate --procs 2176 --estimates users,v3 --correction power trace.swf.gz
+  softwalltime simulate --procs 64 --json /var/spool/pbs/server_priv/accounting
+"""
+
+
+def register(sub: Any) -> None:
+    """Add the ``simulate`` command."""
+    p = sub.add_parser(
+        "simulate",
+        help="simulate EASY backfilling with soft walltimes: waiting time and slowdown",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("sources", nargs="+", metavar="SOURCE", help="SWF trace or PBS accounting")
+    p.add_argument(
+        "--estimates",
+        default=DEFAULT_SOURCES,
+        metavar="LIST",
+        help="estimate sources, comma-separated, from {} (default: %(default)s)".format(
+            ",".join(SOURCES)
+        ),
+    )
+    p.add_argument(
+        "--correction",
+        choices=CORRECTIONS,
+        default="pbs",
+        help="what happens when a job outlives its estimate (default: %(default)s)",
+    )
+    p.add_argument("--procs", type=_positive, metavar="N", help="processors of the machine")
+    p.add_argument(
+        "--backfill-depth",
+        type=_positive,
+        default=1,
+        metavar="K",
+        help="reservations (PBS backfill_depth; 1 = EASY, the default)",
+    )
+    p.add_argument(
+        "--sjbf", action="store_true", help="backfill candidates shortest estimate first"
+    )
+    p.add_argument(
+        "--lazy-corrections",
+        action="store_true",
+        help="corrections get no scheduling pass of their own (applied at the next pass, "
+        "as PBS's scheduler does at its next cycle)",
+    )
+    p.add_argument(
+        "--refresh-every", type=_positive, metavar="MIN", help="refresh queued jobs' estimates"
+    )
+    p.add_argument(
+        "--refresh-pct",
+        type=float,
+        default=10.0,
+        metavar="P",
+        help="refresh threshold, %% of the estimate (default: %(default)s)",
+    )
+    p.add_argument(
+        "--refresh-min",
+        type=float,
+        default=5.0,
+        metavar="M",
+        help="refresh threshold, minutes (default: %(default)s)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--plot", metavar="DIR", help="also write PNG box plots into DIR (matplotlib)")
+    p.add_argument(
+        "--jobs", type=_positive, default=1, metavar="N", help="parallel processes (default: 1)"
+    )
+    p.set_defaults(func=run_simulate)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _sources(text: str) -> List[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SOURCES]
+    if unknown or not names:
+        raise ConfigError(
+            "--estimates: unknown {}; choose from {}".format(
+                ",".join(unknown) or "(empty list)", ",".join(SOURCES)
+            )
+        )
+    names = list(dict.fromkeys(names))
+    if "users" in names:  # the baseline first
+        names.remove("users")
+        names.insert(0, "users")
+    return names
+
+
+# Workloads read by the parent, inherited by forked workers.
+_WORKLOADS: Dict[str, Any] = {}
+
+
+def _run_one(task: Tuple[str, str, Dict[str, Any]]) -> Tuple[str, str, Any, Any, float]:
+    from ..replay import simulate as sim
+
+    path, name, opts = task
+    work = _WORKLOADS[path]
+    refresh = None
+    if opts["refresh_every_s"]:
+        refresh = sim.Refresh(opts["refresh_every_s"], opts["refresh_pct"], opts["refresh_min_s"])
+    started = time.perf_counter()
+    result = sim.simulate(
+        work,
+        sim.make_source(name, opts["params"]),
+        opts["procs"][path],
+        opts["correction"],
+        opts["backfill_depth"],
+        opts["sjbf"],
+        refresh,
+        opts["lazy"],
+    )
+    elapsed = time.perf_counter() - started
+    return path, name, result, sim.summarize(work, result), elapsed
+
+
+def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
+    """Handle ``softwalltime simulate``; see DESCRIPTION.
+
+    :raises ConfigError: bad arguments (unknown source, no processor count)
+    :raises ParseError: a source cannot be read
+    """
+    from ..hookpath.predict import PredictorParams
+    from ..replay import simulate as sim
+
+    names = _sources(args.estimates)
+    if args.refresh_pct < 0 or args.refresh_min < 0:
+        raise ConfigError("--refresh-pct and --refresh-min must not be negative")
+    procs: Dict[str, int] = {}
+    for path in args.sources:
+        work = sim.read_workload(path)
+        machine: Optional[int] = args.procs or work.machine_procs
+        if machine is None:
+            raise ConfigError(f"{path}: no MaxProcs header: give the machine size with --procs N")
+        work = sim.fit_machine(work, machine)
+        if not work.submit:
+            raise ConfigError(f"{path}: no job to simulate")
+        _WORKLOADS[path] = work
+        procs[path] = machine
+    opts = {
+        "params": PredictorParams.from_settings(settings),
+        "procs": procs,
+        "correction": args.correction,
+        "backfill_depth": args.backfill_depth,
+        "sjbf": args.sjbf,
+        "lazy": args.lazy_corrections,
+        "refresh_every_s": (args.refresh_every or 0) * 60,
+        "refresh_pct": args.refresh_pct,
+        "refresh_min_s": int(args.refresh_min * 60),
+    }
+    tasks = [(path, name, opts) for path in args.sources for name in names]
+    if args.jobs > 1 and len(tasks) > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(min(args.jobs, len(tasks))) as pool:
+            outcomes = pool.map(_run_one, tasks, chunksize=1)
+    else:
+        outcomes = [_run_one(task) for task in tasks]
+    reports = []
+    for path in args.sources:
+        work = _WORKLOADS[path]
+        mine = [o for o in outcomes if o[0] == path]
+        for _p, name, _r, _s, elapsed in mine:
+            log.info(
+                "%s: %s: %.2f s, %.0f jobs/s",
+                os.path.basename(path),
+                name,
+                elapsed,
+                len(work.submit) / elapsed if elapsed > 0 else 0.0,
+            )
+        reports.append(
+            {
+                "source": path,
+                "procs": procs[path],
+                "jobs": len(work.submit),
+                "skipped": sum(work.skipped.values()),
+                "skipped_by_reason": work.skipped,
+                "correction": args.correction,
+                "backfill_depth": args.backfill_depth,
+                "sjbf": args.sjbf,
+                "lazy_corrections": args.lazy_corrections,
+                "refresh_every_min": args.refresh_every,
+                "sources": {name: summary for _p, name, _r, summary, _e in mine},
+            }
+        )
+        if args.plot:
+            from ..replay.plots import write_simulation_plots
+
+            results = {name: result for _p, name, result, _s, _e in mine}
+            out = (
+                args.plot
+                if len(args.sources) == 1
+                else os.path.join(args.plot, os.path.basename(path.rstrip("/")))
+            )
+            title = os.path.basename(path.rstrip("/")) + f" ({args.correction} correction)"
+            for written in write_simulation_plots(work, results, out, title=title):
+                log.info("wrote %s", written)
+    if args.json:
+        json.dump(reports[0] if len(reports) == 1 else reports, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write("\n".join(sim.format_table(r) for r in reports))
+    return 0

@@ -1,0 +1,1129 @@
+"""Scheduler simulation: what soft walltimes do to waiting times and slowdown (pure).
+
+The model (also in ``softwalltime simulate --help`` and the README):
+
+- **Machine**: a pool of ``procs_total`` processors. A job uses its allocated (else
+  requested) processors.
+- **Jobs** arrive at their submit time and run for their real run time, cut at their
+  requested walltime (PBS kills there).
+- **Estimates** the scheduler plans with come from an :class:`EstimateSource`: the users'
+  walltimes, a predictor of the hook (v1, v2, v3 through
+  :func:`softwalltime.hookpath.predict.predict`), ``perfect`` (the real run time) or
+  ``fixed10`` (10 minutes, at most the walltime). A source is asked at submit
+  (``queuejob``) and again at start (``runjob``); predictors use the history of the user's
+  jobs that have *ended in the simulation* by then, most recent end first.
+- **Scheduler**: first come first served (submit time, then trace order) with EASY
+  backfilling. At each pass, jobs start from the head while the head fits. For the head that
+  does not fit, its *shadow time* is the earliest estimated end of a running job
+  (``max(now, start + current estimate)``) at which enough processors are free, and *extra*
+  is the number of processors free at the shadow time counting every running job whose
+  estimated end is at or before it, minus the head's processors. The rest of the queue is
+  scanned in order: a job that fits now starts if ``now + estimate <= shadow``, or else if it
+  needs no more than *extra* processors (which it then uses up). A queued job's estimate is
+  its submit-time prediction. ``backfill_depth`` K > 1 gives the first K jobs that cannot
+  start a reservation each (computed on the availability profile, earlier reservations
+  included), each protected the same way (extra = the least number of processors free from
+  the shadow time on). ``sjbf`` scans backfill candidates shortest estimate first.
+- **Event order** at equal times: job ends, then estimate corrections (and refreshes),
+  then arrivals, then one scheduling pass.
+- **Corrections** when a running job outlives its estimate: ``pbs`` (each time the
+  estimate is exceeded it grows by the estimate the job started with), ``simple`` (+1 h
+  once the job is within 60 s of its estimate), ``power`` (the i-th correction adds
+  15 x 2^(i-2) minutes) and ``walltime`` (the user's walltime). Never past the walltime.
+  Steps of ``pbs`` that cannot change any scheduling decision (no other event in between and
+  the estimated end does not cross the head's shadow time) are taken in one closed-form
+  jump, so a 1-second estimate of a day-long job costs a few operations, not 86,400 events.
+- **Refresh** (optional, ``refresh_every_s``): at every multiple of that period, queued
+  jobs of users with newly ended jobs are predicted again; the new value replaces the
+  estimate when it differs by more than ``refresh_pct`` % and at least ``refresh_min_s``.
+
+Metrics: wait (start - submit), bounded slowdown ``max(1, (wait + run) / max(run, 600 s))``,
+overall and per runtime class of ``evaluate``; utilization; makespan; corrections.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections import deque
+from typing import Any, Deque, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+
+from ..errors import ParseError
+from ..hookpath.predict import PREDICTORS as HOOK_PREDICTORS
+from ..hookpath.predict import PredictorParams, predict
+from .evaluate import CLASSES, SKIP_RUNTIME, SKIP_TIMES, SKIP_USER, SKIP_WALLTIME, runtime_class
+
+BASELINE = "users"
+FIXED10 = "fixed10"
+PERFECT = "perfect"
+CORRECTIONS = ("pbs", "simple", "power", "walltime")
+BSLD_BOUND_S = 600
+_TRACK = True  # tests may turn the moving-shadow shortcut off
+_FULL = False  # tests: every correction an event, a full pass at every instant
+SIMPLE_MARGIN_S = 60
+SIMPLE_STEP_S = 3600
+SKIP_PROCS = "no processor count"
+SKIP_TOO_WIDE = "more processors than the machine"
+
+
+# ---------------------------------------------------------------------------------------
+# Workload
+
+
+class Workload(NamedTuple):
+    """Jobs to simulate, in FCFS order (submit time, then trace order): parallel lists."""
+
+    source: str
+    user: List[str]
+    submit: List[int]
+    run: List[int]
+    """Run time as simulated: the trace's run time cut at the walltime."""
+    wall: List[int]
+    procs: List[int]
+    machine_procs: Optional[int]
+    """Processors of the machine from the trace header (SWF ``MaxProcs``), if any."""
+    skipped: Dict[str, int]
+
+
+def make_workload(
+    source: str,
+    rows: Sequence[
+        Tuple[Optional[str], Optional[int], Optional[int], Optional[int], Optional[int]]
+    ],
+    machine_procs: Optional[int] = None,
+    skipped: Optional[Dict[str, int]] = None,
+) -> Workload:
+    """Build a :class:`Workload` from ``(user, submit_s, walltime_s, runtime_s, procs)`` rows.
+
+    Rows are in trace order; unusable rows are skipped and counted by reason.
+    """
+    skipped = dict(skipped or {})
+    keep = []
+    for k, (user, submit, wall, run, procs) in enumerate(rows):
+        reason = None
+        if wall is None or wall <= 0:
+            reason = SKIP_WALLTIME
+        elif run is None or run < 0:
+            reason = SKIP_RUNTIME
+        elif not user:
+            reason = SKIP_USER
+        elif submit is None:
+            reason = SKIP_TIMES
+        elif procs is None or procs <= 0:
+            reason = SKIP_PROCS
+        if reason is not None:
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        keep.append((submit, k, user, min(run, wall), wall, procs))  # type: ignore[type-var]
+    keep.sort(key=lambda r: (r[0], r[1]))
+    return Workload(
+        source=source,
+        user=[r[2] for r in keep],  # type: ignore[misc]
+        submit=[r[0] for r in keep],  # type: ignore[misc]
+        run=[r[3] for r in keep],  # type: ignore[misc]
+        wall=[r[4] for r in keep],  # type: ignore[misc]
+        procs=[r[5] for r in keep],  # type: ignore[misc]
+        machine_procs=machine_procs,
+        skipped=skipped,
+    )
+
+
+def fit_machine(work: Workload, procs_total: int) -> Workload:
+    """Drop jobs wider than the machine (counted as skipped)."""
+    wide = [k for k, p in enumerate(work.procs) if p > procs_total]
+    if not wide:
+        return work
+    drop = set(wide)
+    keep = [k for k in range(len(work.procs)) if k not in drop]
+    skipped = dict(work.skipped)
+    skipped[SKIP_TOO_WIDE] = skipped.get(SKIP_TOO_WIDE, 0) + len(wide)
+    return work._replace(
+        user=[work.user[k] for k in keep],
+        submit=[work.submit[k] for k in keep],
+        run=[work.run[k] for k in keep],
+        wall=[work.wall[k] for k in keep],
+        procs=[work.procs[k] for k in keep],
+        skipped=skipped,
+    )
+
+
+def read_workload(path: str) -> Workload:
+    """Read one SOURCE (SWF trace, PBS accounting file or directory) with processor counts.
+
+    SWF: processors = field 5 (allocated), else field 8 (requested); ``; MaxProcs:`` gives
+    the machine. PBS: ``ncpus`` of the ``E`` records (the machine must be given).
+
+    :raises ParseError: the source cannot be read
+    """
+    import os
+
+    from . import traces
+
+    if os.path.isdir(path) or (os.path.exists(path) and traces.sniff_format(path) == traces.PBS):
+        return _read_pbs_workload(path)
+    if not os.path.exists(path):
+        raise ParseError(f"{path}: no such file or directory")
+    offset = 0
+    machine: Optional[int] = None
+    rows = []
+    bad = 0
+    for _lineno, line in traces._read_lines(path):
+        if not line or line[0] == ";" or line.isspace():
+            m = traces._UNIX_START_RE.match(line)
+            if m:
+                offset = int(m.group(1))
+            low = line.lower()
+            if "maxprocs:" in low:
+                try:
+                    machine = int(low.split("maxprocs:", 1)[1].split()[0])
+                except (ValueError, IndexError):
+                    pass
+            continue
+        fields = line.split()
+        if len(fields) < 18:
+            bad += 1
+            continue
+        try:
+            submit = traces._swf_int(fields[1])
+            run = traces._swf_int(fields[3])
+            alloc = traces._swf_int(fields[4])
+            req_procs = traces._swf_int(fields[7])
+            req = traces._swf_int(fields[8])
+            user = traces._swf_int(fields[11])
+        except ValueError:
+            bad += 1
+            continue
+        procs = alloc if alloc > 0 else req_procs
+        rows.append(
+            (
+                fields[11] if user >= 0 else None,
+                submit + offset if submit >= 0 else None,
+                req if req >= 0 else None,
+                run if run >= 0 else None,
+                procs if procs > 0 else None,
+            )
+        )
+    if not rows and bad:
+        raise ParseError(f"{path}: no valid SWF line ({bad} malformed)")
+    skipped = {traces.SKIP_MALFORMED: bad} if bad else {}
+    return make_workload(path, rows, machine, skipped)
+
+
+def _read_pbs_workload(path: str) -> Workload:
+    from ..accounting import FINISHED_JOB_COLUMNS, finished_job_row, parse_line
+    from . import traces
+
+    col = {name: k for k, name in enumerate(FINISHED_JOB_COLUMNS)}
+    seen: Dict[Tuple[Any, Any, Any], Tuple[Any, ...]] = {}
+    bad = 0
+    for fname in traces.pbs_files(path):
+        for _lineno, line in traces._read_lines(fname):
+            text = line.rstrip("\r\n")
+            if not text.strip() or text[0] in "#;":
+                continue
+            if not traces._PBS_LINE_RE.match(text) or text[20:22] != "E;":
+                continue
+            try:
+                row = finished_job_row(parse_line(text), None)
+            except ParseError:
+                bad += 1
+                continue
+            if row is None:
+                continue
+            key = (row[col["server"]], row[col["job_id"]], row[col["ctime"]])
+            seen.setdefault(key, row)
+    ordered = sorted(seen.values(), key=lambda r: (r[col["ctime"]] or 0, r[col["job_seq"]]))
+    rows = [
+        (
+            r[col["username"]] or None,
+            r[col["ctime"]],
+            r[col["walltime_s"]],
+            r[col["runtime_s"]],
+            r[col["ncpus"]],
+        )
+        for r in ordered
+    ]
+    skipped = {traces.SKIP_MALFORMED: bad} if bad else {}
+    return make_workload(path, rows, None, skipped)
+
+
+# ---------------------------------------------------------------------------------------
+# Estimate sources
+
+
+class EstimateSource:
+    """What the scheduler plans with. Subclasses answer at submit and start, and learn at end.
+
+    ``bind`` is called once with the workload before the simulation; job ``j`` is an index
+    into it. ``refreshable`` sources are asked again by the refresh (``on_refresh``).
+    """
+
+    name = "?"
+    refreshable = False
+
+    def bind(self, work: Workload) -> None:
+        self.work = work
+
+    def on_submit(self, j: int, now: int) -> int:
+        raise NotImplementedError
+
+    def on_start(self, j: int, now: int) -> int:
+        return self.on_submit(j, now)
+
+    def on_end(self, j: int, now: int) -> None:
+        """Job ``j`` ended at ``now`` (its simulated run time is ``work.run[j]``)."""
+
+    def on_refresh(self, j: int, now: int) -> int:
+        return self.on_submit(j, now)
+
+
+class WalltimeSource(EstimateSource):
+    """The users' walltimes (the baseline)."""
+
+    name = BASELINE
+
+    def on_submit(self, j: int, now: int) -> int:
+        return self.work.wall[j]
+
+
+class PerfectSource(EstimateSource):
+    """The real (simulated) run time."""
+
+    name = PERFECT
+
+    def on_submit(self, j: int, now: int) -> int:
+        return self.work.run[j]
+
+
+class FixedSource(EstimateSource):
+    """Every job predicted ``seconds`` (at most its walltime): Rubio et al.'s correction alone."""
+
+    def __init__(self, seconds: int = 600, name: str = FIXED10) -> None:
+        self.seconds = seconds
+        self.name = name
+
+    def on_submit(self, j: int, now: int) -> int:
+        return min(self.seconds, self.work.wall[j])
+
+
+class PredictorSource(EstimateSource):
+    """A predictor of the hook, fed with the jobs that ended in the simulation."""
+
+    refreshable = True
+
+    def __init__(self, name: str, params: Optional[PredictorParams] = None) -> None:
+        if name not in HOOK_PREDICTORS:
+            raise ValueError(f"unknown predictor {name!r}")
+        self.name = name
+        self.params = params or PredictorParams.create()
+
+    def bind(self, work: Workload) -> None:
+        self.work = work
+        self.keep = max(self.params.history_jobs(self.name), 1)
+        self.history: Dict[str, Deque[Tuple[int, int]]] = {}
+        self.ids: Dict[str, Deque[int]] = {}
+        self.memo: Dict[str, Tuple[Any, int, int]] = {}
+
+    def on_submit(self, j: int, now: int) -> int:
+        user = self.work.user[j]
+        wall = self.work.wall[j]
+        hist = self.history.get(user)
+        if hist is None:
+            return wall
+        head = hist[0]
+        last = self.memo.get(user)
+        if last is not None and last[0] is head and last[1] == wall:
+            return last[2]
+        value = predict(self.name, wall, hist, self.params).soft_walltime_s
+        assert value is not None
+        self.memo[user] = (head, wall, value)
+        return value
+
+    def on_end(self, j: int, now: int) -> None:
+        user = self.work.user[j]
+        hist = self.history.get(user)
+        if hist is None:
+            hist = self.history[user] = deque(maxlen=self.keep)
+            self.ids[user] = deque(maxlen=self.keep)
+        hist.appendleft((self.work.run[j], self.work.wall[j]))
+        self.ids[user].appendleft(j)
+
+    def history_ids(self, user: str) -> List[int]:
+        """Jobs in the user's history now, most recent end first (for tests)."""
+        return list(self.ids.get(user, ()))
+
+
+SOURCE_NAMES = (BASELINE,) + tuple(HOOK_PREDICTORS) + (PERFECT, FIXED10)
+
+
+def make_source(name: str, params: Optional[PredictorParams] = None) -> EstimateSource:
+    """Build the estimate source called ``name`` (see :data:`SOURCE_NAMES`)."""
+    if name == BASELINE:
+        return WalltimeSource()
+    if name == PERFECT:
+        return PerfectSource()
+    if name == FIXED10:
+        return FixedSource(600)
+    if name in HOOK_PREDICTORS:
+        return PredictorSource(name, params)
+    raise ValueError("unknown estimate source {!r}; known: {}".format(name, ",".join(SOURCE_NAMES)))
+
+
+# ---------------------------------------------------------------------------------------
+# Simulation
+
+
+class Refresh(NamedTuple):
+    every_s: int
+    pct: float = 10.0
+    min_s: int = 300
+
+
+class SimResult(NamedTuple):
+    source: str
+    correction: str
+    procs_total: int
+    start: List[int]
+    corrections: List[int]
+    """Corrections per job."""
+    reservation: List[int]
+    """First shadow time computed for each job as the head (-1: never the blocked head)."""
+    refresh_changes: int
+    passes: int
+
+
+def _power_step(i: int) -> int:
+    # 15 x 2^(i-2) minutes for the i-th correction (i >= 1): 450 s, 900 s, 1800 s, ...
+    return 450 << (i - 1)
+
+
+def simulate(
+    work: Workload,
+    source: EstimateSource,
+    procs_total: int,
+    correction: str = "pbs",
+    backfill_depth: int = 1,
+    sjbf: bool = False,
+    refresh: Optional[Refresh] = None,
+    lazy_corrections: bool = False,
+) -> SimResult:
+    """Simulate FCFS + EASY backfilling with the estimates of ``source``; see the module doc.
+
+    ``lazy_corrections``: corrections get no scheduling pass of their own; they are applied
+    (in closed form) when a pass happens for an end or an arrival, as PBS's scheduler
+    extends soft walltimes when it runs a cycle.
+
+    :param work: the jobs (none wider than ``procs_total``: see :func:`fit_machine`)
+    :raises ValueError: bad parameters or a job wider than the machine
+    """
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction must be one of {CORRECTIONS}, not {correction!r}")
+    if backfill_depth < 1:
+        raise ValueError("backfill_depth must be at least 1")
+    if procs_total < 1:
+        raise ValueError("the machine needs at least 1 processor")
+    n = len(work.submit)
+    submit = work.submit
+    run = work.run
+    wall = work.wall
+    procs = work.procs
+    users = work.user
+    if n and max(procs) > procs_total:
+        raise ValueError("a job needs more processors than the machine has")
+    source.bind(work)
+    on_submit = source.on_submit
+    on_start = source.on_start
+    on_end = source.on_end
+    is_pbs = correction == "pbs"
+    is_simple = correction == "simple"
+    is_power = correction == "power"
+
+    est = [0] * n  # queued: submit-time estimate; running: current estimate
+    orig = [0] * n  # estimate at start
+    est_end = [0] * n
+    start = [-1] * n
+    ncorr = [0] * n
+    reservation = [-1] * n
+    queue: List[int] = []
+    running: List[Tuple[int, int]] = []  # (estimated end, job), sorted
+    ends: List[Tuple[int, int]] = []  # heap (end, job)
+    corr: List[Tuple[int, int]] = []  # heap (correction time, job)
+    free = procs_total
+    inf = float("inf")
+    heappush = heapq.heappush
+    heappop = heapq.heappop
+    insort = bisect.insort
+    bisect_left = bisect.bisect_left
+
+    # Refresh state
+    period = refresh.every_s if refresh is not None and source.refreshable else 0
+    queued_by_user: Dict[str, List[int]] = {}
+    dirty: Set[str] = set()
+    next_refresh: float = inf
+    refresh_changes = 0
+
+    # State after the last pass (depth 1): the blocked head's shadow and remaining extra.
+    shadow: float = -1.0  # -1: no blocked head (queue empty after the pass)
+    extra = 0
+    min_est: float = inf
+    min_p: float = inf
+    next_cross: float = inf
+    restale = False  # a job started with another estimate than it was admitted with
+    track = -1  # depth 1: the running job the shadow moves with (see compute_next_cross)
+    shadow_job = -1  # the running job whose end is the shadow, per blocked_shadow()
+    passes = 0
+    a = 0
+
+    def step_time(j: int, e: int) -> int:
+        # When running job j with estimate e is next corrected.
+        return start[j] + e - SIMPLE_MARGIN_S if is_simple else start[j] + e
+
+    def next_estimate(j: int, e: int, i: int) -> int:
+        # The estimate after the i-th correction (i >= 1) of job j, from e.
+        if is_pbs:
+            return min(e + max(orig[j], 1), wall[j])
+        if is_simple:
+            return min(e + SIMPLE_STEP_S, wall[j])
+        if is_power:
+            return min(e + _power_step(i), wall[j])
+        return wall[j]
+
+    def schedule_correction(j: int) -> None:
+        # Note the next correction of running job j, if it will outlive its estimate then.
+        e = est[j]
+        if e < wall[j]:
+            when = step_time(j, e)
+            if when < start[j] + run[j]:
+                heappush(corr, (when, j))
+
+    def advance(j: int, limit: int) -> None:
+        # Apply the corrections of running job j that happen at or before ``limit`` (and
+        # before the job ends), in closed form for pbs.
+        e = est[j]
+        w = wall[j]
+        limit = min(limit, start[j] + run[j] - 1)
+        first = step_time(j, e)
+        if e >= w or first > limit:
+            return
+        if is_pbs:
+            inc = max(orig[j], 1)
+            m = min((limit - first) // inc + 1, -(-(w - e) // inc))
+            ncorr[j] += m
+            set_estimate(j, min(e + m * inc, w))
+            return
+        while e < w and step_time(j, e) <= limit:
+            ncorr[j] += 1
+            e = next_estimate(j, e, ncorr[j])
+        set_estimate(j, e)
+
+    def crossing(j: int, sh: float) -> float:
+        # When running job j's estimated end (now <= sh) would first move past sh.
+        e = est[j]
+        w = wall[j]
+        st = start[j]
+        end = st + run[j]
+        if st + w <= sh:
+            return inf
+        if is_pbs:
+            inc = max(orig[j], 1)
+            c = st + e + int((sh - st - e) // inc) * inc
+            return c if c < end else inf
+        i = ncorr[j]
+        while e < w:
+            c = step_time(j, e)
+            if c >= end:
+                return inf
+            i += 1
+            e = next_estimate(j, e, i)
+            if st + e > sh:
+                return c
+        return inf
+
+    def start_job(j: int, t: int) -> None:
+        nonlocal free, restale
+        start[j] = t
+        e = on_start(j, t)
+        orig[j] = e
+        w = wall[j]
+        if is_simple:
+            # Already within 60 s of the estimate at start: corrected at once.
+            while e < w and t + e - SIMPLE_MARGIN_S <= t and run[j] > e - SIMPLE_MARGIN_S:
+                e = min(e + SIMPLE_STEP_S, w)
+                ncorr[j] += 1
+        if e != est[j]:
+            # Not the estimate it was admitted with (re-predicted at start, or corrected at
+            # once): the shadow and extra kept from this pass no longer equal a
+            # recomputation, so the next instant the model passes at gets a full pass.
+            restale = True
+        est[j] = e
+        est_end[j] = t + e
+        insort(running, (t + e, j))
+        free -= procs[j]
+        heappush(ends, (t + run[j], j))
+        schedule_correction(j)
+        if period:
+            queued_by_user[users[j]].remove(j)
+
+    def set_estimate(j: int, e: int) -> Tuple[int, int]:
+        old = est_end[j]
+        k = bisect_left(running, (old, j))
+        del running[k]
+        est[j] = e
+        new = start[j] + e
+        est_end[j] = new
+        insort(running, (new, j))
+        return old, new
+
+    def blocked_shadow(t: int, head: int) -> Tuple[int, int]:
+        # Shadow time and extra processors of a head that does not fit now (and, in
+        # shadow_job, the running job whose estimated end completes what the head needs).
+        nonlocal shadow_job
+        need = procs[head] - free
+        acc = 0
+        sh = t
+        k = 0
+        nrun = len(running)
+        while k < nrun:
+            e, r = running[k]
+            acc += procs[r]
+            k += 1
+            if acc >= need:
+                sh = e if e > t else t
+                shadow_job = r
+                break
+        while k < nrun and running[k][0] <= sh:
+            acc += procs[running[k][1]]
+            k += 1
+        return sh, free + acc - procs[head]
+
+    def pass_depth1(t: int, first: int) -> None:
+        # One EASY pass; ``first`` > 0: only queue[first:] is new since a pass whose shadow
+        # and extra still hold. Also keeps, over the candidates left that fit the free
+        # processors (a superset), the shortest estimate and the fewest processors.
+        nonlocal free, shadow, extra, min_est, min_p
+        if first == 0:
+            min_est = min_p = inf
+        q = queue
+        if first == 0:
+            while q and procs[q[0]] <= free:
+                start_job(q[0], t)
+                del q[0]
+            if not q:
+                shadow = -1.0
+                return
+            head = q[0]
+            sh, ex = blocked_shadow(t, head)
+            if reservation[head] < 0:
+                reservation[head] = sh
+            first = 1
+        else:
+            sh = int(shadow)
+            ex = extra
+        if free > 0 and first < len(q):
+            if sjbf:
+                cands = sorted(q[first:], key=lambda j: (est[j], j))
+                started = []
+                for j in cands:
+                    p = procs[j]
+                    if p <= free:
+                        if t + est[j] <= sh:
+                            started.append(j)
+                            start_job(j, t)
+                        elif p <= ex:
+                            ex -= p
+                            started.append(j)
+                            start_job(j, t)
+                        else:
+                            if est[j] < min_est:
+                                min_est = est[j]
+                            if p < min_p:
+                                min_p = p
+                        if free == 0:
+                            break
+                if started:
+                    gone = set(started)
+                    q[first:] = [j for j in q[first:] if j not in gone]
+            else:
+                k = first
+                while k < len(q):
+                    j = q[k]
+                    p = procs[j]
+                    if p <= free:
+                        if t + est[j] <= sh:
+                            start_job(j, t)
+                            del q[k]
+                            if free == 0:
+                                break
+                            continue
+                        if p <= ex:
+                            ex -= p
+                            start_job(j, t)
+                            del q[k]
+                            if free == 0:
+                                break
+                            continue
+                        if est[j] < min_est:
+                            min_est = est[j]
+                        if p < min_p:
+                            min_p = p
+                    k += 1
+        shadow = sh
+        extra = ex
+
+    def pass_depth(t: int) -> None:
+        # Backfilling with up to backfill_depth reservations on the availability profile.
+        nonlocal free, shadow
+        q = queue
+        while q and procs[q[0]] <= free:
+            start_job(q[0], t)
+            del q[0]
+        if not q:
+            shadow = -1.0
+            return
+        # Profile: breakpoint times and processors free from each time on.
+        times = [t]
+        frees = [free]
+        for e, r in running:
+            if e <= times[-1]:
+                frees[-1] += procs[r]
+            else:
+                times.append(e)
+                frees.append(frees[-1] + procs[r])
+
+        def occupy(s: int, d: int, p: int) -> None:
+            end = s + d
+            for x in (s, end):
+                k = bisect_left(times, x)
+                if k == len(times) or times[k] != x:
+                    times.insert(k, x)
+                    frees.insert(k, frees[k - 1])
+            k = bisect_left(times, s)
+            while k < len(times) and times[k] < end:
+                frees[k] -= p
+                k += 1
+
+        resv: List[List[int]] = []  # [shadow, extra]
+        order = list(q)
+        rest: List[int] = []
+        started: Set[int] = set()
+        for idx, j in enumerate(order):
+            if len(resv) >= backfill_depth:
+                rest = order[idx:]
+                break
+            p = procs[j]
+            d = est[j]
+            if p <= free and all(t + d <= s or p <= x for s, x in resv):
+                for rv in resv:
+                    if t + d > rv[0]:
+                        rv[1] -= p
+                occupy(t, max(d, 1), p)
+                start_job(j, t)
+                started.add(j)
+                continue
+            # Reserve: earliest breakpoint from which p processors stay free for d seconds.
+            for k in range(len(times)):
+                s = times[k]
+                m = k
+                ok = True
+                while m < len(times) and (m == k or times[m] < s + max(d, 1)):
+                    if frees[m] < p:
+                        ok = False
+                        break
+                    m += 1
+                if ok:
+                    break
+            occupy(s, max(d, 1), p)
+            k = bisect_left(times, s)
+            resv.append([s, min(frees[k:])])
+            if reservation[j] < 0:
+                reservation[j] = s
+        if sjbf:
+            rest.sort(key=lambda j: (est[j], j))
+        for j in rest:
+            if free == 0:
+                break
+            p = procs[j]
+            d = est[j]
+            if p <= free and all(t + d <= s or p <= x for s, x in resv):
+                for rv in resv:
+                    if t + d > rv[0]:
+                        rv[1] -= p
+                start_job(j, t)
+                started.add(j)
+        if started:
+            q[:] = [j for j in q if j not in started]
+        shadow = float(resv[0][0]) if resv else -1.0
+
+    def compute_next_cross(t: int) -> float:
+        # Depth 1: the first instant a correction moves an estimated end past the shadow
+        # (until then corrections change no decision and are applied lazily).
+        #
+        # Tracking: when the job whose end is the shadow is corrected under pbs, the shadow
+        # moves with it (now + its increment) and extra stays, until its end passes the next
+        # running job's; if no candidate of the last scan could start then (shortest
+        # estimate > increment, fewest processors > extra), those passes are no-ops too.
+        nonlocal track
+        track = -1
+        if shadow < 0:
+            return inf
+        limit = shadow
+        dj = shadow_job
+        if (
+            is_pbs
+            and _TRACK
+            and dj >= 0
+            and start[dj] >= 0
+            and est_end[dj] == shadow
+            and min_p > extra
+            and min_est > max(orig[dj], 1)
+        ):
+            lo = bisect_left(running, (est_end[dj], -1))
+            hi = bisect_left(running, (est_end[dj], n))
+            if hi - lo == 1:
+                track = dj
+                limit = running[hi][0] if hi < len(running) else inf
+        best = inf
+        for e, j in running:
+            if e > shadow:
+                break
+            if j == track:
+                c = crossing(j, limit) if limit < inf else inf
+            else:
+                c = crossing(j, shadow)
+            if c < best:
+                best = c
+        if best < inf and queue:
+            # Many short pbs increments (a 1-second estimate of a long job) cross often;
+            # skip windows in which provably no pass could start a job.
+            bound = min(submit[a] if a < n else inf, ends[0][0] if ends else inf, next_refresh)
+            if best < bound:
+                ok = noop_until(t, bound - 1)
+                if ok > best:
+                    return ok
+        return best
+
+    def virtual_end(j: int, e_end: int, when: float) -> int:
+        # Running job j's estimated end after the corrections due by ``when``.
+        e = est[j]
+        st = start[j]
+        w = wall[j]
+        limit = min(when, st + run[j] - 1)
+        if e >= w or step_time(j, e) > limit:
+            return e_end
+        if is_pbs:
+            inc = max(orig[j], 1)
+            m = min(int((limit - st - e) // inc) + 1, -(-(w - e) // inc))
+            return st + min(e + m * inc, w)
+        i = ncorr[j]
+        while e < w and step_time(j, e) <= limit:
+            i += 1
+            e = next_estimate(j, e, i)
+        return st + e
+
+    def noop_until(t: int, last: float) -> int:
+        # The latest instant T <= last such that no pass in [t, T] can start a job, with
+        # nothing but corrections happening: estimated ends only grow, so the shadow
+        # at any such instant is at most S_T (the shadow with the ends due by T), and extra
+        # at most the processors of jobs ending by S_T now.
+        head = queue[0]
+        need = procs[head] - free
+        margin = SIMPLE_MARGIN_S if is_simple else 0
+        ok = t
+        d = 256
+        while True:
+            cand = min(t + d, last)
+            if cand <= ok:
+                return ok
+            due = cand + margin  # ends whose next correction is due by cand
+            ends_t = sorted(
+                (virtual_end(j, e, cand) if e <= due else e, procs[j]) for e, j in running
+            )
+            acc = 0
+            s_t = inf
+            for e, p in ends_t:
+                acc += p
+                if acc >= need:
+                    s_t = e
+                    break
+            if s_t == inf or t + min_est <= s_t:
+                return ok
+            x_max = free - procs[head]
+            for e, j in running:
+                if e > s_t:
+                    break
+                x_max += procs[j]
+            if min_p <= x_max:
+                return ok
+            ok = int(cand)
+            d *= 4
+
+    while a < n or ends:
+        t_arr = submit[a] if a < n else inf
+        t_next = ends[0][0] if ends else inf
+        if lazy_corrections:
+            t_corr = inf
+        elif backfill_depth == 1 and not _FULL:
+            t_corr = next_cross
+            if restale:
+                # The next instant the model has a pass at: also the next correction.
+                while corr and (
+                    start[corr[0][1]] + run[corr[0][1]] <= corr[0][0]
+                    or step_time(corr[0][1], est[corr[0][1]]) != corr[0][0]
+                ):
+                    heappop(corr)
+                if corr and corr[0][0] < t_corr:
+                    t_corr = corr[0][0]
+        else:
+            t_corr = corr[0][0] if corr else inf
+        t = int(min(t_arr, t_next, t_corr, next_refresh))
+        full = _FULL or restale
+        moved = t == t_corr  # a correction may move the shadow
+        # 1. ends
+        ended = False
+        while ends and ends[0][0] == t:
+            _, j = heappop(ends)
+            advance(j, t - 1)  # count the corrections before the end
+            free += procs[j]
+            k = bisect_left(running, (est_end[j], j))
+            del running[k]
+            on_end(j, t)
+            ended = True
+            if period and queued_by_user.get(users[j]):
+                dirty.add(users[j])
+                if next_refresh == inf:
+                    next_refresh = -(-t // period) * period
+        if ended:
+            full = True
+        # 2. corrections due by now (taken lazily, in closed form for pbs)
+        while corr and corr[0][0] <= t:
+            when, j = heappop(corr)
+            if start[j] + run[j] <= t or step_time(j, est[j]) != when:
+                continue  # ended, or already advanced
+            advance(j, t)
+            schedule_correction(j)
+            if lazy_corrections:
+                full = True  # no crossing events: the next pass recomputes everything
+        if track >= 0:
+            shadow = float(est_end[track])  # the shadow moves with the tracked job
+        # 2b. refresh
+        if next_refresh == t:
+            next_refresh = inf
+            assert refresh is not None
+            for user in sorted(dirty):
+                for j in queued_by_user.get(user, ()):
+                    new_e = source.on_refresh(j, t)
+                    diff = abs(new_e - est[j])
+                    if diff >= refresh.min_s and diff * 100.0 > refresh.pct * est[j]:
+                        est[j] = new_e
+                        refresh_changes += 1
+                        full = True
+            dirty.clear()
+        # 3. arrivals
+        first_new = len(queue)
+        while a < n and submit[a] == t:
+            est[a] = on_submit(a, t)
+            queue.append(a)
+            if period:
+                queued_by_user.setdefault(users[a], []).append(a)
+            a += 1
+        # 4. one scheduling pass
+        if not queue:
+            shadow = -1.0
+            next_cross = inf
+            restale = False
+            continue
+        if backfill_depth == 1:
+            if moved and not full and shadow >= 0:
+                # Queue, free processors and head unchanged: no job can start unless the new
+                # shadow or extra admits the best candidate of the last scan.
+                sh, ex = blocked_shadow(t, queue[0])
+                if t + min_est > sh and min_p > ex:
+                    shadow = sh
+                    extra = ex
+                else:
+                    full = True
+            if full or shadow < 0:
+                passes += 1
+                restale = False
+                pass_depth1(t, 0)
+            elif first_new < len(queue):
+                passes += 1
+                pass_depth1(t, first_new)
+            elif not moved:
+                continue
+            next_cross = compute_next_cross(t)
+        else:
+            passes += 1
+            pass_depth(t)
+
+    return SimResult(
+        source=source.name,
+        correction=correction,
+        procs_total=procs_total,
+        start=start,
+        corrections=ncorr,
+        reservation=reservation,
+        refresh_changes=refresh_changes,
+        passes=passes,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Metrics
+
+
+class Stats(NamedTuple):
+    jobs: int
+    wait_mean_h: Optional[float]
+    wait_median_h: Optional[float]
+    wait_p95_h: Optional[float]
+    bsld_mean: Optional[float]
+    bsld_median: Optional[float]
+    bsld_p95: Optional[float]
+
+
+def _pct(sorted_values: Sequence[float], q: float) -> float:
+    # Linear interpolation between closest ranks (numpy's default).
+    n = len(sorted_values)
+    pos = (n - 1) * q
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, n - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def stats(waits: Sequence[int], bslds: Sequence[float]) -> Stats:
+    n = len(waits)
+    if n == 0:
+        return Stats(0, None, None, None, None, None, None)
+    w = sorted(waits)
+    b = sorted(bslds)
+    return Stats(
+        n,
+        sum(w) / n / 3600.0,
+        _pct(w, 0.5) / 3600.0,
+        _pct(w, 0.95) / 3600.0,
+        sum(b) / n,
+        _pct(b, 0.5),
+        _pct(b, 0.95),
+    )
+
+
+def job_outcomes(work: Workload, result: SimResult) -> Tuple[List[int], List[float]]:
+    """Per job: wait (s) and bounded slowdown (10-minute bound)."""
+    waits = [s - sub for s, sub in zip(result.start, work.submit)]
+    bslds = [max(1.0, (w + r) / max(r, BSLD_BOUND_S)) for w, r in zip(waits, work.run)]
+    return waits, bslds
+
+
+def summarize(work: Workload, result: SimResult) -> Dict[str, Any]:
+    """Metrics of one simulation as a JSON-ready dict."""
+    waits, bslds = job_outcomes(work, result)
+    classes = [runtime_class(r) for r in work.run]
+    by_class = {}
+    for cls, _limit in CLASSES:
+        idx = [k for k, c in enumerate(classes) if c == cls]
+        by_class[cls] = stats([waits[k] for k in idx], [bslds[k] for k in idx])._asdict()
+    n = len(waits)
+    if n:
+        first = min(work.submit)
+        last = max(s + r for s, r in zip(result.start, work.run))
+        span = last - first
+        work_ps = sum(p * r for p, r in zip(work.procs, work.run))
+        util = work_ps / (result.procs_total * span) if span > 0 else None
+    else:
+        span = 0
+        util = None
+    obj: Dict[str, Any] = stats(waits, bslds)._asdict()
+    obj.update(
+        {
+            "utilization": util,
+            "makespan_h": span / 3600.0,
+            "corrections": sum(result.corrections),
+            "jobs_corrected": sum(1 for c in result.corrections if c),
+            "refresh_changes": result.refresh_changes,
+            "by_class": by_class,
+        }
+    )
+    return obj
+
+
+def _fmt(value: Optional[float], spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _rel(value: Optional[float], base: Optional[float]) -> str:
+    if value is None or not base:
+        return "-"
+    return format(100.0 * (value - base) / base, "+.1f")
+
+
+def format_table(report: Dict[str, Any]) -> str:
+    """Render one trace's report (``sources`` -> summarize() dicts) as text."""
+    lines = [
+        "source: {}".format(report["source"]),
+        "machine: {} processors   jobs: {}   skipped: {}   correction: {}   "
+        "backfill depth: {}{}{}".format(
+            report["procs"],
+            report["jobs"],
+            report["skipped"],
+            report["correction"],
+            report["backfill_depth"],
+            "   SJBF" if report["sjbf"] else "",
+            "   refresh every {} min".format(report["refresh_every_min"])
+            if report.get("refresh_every_min")
+            else "",
+        ),
+        "",
+        "{:<17}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}{:>12}".format(
+            "wait in hours",
+            "jobs",
+            "mean",
+            "median",
+            "p95",
+            "vs usr%",
+            "bsld",
+            "vs usr%",
+            "bsld95",
+            "util",
+            "corrections",
+        ),
+    ]
+    sources = report["sources"]
+    base = sources.get(BASELINE)
+    groups = [("all jobs", None)] + [
+        ("short (<= 2 h)", "short"),
+        ("medium (2-24 h]", "medium"),
+        ("long (> 24 h)", "long"),
+    ]
+    for title, cls in groups:
+        lines.append(title)
+        for name, obj in sources.items():
+            m = obj if cls is None else obj["by_class"][cls]
+            b = None if base is None else (base if cls is None else base["by_class"][cls])
+            lines.append(
+                "  {:<15}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}{:>12}".format(
+                    name,
+                    m["jobs"],
+                    _fmt(m["wait_mean_h"], ".2f"),
+                    _fmt(m["wait_median_h"], ".2f"),
+                    _fmt(m["wait_p95_h"], ".2f"),
+                    _rel(m["wait_mean_h"], b["wait_mean_h"] if b else None),
+                    _fmt(m["bsld_mean"], ".2f"),
+                    _rel(m["bsld_mean"], b["bsld_mean"] if b else None),
+                    _fmt(m["bsld_p95"], ".1f"),
+                    _fmt(obj["utilization"], ".3f") if cls is None else "",
+                    str(obj["corrections"]) if cls is None else "",
+                ).rstrip()
+            )
+    lines.append("")
+    lines.append(
+        "makespan (h): "
+        + "   ".join("{} {:.1f}".format(k, v["makespan_h"]) for k, v in sources.items())
+    )
+    if report.get("refresh_every_min"):
+        lines.append(
+            "refresh changes: "
+            + "   ".join("{} {}".format(k, v["refresh_changes"]) for k, v in sources.items())
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,52 @@
+"""Scheduler simulation speed per configuration: ``make bench-simulate``.
+
+For each trace (default: HPC2N, 202,871 jobs on 240 processors) and each estimate source,
+one simulation with the ``pbs`` correction (or ``--correction``) on one core, trace already
+in memory: seconds, jobs/s, scheduling passes and corrections.
+
+    python tests/benchmarks/bench_simulate.py [TRACE ...] [--estimates LIST] [--correction C]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from softwalltime.replay import simulate as sim
+
+TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
+DEFAULT = [TRACES / "HPC2N-2002-2.2-cln.swf.gz"]
+CERIT_PROCS = 2176  # 20 x 80 + 48 x 12 cores (CERIT-SC-wagap-2013.alea.swf.machines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("traces", nargs="*", default=[str(p) for p in DEFAULT])
+    parser.add_argument("--estimates", default=",".join(sim.SOURCE_NAMES))
+    parser.add_argument("--correction", default="pbs", choices=sim.CORRECTIONS)
+    args = parser.parse_args()
+    for path in args.traces:
+        started = time.perf_counter()
+        work = sim.read_workload(path)
+        procs = work.machine_procs or (CERIT_PROCS if "CERIT" in path else None)
+        if procs is None:
+            raise SystemExit(f"{path}: no MaxProcs header")
+        work = sim.fit_machine(work, procs)
+        print(
+            f"{Path(path).name}: {len(work.submit)} jobs, {procs} processors, "
+            f"read in {time.perf_counter() - started:.2f} s"
+        )
+        for name in args.estimates.split(","):
+            started = time.perf_counter()
+            result = sim.simulate(work, sim.make_source(name), procs, args.correction)
+            elapsed = time.perf_counter() - started
+            rate = len(work.submit) / elapsed
+            print(
+                f"  {name:<9} {args.correction:<8} {elapsed:7.2f} s {rate:10.0f} jobs/s"
+                f"   passes {result.passes:>8}   corrections {sum(result.corrections):>10}"
+            )
+
+
+if __name__ == "__main__":
+    main()
