@@ -29,6 +29,7 @@ _COMMAND_MODULES = (
     "softwalltime.cli.predict",
     "softwalltime.cli.hooks",
     "softwalltime.cli.evaluate",
+    "softwalltime.cli.calibrate",
     "softwalltime.cli.simulate",
 )
 _ENTRY_POINT_GROUP = "softwalltime.commands"

@@ -13,6 +13,7 @@ v3_jobs                           SOFTWALLTIME_V3_JOBS                15
 reserve_s                         SOFTWALLTIME_RESERVE_S              900
 long_walltime_threshold_s         SOFTWALLTIME_LONG_WALLTIME_...      0 (off)
 long_walltime_factor              SOFTWALLTIME_LONG_WALLTIME_FACTOR   1.0
+target_under_pct                  SOFTWALLTIME_TARGET_UNDER_PCT       12.0 (predictor calibrated)
 runjob_min_wait_s                 SOFTWALLTIME_RUNJOB_MIN_WAIT_S      0 (off)
 override_existing                 SOFTWALLTIME_OVERRIDE_EXISTING      false
 dry_run                           SOFTWALLTIME_DRY_RUN                false
@@ -44,7 +45,7 @@ from typing import Any, Dict, Mapping, NamedTuple, Optional, Set, Tuple
 from ..errors import ConfigError
 from . import dsn as dsnlib
 
-PREDICTORS = ("v1", "v2", "v3")
+PREDICTORS = ("v1", "v2", "v3", "calibrated")
 DEFAULT_CONFIG_FILE = "/etc/softwalltime.json"
 ENV_PREFIX = "SOFTWALLTIME_"
 
@@ -57,6 +58,7 @@ class Settings(NamedTuple):
     reserve_s: int
     long_walltime_threshold_s: int
     long_walltime_factor: float
+    target_under_pct: float
     runjob_min_wait_s: int
     override_existing: bool
     dry_run: bool
@@ -87,6 +89,7 @@ DEFAULTS: Dict[str, Any] = {
     "reserve_s": 900,
     "long_walltime_threshold_s": 0,
     "long_walltime_factor": 1.0,
+    "target_under_pct": 12.0,
     "runjob_min_wait_s": 0,
     "override_existing": False,
     "dry_run": False,
@@ -117,7 +120,7 @@ _INT_KEYS = (
     "statement_timeout_ms",
     "ingest_lock_stale_s",
 )
-_FLOAT_KEYS = ("long_walltime_factor", "connect_timeout_s")
+_FLOAT_KEYS = ("long_walltime_factor", "connect_timeout_s", "target_under_pct")
 # Accepted ranges, inclusive. The hook's wait on the database is at most connect_timeout_s
 # + statement_timeout_ms + 0.1 s: with these bounds at most 10.1 s, a third of PBS's default hook
 # alarm of 30 s, so a slow database can never get a job rejected by the alarm.
@@ -130,6 +133,7 @@ RANGES = {
     "statement_timeout_ms": (1, 5000),
     "connect_timeout_s": (0.01, 5.0),
     "long_walltime_factor": (0.01, 100.0),
+    "target_under_pct": (0.01, 99.0),
     "ingest_lock_stale_s": (1, 7 * 86400),
 }  # type: Dict[str, Tuple[float, float]]
 # Time granted beyond statement_timeout for the server's own cancellation to reach the
