@@ -28,6 +28,7 @@ _COMMAND_MODULES = (
     "softwalltime.cli.predict",
     "softwalltime.cli.hooks",
     "softwalltime.cli.evaluate",
+    "softwalltime.cli.refresh",
 )
 _ENTRY_POINT_GROUP = "softwalltime.commands"
 

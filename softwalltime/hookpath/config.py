@@ -24,7 +24,17 @@ sys_path                          SOFTWALLTIME_SYS_PATH               [] (os.pat
 debug                             SOFTWALLTIME_DEBUG                  false
 accounting_dir                    SOFTWALLTIME_ACCOUNTING_DIR         $PBS_HOME/...
 server                            SOFTWALLTIME_SERVER                 (from job ids)
+refresh_min_change_pct            SOFTWALLTIME_REFRESH_MIN_CHANGE_PCT 10
+refresh_min_change_s              SOFTWALLTIME_REFRESH_MIN_CHANGE_S   300
+refresh_time_budget_s             SOFTWALLTIME_REFRESH_TIME_BUDGET_S  240
+refresh_max_changes               SOFTWALLTIME_REFRESH_MAX_CHANGES    2000
+pbs_exec                          SOFTWALLTIME_PBS_EXEC               PBS_EXEC of /etc/pbs.conf
+pbs_command_prefix                SOFTWALLTIME_PBS_COMMAND_PREFIX     [] (comma list in env)
+status_failure_rate_pct           SOFTWALLTIME_STATUS_FAILURE_RATE... 5
 ================================  ==================================  ===========
+
+The ``refresh_*``, ``pbs_*`` and ``status_*`` keys are for ``softwalltime refresh`` and
+``softwalltime status`` (the hook ignores them; ``hooks install`` does not copy them).
 
 The config file is JSON (the same format PBS accepts for a hook configuration).
 It is found from the explicit path, else ``SOFTWALLTIME_CONFIG``, else
@@ -67,6 +77,13 @@ class Settings(NamedTuple):
     debug: bool
     accounting_dir: Optional[str]
     server: Optional[str]
+    refresh_min_change_pct: float
+    refresh_min_change_s: int
+    refresh_time_budget_s: int
+    refresh_max_changes: int
+    pbs_exec: Optional[str]
+    pbs_command_prefix: Tuple[str, ...]
+    status_failure_rate_pct: float
     source: str
 
 
@@ -93,9 +110,23 @@ DEFAULTS: Dict[str, Any] = {
     "debug": False,
     "accounting_dir": None,
     "server": None,
+    "refresh_min_change_pct": 10.0,
+    "refresh_min_change_s": 300,
+    "refresh_time_budget_s": 240,
+    "refresh_max_changes": 2000,
+    "pbs_exec": None,
+    "pbs_command_prefix": (),
+    "status_failure_rate_pct": 5.0,
 }
 
-_LIST_KEYS = ("users_allow", "users_deny", "queues_allow", "queues_deny", "sys_path")
+_LIST_KEYS = (
+    "users_allow",
+    "users_deny",
+    "queues_allow",
+    "queues_deny",
+    "sys_path",
+    "pbs_command_prefix",
+)
 _INT_KEYS = (
     "v1_jobs",
     "v3_jobs",
@@ -103,10 +134,18 @@ _INT_KEYS = (
     "long_walltime_threshold_s",
     "runjob_min_wait_s",
     "statement_timeout_ms",
+    "refresh_min_change_s",
+    "refresh_time_budget_s",
+    "refresh_max_changes",
 )
-_FLOAT_KEYS = ("long_walltime_factor", "connect_timeout_s")
+_FLOAT_KEYS = (
+    "long_walltime_factor",
+    "connect_timeout_s",
+    "refresh_min_change_pct",
+    "status_failure_rate_pct",
+)
 _BOOL_KEYS = ("override_existing", "dry_run", "debug")
-_STR_KEYS = ("dsn", "predictor", "accounting_dir", "server")
+_STR_KEYS = ("dsn", "predictor", "accounting_dir", "server", "pbs_exec")
 
 
 def _coerce(key: str, value: Any, origin: str) -> Any:
