@@ -31,6 +31,11 @@ lint: $(VENV)/.installed
 pytest: $(VENV)/.installed
 	$(BIN)/pytest
 
+## test-pbs: the hook inside a real OpenPBS server (root, Debian 12; ../shared/openpbs)
+.PHONY: test-pbs
+test-pbs: $(VENV)/.installed
+	$(BIN)/pytest -m pbs tests/pbs
+
 ## demo: end to end on a throwaway local PostgreSQL (or $SOFTWALLTIME_DSN if set)
 demo: $(VENV)/.installed
 	@set -e; \

@@ -1,0 +1,156 @@
+"""Driving the real OpenPBS server of ``../shared/openpbs`` from tests and benchmarks.
+
+PBS lives in its own network namespace: every PBS command goes through ``pbsx`` (nsenter
+into that namespace). Hooks inside pbs_server reach a database by unix socket only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+OPENPBS = REPO.parent / "shared" / "openpbs"
+PBSX = OPENPBS / "pbsx"
+PBS_HOME = Path("/var/spool/pbs")
+SERVER_LOGS = PBS_HOME / "server_logs"
+ACCOUNTING = PBS_HOME / "server_priv" / "accounting"
+# One real server per machine, shared by every suite and benchmark that uses it.
+LOCK_FILE = "/run/lock/softwalltime-pbs.lock"
+USER = "alice"  # the ordinary user build.sh creates
+
+
+class PbsError(RuntimeError):
+    pass
+
+
+def run(*args: str, timeout: float = 60, check: bool = True, stdin: str | None = None) -> Any:
+    """Run a command inside PBS's namespaces; ``check`` raises with its output on failure."""
+    proc = subprocess.run(
+        [str(PBSX), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        raise PbsError(f"{' '.join(args)} -> {proc.returncode}: {proc.stderr or proc.stdout}")
+    return proc
+
+
+def as_user(command: str, user: str = USER, timeout: float = 60, check: bool = True) -> Any:
+    """A shell command as an ordinary user (a login shell: PBS's bin is on its PATH)."""
+    return run("su", "-", user, "-c", command, timeout=timeout, check=check)
+
+
+def qmgr(directive: str, check: bool = True) -> Any:
+    return run("qmgr", "-c", directive, check=check)
+
+
+def qsub(options: str = "", script: str = "sleep 1", user: str = USER) -> str:
+    """Submit ``script`` as ``user``; the job id."""
+    out = as_user(f"echo {script!r} | /opt/pbs/bin/qsub {options}", user=user).stdout.strip()
+    if not out or "." not in out:
+        raise PbsError(f"qsub {options}: {out!r}")
+    return str(out)
+
+
+def qsub_timed(options: str = "", script: str = "sleep 1") -> tuple[str, float]:
+    """Like :func:`qsub`, with the wall time of the qsub command itself (su excluded)."""
+    out = as_user(
+        "s=$(date +%s.%N); id=$(echo " + repr(script) + " | /opt/pbs/bin/qsub " + options + ");"
+        ' e=$(date +%s.%N); echo "$id $s $e"'
+    ).stdout.split()
+    return out[0], float(out[2]) - float(out[1])
+
+
+def job(jobid: str) -> dict[str, Any]:
+    """``qstat -f -F json -x`` of one job (finished jobs too, with job history on)."""
+    out = run("qstat", "-f", "-F", "json", "-x", jobid).stdout
+    jobs = json.loads(out).get("Jobs", {})
+    if len(jobs) != 1:
+        raise PbsError(f"qstat {jobid}: {sorted(jobs)}")
+    return dict(next(iter(jobs.values())))
+
+
+def resource(jobid: str, name: str) -> str | None:
+    return job(jobid).get("Resource_List", {}).get(name)
+
+
+def qdel(*jobids: str) -> None:
+    if jobids:
+        run("qdel", "-Wforce", *jobids, check=False)
+
+
+def wait_state(jobid: str, states: str, timeout: float = 60) -> str:
+    """Wait until the job's state is one of ``states`` (e.g. "F"); the state."""
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        state = job(jobid).get("job_state", "")
+        if state in states:
+            return str(state)
+        time.sleep(0.3)
+    raise PbsError(f"{jobid} still in state {state!r} after {timeout} s (wanted {states})")
+
+
+def server_attribute(name: str) -> str | None:
+    out = run("qmgr", "-c", f"list server {name}").stdout
+    for line in out.splitlines():
+        key, _, value = line.strip().partition(" = ")
+        if key == name:
+            return value
+    return None
+
+
+class ServerLog:
+    """The server log from a mark on: what the hooks logged since."""
+
+    def __init__(self) -> None:
+        self._marks = {p: p.stat().st_size for p in SERVER_LOGS.glob("*")}
+
+    def lines(self) -> list[str]:
+        out = []
+        for path in sorted(SERVER_LOGS.glob("*")):
+            with open(path, "rb") as fh:
+                fh.seek(self._marks.get(path, 0))
+                out += fh.read().decode("utf-8", "replace").splitlines()
+        return out
+
+    def hook_lines(self, needle: str = "softwalltime") -> list[str]:
+        return [line for line in self.lines() if ";Hook;" in line and needle in line]
+
+
+@contextmanager
+def exclusive() -> Iterator[None]:
+    """Hold the machine-wide lock on the one PBS server for the duration."""
+    os.makedirs(os.path.dirname(LOCK_FILE), exist_ok=True)
+    with open(LOCK_FILE, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def available() -> str | None:
+    """Why the real server cannot be used here, or None if it answers."""
+    if os.geteuid() != 0:
+        return "the real-PBS suite runs as root (pbsx uses nsenter)"
+    if not PBSX.exists():
+        return f"{PBSX} not found: clone the repository next to shared/"
+    if not Path("/opt/pbs/sbin/pbs_server.bin").exists():
+        return f"OpenPBS is not installed: run {OPENPBS}/build.sh, then up.sh"
+    try:
+        run("qstat", "-B", timeout=20)
+    except (PbsError, subprocess.TimeoutExpired, OSError) as err:
+        return f"the PBS server does not answer ({err}): run {OPENPBS}/up.sh"
+    return None
