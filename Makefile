@@ -77,6 +77,11 @@ bench-hook: $(VENV)/.installed
 bench-ingest: $(VENV)/.installed
 	$(BIN)/python tests/benchmarks/bench_ingest.py
 
+## bench-refresh: softwalltime refresh over 1,000 held jobs on the real OpenPBS server (root)
+.PHONY: bench-refresh
+bench-refresh: $(VENV)/.installed
+	$(BIN)/python tests/benchmarks/bench_refresh.py
+
 ## bench-evaluate: replay speed (jobs/s) per predictor on HPC2N and CERIT-SC
 .PHONY: bench-evaluate
 bench-evaluate: $(VENV)/.installed
