@@ -133,18 +133,27 @@ class Plan:
     new_s: Optional[int] = None
 
 
-def _leave_reason(text: str) -> str:
-    """A short label for a decide() "leave alone" reason, for the summary."""
+def leave_label(text: str) -> str:
+    """A short label for a decide() "leave alone" reason (its log line), for summaries."""
     why = text.split("leave alone: ", 1)[-1]
+    if why.rstrip().endswith(": unchanged") or ": unchanged [" in why:
+        return "same value"
     for key, label in (
         ("deny list", "user or queue lists"),
         ("allow list", "user or queue lists"),
+        ("not a queuejob", "other event"),
         ("no prediction", "no prediction"),
         ("no user", "no user"),
+        ("queue not known", "queue not known yet"),
+        ("shrink-to-fit", "shrink-to-fit"),
+        ("no walltime", "no walltime"),
+        ("walltime is not positive", "no walltime"),
+        ("already set", "soft_walltime set by a manager"),
+        ("runjob_min_wait_s", "waited less than runjob_min_wait_s"),
     ):
         if key in why:
             return label
-    return why.split(";")[0].split("(")[0].strip()
+    return why.split(";")[0].split("(")[0].split("[")[0].strip()
 
 
 def plan_job(job: QueuedJob, settings: Settings, fetch: Fetch) -> Plan:
@@ -180,7 +189,7 @@ def plan_job(job: QueuedJob, settings: Settings, fetch: Fetch) -> Plan:
         predicted = decision.prediction.soft_walltime_s if decision.prediction else None
         if predicted is not None:
             return Plan(job, "unchanged", "same prediction", min(predicted, job.walltime_s))
-        return Plan(job, "skip", _leave_reason(decision.reason))
+        return Plan(job, "skip", leave_label(decision.reason))
     new = min(new, job.walltime_s)  # decide() caps already; PBS's invariant, kept here too
     if not significant(
         job.soft_s, new, settings.refresh_min_change_pct, settings.refresh_min_change_s
@@ -423,7 +432,9 @@ def _verify(pbs: Pbs, sent: list[Plan], summary: Summary, err: Callable[[str], N
     if not sent:
         return
     try:
-        now = pbs.jobs([p.job.job_id for p in sent])
+        # one qstat of every job: qstat with job ids asks for each id in turn (measured on
+        # OpenPBS 23.06: about 0.15 s per id, against 1 s for 1,000 jobs at once)
+        now = pbs.jobs()
     except PbsError as error:
         summary.errors += len(sent)
         err(f"refresh: cannot read the altered jobs back: {error}")
