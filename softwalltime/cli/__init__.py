@@ -29,6 +29,7 @@ _COMMAND_MODULES = (
     "softwalltime.cli.hooks",
     "softwalltime.cli.evaluate",
     "softwalltime.cli.refresh",
+    "softwalltime.cli.status",
 )
 _ENTRY_POINT_GROUP = "softwalltime.commands"
 
