@@ -82,6 +82,11 @@ bench-ingest: $(VENV)/.installed
 bench-refresh: $(VENV)/.installed
 	$(BIN)/python tests/benchmarks/bench_refresh.py
 
+## bench-pbs: qsub throughput on the real OpenPBS server (no hook / empty hook / softwalltime)
+.PHONY: bench-pbs
+bench-pbs: $(VENV)/.installed
+	$(BIN)/python tests/benchmarks/bench_pbs.py
+
 ## bench-evaluate: replay speed (jobs/s) per predictor on HPC2N and CERIT-SC
 .PHONY: bench-evaluate
 bench-evaluate: $(VENV)/.installed

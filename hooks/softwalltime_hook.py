@@ -1,8 +1,8 @@
-"""softwalltime PBS server hook (queuejob, runjob, modifyjob): set Resource_List["soft_walltime"].
+"""softwalltime server hook (queuejob, runjob, modifyjob): set Resource_List["soft_walltime"].
 
 Install with ``softwalltime hooks install``. Fails open: any failure logs one line and
-accepts the job unchanged. PBS's embedded Python (3.6+) loads no site-packages, so the
-hook config's ``sys_path`` is read with json alone before softwalltime is imported.
+accepts the job unchanged. PBS's Python (3.6+) loads no site-packages: the config's
+``sys_path`` is read with json alone when softwalltime is not importable yet.
 """
 
 import json
@@ -12,43 +12,42 @@ import time
 
 import pbs
 
-# Variable_List entry holding the value this hook set last: a later event may then replace
-# its own prediction, while a soft_walltime set by a manager is kept.
+# Variable_List entry: the value this hook set last (a manager's value is never replaced)
 MARK = "SOFTWALLTIME_SET"
 
 
 def _main(e):
     config = pbs.hook_config_filename
-    if config:
+    try:  # imported modules survive between events, until the interpreter restarts
+        from softwalltime.hookpath import config as swconfig
+    except ImportError:
+        if not config:
+            raise
         with open(config, encoding="utf-8") as fh:
             entries = json.load(fh).get("sys_path") or []
         entries = entries.split(os.pathsep) if isinstance(entries, str) else entries
         sys.path[:0] = [p for p in entries if p not in sys.path]
+        from softwalltime.hookpath import config as swconfig
     from softwalltime.hookpath import decide, hooklog, lookup
-    from softwalltime.hookpath.config import load_settings
 
-    settings = load_settings(config, environ={})
+    settings = swconfig.hook_settings(config)
     log = hooklog.forward_logging(pbs.logmsg, pbs.EVENT_DEBUG, pbs.LOG_WARNING, pbs.LOG_ERROR)
-    job = e.job
+    job, old, wait_s = e.job, e.job, None  # modifyjob: e.job = the changes, e.job_o = the job
     if e.type == pbs.QUEUEJOB:
-        kind, user, wait_s, old = "queuejob", e.requestor, None, job
+        kind, user = "queuejob", e.requestor
     elif e.type == pbs.RUNJOB:
-        kind, user, old = "runjob", job.euser or str(job.Job_Owner or "").split("@")[0], job
+        kind, user = "runjob", job.euser or str(job.Job_Owner or "").split("@")[0]
         wait_s = time.time() - int(job.ctime) if job.ctime else None
-    elif e.type == pbs.MODIFYJOB:
-        # e.job holds only what the qalter changes, e.job_o the job as it was
-        if job.Resource_List["walltime"] is None:
-            return
+    elif e.type == pbs.MODIFYJOB and job.Resource_List["walltime"] is not None:
         old = e.job_o
-        kind, user, wait_s = "modifyjob", old.euser or str(old.Job_Owner or "").split("@")[0], None
+        kind, user = "modifyjob", old.euser or str(old.Job_Owner or "").split("@")[0]
     else:
         return
     res, old_res, marks = job.Resource_List, old.Resource_List, old.Variable_List
     walltime = res["walltime"]
     soft = res["soft_walltime"] if res["soft_walltime"] is not None else old_res["soft_walltime"]
-    # a soft_walltime altered in this very request is a manager's, never ours
     ours = soft is not None and marks is not None and marks.get(MARK) == str(int(soft))
-    ours = ours and (old is job or res["soft_walltime"] is None)
+    ours = ours and (old is job or res["soft_walltime"] is None)  # not altered just now
     queue = old.queue.name if hasattr(old.queue, "name") else str(old.queue or "")
     shrink = res["min_walltime"] is not None or old_res["min_walltime"] is not None
     decision = decide.decide(
@@ -60,7 +59,7 @@ def _main(e):
         if job.Variable_List is not None:
             job.Variable_List[MARK] = str(decision.soft_walltime_s)
         res["soft_walltime"] = pbs.duration(decision.soft_walltime_s)
-    log.debug("%s [%.1f ms]", decision.reason, (time.monotonic() - _start) * 1000)
+    log.debug("%s [%.2f ms]", decision.reason, (time.monotonic() - _start) * 1000)
 
 
 _event, _start = pbs.event(), time.monotonic()

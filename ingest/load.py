@@ -16,7 +16,7 @@ import psycopg2
 import psycopg2.errors
 
 from softwalltime.accounting import FINISHED_JOB_COLUMNS, RERUN_COLUMNS
-from softwalltime.errors import DatabaseError
+from softwalltime.errors import DatabaseError, SchemaMissingError
 from softwalltime.hookpath.config import libpq_dsn
 
 from .files import Checkpoint
@@ -155,9 +155,7 @@ class Loader:
             self.conn.commit()
         except psycopg2.errors.UndefinedTable as err:
             self.conn.rollback()
-            raise DatabaseError(
-                "the history tables do not exist: run 'softwalltime db upgrade' first"
-            ) from err
+            raise SchemaMissingError() from err
         except psycopg2.Error as err:
             self.conn.rollback()
             raise _db_error("cannot read ingest checkpoints", err) from err

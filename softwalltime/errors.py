@@ -19,3 +19,18 @@ class DatabaseError(SoftwalltimeError):
 
 class ParseError(SoftwalltimeError, ValueError):
     """A value (duration, size, record) could not be parsed."""
+
+
+class SchemaMissingError(DatabaseError):
+    """The database has no softwalltime tables (or not all of them) yet."""
+
+    def __init__(self, detail: str = "") -> None:
+        DatabaseError.__init__(
+            self,
+            "the softwalltime tables do not exist in this database{}: run 'softwalltime db"
+            " upgrade' first".format(f" ({detail})" if detail else ""),
+        )
+
+
+# SQLSTATE undefined_table: what PostgreSQL answers before the migrations ran.
+UNDEFINED_TABLE = "42P01"

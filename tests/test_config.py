@@ -1,6 +1,7 @@
 """One loader: defaults < file < environment < flags; errors name the file and key."""
 
 import json
+import os
 
 import pytest
 
@@ -49,10 +50,10 @@ def test_lists_from_file_and_env(tmp_path):
     ("data", "key", "why"),
     [
         ({"predictor": "v4"}, "predictor", "must be one of v1, v2, v3"),
-        ({"v1_jobs": 0}, "v1_jobs", "at least 1"),
+        ({"v1_jobs": 0}, "v1_jobs", "between 1 and 1000"),
         ({"reserve_s": "lots"}, "reserve_s", "expected an integer"),
         ({"dry_run": "maybe"}, "dry_run", "expected true or false"),
-        ({"connect_timeout_s": 0}, "connect_timeout_s", "greater than 0"),
+        ({"connect_timeout_s": 0}, "connect_timeout_s", "between 0.01 and 5"),
         ({"users_allow": [1, 2]}, "users_allow", "list of strings"),
         ({"typo_key": 1}, "typo_key", "unknown key"),
     ],
@@ -62,6 +63,42 @@ def test_bad_values_name_file_and_key(tmp_path, data, key, why):
     with pytest.raises(ConfigError) as err:
         load_settings(path, environ={})
     assert path in str(err.value) and repr(key) in str(err.value) and why in str(err.value)
+
+
+# Issue 9 item 10: values that used to be accepted and then broke the hook or a command
+# (OverflowError in the hook, a wait past PBS's 30 s alarm, queries that always fail).
+@pytest.mark.parametrize(
+    ("raw", "key", "why"),
+    [
+        ('{"connect_timeout_s": 1e400}', "connect_timeout_s", "between 0.01 and 5"),
+        ('{"connect_timeout_s": 40}', "connect_timeout_s", "between 0.01 and 5"),
+        ('{"connect_timeout_s": NaN}', "connect_timeout_s", "expected a number"),
+        ('{"v3_jobs": 1e20}', "v3_jobs", "between 1 and 1000"),
+        ('{"v3_jobs": 2.5}', "v3_jobs", "expected an integer"),
+        ('{"statement_timeout_ms": 1e400}', "statement_timeout_ms", "expected an integer"),
+        ('{"statement_timeout_ms": 0}', "statement_timeout_ms", "between 1 and 5000"),
+        ('{"long_walltime_factor": Infinity}', "long_walltime_factor", "between 0.01 and 100"),
+        ('{"reserve_s": -1}', "reserve_s", "between 0 and"),
+    ],
+)
+def test_out_of_range_settings_are_refused_at_load_time(tmp_path, raw, key, why):
+    path = _write(tmp_path, raw)
+    with pytest.raises(ConfigError) as err:
+        load_settings(path, environ={})
+    assert path in str(err.value) and repr(key) in str(err.value) and why in str(err.value)
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e400", "0"])
+def test_out_of_range_environment_values_are_refused(value):
+    with pytest.raises(ConfigError, match="SOFTWALLTIME_CONNECT_TIMEOUT_S"):
+        load_settings(environ={"SOFTWALLTIME_CONNECT_TIMEOUT_S": value})
+
+
+def test_the_hooks_worst_wait_stays_under_pbs_default_alarm():
+    from softwalltime.hookpath.config import RANGES, STATEMENT_GRACE_S
+
+    worst = RANGES["connect_timeout_s"][1] + RANGES["statement_timeout_ms"][1] / 1000
+    assert worst + STATEMENT_GRACE_S < 30 / 2  # pbs default alarm 30 s; hooks install: half
 
 
 def test_bad_env_value_names_the_variable():
@@ -102,3 +139,39 @@ def test_redact_dsn_hides_passwords(dsn, shown):
 def test_libpq_dsn_strips_sqlalchemy_driver():
     assert libpq_dsn("postgresql+psycopg2://u@h/d") == "postgresql://u@h/d"
     assert libpq_dsn("host=h dbname=d") == "host=h dbname=d"
+
+
+def test_a_readable_config_file_with_a_password_gets_a_warning(tmp_path, caplog):
+    """Issue 9 item 11: once per file, naming it and the fix; never the password."""
+    import logging
+
+    from softwalltime.hookpath import config as config_module
+
+    secret = _write(tmp_path, {"dsn": "postgresql://u:hunter2@db/h"})
+    os.chmod(secret, 0o644)
+    no_secret = str(tmp_path / "nosecret.json")
+    with open(no_secret, "w") as fh:
+        fh.write('{"dsn": "postgresql://u@db/h"}')
+    os.chmod(no_secret, 0o644)
+    config_module._warned.clear()
+    with caplog.at_level(logging.WARNING, logger="softwalltime"):
+        load_settings(secret, environ={})
+        load_settings(secret, environ={})
+        load_settings(no_secret, environ={})
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [f"{secret} holds a database password and is readable by others:"
+                        f" chmod 600 {secret}"]  # fmt: skip
+    assert "hunter2" not in caplog.text
+    os.chmod(secret, 0o600)
+    config_module._warned.clear()
+    caplog.clear()
+    load_settings(secret, environ={})
+    assert caplog.records == []
+
+
+def test_dsn_option_help_warns_about_ps(capsys):
+    from softwalltime import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "visible to every local user in ps" in capsys.readouterr().out

@@ -105,6 +105,20 @@ def test_install_rejects_bad_arguments(capsys, argv, message):
     assert code == 1 and message in err and out == ""
 
 
+def test_install_keeps_the_database_bound_well_under_the_alarm(capsys, tmp_path, monkeypatch):
+    """Issue 9 item 10: a hook that waits past its alarm is killed and the job REJECTED."""
+    monkeypatch.delenv("SOFTWALLTIME_CONNECT_TIMEOUT_S", raising=False)
+    cfg = tmp_path / "sw.json"
+    cfg.write_text(json.dumps({"dsn": DSN, "connect_timeout_s": 5, "statement_timeout_ms": 5000}))
+    code, out, err = run(capsys, "--config", str(cfg), "hooks", "install", "--dry-run")
+    assert code == 0, err  # 10.1 s under half the default alarm of 30 s
+    code, out, err = run(
+        capsys, "--config", str(cfg), "hooks", "install", "--dry-run", "--alarm", "20"
+    )
+    assert code == 1 and out == ""
+    assert "= 10.1 s, more than half the hook alarm (20 s)" in err
+
+
 def test_install_needs_a_dsn(capsys, monkeypatch):
     monkeypatch.delenv("SOFTWALLTIME_DSN", raising=False)
     monkeypatch.delenv("SOFTWALLTIME_CONFIG", raising=False)

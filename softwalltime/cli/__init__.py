@@ -59,6 +59,11 @@ def _add_db_commands(sub: Any) -> None:
         description="Downgrade the schema. Example: softwalltime db downgrade base",
     )
     down.add_argument("revision", help="target revision, or 'base'")
+    down.add_argument(
+        "--yes",
+        action="store_true",
+        help="go ahead although the history tables hold rows (a downgrade drops tables)",
+    )
     down.set_defaults(func=_db_migrate, migrate="downgrade")
 
     cur = dbsub.add_parser("current", help="print the database's revision and the newest one")
@@ -97,10 +102,25 @@ def _db_migrate(args: argparse.Namespace, settings: Settings) -> int:
 
     dsn = require_dsn(settings)
     with db.connect(_engine(settings), dsn) as conn:
+        if args.migrate == "downgrade" and not args.yes:
+            held = db.history_rows(conn)
+            if held and not _confirmed(f"downgrade to {args.revision} with {held}"):
+                raise SoftwalltimeError(
+                    f"db downgrade {args.revision} drops tables and the rows they hold ({held});"
+                    " nothing done: pass --yes to go ahead"
+                )
         getattr(db, args.migrate)(conn, args.revision)
         conn.commit()
         print(f"database {db.dsn_target(dsn)} is at revision {db.current_revision(conn) or 'base'}")
     return 0
+
+
+def _confirmed(what: str) -> bool:
+    """Ask on a terminal; never when stdin is not one (cron, scripts): then it is 'no'."""
+    if not sys.stdin.isatty():
+        return False
+    answer = input(f"{what}: type 'yes' to go ahead: ")
+    return answer.strip() == "yes"
 
 
 def _db_current(args: argparse.Namespace, settings: Settings) -> int:
@@ -159,7 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
 def add_global_options(parser: argparse.ArgumentParser) -> None:
     """``--version``, ``--dsn``, ``--config``, ``--debug``: shared by every entry point."""
     parser.add_argument("--version", action="version", version=f"softwalltime {__version__}")
-    parser.add_argument("--dsn", help="PostgreSQL libpq DSN or SQLAlchemy URL (SOFTWALLTIME_DSN)")
+    parser.add_argument(
+        "--dsn",
+        help="PostgreSQL libpq DSN or SQLAlchemy URL (SOFTWALLTIME_DSN). A password given here"
+        " is visible to every local user in ps: put it in SOFTWALLTIME_DSN, the config file"
+        " (mode 600) or ~/.pgpass / PGPASSFILE instead",
+    )
     parser.add_argument("--config", metavar="FILE", help="JSON config file (SOFTWALLTIME_CONFIG)")
     parser.add_argument("--debug", action="store_true", help="debug logging; tracebacks on errors")
 

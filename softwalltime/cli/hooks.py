@@ -25,7 +25,13 @@ from typing import Any
 import softwalltime
 
 from ..errors import SoftwalltimeError
-from ..hookpath.config import Settings, redact_dsn, require_dsn
+from ..hookpath.config import (
+    STATEMENT_GRACE_S,
+    Settings,
+    hook_bound_s,
+    redact_dsn,
+    require_dsn,
+)
 
 HOOK_FILE = "softwalltime_hook.py"
 # queuejob: first prediction; runjob: refreshed with the final walltime; modifyjob: a
@@ -214,6 +220,15 @@ def install(args: Any, settings: Settings) -> int:
     :raises SoftwalltimeError: bad name/order/alarm, qmgr missing or failing
     """
     _validate(args)
+    bound = hook_bound_s(settings)
+    if bound > args.alarm / 2:
+        # PBS kills a hook that outlives its alarm and then rejects the job: fail-open
+        # would turn into reject exactly when the database is slow.
+        raise SoftwalltimeError(
+            f"connect_timeout_s + statement_timeout_ms + {STATEMENT_GRACE_S:g} s = {bound:g} s,"
+            f" more than half the hook alarm ({args.alarm} s): a slow database would get jobs"
+            " rejected by the alarm; lower the timeouts or raise --alarm"
+        )
     qmgr = _qmgr(args)
     script = _check_path(hook_script(), "hook script")
     config = hook_config(settings)

@@ -127,3 +127,18 @@ def head_revision() -> str | None:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def history_rows(connection: Connection) -> str:
+    """What the history tables hold, e.g. "1234 rows in finished_jobs"; "" when empty."""
+    held = []
+    for table in ("finished_jobs", "job_reruns", "ingest_checkpoints"):
+        exists = connection.execute(
+            sa.text("SELECT to_regclass(:name) IS NOT NULL"), {"name": table}
+        ).scalar()
+        if exists:
+            # the table name comes from the fixed tuple above, never from input
+            count = connection.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar()  # noqa: S608
+            if count:
+                held.append(f"{count} rows in {table}")
+    return ", ".join(held)

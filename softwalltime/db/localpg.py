@@ -131,10 +131,13 @@ class LocalCluster:
         except OSError:
             return False
 
-    def start(self) -> None:
+    def start(self, extra_options: str = "") -> None:
         """initdb (first time) and start the server; waits until it accepts connections.
 
         Starting a cluster that is already running (an earlier benchmark's) does nothing.
+
+        :param extra_options: more ``-c name=value`` server options, after ours (the last
+            one of a name wins). For tests only: a test of TLS over TCP opens a port here.
         """
         if self.is_running():
             return
@@ -173,6 +176,8 @@ class LocalCluster:
             "-c max_connections=200 "
             "-c shared_buffers=256MB"
         )
+        if extra_options:
+            options += " " + extra_options
         self._check(
             str(self.bindir / "pg_ctl"),
             "-D",

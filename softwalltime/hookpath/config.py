@@ -44,9 +44,10 @@ Python 3.6+ syntax and stdlib only: the hook imports this module.
 """
 
 import json
+import logging
 import os
 import re
-from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Set, Tuple
 
 from ..errors import ConfigError
 from . import dsn as dsnlib
@@ -144,6 +145,36 @@ _FLOAT_KEYS = (
     "refresh_min_change_pct",
     "status_failure_rate_pct",
 )
+# Accepted ranges, inclusive. The hook's wait on the database is at most connect_timeout_s
+# + statement_timeout_ms + 0.1 s: with these bounds at most 10.1 s, a third of PBS's default hook
+# alarm of 30 s, so a slow database can never get a job rejected by the alarm.
+RANGES = {
+    "v1_jobs": (1, 1000),
+    "v3_jobs": (1, 1000),
+    "reserve_s": (0, 31 * 86400),
+    "long_walltime_threshold_s": (0, 10 * 366 * 86400),
+    "runjob_min_wait_s": (0, 366 * 86400),
+    "statement_timeout_ms": (1, 5000),
+    "connect_timeout_s": (0.01, 5.0),
+    "long_walltime_factor": (0.01, 100.0),
+}  # type: Dict[str, Tuple[float, float]]
+# Time granted beyond statement_timeout for the server's own cancellation to reach the
+# hook, so a slow query normally ends with PostgreSQL's clear "canceling statement" error
+# rather than the client-side deadline.
+STATEMENT_GRACE_S = 0.1
+
+
+def hook_bound_s(settings: "Settings") -> float:
+    """The longest the hook waits for the database in one event, in seconds."""
+    return settings.connect_timeout_s + settings.statement_timeout_ms / 1000.0 + STATEMENT_GRACE_S
+
+
+def _check_range(where: str, key: str, number: Any) -> None:
+    low, high = RANGES[key]
+    if not low <= number <= high:
+        raise ConfigError(f"{where}: must be between {low:g} and {high:g}, got {number!r}")
+
+
 _BOOL_KEYS = ("override_existing", "dry_run", "debug")
 _STR_KEYS = ("dsn", "predictor", "accounting_dir", "server", "pbs_exec")
 
@@ -160,16 +191,13 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
             return False
         raise ConfigError(f"{where}: expected true or false, got {value!r}")
     if key in _INT_KEYS:
-        if isinstance(value, bool):
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
             raise ConfigError(f"{where}: expected an integer, got {value!r}")
         try:
             number = int(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: inf, 1e400
             raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
-        if number < 0:
-            raise ConfigError(f"{where}: must not be negative, got {number}")
-        if key in ("v1_jobs", "v3_jobs") and number < 1:
-            raise ConfigError(f"{where}: must be at least 1, got {number}")
+        _check_range(where, key, number)
         return number
     if key in _FLOAT_KEYS:
         if isinstance(value, bool):
@@ -178,8 +206,9 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
             real = float(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: expected a number, got {value!r}") from None
-        if not real > 0:
-            raise ConfigError(f"{where}: must be greater than 0, got {real}")
+        if real != real:  # nan compares false with everything, ranges included
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        _check_range(where, key, real)
         return real
     if key in _LIST_KEYS:
         if isinstance(value, str):
@@ -201,6 +230,28 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
             return value
         return value or None
     raise ConfigError("{}: unknown key (known keys: {})".format(where, ", ".join(sorted(DEFAULTS))))
+
+
+_warned: Set[str] = set()
+
+
+def _warn_if_exposed(path: str, dsn: Any) -> None:
+    """Warn (once per file) when a config file holding a password is readable by others."""
+    if not isinstance(dsn, str) or path in _warned:
+        return
+    try:
+        secret = any(dsnlib.is_secret(k) and v for k, v in dsnlib.parse(dsn).items())
+        mode = os.stat(path).st_mode
+    except (ConfigError, OSError):
+        return
+    if secret and mode & 0o077:
+        _warned.add(path)
+        logging.getLogger(__name__).warning(
+            "%s holds a database password and is readable by %s: chmod 600 %s",
+            path,
+            "others" if mode & 0o007 else "its group",
+            path,
+        )
 
 
 def _read_file(path: str) -> Dict[str, Any]:
@@ -239,7 +290,9 @@ def load_settings(
         if path is None and os.path.exists(DEFAULT_CONFIG_FILE):
             path = DEFAULT_CONFIG_FILE
     if path is not None:
-        for key, value in _read_file(path).items():
+        data = _read_file(path)
+        _warn_if_exposed(path, data.get("dsn"))
+        for key, value in data.items():
             if key.startswith("_") or key == "comment":
                 continue  # room for comments in a JSON file
             values[key] = _coerce(key, value, path)
@@ -257,6 +310,35 @@ def load_settings(
             sources.append("--" + key.replace("_", "-"))
 
     return Settings(source=", ".join(sources), **values)
+
+
+# The hook's settings and the identity of the file they came from (see hook_settings).
+_HOOK_CACHE = {}  # type: Dict[str, Any]
+
+
+def hook_settings(path: Optional[str]) -> Settings:
+    """The hook's settings from its config file alone, parsed again only when it changed.
+
+    pbs_server keeps imported modules between events, so the parse is kept here and
+    reused while the file's bytes stay the same (reading a small file costs far less than
+    parsing and checking it). Never reads the environment.
+
+    :raises ConfigError: as :func:`load_settings`
+    """
+    if path is None:
+        return load_settings(None, environ={})
+    try:
+        with open(path, "rb") as fh:
+            content = fh.read()  # type: Optional[bytes]
+    except OSError:
+        content = None  # load_settings says what is wrong
+    if content is not None and _HOOK_CACHE.get("key") == (path, content):
+        cached = _HOOK_CACHE["settings"]  # type: Settings
+        return cached
+    settings = load_settings(path, environ={})
+    _HOOK_CACHE["key"] = (path, content)
+    _HOOK_CACHE["settings"] = settings
+    return settings
 
 
 def require_dsn(settings: Settings) -> str:

@@ -20,6 +20,9 @@ class CallbackHandler(logging.Handler):
         self._logmsg = logmsg
         self._levels = (debug, warning, error)
 
+    def routes_to(self, logmsg: Callable[[int, str], None], *levels: int) -> bool:
+        return self._logmsg is logmsg and self._levels == levels
+
     def emit(self, record: logging.LogRecord) -> None:
         if record.levelno >= logging.ERROR:
             level = self._levels[2]
@@ -49,6 +52,8 @@ def forward_logging(
     """
     logger = logging.getLogger("softwalltime")
     for old in [h for h in logger.handlers if h.get_name() == HANDLER_NAME]:
+        if isinstance(old, CallbackHandler) and old.routes_to(logmsg, debug, warning, error):
+            return logger  # the same route as the previous event: nothing to do
         logger.removeHandler(old)
     handler = CallbackHandler(logmsg, debug, warning, error)
     handler.set_name(HANDLER_NAME)

@@ -23,16 +23,11 @@ import logging
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import DatabaseError
+from ..errors import UNDEFINED_TABLE, DatabaseError, SchemaMissingError
 from . import pgwire
-from .config import redact_dsn, require_dsn
+from .config import STATEMENT_GRACE_S, redact_dsn, require_dsn
 
 log = logging.getLogger(__name__)
-
-# Time granted beyond statement_timeout for the server's own cancellation to reach us, so
-# a slow query normally ends with PostgreSQL's clear "canceling statement" error rather
-# than our client-side deadline.
-STATEMENT_GRACE_S = 0.1
 
 # Served by ix_finished_jobs_user_recent (username, ended_at DESC, job_seq DESC) INCLUDE
 # (runtime_s, walltime_s) as an Index Only Scan: every column referenced is in the index,
@@ -98,7 +93,7 @@ def _one_line(err: BaseException) -> str:
 def _query(
     conn: pgwire.Connection, sql: str, params: Sequence[Any], deadline: float
 ) -> List[Tuple[Any, ...]]:
-    return conn.query(sql, params, deadline)
+    return conn.query(sql, params, deadline, prepare=True)
 
 
 def close_cached() -> None:
@@ -146,6 +141,8 @@ def recent_jobs(
         try:
             return _clean(_query(conn, sql, params, deadline))
         except pgwire.PgError as err:
+            if err.sqlstate == UNDEFINED_TABLE:
+                raise SchemaMissingError() from err
             if err.sqlstate == pgwire.QUERY_CANCELED:
                 # statement_timeout: the connection is still usable, the history is not.
                 raise DatabaseError(f"history query failed: {_one_line(err)}") from err
@@ -164,6 +161,8 @@ def recent_jobs(
         rows = _query(conn, sql, params, deadline)
     except DatabaseError as err:
         _close(conn)
+        if isinstance(err, pgwire.PgError) and err.sqlstate == UNDEFINED_TABLE:
+            raise SchemaMissingError() from err
         raise DatabaseError(f"history query failed: {_one_line(err)}") from err
     if reuse:
         _cache["conn"] = conn

@@ -26,15 +26,18 @@ Hook path: Python 3.6+ syntax, standard library only.
 
 import base64
 import errno
-import getpass
 import hashlib
 import hmac
 import os
+import pwd
 import select
 import socket
 import ssl
+import stat
+import stringprep
 import struct
 import time
+import unicodedata
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import DatabaseError
@@ -45,6 +48,11 @@ SSL_REQUEST_CODE = 80877103
 DEFAULT_SOCKET_DIRS = ("/var/run/postgresql", "/tmp")
 # SQLSTATE of a statement cancelled by statement_timeout: the connection stays usable.
 QUERY_CANCELED = "57014"
+
+# Longest message accepted from the server (a hook's rows are tiny; garbage is not).
+MAX_MESSAGE = 64 * 1024 * 1024
+# Authentication request codes libpq knows and this client does not do.
+_AUTH_NAMES = {2: "Kerberos V5", 6: "SCM credentials", 7: "GSSAPI", 8: "GSSAPI", 9: "SSPI"}
 
 _INT_OIDS = frozenset((20, 21, 23, 26, 28))  # int8 int2 int4 oid xid
 _FLOAT_OIDS = frozenset((700, 701))
@@ -83,15 +91,37 @@ def _error_fields(payload: bytes) -> Dict[str, str]:
     return fields
 
 
+def _pgpass_field(line: str, pos: int, value: str) -> int:
+    """libpq's ``pwdfMatchesString``: where the next field starts if this one matches
+    ``value``, else -1. Only a bare ``*`` matches anything; ``\\`` escapes one character."""
+    if line.startswith("*:", pos):
+        return pos + 2
+    i, k = pos, 0
+    while i < len(line):
+        escaped = line[i] == "\\" and i + 1 < len(line)
+        if escaped:
+            i += 1
+        if line[i] == ":" and not escaped and k == len(value):
+            return i + 1
+        if k == len(value) or line[i] != value[k]:
+            return -1
+        i += 1
+        k += 1
+    return -1
+
+
 def pgpass_password(
     params: Mapping[str, str], host: str, port: str, environ: Mapping[str, str]
 ) -> Optional[str]:
     """The password for this connection from the password file, with libpq's rules.
 
     The file is ``passfile``, else ``$PGPASSFILE``, else ``~/.pgpass``; it is ignored when
-    group or others may read it. Lines are ``host:port:database:user:password``, ``*``
-    matches anything, ``\\`` escapes ``:`` and ``\\``; a socket directory matches
-    ``localhost``, as in libpq.
+    it is not a regular file or group or others may read it. Lines are
+    ``host:port:database:user:password``; a field that is exactly ``*`` matches anything;
+    ``\\`` escapes the next character; the password ends at the first unescaped ``:``.
+    The host field is compared with the host name (or socket directory) as given; only the
+    default socket directory (or no host) matches ``localhost`` (libpq's
+    ``passwordFromFile``).
     """
     path = params.get("passfile") or environ.get("PGPASSFILE")
     if not path:
@@ -99,38 +129,38 @@ def pgpass_password(
         path = os.path.join(home, ".pgpass")
     try:
         st = os.stat(path)
-        if st.st_mode & 0o077:
+        if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o077:
             return None
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8", errors="replace") as fh:
             lines = fh.read().splitlines()
     except OSError:
         return None
-    want = [
-        "localhost" if (not host or host.startswith("/")) else host,
-        port,
+    if not host or host in DEFAULT_SOCKET_DIRS:
+        host = "localhost"
+    want = (
+        host,
+        port or "5432",
         params.get("dbname") or params.get("user") or "",
         params.get("user") or "",
-    ]
+    )
     for line in lines:
         if not line or line.startswith("#"):
             continue
-        fields = []  # type: List[str]
-        field = []  # type: List[str]
-        escaped = False
-        for ch in line:
-            if escaped:
-                field.append(ch)
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == ":" and len(fields) < 4:
-                fields.append("".join(field))
-                field = []
-            else:
-                field.append(ch)
-        fields.append("".join(field))
-        if len(fields) == 5 and all(f in ("*", w) for f, w in zip(fields[:4], want)):
-            return fields[4]
+        pos = 0
+        for value in want:
+            pos = _pgpass_field(line, pos, value)
+            if pos < 0:
+                break
+        if pos < 0:
+            continue
+        password = []  # type: List[str]
+        i = pos
+        while i < len(line) and line[i] != ":":
+            if line[i] == "\\" and i + 1 < len(line):
+                i += 1
+            password.append(line[i])
+            i += 1
+        return "".join(password)
     return None
 
 
@@ -143,6 +173,8 @@ class Connection:
         self.closed = False
         self.parameters = {}  # type: Dict[str, str]
         self.backend_pid = 0
+        self._prepared = {}  # type: Dict[str, bytes]
+        self._statements = 0
         self._deadline = deadline
 
     # -- transport ------------------------------------------------------------------
@@ -200,6 +232,11 @@ class Connection:
         while len(self._buf) < 5:
             self._fill()
         kind, length = _HDR.unpack_from(self._buf)
+        if length < 4 or length > MAX_MESSAGE:
+            self.close()
+            raise DatabaseError(
+                f"invalid message from the server (type {kind!r}, length {length}): not PostgreSQL?"
+            )
         while len(self._buf) < length + 1:
             self._fill()
         payload = self._buf[5 : length + 1]
@@ -211,7 +248,9 @@ class Connection:
         self._deadline = deadline
 
     # -- protocol -------------------------------------------------------------------
-    def _startup(self, params: Mapping[str, str], password: Optional[str]) -> None:
+    def _startup(
+        self, params: Mapping[str, str], password: Optional[str], require_auth: str = ""
+    ) -> None:
         body = _I32.pack(PROTOCOL_3_0)
         for key, value in params.items():
             body += _cstr(key) + _cstr(value)
@@ -219,11 +258,25 @@ class Connection:
         self._send(_I32.pack(len(body) + 4) + body)
         user = params.get("user", "")
         scram = None  # type: Optional[_Scram]
+        asked = False  # the server asked for some authentication
         while True:
             kind, payload = self._read()
             if kind == b"R":
                 code = _I32.unpack_from(payload)[0]
+                # require_auth: what the server asks for (or "none" if it lets us in at once)
+                method = {3: "password", 5: "md5", 10: "scram-sha-256"}.get(code)
+                if code == 0 and not asked:
+                    method = "none"
+                if require_auth and method and not _auth_allowed(require_auth, method):
+                    raise DatabaseError(
+                        f'authentication method requirement "{require_auth}" failed:'
+                        f" the server asks for {method}"
+                    )
+                asked = True
                 if code == 0:
+                    if scram is not None and not scram.verified:
+                        # a server that skips the proof has not shown it knows the password
+                        raise DatabaseError("SCRAM: the server ended the exchange unverified")
                     continue
                 if code in (3, 5, 10) and password is None:
                     raise DatabaseError("the server asks for a password and none was given")
@@ -251,7 +304,11 @@ class Connection:
                 elif code == 12 and scram is not None:
                     scram.verify_server(payload[4:])
                 else:
-                    raise DatabaseError(f"unsupported authentication method (code {code})")
+                    method = _AUTH_NAMES.get(code, f"code {code}")
+                    raise DatabaseError(
+                        f"unsupported authentication method {method} (this client does "
+                        "trust, password, md5 and scram-sha-256)"
+                    )
             elif kind == b"S":
                 pair = payload.decode("utf-8", "replace").split("\0")
                 self.parameters[pair[0]] = pair[1] if len(pair) > 1 else ""
@@ -266,11 +323,17 @@ class Connection:
             # N (notice): nothing to do
 
     def query(
-        self, sql: str, params: Sequence[Any] = (), deadline: Optional[float] = None
+        self,
+        sql: str,
+        params: Sequence[Any] = (),
+        deadline: Optional[float] = None,
+        prepare: bool = False,
     ) -> List[Tuple[Any, ...]]:
         """Run one statement with ``$n`` parameters and return its rows.
 
         :param params: values sent as text (None is NULL; bool as true/false)
+        :param prepare: keep the statement prepared on this connection (parsed once; after
+            a few runs PostgreSQL plans it once too): for the hook's repeated lookups
         :param deadline: ``time.monotonic()`` bound for the whole round trip
         :raises PgError: the server reported an error (the connection stays usable)
         :raises DatabaseError: connection lost or deadline passed (the connection is closed)
@@ -279,7 +342,17 @@ class Connection:
             raise DatabaseError("connection is closed")
         if deadline is not None:
             self._deadline = deadline
-        bind = b"\0\0" + _I16.pack(0) + _I16.pack(len(params))
+        name = b""
+        parse = b""
+        if prepare:
+            name = self._prepared.get(sql, b"")
+            if not name:
+                self._statements += 1  # never reuse a name: a failed run may have kept it
+                name = f"swt{self._statements}".encode("ascii")
+                parse = _message(b"P", name + b"\0" + _cstr(sql) + _I16.pack(0))
+        else:
+            parse = _message(b"P", b"\0" + _cstr(sql) + _I16.pack(0))
+        bind = b"\0" + name + b"\0" + _I16.pack(0) + _I16.pack(len(params))
         for value in params:
             if value is None:
                 bind += _I32.pack(-1)
@@ -291,7 +364,7 @@ class Connection:
             bind += _I32.pack(len(text)) + text
         bind += _I16.pack(0)
         self._send(
-            _message(b"P", b"\0" + _cstr(sql) + _I16.pack(0))
+            parse
             + _message(b"B", bind)
             + _message(b"D", b"P\0")
             + _message(b"E", b"\0" + _I32.pack(0))
@@ -313,7 +386,11 @@ class Connection:
             elif kind == b"Z":
                 break
         if error is not None:
+            if parse and name:
+                self._prepared.pop(sql, None)
             raise error
+        if parse and name:
+            self._prepared[sql] = name
         return rows
 
     @staticmethod
@@ -369,19 +446,23 @@ class _Scram:
     """SCRAM-SHA-256 (RFC 5802, RFC 7677) without channel binding, as PostgreSQL uses it."""
 
     def __init__(self, password: str) -> None:
-        self._password = password.encode("utf-8")
+        self._password = saslprep(password).encode("utf-8")
         self._nonce = base64.b64encode(os.urandom(18)).decode("ascii")
         self._first_bare = "n=,r=" + self._nonce
         self._auth_message = b""
         self._salted = b""
+        self.verified = False
 
     def client_first(self) -> bytes:
         return ("n,," + self._first_bare).encode("ascii")
 
     def client_final(self, server_first: bytes) -> bytes:
         attrs = dict(item.split("=", 1) for item in server_first.decode("ascii").split(","))
-        if not attrs.get("r", "").startswith(self._nonce):
+        server_nonce = attrs.get("r", "")
+        if not server_nonce.startswith(self._nonce) or len(server_nonce) <= len(self._nonce):
             raise DatabaseError("SCRAM: the server's nonce does not extend ours")
+        if not attrs.get("s") or not attrs.get("i", "").isdigit() or int(attrs["i"]) < 1:
+            raise DatabaseError("SCRAM: malformed first message from the server")
         self._salted = hashlib.pbkdf2_hmac(
             "sha256", self._password, base64.b64decode(attrs["s"]), int(attrs["i"])
         )
@@ -397,12 +478,57 @@ class _Scram:
 
     def verify_server(self, server_final: bytes) -> None:
         text = server_final.decode("ascii")
+        if text.startswith("e="):
+            raise DatabaseError(f"SCRAM: the server reports {text[2:]!r}")
         if not text.startswith("v="):
             raise DatabaseError("SCRAM: unexpected final message from the server")
         server_key = hmac.new(self._salted, b"Server Key", hashlib.sha256).digest()
         expected = hmac.new(server_key, self._auth_message, hashlib.sha256).digest()
         if not hmac.compare_digest(base64.b64decode(text[2:]), expected):
             raise DatabaseError("SCRAM: the server's signature does not match")
+        self.verified = True
+
+
+def saslprep(password: str) -> str:
+    """The password as PostgreSQL hashes it for SCRAM: SASLprep (RFC 4013), else unchanged.
+
+    The server prepares the password with SASLprep when it computes the SCRAM secret and
+    uses it as given when that fails (prohibited characters, bad bidirectional text), as
+    libpq's ``pg_saslprep`` does on the client side; so must we.
+    """
+    if all(ord(ch) < 128 for ch in password):
+        return password  # ASCII: used as is (pg_saslprep's first rule)
+    chars = []  # type: List[str]
+    for ch in password:
+        if stringprep.in_table_c12(ch):
+            chars.append(" ")  # non-ASCII space -> space
+        elif not stringprep.in_table_b1(ch):  # "commonly mapped to nothing" -> removed
+            chars.append(ch)
+    text = unicodedata.normalize("NFKC", "".join(chars))
+    if not text:
+        return password
+    prohibited = (
+        stringprep.in_table_c12,
+        stringprep.in_table_c21_c22,
+        stringprep.in_table_c3,
+        stringprep.in_table_c4,
+        stringprep.in_table_c5,
+        stringprep.in_table_c6,
+        stringprep.in_table_c7,
+        stringprep.in_table_c8,
+        stringprep.in_table_c9,
+        stringprep.in_table_a1,
+    )
+    for ch in text:
+        if any(table(ch) for table in prohibited):
+            return password
+    rand_al = [stringprep.in_table_d1(ch) for ch in text]
+    if any(rand_al):
+        if any(stringprep.in_table_d2(ch) for ch in text):
+            return password
+        if not (rand_al[0] and rand_al[-1]):
+            return password
+    return text
 
 
 def _open_socket(host: str, port: int, deadline: float) -> Any:
@@ -458,17 +584,33 @@ def _tls(sock: Any, params: Mapping[str, str], server_name: str, deadline: float
     while not conn._buf:
         conn._fill()
     answer = conn._buf[:1]
-    if answer != b"S":
+    if answer not in (b"S", b"N"):
+        raise DatabaseError("invalid answer to the TLS request: not PostgreSQL?")
+    if len(conn._buf) > 1:
+        # bytes sent before the handshake were not encrypted: someone in the middle may
+        # have injected them (CVE-2021-23222); libpq refuses too
+        raise DatabaseError("received unencrypted data after the TLS response")
+    if answer == b"N":
         if mode == "prefer":
             return sock
         raise DatabaseError(f"the server does not support TLS (sslmode={mode})")
-    if mode in ("verify-ca", "verify-full"):
-        context = ssl.create_default_context(cafile=params.get("sslrootcert") or None)
-        context.check_hostname = mode == "verify-full"
+    # libpq: the root certificates are sslrootcert, else ~/.postgresql/root.crt; "system"
+    # means the system's; when the file exists even sslmode=require verifies the chain.
+    rootcert = params.get("sslrootcert") or os.path.expanduser("~/.postgresql/root.crt")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    if rootcert == "system":
+        context.load_default_certs()
+    elif os.path.exists(rootcert):
+        context.load_verify_locations(cafile=rootcert)
+    elif mode in ("verify-ca", "verify-full"):
+        raise DatabaseError(
+            f"root certificate file {rootcert!r} does not exist (sslmode={mode}): give "
+            "sslrootcert, sslrootcert=system, or a weaker sslmode"
+        )
     else:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
+    context.check_hostname = mode == "verify-full"
     if params.get("sslcert"):
         context.load_cert_chain(params["sslcert"], params.get("sslkey") or None)
     wrapped = context.wrap_socket(
@@ -484,6 +626,86 @@ def _tls(sock: Any, params: Mapping[str, str], server_name: str, deadline: float
             Connection(wrapped, deadline)._wait(False)
 
 
+# libpq 17's connection keywords (PQconninfoOptions). Those this client does not act on are
+# accepted when their value asks for nothing it would have to do (see _checked).
+KEYWORDS = frozenset(
+    "host hostaddr port dbname user password passfile require_auth channel_binding "
+    "connect_timeout client_encoding options application_name fallback_application_name "
+    "keepalives keepalives_idle keepalives_interval keepalives_count tcp_user_timeout "
+    "replication sslmode sslnegotiation sslcompression sslcert sslkey sslcertmode "
+    "sslpassword sslrootcert sslcrl sslcrldir sslsni requiressl requirepeer "
+    "ssl_min_protocol_version ssl_max_protocol_version gssencmode krbsrvname gsslib "
+    "gssdelegation service target_session_attrs load_balance_hosts".split()
+)
+SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+AUTH_METHODS = ("password", "md5", "scram-sha-256", "gss", "sspi", "none")
+
+
+def _checked(parsed: Mapping[str, str]) -> Dict[str, str]:
+    """The DSN's keywords, refused as libpq refuses them, or where ignoring them would be
+    unsafe: an unknown keyword (a typo such as ``sslmdoe=require`` must not quietly connect
+    without TLS), a bad ``sslmode``, and requirements this client cannot meet
+    (``channel_binding=require``, ``gssencmode=require``, ``sslnegotiation=direct``,
+    ``replication``, ``service``). ``requiressl=1`` means ``sslmode=require``, as in libpq.
+    """
+    params = dict(parsed)
+    for key in params:
+        if key not in KEYWORDS:
+            raise DatabaseError(f'invalid connection option "{key}"')
+    if params.get("requiressl") == "1" and not params.get("sslmode"):
+        params["sslmode"] = "require"
+    if params.get("sslmode") and params["sslmode"] not in SSLMODES:
+        raise DatabaseError(f'invalid sslmode value: "{params["sslmode"]}"')
+    for key, allowed in (
+        ("channel_binding", ("", "disable", "prefer")),
+        ("gssencmode", ("", "disable", "prefer")),
+        ("sslnegotiation", ("", "postgres")),
+        ("replication", ("",)),
+        ("service", ("",)),
+    ):
+        if params.get(key, "") not in allowed:
+            raise DatabaseError(f"{key}={params[key]} is not supported by this client")
+    if params.get("require_auth"):
+        _auth_rule(params["require_auth"])  # check the syntax now
+    return params
+
+
+def _auth_rule(text: str) -> Tuple[bool, List[str]]:
+    """``require_auth``: (negated, methods). ``!md5,!password`` forbids, ``scram-sha-256``
+    allows only that."""
+    methods = [m.strip() for m in text.split(",")]
+    negated = methods[0].startswith("!")
+    for method in methods:
+        if method.startswith("!") != negated or method.lstrip("!") not in AUTH_METHODS:
+            raise DatabaseError(f'invalid require_auth value: "{text}"')
+    return negated, [m.lstrip("!") for m in methods]
+
+
+def _auth_allowed(rule: str, method: str) -> bool:
+    negated, methods = _auth_rule(rule)
+    return (method in methods) != negated
+
+
+def _startup_parameters(params: Mapping[str, str], extra: Mapping[str, str]) -> Dict[str, str]:
+    """The startup packet's parameters: the DSN's, then ``extra``.
+
+    ``client_encoding`` is always UTF8 (we encode and decode UTF-8 whatever the database's
+    encoding). ``options`` of both are joined, so the caller's ``-c`` settings add to the
+    DSN's instead of dropping them (the last ``-c`` for a setting wins in the server).
+    """
+    out = {"user": params["user"], "database": params.get("dbname") or params["user"]}
+    for key in ("options", "application_name"):
+        if params.get(key):
+            out[key] = params[key]
+    for key, value in extra.items():
+        if key == "options" and out.get("options"):
+            out["options"] = out["options"] + " " + value
+        else:
+            out[key] = value
+    out["client_encoding"] = "UTF8"
+    return out
+
+
 def connect(
     dsn: str,
     deadline: float,
@@ -497,10 +719,12 @@ def connect(
     :param startup: extra startup parameters (``options``, ``application_name``)
     :param environ: where ``PGHOST``, ``PGPORT``, ``PGUSER``, ``PGDATABASE``,
         ``PGPASSWORD``, ``PGPASSFILE`` and ``HOME`` come from; the hook passes ``{}``
+    :raises PgError: the last host refused us (``sqlstate`` says why: 28P01 wrong
+        password, 3D000 no such database...)
     :raises DatabaseError: every host failed; the message never contains a secret
     """
     env = {} if environ is None else environ
-    params = dict(dsnlib.parse(dsn))
+    params = _checked(dsnlib.parse(dsn))
     for key, var in (
         ("host", "PGHOST"),
         ("port", "PGPORT"),
@@ -511,36 +735,33 @@ def connect(
         if not params.get(key) and env.get(var):
             params[key] = env[var]
     if not params.get("user"):
-        params["user"] = getpass.getuser()
+        # libpq: the effective uid's name, never $USER or $LOGNAME
+        params["user"] = pwd.getpwuid(os.geteuid()).pw_name
     hosts = params.get("host") or ""
     if not hosts and not params.get("hostaddr"):
         found = [d for d in DEFAULT_SOCKET_DIRS if os.path.isdir(d)]
         params["host"] = found[0] if found else "localhost"
     names = (params.get("host") or "").split(",")
     errors = []
+    last = None  # type: Optional[BaseException]
     for index, (host, port_text) in enumerate(dsnlib.host_port_pairs(params)):
         host = host or "localhost"
         port = int(port_text or 5432)
         server_name = names[index] if index < len(names) else host
-        password = params.get("password")
+        # libpq: an empty password counts as none, and then the password file is read
+        password = params.get("password") or env.get("PGPASSWORD") or None
         if password is None:
-            password = env.get("PGPASSWORD")
-        if password is None:
-            password = pgpass_password(params, server_name, str(port), env)
+            pass_host = names[index] if index < len(names) and names[index] else host
+            password = pgpass_password(params, pass_host, str(port), env)
         sock = None
         try:
             sock = _open_socket(host, port, deadline)
             if not host.startswith("/"):
                 sock = _tls(sock, params, server_name, deadline)
             conn = Connection(sock, deadline)
-            startup_params = {"user": params["user"], "database": params.get("dbname") or ""}
-            if not startup_params["database"]:
-                startup_params["database"] = params["user"]
-            for key in ("options", "application_name"):
-                if params.get(key):
-                    startup_params[key] = params[key]
-            startup_params.update(startup or {})
-            conn._startup(startup_params, password)
+            conn._startup(
+                _startup_parameters(params, startup or {}), password, params.get("require_auth", "")
+            )
             return conn
         except (OSError, DatabaseError, ValueError) as err:
             if sock is not None:
@@ -549,6 +770,11 @@ def connect(
                 except OSError:
                     pass
             errors.append("{}: {}".format(_where(host, port), " ".join(str(err).split())))
+            last = err
             if time.monotonic() >= deadline:
                 break
-    raise DatabaseError("; ".join(errors) or "no host to connect to")
+    message = "; ".join(errors) or "no host to connect to"
+    if isinstance(last, PgError):
+        # the server's own refusal (authentication, unknown database...): keep its SQLSTATE
+        raise PgError(message, last.sqlstate)
+    raise DatabaseError(message)

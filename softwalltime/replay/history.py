@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..db.schema import finished_jobs
-from ..errors import DatabaseError
+from ..errors import UNDEFINED_TABLE, DatabaseError, SchemaMissingError
 from .evaluate import Trace, TraceJob
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,8 @@ def read_finished_jobs(conn: Connection, source: str = "db", server: Optional[st
                 )
             )
     except sa.exc.SQLAlchemyError as err:
+        if getattr(getattr(err, "orig", None), "pgcode", None) == UNDEFINED_TABLE:
+            raise SchemaMissingError() from err
         lines = str(getattr(err, "orig", None) or err).strip().splitlines()
         why = lines[0] if lines else type(err).__name__
         raise DatabaseError(

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/bench_hook.py [--rows 1000000] [--users 10000] [--warm 20000] [--cold 2000]
+    python tests/benchmarks/bench_hook.py [--rows N] [--users N] [--warm N] [--cold N]
 
 The database is a throwaway one: on the server of ``$SOFTWALLTIME_DSN`` (a role allowed to
 CREATE DATABASE; the benchmark database is dropped afterwards), else a private cluster
@@ -40,7 +40,7 @@ from psycopg2.extensions import make_dsn
 
 from softwalltime.db import engine as db
 from softwalltime.db.localpg import LocalCluster
-from softwalltime.hookpath import decide, lookup
+from softwalltime.hookpath import decide, lookup, pgwire
 from softwalltime.hookpath.config import load_settings, redact_dsn
 from softwalltime.hookpath.predict import PREDICTORS, predict
 
@@ -166,17 +166,51 @@ def _decisions(settings, users: list[str], n: int, cold: bool, seed: int) -> lis
     return samples
 
 
-def _bare_connects(dsn: str, n: int) -> list[float]:
-    """The machine's floor for a cold decision: a plain blocking connect and one query."""
+def _bare_connects(dsn: str, n: int, driver: str) -> list[float]:
+    """The machine's floor for a cold decision: connect, one trivial query, close.
+
+    ``psycopg2`` is libpq's blocking connect; ``pgwire`` the hook's own client.
+    """
     samples = []
     for _ in range(n):
         start = time.perf_counter()
-        conn = psycopg2.connect(dsn)
-        with conn.cursor() as cur:
-            cur.execute("SELECT 1")
-            cur.fetchall()
+        if driver == "psycopg2":
+            conn = psycopg2.connect(dsn)
+            with conn.cursor() as cur:
+                cur.execute("SELECT 1")
+                cur.fetchall()
+        else:
+            conn = pgwire.connect(dsn, time.monotonic() + 5)
+            conn.query("SELECT 1", (), time.monotonic() + 5)
         samples.append(time.perf_counter() - start)
         conn.close()
+    return samples
+
+
+def _warm_queries(dsn: str, users: list[str], n: int, driver: str) -> list[float]:
+    """The lookup query alone on one open connection: the driver's own cost per event."""
+    rng = random.Random(4)
+    samples = []
+    if driver == "psycopg2":
+        pconn = psycopg2.connect(dsn)
+        pconn.autocommit = True
+        cur = pconn.cursor()
+        pg_sql = lookup.RECENT_JOBS_WITH_WALLTIME_SQL.replace("$1", "%s").replace("$2", "%s")
+        for _ in range(n):
+            user = rng.choice(users)
+            start = time.perf_counter()
+            cur.execute(pg_sql, (user, 15))
+            cur.fetchall()
+            samples.append(time.perf_counter() - start)
+        pconn.close()
+        return samples
+    conn = pgwire.connect(dsn, time.monotonic() + 5)
+    for _ in range(n):
+        user = rng.choice(users)
+        start = time.perf_counter()
+        conn.query(lookup.RECENT_JOBS_WITH_WALLTIME_SQL, (user, 15), time.monotonic() + 5)
+        samples.append(time.perf_counter() - start)
+    conn.close()
     return samples
 
 
@@ -219,16 +253,17 @@ def _predict_throughput() -> None:
 
 
 def _explain(dsn: str, user: str) -> None:
-    conn = psycopg2.connect(dsn)
+    """The plan of the statement exactly as the hook sends it (extended protocol, $1 $2)."""
+    conn = lookup.connect(dsn, 5.0, 10000)
     try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "EXPLAIN (ANALYZE, BUFFERS) " + lookup.RECENT_JOBS_WITH_WALLTIME_SQL,
-                {"user": user, "limit": 15},
-            )
-            print(f"EXPLAIN (ANALYZE, BUFFERS) of the v3 lookup for {user}:")
-            for (line,) in cur.fetchall():
-                print("    " + line)
+        rows = conn.query(
+            "EXPLAIN (ANALYZE, BUFFERS) " + lookup.RECENT_JOBS_WITH_WALLTIME_SQL,
+            (user, 15),
+            time.monotonic() + 10,
+        )
+        print(f"EXPLAIN (ANALYZE, BUFFERS) of the v3 lookup for {user}:")
+        for (line,) in rows:
+            print("    " + line)
     finally:
         conn.close()
 
@@ -304,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     dsn = make_dsn(admin_dsn, dbname=name)
     where = "a private cluster in .bench/pg" if cluster else "the SOFTWALLTIME_DSN server"
     print(f"database: {redact_dsn(dsn)} ({where}); {os.cpu_count()} CPUs")
+    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     try:
         load(dsn, args.rows, args.users)
         conn = psycopg2.connect(dsn)
@@ -324,7 +360,10 @@ def main(argv: list[str] | None = None) -> int:
         _decisions(settings, users, 500, cold=False, seed=1)  # warm up the buffer cache
         _stats("warm (cached connection)", _decisions(settings, users, args.warm, False, 2))
         _stats("cold (new connection each)", _decisions(settings, users, args.cold, True, 3))
-        _stats("baseline: psycopg2.connect+SELECT 1", _bare_connects(dsn, args.cold))
+        for driver in ("pgwire", "psycopg2"):
+            _stats(f"connect+SELECT 1+close, {driver}", _bare_connects(dsn, args.cold, driver))
+        for driver in ("pgwire", "psycopg2"):
+            _stats(f"lookup query alone, {driver}", _warm_queries(dsn, users, args.warm, driver))
         lookup.close_cached()
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
             json.dump({"dsn": dsn}, fh)
@@ -336,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         _explain(dsn, busiest)
         _predict_throughput()
         _connect_timeout_check()
+        print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     finally:
         lookup.close_cached()
         with admin.cursor() as cur:

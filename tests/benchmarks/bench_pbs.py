@@ -1,0 +1,147 @@
+"""qsub throughput on the real OpenPBS server: no hook, an empty hook, the softwalltime hook.
+
+Run as root with OpenPBS up (``../shared/openpbs/up.sh``): ``make bench-pbs``. It takes
+the machine-wide PBS lock, gives the hook a throwaway PostgreSQL on a unix socket with a
+history for ``alice``, and in each round submits ``--jobs`` held jobs per configuration,
+one ``qsub`` process per job, as ``alice`` (the loop runs in her shell and is timed there,
+so ``su`` is not counted). Configurations alternate round by round so that drift of this
+machine hits them alike. It prints qsubs/s per configuration (median of the rounds), the
+softwalltime hook's ratio to the empty hook, and the hook's own time per event (p50/p99)
+from its log lines. It deletes its jobs and hooks and stops its database: the server is
+left as it was found. Prints figures, asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO / "tests" / "pbs"), str(REPO / "tests")]
+
+import pbsctl  # noqa: E402
+import sqlalchemy as sa  # noqa: E402
+
+from softwalltime.db import engine as db  # noqa: E402
+from softwalltime.db.localpg import LocalCluster  # noqa: E402
+
+SOFTWALLTIME = str(Path(sys.executable).with_name("softwalltime"))
+EMPTY_HOOK = "import pbs\npbs.event().accept()\n"
+_TIME_RE = re.compile(r"softwalltime: queuejob user='alice'.*\[([0-9.]+) ms\]$")
+
+
+def _submit(n: int) -> float:
+    """qsubs per second for ``n`` held jobs, one qsub process each, timed in alice's shell."""
+    out = pbsctl.as_user(
+        "s=$(date +%s.%N); for i in $(seq " + str(n) + "); do"
+        " echo 'sleep 1' | /opt/pbs/bin/qsub -h -l walltime=10:00:00 >/dev/null || exit 1;"
+        ' done; e=$(date +%s.%N); echo "$s $e"',
+        timeout=600,
+    ).stdout.split()
+    return n / (float(out[1]) - float(out[0]))
+
+
+def _clear_jobs() -> None:
+    ids = pbsctl.run("qselect", "-u", pbsctl.USER).stdout.split()
+    for i in range(0, len(ids), 200):
+        pbsctl.qdel(*ids[i : i + 200])
+
+
+def _set_hook(kind: str, workdir: Path, dsn: str) -> None:
+    pbsctl.run(SOFTWALLTIME, "hooks", "uninstall", "--name", "swt_bench", check=False)
+    pbsctl.qmgr("delete hook swt_empty", check=False)
+    if kind == "empty hook":
+        script = workdir / "empty.py"
+        script.write_text(EMPTY_HOOK)
+        pbsctl.qmgr("create hook swt_empty event=queuejob")
+        pbsctl.qmgr(f"import hook swt_empty application/x-python default {script}")
+    elif kind == "softwalltime hook":
+        cfg = workdir / "softwalltime.json"
+        cfg.write_text(json.dumps({"dsn": dsn}))
+        pbsctl.run(SOFTWALLTIME, "--config", str(cfg), "hooks", "install", "--name", "swt_bench")
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jobs", type=int, default=200, help="qsubs per configuration and round")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args(argv)
+    why = pbsctl.available()
+    if why:
+        print(f"bench-pbs: {why}", file=sys.stderr)
+        return 1
+
+    from conftest import ALICE_HISTORY, seed
+
+    kinds = ["no hook", "empty hook", "softwalltime hook"]
+    rates: dict[str, list[float]] = {k: [] for k in kinds}
+    hook_ms: list[float] = []  # warm events
+    cold_ms: list[float] = []
+    workdir = Path(tempfile.mkdtemp(prefix="swt-bench-pbs-"))
+    cluster = LocalCluster(tempfile.mkdtemp(prefix="swt-bench-pg-"))
+    with pbsctl.exclusive():
+        cluster.start()
+        try:
+            dsn = cluster.dsn("postgres")
+            engine = db.make_engine(dsn, poolclass=sa.pool.NullPool)
+            with engine.connect() as conn:
+                db.upgrade(conn, "head")
+                conn.commit()
+            engine.dispose()
+            seed(dsn, pbsctl.USER, ALICE_HISTORY)
+            print(f"OpenPBS 23.06 at pbshost; {args.jobs} held jobs per configuration and round")
+            for rnd in range(args.rounds):
+                for kind in kinds:
+                    _set_hook(kind, workdir, dsn)
+                    log = pbsctl.ServerLog()
+                    rate = _submit(args.jobs)
+                    rates[kind].append(rate)
+                    if kind == "softwalltime hook":
+                        # an event that (re)connected is cold: after an interpreter restart
+                        # (every 100 hook runs at most every 30 s by default) or the first
+                        cold = False
+                        for line in log.hook_lines():
+                            if "softwalltime: connected to" in line:
+                                cold = True
+                            elif m := _TIME_RE.search(line):
+                                (cold_ms if cold else hook_ms).append(float(m.group(1)))
+                                cold = False
+                    _clear_jobs()
+                    print(f"  round {rnd + 1}: {kind:18} {rate:6.1f} qsubs/s")
+        finally:
+            _set_hook("no hook", workdir, "")
+            _clear_jobs()
+            cluster.destroy()
+            shutil.rmtree(workdir, ignore_errors=True)
+    print("qsub throughput (median of rounds, one qsub process per job):")
+    for kind in kinds:
+        print(f"  {kind:18} {statistics.median(rates[kind]):6.1f} qsubs/s")
+    ratio = statistics.median(rates["softwalltime hook"]) / statistics.median(rates["empty hook"])
+    print(f"softwalltime hook / empty hook: {ratio:.3f}")
+    if hook_ms:
+        print(
+            f"softwalltime hook time per event, warm (its own log, n={len(hook_ms)}): "
+            f"p50 {_percentile(hook_ms, 0.50):.2f} ms, p99 {_percentile(hook_ms, 0.99):.2f} ms, "
+            f"max {max(hook_ms):.2f} ms"
+        )
+    if cold_ms:
+        print(
+            f"  cold events (new interpreter: imports + connect), n={len(cold_ms)}: "
+            f"median {statistics.median(cold_ms):.1f} ms, max {max(cold_ms):.1f} ms"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
