@@ -167,3 +167,28 @@ def test_pbs_conf_and_command_prefix(tmp_path):
     with pytest.raises(PbsError, match="No such file"):
         pbs.check("qstat", "-B")  # env: /opt/pbs2/bin/qstat: No such file or directory
     assert read_pbs_conf(str(tmp_path / "missing")) == {}
+
+
+def run_cli(capsys, tmp_path, *args):
+    from softwalltime.cli import main
+
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"pbs_exec": str(tmp_path / "nopbs")}))
+    code = main(["--config", str(cfg), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_exit_2_when_it_cannot_run(capsys, tmp_path):
+    lock = str(tmp_path / "lock")
+    code, out, err = run_cli(capsys, tmp_path, "refresh", "--lock-file", lock)
+    assert code == 2 and out == ""
+    assert err == (
+        f"softwalltime refresh: error: {tmp_path}/nopbs/bin/qmgr: not found"
+        " (set pbs_exec or PBS_EXEC in /etc/pbs.conf)\n"
+    )
+    with r.RunLock(lock):
+        code, out, err = run_cli(capsys, tmp_path, "refresh", "--lock-file", lock)
+    assert code == 2 and err.startswith(
+        f"softwalltime refresh: error: another refresh holds {lock}"
+    )

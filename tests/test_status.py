@@ -208,3 +208,25 @@ def test_prometheus_file_is_replaced_atomically(tmp_path):
     assert path.read_text() == "softwalltime_status 0\n"
     assert os.stat(path).st_ino != inode  # renamed over, never rewritten in place
     assert [p.name for p in tmp_path.iterdir()] == ["softwalltime.prom"]
+
+
+def test_cli_without_pbs_is_critical_and_says_why(capsys, tmp_path):
+    from softwalltime.cli import main
+
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"pbs_exec": str(tmp_path / "nopbs")}))
+    code = main(["--config", str(cfg), "status", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 2 and data["exit_code"] == 2
+    assert data["checks"][0] == {
+        "name": "hook",
+        "state": "CRITICAL",
+        "summary": f"cannot ask PBS: {tmp_path}/nopbs/bin/qmgr: not found"
+        " (set pbs_exec or PBS_EXEC in /etc/pbs.conf)",
+        "details": {},
+        "metrics": {},
+    }
+    prom = tmp_path / "missing-dir" / "x.prom"
+    code = main(["--config", str(cfg), "status", "--prometheus", str(prom)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"softwalltime status: error: cannot write {prom}:")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..errors import ParseError
+from ..errors import ParseError, SoftwalltimeError
 from ..hookpath.config import Settings
 from ..pbsserver import status as lib
 from ..pbsserver.commands import Pbs
@@ -70,10 +70,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         settings,
         lib.Options(hook=args.hook, since_s=args.since, ingest_max_age_s=args.ingest_max_age),
     )
+    code = lib.overall(checks)
     if args.prometheus:
-        lib.write_atomically(args.prometheus, lib.render_prometheus(checks))
+        try:
+            lib.write_atomically(args.prometheus, lib.render_prometheus(checks))
+        except SoftwalltimeError as err:
+            print(f"softwalltime status: error: {err}", file=sys.stderr)
+            code = lib.CRITICAL
     if args.json:
         print(lib.render_json(checks))
     else:
         print(lib.render_table(checks, color=sys.stdout.isatty()))
-    return lib.overall(checks)
+    return code

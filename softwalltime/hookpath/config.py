@@ -157,6 +157,11 @@ RANGES = {
     "statement_timeout_ms": (1, 5000),
     "connect_timeout_s": (0.01, 5.0),
     "long_walltime_factor": (0.01, 100.0),
+    "refresh_min_change_pct": (0.0, 1000.0),
+    "refresh_min_change_s": (0, 366 * 86400),
+    "refresh_time_budget_s": (1, 86400),
+    "refresh_max_changes": (0, 10000000),
+    "status_failure_rate_pct": (0.0, 100.0),
 }  # type: Dict[str, Tuple[float, float]]
 # Time granted beyond statement_timeout for the server's own cancellation to reach the
 # hook, so a slow query normally ends with PostgreSQL's clear "canceling statement" error

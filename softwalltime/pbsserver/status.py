@@ -145,15 +145,22 @@ def check_imports(pbs: Pbs, sys_path: Sequence[str]) -> Check:
         ldd = subprocess.run(
             ["ldd", binary], capture_output=True, text=True, check=False, timeout=30
         ).stdout
-    except OSError as err:
-        return Check("imports", WARNING, f"cannot run ldd {binary}: {err.strerror}")
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return Check("imports", WARNING, f"cannot run ldd {binary}: {err}")
     python = embedded_python(ldd)
     if python is None or not os.access(python, os.X_OK):
         return Check("imports", WARNING, f"cannot find the Python {binary} embeds")
     code = f"import sys; sys.path[:0] = {list(sys_path)!r}; import {HOOK_IMPORTS}"
-    proc = subprocess.run(
-        [python, "-I", "-S", "-c", code], capture_output=True, text=True, check=False, timeout=60
-    )
+    try:
+        proc = subprocess.run(
+            [python, "-I", "-S", "-c", code],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return Check("imports", WARNING, f"cannot run {python}: {err}")
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
         return Check("imports", CRITICAL, f"{os.path.basename(python)}: {last}")
