@@ -192,3 +192,32 @@ def test_cli_exit_2_when_it_cannot_run(capsys, tmp_path):
     assert code == 2 and err.startswith(
         f"softwalltime refresh: error: another refresh holds {lock}"
     )
+
+
+def recorded_pbs(tmp_path, jobs_json: str) -> Pbs:
+    """A PBS_EXEC whose qstat prints recorded output (no server needed)."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "qstat.json").write_text(jobs_json)
+    qstat = tmp_path / "bin" / "qstat"
+    qstat.write_text(f"#!/bin/sh\ncat {tmp_path / 'qstat.json'}\n")
+    qstat.chmod(0o755)
+    return Pbs(exec_dir=str(tmp_path))
+
+
+def test_a_pass_is_bounded_by_changes_and_time(tmp_path):
+    data = json.loads(QSTAT)
+    for n in range(3):  # three more of alice's jobs, queued earlier than 70
+        job = json.loads(json.dumps(data["Jobs"]["70.pbshost"]))
+        job["qtime"] = 1795919000 + n
+        data["Jobs"][f"{60 + n}.pbshost"] = job
+    pbs = recorded_pbs(tmp_path, json.dumps(data))
+    fetch = history({"alice": [(5 * H, 10 * H)]})
+    lines: list[str] = []
+    summary = r.refresh(pbs, settings(), dry_run=True, max_changes=2, fetch=fetch, out=lines.append)
+    assert summary.line().startswith(
+        "refresh: 5 queued jobs seen, 2 would change, 0 unchanged, 3 skipped"
+        " (max changes 3), 0 errors"
+    )
+    assert [x.split()[0] for x in lines] == ["60.pbshost", "61.pbshost"]  # the oldest first
+    summary = r.refresh(pbs, settings(), dry_run=True, time_budget_s=0, fetch=fetch)
+    assert (summary.changed, dict(summary.skipped)) == (0, {"time budget": 5})

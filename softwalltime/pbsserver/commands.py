@@ -18,8 +18,6 @@ from ..errors import SoftwalltimeError
 
 PBS_CONF = "/etc/pbs.conf"
 DEFAULT_PBS_EXEC = "/opt/pbs"
-# qalter and qstat take many job ids per call; bounded so a command line stays short.
-IDS_PER_CALL = 200
 
 
 class PbsError(SoftwalltimeError):
@@ -104,20 +102,15 @@ class Pbs:
             raise PbsError(f"{command} {' '.join(args)}: exit {proc.returncode}: {detail}")
         return proc.stdout
 
-    def jobs(self, job_ids: Sequence[str] = (), extra: Sequence[str] = ()) -> dict[str, Any]:
-        """``qstat -f -F json``: job id -> its attributes (all jobs, or those given).
+    def jobs(self, extra: Sequence[str] = ()) -> dict[str, Any]:
+        """``qstat -f -F json`` of every job: job id -> its attributes.
+
+        Never with job ids: OpenPBS 23.06's qstat asks for each given id in turn and took
+        about 50 s for 200 ids, against 0.3 s for all of 1,000 jobs at once.
 
         :raises PbsError: qstat failed or printed something that is not JSON
         """
-        if not job_ids:
-            return parse_qstat_json(self.check("qstat", "-f", "-F", "json", *extra))
-        out: dict[str, Any] = {}
-        for chunk in chunks(job_ids, IDS_PER_CALL):
-            # a job that ended meanwhile makes qstat exit non-zero; the others still print
-            proc = self.run("qstat", "-f", "-F", "json", *extra, *chunk)
-            if proc.stdout.strip():
-                out.update(parse_qstat_json(proc.stdout))
-        return out
+        return parse_qstat_json(self.check("qstat", "-f", "-F", "json", *extra))
 
 
 def chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
