@@ -65,7 +65,8 @@ demo-stop:
 	@[ ! -d .demo/pg ] || $(BIN)/python -m softwalltime.db.localpg stop .demo/pg
 
 clean: demo-stop
-	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache
+	@[ ! -d .bench/pg ] || $(BIN)/python -m softwalltime.db.localpg stop .bench/pg
+	rm -rf $(VENV) .demo .bench build dist .hypothesis *.egg-info .pytest_cache .mypy_cache .ruff_cache
 
 ## bench-hook: hook decision time (warm/cold connection) over 1M history rows / 10k users
 .PHONY: bench-hook

@@ -50,10 +50,13 @@ def _main(e):
     ours = ours and (old is job or res["soft_walltime"] is None)  # not altered just now
     queue = old.queue.name if hasattr(old.queue, "name") else str(old.queue or "")
     shrink = res["min_walltime"] is not None or old_res["min_walltime"] is not None
+    server = str(old.id or "").partition(".")[2]  # the job's server (no id yet at queuejob)
+    if not server and settings.history_scope == "server":
+        server = pbs.server().name
     decision = decide.decide(
         kind, user, queue, None if walltime is None else int(walltime),
         None if soft is None else int(soft), shrink, wait_s,
-        settings, lookup.fetcher(settings), existing_is_ours=ours,
+        settings, lookup.fetcher(settings, server), existing_is_ours=ours,
     )  # fmt: skip
     if decision.soft_walltime_s is not None:
         if job.Variable_List is not None:
@@ -66,14 +69,8 @@ _event, _start = pbs.event(), time.monotonic()
 try:
     _main(_event)
 except Exception as err:  # noqa: BLE001 - fail open; never BaseException: accept() raises SystemExit
-    pbs.logmsg(
-        pbs.LOG_WARNING,
-        "softwalltime: job left unchanged after %.0f ms: %s: %s%s"
-        % (
-            (time.monotonic() - _start) * 1000,
-            type(err).__name__,
-            " ".join(str(err).split()),
-            " (check sys_path in the hook config)" if isinstance(err, ImportError) else "",
-        ),
-    )
+    _hint = " (check sys_path in the hook config)" if isinstance(err, ImportError) else ""
+    _why = "%s: %s%s" % (type(err).__name__, " ".join(str(err).split()), _hint)
+    _ms = (time.monotonic() - _start) * 1000
+    pbs.logmsg(pbs.LOG_WARNING, "softwalltime: job left unchanged after %.0f ms: %s" % (_ms, _why))
 _event.accept()

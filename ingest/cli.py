@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
+import shutil
 import sys
+from pathlib import Path
 from typing import Any, Callable, Optional
 
-from softwalltime.errors import ConfigError
+from softwalltime.errors import ConfigError, SoftwalltimeError
 from softwalltime.hookpath.config import Settings, require_dsn
 
 from .files import default_directory
@@ -85,11 +88,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "with idle cores; default 0: parse in this process)",
     )
     parser.add_argument(
+        "--print-cron",
+        action="store_true",
+        help="print the /etc/cron.d/softwalltime-ingest file for this installation (the"
+        " absolute path of softwalltime-ingest: a virtualenv is not on cron's PATH) and exit",
+    )
+    parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="show bytes and records per second on stderr (default: only on a terminal)",
     )
+
+
+CRON_FILE = Path(__file__).with_name("softwalltime-ingest.cron")
+_CRON_LINE = "*/5 * * * * root softwalltime-ingest --no-progress >/dev/null"
+
+
+def ingest_command() -> str:
+    """Absolute path of this installation's ``softwalltime-ingest``."""
+    beside = Path(sys.executable).with_name("softwalltime-ingest")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("softwalltime-ingest")
+    if found:
+        return os.path.abspath(found)
+    raise SoftwalltimeError(
+        f"softwalltime-ingest not found beside {sys.executable} nor on PATH; reinstall"
+        " softwalltime (pip install .)"
+    )
+
+
+def cron_file(config: Optional[str] = None) -> str:
+    """The shipped cron file with this installation's absolute command (and --config)."""
+    text = CRON_FILE.read_text(encoding="utf-8")
+    command = shlex.quote(ingest_command())
+    if config:
+        command += " --config " + shlex.quote(os.path.abspath(config))
+    if _CRON_LINE not in text:
+        raise SoftwalltimeError(f"{CRON_FILE}: its cron line is not the expected one")
+    return text.replace(_CRON_LINE, _CRON_LINE.replace("softwalltime-ingest", command, 1))
 
 
 def register(subparsers: Any) -> None:
@@ -109,6 +147,9 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     :raises DatabaseError: the database cannot be used
     :raises FileError: the accounting directory cannot be listed
     """
+    if args.print_cron:
+        print(cron_file(args.config), end="")
+        return 0
     dsn = require_dsn(settings)
     directory = args.dir or settings.accounting_dir or default_directory(os.environ)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
@@ -123,6 +164,17 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     )
     summary = run(opts)
     print(summary.render(), flush=True)
+    holder = summary.lock_holder
+    if holder is not None and holder.held_s > settings.ingest_lock_stale_s:
+        # cron must hear of it: a run that cannot do anything because something is stuck
+        print(
+            f"softwalltime ingest: the ingest lock has been held for {holder.held_s:.0f} s, more"
+            f" than ingest_lock_stale_s ({settings.ingest_lock_stale_s} s): the holder looks"
+            f" stuck ({holder.describe()}); stop it, or end its session with"
+            f" pg_terminate_backend({holder.backend_pid})",
+            file=sys.stderr,
+        )
+        return 1
     if summary.failed:
         print(
             f"softwalltime ingest: {len(summary.failed)} file(s) could not be read (see above)",

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import queue
 import threading
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import psycopg2
 import psycopg2.errors
@@ -26,6 +27,39 @@ log = logging.getLogger(__name__)
 # pg_try_advisory_lock key shared by every ingester on a database: ASCII "swtingst".
 LOCK_KEY = 0x737774696E677374
 CONNECT_TIMEOUT_S = 5
+# Waits of the ingester's session: on a table lock another session holds (an ALTER, a
+# VACUUM FULL) it gives up after LOCK_TIMEOUT_S with one line instead of waiting forever
+# with the ingest lock held; no statement runs longer than STATEMENT_TIMEOUT_S (a batch
+# takes seconds).
+LOCK_TIMEOUT_S = 60
+STATEMENT_TIMEOUT_S = 600
+# The holder of the ingest lock, from pg_locks (a bigint advisory key is classid:objid,
+# objsubid 1) and pg_stat_activity; backend_start: the holder locks right after connecting.
+_LOCK_HOLDER_SQL = (
+    "SELECT a.pid, a.application_name, coalesce(host(a.client_addr), 'local socket'),"
+    " a.backend_start, extract(epoch FROM now() - a.backend_start)"
+    " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
+    " AND l.classid = %s::bigint::oid AND l.objid = %s::bigint::oid"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+
+class LockHolder(NamedTuple):
+    """Who holds the ingest lock: PostgreSQL backend, its application name (our pid), since."""
+
+    backend_pid: int
+    application_name: str
+    client: str
+    since: Any
+    held_s: float
+
+    def describe(self) -> str:
+        return (
+            f"PostgreSQL backend {self.backend_pid} ({self.application_name or 'no name'},"
+            f" {self.client}) since {self.since:%Y-%m-%d %H:%M:%S %Z}, {self.held_s:.0f} s ago"
+        )
+
 
 # Appended by copy_line() to every staged row: where the record came from.
 _SOURCE_COLUMNS = ("source_file", "source_offset")
@@ -105,7 +139,13 @@ def connect(dsn: str) -> Any:
     :raises DatabaseError: cannot connect; the message never contains a password
     """
     try:
-        return psycopg2.connect(libpq_dsn(dsn), connect_timeout=CONNECT_TIMEOUT_S)
+        return psycopg2.connect(
+            libpq_dsn(dsn),
+            connect_timeout=CONNECT_TIMEOUT_S,
+            application_name=f"softwalltime-ingest pid={os.getpid()}",
+            options=f"-c lock_timeout={LOCK_TIMEOUT_S}s"
+            f" -c statement_timeout={STATEMENT_TIMEOUT_S}s",
+        )
     except psycopg2.Error as err:
         # Imported here: softwalltime.db.engine loads SQLAlchemy, ~0.2 s of every run's start.
         from softwalltime.db.engine import describe_connect_error
@@ -125,6 +165,10 @@ class Loader:
         self.conn = conn
         self._staged = False
 
+    def fileno(self) -> int:
+        """The session's socket (forked workers close their inherited copy)."""
+        return int(self.conn.fileno())
+
     def try_lock(self) -> bool:
         """Take the session-level advisory lock; False if another ingester holds it.
 
@@ -139,6 +183,20 @@ class Loader:
             self.conn.rollback()
             raise _db_error("cannot take the ingest lock", err) from err
         return got
+
+    def lock_holder(self) -> Optional[LockHolder]:
+        """Who holds the ingest lock now, or None (released meanwhile)."""
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(_LOCK_HOLDER_SQL, (LOCK_KEY >> 32, LOCK_KEY & 0xFFFFFFFF))
+                row = cur.fetchone()
+            self.conn.commit()
+        except psycopg2.Error as err:
+            self.conn.rollback()
+            raise _db_error("cannot find who holds the ingest lock", err) from err
+        if row is None:
+            return None
+        return LockHolder(int(row[0]), str(row[1]), str(row[2]), row[3], float(row[4]))
 
     def checkpoints(self) -> Dict[str, Checkpoint]:
         """All stored checkpoints by path.

@@ -316,7 +316,7 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
             return None
     return "\t".join(
         (
-            server or suffix,
+            suffix or server or "",
             ident,
             ctime,
             seq_text,

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import concurrent.futures.process
+import ctypes
 import logging
 import multiprocessing
 import operator
 import os
+import signal
 import sys
 import time
 from typing import IO, Deque, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from softwalltime.accounting import RECORD_TYPES
+from softwalltime.errors import SoftwalltimeError
 
 from .files import (
     Checkpoint,
@@ -32,7 +36,7 @@ from .files import (
     looks_like_accounting_name,
     plan,
 )
-from .load import Committer, Loader, connect
+from .load import Committer, Loader, LockHolder, connect
 from .parse import MALFORMED_TYPE, SHOW_MALFORMED, Chunk, copy_text, parse_chunk
 
 log = logging.getLogger(__name__)
@@ -76,6 +80,7 @@ class Summary:
         self.bytes_read = 0
         self.seconds = 0.0
         self.locked_out = False
+        self.lock_holder: Optional[LockHolder] = None
 
     def count(self, rtype: str) -> List[int]:
         c = self.counts.get(rtype)
@@ -115,8 +120,10 @@ class Summary:
     def render(self) -> str:
         """The summary printed at the end of every run (also under cron)."""
         if self.locked_out:
+            held = f" by {self.lock_holder.describe()}" if self.lock_holder else ""
             return (
-                "softwalltime ingest: another ingest is running (advisory lock held); nothing done"
+                "softwalltime ingest: another ingest is running (advisory lock held"
+                f"{held}); nothing done"
             )
         states = ", ".join(f"{n} {state}" for state, n in sorted(self.file_states.items()))
         head = "softwalltime ingest: {} file(s) ({}), {:.1f} MB, {:,} records in {:.2f} s".format(
@@ -254,6 +261,11 @@ class Ingester:
             while self.inflight:
                 self._consume()
             self._flush()
+        except concurrent.futures.process.BrokenProcessPool as err:
+            raise SoftwalltimeError(
+                "a parse worker died (killed?); what was committed before is kept and its"
+                " checkpoints are exact: run the ingest again"
+            ) from err
         finally:
             if self.pool is not None:
                 self.pool.shutdown(cancel_futures=True)
@@ -272,7 +284,12 @@ class Ingester:
         # fork is cheap and needs no re-import; the workers are started here, before the
         # committer thread exists, so no thread's lock is ever copied into a child.
         ctx = multiprocessing.get_context("fork")
-        self.pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx)
+        self.pool = concurrent.futures.ProcessPoolExecutor(
+            workers,
+            mp_context=ctx,
+            initializer=_worker_init,
+            initargs=(os.getpid(), self.loader.fileno()),
+        )
         list(self.pool.map(_warm_up, range(workers)))
         self.max_inflight = 2 * workers  # bounded read-ahead: memory stays flat
 
@@ -386,6 +403,32 @@ def _warm_up(_: int) -> int:
     return os.getpid()
 
 
+# prctl(2) option: the signal a process gets when its parent dies (Linux).
+_PR_SET_PDEATHSIG = 1
+
+
+def _worker_init(parent: int, inherited_db_fd: int) -> None:
+    """Bind a parse worker's life to the ingester's, and drop its copy of the DB socket.
+
+    A forked worker inherits the parent's database socket. If the parent is killed, that
+    copy kept the session, and so the advisory lock, alive while the worker blocked on a
+    pipe nobody read: every later run found the lock held. So the worker closes its copy
+    (the parent's session is not affected) and asks the kernel for SIGKILL when the
+    parent dies.
+    """
+    try:
+        os.close(inherited_db_fd)
+    except OSError:
+        pass
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the parent check below still holds
+        pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def run(opts: Options, progress_stream: Optional[IO[str]] = None) -> Summary:
     """Ingest new accounting records once; safe to run from cron every few minutes.
 
@@ -400,6 +443,7 @@ def run(opts: Options, progress_stream: Optional[IO[str]] = None) -> Summary:
         if not loader.try_lock():
             summary = Summary()
             summary.locked_out = True
+            summary.lock_holder = loader.lock_holder()
             return summary
         return Ingester(opts, loader, progress_stream or sys.stderr).run()
     finally:

@@ -344,10 +344,15 @@ def _epoch(attrs: Dict[str, str], key: str, required: bool) -> Optional[int]:
 
 
 def _server_of(ident: str, suffix: Optional[str], server: Optional[str]) -> str:
-    if server:
-        return server
+    """A job's server: its id's suffix; ``server`` (``--server``) only for ids without one.
+
+    One identity per job whatever the command line says, so a backfill with ``--server``
+    of records that cron stored already adds nothing (it used to store them again).
+    """
     if suffix:
         return suffix
+    if server:
+        return server
     raise ParseError(f"job id {ident!r} has no server suffix; name the server (--server)")
 
 
@@ -450,7 +455,7 @@ def finished_job_row(rec: Record, server: Optional[str] = None) -> Optional[Tupl
     ):
         return _finished_job_row_checked(rec, server)
     return (
-        server or suffix,
+        suffix or server,
         ident,
         ctime,
         int(seq_text),

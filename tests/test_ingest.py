@@ -375,6 +375,86 @@ def test_two_concurrent_runs_one_ingests_one_exits_0(fresh_dsn, big_log):
     assert count(fresh_dsn) == n
 
 
+@pytest.fixture(scope="module")
+def parallel_log(tmp_path_factory, template_e) -> tuple[Path, int]:
+    """A log big enough for --workers to start its pool (PARALLEL_MIN_BYTES)."""
+    from softwalltime_ingest.run import PARALLEL_MIN_BYTES
+
+    path = tmp_path_factory.mktemp("parallel") / "20261121"
+    n = 0
+    with open(path, "w") as fh:
+        while fh.tell() < PARALLEL_MIN_BYTES * 1.5:
+            fh.writelines(e_line(template_e, i) for i in range(n, n + 5000))
+            n += 5000
+    return path, n
+
+
+def _live_processes_reading(path: Path) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+            with open(f"/proc/{entry}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(path).encode() in cmdline and state != "Z":
+            pids.append(int(entry))
+    return pids
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["KILL", "TERM"])
+def test_killed_parallel_ingest_leaves_no_worker_and_no_lock(
+    fresh_dsn, parallel_log, template_e, tmp_path, sig
+):
+    """Issue 9 item 1: workers outlived a killed parent and kept its DB session (and the
+    advisory lock) alive, so every later cron run found the lock held."""
+    path, n = parallel_log
+    proc = _ingest_process(fresh_dsn, "--workers", "2", "--batch-size", "200", str(path))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None and count(fresh_dsn) < 200:
+        time.sleep(0.01)
+    assert len(_live_processes_reading(path)) == 3, "parent and two workers not running"
+    proc.send_signal(sig)
+    proc.wait()
+    assert proc.returncode == -sig, "the run finished before it could be killed"
+    deadline = time.monotonic() + 10
+    while _live_processes_reading(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _live_processes_reading(path) == []
+    # the next run gets the lock at once and completes the log exactly
+    small = tmp_path / "20261123"
+    small.write_text(e_line(template_e, n + 1))
+    done = _ingest_process(fresh_dsn, str(small), str(path))
+    out, err = done.communicate(timeout=180)
+    assert done.returncode == 0, err
+    assert "another ingest is running" not in out
+    assert count(fresh_dsn) == n + 1
+
+
+def test_a_killed_worker_is_one_line_and_exit_1(fresh_dsn, parallel_log):
+    """Issue 9 item 4: a 24-31 line BrokenProcessPool traceback before."""
+    path, n = parallel_log
+    proc = _ingest_process(fresh_dsn, "--workers", "2", "--batch-size", "200", str(path))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None and count(fresh_dsn) < 200:
+        time.sleep(0.01)
+    workers = [pid for pid in _live_processes_reading(path) if pid != proc.pid]
+    assert workers, "no worker to kill"
+    os.kill(workers[0], signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "a parse worker died" in lines[0], err
+    # what was committed is exact: a rerun completes it
+    rerun = _ingest_process(fresh_dsn, str(path))
+    assert rerun.wait(timeout=180) == 0
+    assert count(fresh_dsn) == n
+
+
 def test_lock_held_means_nothing_is_written(capsys, fresh_dsn, template_e, tmp_path):
     log = tmp_path / "acct"
     log.write_text(e_line(template_e, 1))
@@ -382,14 +462,68 @@ def test_lock_held_means_nothing_is_written(capsys, fresh_dsn, template_e, tmp_p
     try:
         with holder.cursor() as cur:
             cur.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
+        with holder.cursor() as cur:
+            cur.execute("SELECT pg_backend_pid()")
+            pid = cur.fetchone()[0]
         code, out, _ = ingest(capsys, fresh_dsn, str(log))
         assert code == 0
-        assert "another ingest is running (advisory lock held); nothing done" in out
+        # it says who holds it (issue 9 item 2)
+        assert f"another ingest is running (advisory lock held by PostgreSQL backend {pid} (" in out
+        assert out.rstrip().endswith("s ago); nothing done")
         assert count(fresh_dsn) == 0
     finally:
         holder.close()
     assert ingest(capsys, fresh_dsn, str(log))[0] == 0
     assert count(fresh_dsn) == 1
+
+
+def test_a_lock_held_too_long_is_a_failure_naming_the_holder(
+    capsys, fresh_dsn, template_e, tmp_path, monkeypatch
+):
+    """Issue 9 item 2: "lock held" forever is not a no-op: cron must see a non-zero exit."""
+    log = tmp_path / "acct"
+    log.write_text(e_line(template_e, 1))
+    holder = psycopg2.connect(fresh_dsn, application_name="softwalltime-ingest pid=4242")
+    try:
+        with holder.cursor() as cur:
+            cur.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
+            cur.execute("SELECT pg_backend_pid()")
+            pid = cur.fetchone()[0]
+        time.sleep(1.2)
+        monkeypatch.setenv("SOFTWALLTIME_INGEST_LOCK_STALE_S", "1")
+        code, out, err = ingest(capsys, fresh_dsn, str(log))
+    finally:
+        holder.close()
+    assert code == 1 and count(fresh_dsn) == 0
+    assert "more than ingest_lock_stale_s (1 s): the holder looks stuck" in err
+    assert f"PostgreSQL backend {pid} (softwalltime-ingest pid=4242, local socket)" in err
+    assert f"pg_terminate_backend({pid})" in err
+
+
+def test_a_table_lock_held_elsewhere_fails_with_one_line(
+    capsys, fresh_dsn, template_e, tmp_path, monkeypatch
+):
+    """Issue 9 item 2: the ingester used to wait forever (holding its own lock)."""
+    from softwalltime_ingest import load as load_module
+
+    monkeypatch.setattr(load_module, "LOCK_TIMEOUT_S", 1)
+    log = tmp_path / "acct"
+    log.write_text(e_line(template_e, 1))
+    locker = psycopg2.connect(fresh_dsn)
+    try:
+        with locker.cursor() as cur:
+            cur.execute("LOCK TABLE finished_jobs IN ACCESS EXCLUSIVE MODE")
+        start = time.monotonic()
+        code, out, err = ingest(capsys, fresh_dsn, str(log))
+        elapsed = time.monotonic() - start
+    finally:
+        locker.rollback()
+        locker.close()
+    assert code == 1 and elapsed < 10, (code, elapsed, err)
+    errors = [line for line in err.splitlines() if line.startswith("softwalltime: error:")]
+    assert len(errors) == 1 and "lock timeout" in errors[0], err
+    assert "Traceback" not in err
+    assert ingest(capsys, fresh_dsn, str(log))[0] == 0 and count(fresh_dsn) == 1
 
 
 # -- unusable database -------------------------------------------------------------------
@@ -441,6 +575,32 @@ def test_server_option_names_the_server(capsys, fresh_dsn, tmp_path):
     assert query(fresh_dsn, "SELECT server, job_id FROM finished_jobs") == [("edge", "6")]
 
 
+def test_backfill_with_server_option_does_not_double_the_history(capsys, fresh_dsn, tmp_path):
+    """Issue 9 item 5: cron stored 123.pbs01.example.org under its suffix, then the README's
+    backfill with --server pbs01 stored every job again (6 rows for 3 jobs)."""
+    log = tmp_path / "20261120"
+    log.write_text(
+        "".join(
+            f"11/20/2026 10:0{i}:00;E;{i}.pbs01.example.org;user=u ctime={1795100000 + i}"
+            f" end={1795100100 + i} resources_used.walltime=00:01:00\n"
+            for i in range(3)
+        )
+    )
+    assert ingest(capsys, fresh_dsn, str(log))[0] == 0
+    archive = tmp_path / "archive" / "20261120"
+    archive.parent.mkdir()
+    archive.write_bytes(log.read_bytes())  # the same records, read again as a backfill
+    assert ingest(capsys, fresh_dsn, "--server", "pbs01", str(archive))[0] == 0
+    assert query(fresh_dsn, "SELECT server, count(*) FROM finished_jobs GROUP BY 1") == [
+        ("pbs01.example.org", 3)
+    ]
+    # --server still names the server of ids that have no suffix
+    bare = tmp_path / "20261121"
+    bare.write_text("11/21/2026 10:00:00;E;9;user=u ctime=1795200000 end=1795200100\n")
+    assert ingest(capsys, fresh_dsn, "--server", "pbs01", str(bare))[0] == 0
+    assert query(fresh_dsn, "SELECT server FROM finished_jobs WHERE job_id = '9'") == [("pbs01",)]
+
+
 def test_worker_processes_give_the_same_result(capsys, fresh_dsn, big_log):
     path, n = big_log
     code, out, _ = ingest(capsys, fresh_dsn, "--workers", "2", "--batch-size", "3000", str(path))
@@ -467,6 +627,25 @@ def test_cron_entry_runs_every_five_minutes_without_secrets():
     assert fields[6] == "softwalltime-ingest" and "--no-progress" in fields
     assert not re.search(r"://[^@\s]*:[^@\s]*@|password=", cron)  # no password in the crontab
     assert "advisory lock" in cron and ".pgpass" in cron
+
+
+def test_print_cron_names_this_installations_command(capsys, tmp_path):
+    """Issue 9 item 17: cron's PATH does not reach a virtualenv, the install the README
+    recommends; the printed file uses the absolute path of this installation's command."""
+    cfg = tmp_path / "sw.json"
+    cfg.write_text("{}")
+    code = cli.main(["--config", str(cfg), "ingest", "--print-cron"])
+    out = capsys.readouterr().out
+    assert code == 0
+    (line,) = [x for x in out.splitlines() if x.startswith("*/5 ")]
+    fields = line.split()
+    assert fields[:6] == ["*/5", "*", "*", "*", "*", "root"]
+    command = Path(fields[6])
+    assert command.is_absolute() and command.name == "softwalltime-ingest"
+    assert os.access(command, os.X_OK)
+    assert fields[7:10] == ["--config", str(cfg), "--no-progress"]
+    # the rest is the shipped file, which says how to get this
+    assert "softwalltime ingest --print-cron > /etc/cron.d/softwalltime-ingest" in out
 
 
 def test_text_values_survive_copy_exactly(capsys, fresh_dsn, tmp_path):

@@ -1,6 +1,7 @@
 """History lookup against a real PostgreSQL: order, index use, caching, wall-clock bounds."""
 
 import time
+from datetime import timedelta
 
 import psycopg2
 import pytest
@@ -51,7 +52,15 @@ def test_last_n_by_end_time_ties_by_job_seq(fresh_dsn):
     assert lookup.recent_jobs(fresh_dsn, "nobody", 5) == []
 
 
-@pytest.mark.parametrize("sql", [lookup.RECENT_JOBS_SQL, lookup.RECENT_JOBS_WITH_WALLTIME_SQL])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        lookup.RECENT_JOBS_SQL,
+        lookup.RECENT_JOBS_WITH_WALLTIME_SQL,
+        lookup.scoped(lookup.RECENT_JOBS_WITH_WALLTIME_SQL, "pbs01"),
+    ],
+    ids=["all", "with-walltime", "one-server"],
+)
 def test_query_is_an_index_only_scan(fresh_dsn, sql):
     conn = _admin(fresh_dsn)
     try:
@@ -76,7 +85,8 @@ def test_query_is_an_index_only_scan(fresh_dsn, sql):
     hook_conn = lookup.connect(fresh_dsn, 2.0, 5000)
     try:
         rows = lookup._query(
-            hook_conn, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, ("user7", 15),
+            hook_conn, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql,
+            ("user7", 15, "pbs01") if "$3" in sql else ("user7", 15),
             time.monotonic() + 5,
         )  # fmt: skip
     finally:
@@ -199,3 +209,35 @@ def test_fetcher_needs_a_dsn_and_uses_settings(fresh_dsn):
     fetch = lookup.fetcher(load_settings(environ={}, overrides={"dsn": fresh_dsn}))
     assert fetch("alice", 5, True) == [(100, 1000)]
     assert fetch("alice", 5, False) == [(200, None), (100, 1000)]
+
+
+def test_history_scope_server_reads_only_that_servers_jobs(fresh_dsn):
+    """Issue 9 item 5: the history query's server scope is explicit."""
+    conn = _admin(fresh_dsn)
+    try:
+        with conn.cursor() as cur:
+            for server, runtime, end in (("pbs01", 100, 10), ("pbs02", 900, 20)):
+                cur.execute(
+                    "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username,"
+                    " walltime_s, runtime_s, ended_at)"
+                    " VALUES (%s, %s, %s, %s, 'alice', 1000, %s, %s)",
+                    (
+                        server,
+                        f"{end}.{server}",
+                        EPOCH,
+                        end,
+                        runtime,
+                        EPOCH + timedelta(minutes=end),
+                    ),
+                )
+        conn.commit()
+    finally:
+        conn.close()
+    every = load_settings(environ={}, overrides={"dsn": fresh_dsn})
+    assert lookup.fetcher(every, "pbs01")("alice", 5, True) == [(900, 1000), (100, 1000)]
+    scoped = every._replace(history_scope="server")
+    assert lookup.fetcher(scoped, "pbs01")("alice", 5, True) == [(100, 1000)]
+    assert lookup.fetcher(scoped, "pbs02")("alice", 5, False) == [(900, 1000)]
+    with pytest.raises(ConfigError, match="history_scope is 'server'"):
+        lookup.fetcher(scoped, None)
+    assert lookup.fetcher(scoped._replace(server="pbs02"))("alice", 5, True) == [(900, 1000)]

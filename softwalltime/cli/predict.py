@@ -43,6 +43,10 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--queue", default="", help="queue name, for the allow/deny lists")
     parser.add_argument(
+        "--server",
+        help="the job's PBS server, for history_scope = server (default: the server setting)",
+    )
+    parser.add_argument(
         "--event", choices=EVENTS, default="queuejob", help="hook event (default: queuejob)"
     )
     parser.set_defaults(func=run)
@@ -56,7 +60,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """
     if args.predictor:
         settings = settings._replace(predictor=args.predictor)
-    fetch = lookup.fetcher(settings)
+    fetch = lookup.fetcher(settings, args.server)
     seen: list[HistoryRow] = []
 
     def recording_fetch(user: str, limit: int, with_walltime_only: bool) -> list[HistoryRow]:

@@ -71,7 +71,7 @@ sa.Index(
     finished_jobs.c.username,
     finished_jobs.c.ended_at.desc(),
     finished_jobs.c.job_seq.desc(),
-    postgresql_include=["runtime_s", "walltime_s"],
+    postgresql_include=["runtime_s", "walltime_s", "server"],
 )
 
 job_reruns = sa.Table(

@@ -31,6 +31,8 @@ refresh_max_changes               SOFTWALLTIME_REFRESH_MAX_CHANGES    2000
 pbs_exec                          SOFTWALLTIME_PBS_EXEC               PBS_EXEC of /etc/pbs.conf
 pbs_command_prefix                SOFTWALLTIME_PBS_COMMAND_PREFIX     [] (comma list in env)
 status_failure_rate_pct           SOFTWALLTIME_STATUS_FAILURE_RATE... 5
+ingest_lock_stale_s               SOFTWALLTIME_INGEST_LOCK_STALE_S    3600
+history_scope                     SOFTWALLTIME_HISTORY_SCOPE          all (or: server)
 ================================  ==================================  ===========
 
 The ``refresh_*``, ``pbs_*`` and ``status_*`` keys are for ``softwalltime refresh`` and
@@ -85,6 +87,8 @@ class Settings(NamedTuple):
     pbs_exec: Optional[str]
     pbs_command_prefix: Tuple[str, ...]
     status_failure_rate_pct: float
+    ingest_lock_stale_s: int
+    history_scope: str
     source: str
 
 
@@ -118,7 +122,12 @@ DEFAULTS: Dict[str, Any] = {
     "pbs_exec": None,
     "pbs_command_prefix": (),
     "status_failure_rate_pct": 5.0,
+    "ingest_lock_stale_s": 3600,
+    # whose finished jobs a prediction uses: every server's in the database, or only those
+    # of the server the job belongs to
+    "history_scope": "all",
 }
+HISTORY_SCOPES = ("all", "server")
 
 _LIST_KEYS = (
     "users_allow",
@@ -138,6 +147,7 @@ _INT_KEYS = (
     "refresh_min_change_s",
     "refresh_time_budget_s",
     "refresh_max_changes",
+    "ingest_lock_stale_s",
 )
 _FLOAT_KEYS = (
     "long_walltime_factor",
@@ -157,6 +167,7 @@ RANGES = {
     "statement_timeout_ms": (1, 5000),
     "connect_timeout_s": (0.01, 5.0),
     "long_walltime_factor": (0.01, 100.0),
+    "ingest_lock_stale_s": (1, 7 * 86400),
     "refresh_min_change_pct": (0.0, 1000.0),
     "refresh_min_change_s": (0, 366 * 86400),
     "refresh_time_budget_s": (1, 86400),
@@ -181,7 +192,7 @@ def _check_range(where: str, key: str, number: Any) -> None:
 
 
 _BOOL_KEYS = ("override_existing", "dry_run", "debug")
-_STR_KEYS = ("dsn", "predictor", "accounting_dir", "server", "pbs_exec")
+_STR_KEYS = ("dsn", "predictor", "accounting_dir", "server", "history_scope", "pbs_exec")
 
 
 def _coerce(key: str, value: Any, origin: str) -> Any:
@@ -231,7 +242,9 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
             raise ConfigError(
                 "{}: must be one of {}, got {!r}".format(where, ", ".join(PREDICTORS), value)
             )
-        if key == "predictor":
+        if key == "history_scope" and value not in HISTORY_SCOPES:
+            raise ConfigError(f"{where}: must be all or server, got {value!r}")
+        if key in ("predictor", "history_scope"):
             return value
         return value or None
     raise ConfigError("{}: unknown key (known keys: {})".format(where, ", ".join(sorted(DEFAULTS))))

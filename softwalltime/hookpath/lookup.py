@@ -23,7 +23,7 @@ import logging
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import UNDEFINED_TABLE, DatabaseError, SchemaMissingError
+from ..errors import UNDEFINED_TABLE, ConfigError, DatabaseError, SchemaMissingError
 from . import pgwire
 from .config import STATEMENT_GRACE_S, redact_dsn, require_dsn
 
@@ -113,6 +113,7 @@ def recent_jobs(
     connect_timeout_s: float = 1.0,
     statement_timeout_ms: int = 250,
     reuse: bool = True,
+    server: Optional[str] = None,
 ) -> List[Tuple[int, Optional[int]]]:
     """The user's last ``limit`` finished jobs by end time (ties: higher job_seq first).
 
@@ -124,11 +125,12 @@ def recent_jobs(
     :param statement_timeout_ms: server-side statement limit, in milliseconds; the client
         also stops waiting ``STATEMENT_GRACE_S`` after it
     :param reuse: keep the connection in the module cache for the next call
+    :param server: only jobs of this PBS server (None: every server's)
     :returns: ``[(runtime_s, walltime_s or None), ...]`` most recent first
     :raises DatabaseError: connection or query failed or timed out; the hook fails open
     """
-    sql = RECENT_JOBS_WITH_WALLTIME_SQL if with_walltime_only else RECENT_JOBS_SQL
-    params = (username, int(limit))
+    sql = scoped(RECENT_JOBS_WITH_WALLTIME_SQL if with_walltime_only else RECENT_JOBS_SQL, server)
+    params = (username, int(limit)) if server is None else (username, int(limit), server)
     deadline = time.monotonic() + connect_timeout_s + statement_timeout_ms / 1000.0
     deadline += STATEMENT_GRACE_S
     key = (dsn, connect_timeout_s, statement_timeout_ms)
@@ -193,13 +195,43 @@ def _clean(rows: List[Tuple[Any, ...]]) -> List[Tuple[int, Optional[int]]]:
     return out
 
 
-def fetcher(settings: Any) -> Callable[[str, int, bool], List[Tuple[int, Optional[int]]]]:
+def scoped(sql: str, server: Optional[str]) -> str:
+    """``sql`` limited to one server's jobs (``$3``), or unchanged for ``server=None``.
+
+    ``server`` is in the INCLUDE list of the index, so the scan stays index-only.
+    """
+    if server is None:
+        return sql
+    head, order, tail = sql.partition(" ORDER BY ")
+    return head + " AND server = $3" + order + tail
+
+
+def history_server(settings: Any, server: Optional[str]) -> Optional[str]:
+    """The server to limit the history to (``history_scope = server``), or None for all.
+
+    :raises ConfigError: scope ``server`` but no server known
+    """
+    if settings.history_scope != "server":
+        return None
+    if not server:
+        raise ConfigError(
+            "history_scope is 'server' but the job's server is not known"
+            " (set the 'server' setting, or --server)"
+        )
+    return str(server)
+
+
+def fetcher(
+    settings: Any, server: Optional[str] = None
+) -> Callable[[str, int, bool], List[Tuple[int, Optional[int]]]]:
     """A ``fetch(user, limit, with_walltime_only)`` for :func:`softwalltime.hookpath.decide.decide`.
 
-    :param settings: :class:`softwalltime.hookpath.config.Settings` (dsn and timeouts)
-    :raises ConfigError: no DSN configured
+    :param settings: :class:`softwalltime.hookpath.config.Settings` (dsn, timeouts, scope)
+    :param server: the job's PBS server; used when ``history_scope`` is ``server``
+    :raises ConfigError: no DSN configured; scope ``server`` without a server
     """
     dsn = require_dsn(settings)
+    only = history_server(settings, server or settings.server)
 
     def fetch(
         username: str, limit: int, with_walltime_only: bool
@@ -211,6 +243,7 @@ def fetcher(settings: Any) -> Callable[[str, int, bool], List[Tuple[int, Optiona
             with_walltime_only,
             settings.connect_timeout_s,
             settings.statement_timeout_ms,
+            server=only,
         )
 
     return fetch

@@ -336,11 +336,22 @@ def refresh(
             raise RefreshError("the hook config has no dsn")
         try:
             lookup.close_cached()
-            lookup.connect(settings.dsn, settings.connect_timeout_s, settings.statement_timeout_ms)
+            probe = lookup.connect(
+                settings.dsn, settings.connect_timeout_s, settings.statement_timeout_ms
+            )
+            probe.close()
         except DatabaseError as error:
             raise RefreshError(str(error)) from None
-        fetch = lookup.fetcher(settings)
-    fetch = _memo(fetch)
+    fetchers: dict[str, Fetch] = {}
+
+    def fetch_for(job: QueuedJob) -> Fetch:
+        """History as the hook reads it for this job: with ``history_scope`` ``server``,
+        only the jobs of the server in its id (123.pbs01 -> pbs01), as the hook does."""
+        server = job.job_id.partition(".")[2]
+        if server not in fetchers:
+            fetchers[server] = _memo(fetch or lookup.fetcher(settings, server or None))
+        return fetchers[server]
+
     try:
         jobs = [
             job_from_qstat(job_id, attrs)
@@ -362,8 +373,8 @@ def refresh(
             summary.skipped["max changes"] += len(jobs) - index
             break
         try:
-            plan = plan_job(job, settings, fetch)
-        except DatabaseError as error:
+            plan = plan_job(job, settings, fetch_for(job))
+        except (DatabaseError, ConfigError) as error:
             summary.errors += 1
             err(f"refresh: {job.job_id}: {error}")
             db_errors += 1

@@ -238,7 +238,11 @@ def _ingest(dsn: str, directory: Path, extra: list[str]) -> tuple[float, int, st
 
 
 class _Server:
+    """Scratch databases on SOFTWALLTIME_DSN's server, or a private cluster that
+    :meth:`close` stops and removes (the benchmark stops what it starts)."""
+
     def __init__(self) -> None:
+        self.cluster = None
         base = os.environ.get("SOFTWALLTIME_DSN")
         if base:
             self.admin = base
@@ -250,6 +254,7 @@ class _Server:
             cluster = LocalCluster(BENCH / "pg")
             if not cluster.is_running():
                 cluster.start()
+            self.cluster = cluster
             self.admin = cluster.dsn("postgres")
             print(f"database server: private throwaway cluster in {BENCH / 'pg'} (fsync off)")
 
@@ -272,6 +277,10 @@ class _Server:
             stdout=subprocess.DEVNULL,
         )
         return dsn
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.destroy()
 
     def drop(self, name: str) -> None:
         self._exec(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
@@ -319,8 +328,9 @@ def main() -> int:
     parse_only(big)
     parse_chunks(big)
 
-    server = _Server()
+    server = None
     try:
+        server = _Server()
         results = {}
         runs: list[tuple[str, Path, int, list[str]]] = [
             ("small", small, args.small, []),
@@ -351,9 +361,13 @@ def main() -> int:
             f"{b[2] / 1024:.0f} MB for {b[0]:,} E records"
         )
     finally:
+        if server is not None:
+            server.close()
         if not args.keep:
             for d in (small, big):
                 shutil.rmtree(d, ignore_errors=True)
+            if BENCH.exists() and not any(BENCH.iterdir()):
+                BENCH.rmdir()
     return 0
 
 

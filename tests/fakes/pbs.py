@@ -249,6 +249,16 @@ def event():
     return _current[0]
 
 
+class _Server:
+    """``pbs.server()``: the server the hook runs in (only its name here)."""
+
+    name = "pbs01"
+
+
+def server():
+    return _Server()
+
+
 def logmsg(level, msg):
     logged.append((level, msg))
 
