@@ -31,6 +31,8 @@ _COMMAND_MODULES = (
     "softwalltime.cli.evaluate",
     "softwalltime.cli.calibrate",
     "softwalltime.cli.simulate",
+    "softwalltime.cli.refresh",
+    "softwalltime.cli.status",
 )
 _ENTRY_POINT_GROUP = "softwalltime.commands"
 
