@@ -44,12 +44,44 @@ class FileError(SoftwalltimeError):
 class LogFile(NamedTuple):
     """One accounting file as found now."""
 
-    path: str  # absolute path, the checkpoint key
+    path: str  # absolute path as text (db_path), the checkpoint key and what is shown
     compressed: bool  # gzip: offsets count uncompressed bytes
     inode: int
     size: int  # on-disk size (compressed size for .gz)
     fingerprint: Optional[str]  # SHA-1 of the first complete line; None if there is none yet
     gz_isize: Optional[int]  # uncompressed size mod 2**32 from the gzip trailer
+    os_path: str = ""  # the name to open (differs from path only for non-UTF-8 names)
+
+    @property
+    def name(self) -> str:
+        """What to open: the file system's own name."""
+        return self.os_path or self.path
+
+
+# A file name that is not valid UTF-8 is stored as this prefix, then its bytes with every
+# byte outside printable ASCII (and the backslash) as \xNN: text PostgreSQL accepts, read
+# back exactly (os_path), never equal to an absolute path (those start with '/').
+NON_UTF8_PREFIX = "bytes:"
+
+
+def db_path(path: str) -> str:
+    """A file path as text for the database and messages, losslessly (see os_path)."""
+    raw = os.fsencode(path)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return NON_UTF8_PREFIX + "".join(
+            chr(b) if 0x20 <= b < 0x7F and b != 0x5C else f"\\x{b:02x}" for b in raw
+        )
+
+
+def os_path(text: str) -> str:
+    """The file system name of a path stored by :func:`db_path`."""
+    if not text.startswith(NON_UTF8_PREFIX):
+        return text
+    body = text[len(NON_UTF8_PREFIX) :]
+    raw = re.sub(rb"\\x([0-9a-f]{2})", lambda m: bytes([int(m.group(1), 16)]), body.encode("ascii"))
+    return os.fsdecode(raw)
 
 
 def pbs_home(environ: Mapping[str, str]) -> str:
@@ -142,7 +174,7 @@ def inspect(path: str) -> LogFile:
         raise
     except (OSError, EOFError, zlib.error) as err:
         raise FileError(f"{path}: cannot read: {_reason(err)}") from err
-    return LogFile(path, compressed, st.st_ino, st.st_size, fingerprint, isize)
+    return LogFile(db_path(path), compressed, st.st_ino, st.st_size, fingerprint, isize, path)
 
 
 def _reason(err: BaseException) -> str:
@@ -229,7 +261,7 @@ class Reader:
         """
         f = self.file
         try:
-            with _open(f.path, f.compressed) as fh:
+            with _open(f.name, f.compressed) as fh:
                 self._seek(fh)
                 pos = self.offset
                 carry = b""

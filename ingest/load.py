@@ -165,6 +165,13 @@ class Loader:
         self.conn = conn
         self._staged = False
 
+    def rollback_quietly(self) -> None:
+        """Roll back after an unexpected failure; a broken connection is reported later."""
+        try:
+            self.conn.rollback()
+        except psycopg2.Error:
+            pass
+
     def fileno(self) -> int:
         """The session's socket (forked workers close their inherited copy)."""
         return int(self.conn.fileno())
@@ -328,6 +335,13 @@ class Committer:
                 jobs, reruns = self.loader.commit_batch(*item)
             except DatabaseError as err:
                 self.error = err
+                continue
+            except Exception as err:  # noqa: BLE001 - a dead thread would hang the producer
+                self.loader.rollback_quietly()
+                self.error = DatabaseError(
+                    f"a batch could not be stored ({type(err).__name__}: {err}); it and every"
+                    " later batch were rolled back"
+                )
                 continue
             self.inserted_jobs += jobs
             self.inserted_reruns += reruns

@@ -639,6 +639,62 @@ def test_a_long_stretch_without_newline_is_read_in_linear_time_and_bounded_memor
     assert peak_mb < 150, peak_mb
 
 
+def test_a_file_name_that_is_not_utf8_is_stored_losslessly(fresh_dsn, template_e, tmp_path):
+    """Issue 9 item 3: the commit thread died with UnicodeEncodeError; with one batch the run
+    exited 0 having stored nothing (again at every run), with more it hung holding the lock."""
+    from softwalltime_ingest.files import db_path, os_path
+
+    raw = os.path.join(os.fsencode(tmp_path), b"2024\xff0101")
+    with open(raw, "w") as fh:
+        fh.write("".join(e_line(template_e, i) for i in range(5)))
+    name = os.fsdecode(raw)  # as argv gives it: surrogateescape
+    for extra in ([], ["--batch-size", "2"]):  # one batch, and several
+        proc = _ingest_process(fresh_dsn, *extra, name)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    assert count(fresh_dsn) == 5
+    stored = db_path(name)
+    assert stored == "bytes:" + str(tmp_path).replace("\\", "\\x5c") + "/2024\\xff0101"
+    assert os_path(stored) == name
+    assert query(
+        fresh_dsn, "SELECT byte_offset, line_number FROM ingest_checkpoints WHERE path = %s", stored
+    ) == [(os.path.getsize(raw), 5)]
+    assert query(fresh_dsn, "SELECT DISTINCT source_file FROM finished_jobs") == [(stored,)]
+    assert "(1 unchanged)" in out  # the second run found the checkpoint under the same name
+
+
+@given(st.binary(min_size=1, max_size=40).filter(lambda b: b"/" not in b and b"\0" not in b))
+@settings(max_examples=300, deadline=None)
+def test_db_path_round_trips_every_file_name(name):
+    from softwalltime_ingest.files import NON_UTF8_PREFIX, db_path, os_path
+
+    path = os.fsdecode(b"/var/spool/pbs/" + name)
+    text = db_path(path)
+    text.encode("utf-8")  # storable: valid UTF-8 text
+    assert os_path(text) == path
+    assert text.startswith("/") != text.startswith(NON_UTF8_PREFIX)
+
+
+def test_a_dead_commit_thread_is_an_error_not_a_hang(capsys, fresh_dsn, template_e, tmp_path):
+    """Issue 9 item 3: any failure of the commit thread reaches the main thread."""
+    from softwalltime_ingest import load as load_module
+
+    def boom(self, *args):
+        raise UnicodeEncodeError("utf-8", "x", 0, 1, "surrogates not allowed")
+
+    log = tmp_path / "20261120"
+    log.write_text("".join(e_line(template_e, i) for i in range(20)))
+    original = load_module.Loader.commit_batch
+    load_module.Loader.commit_batch = boom
+    try:
+        code, out, err = ingest(capsys, fresh_dsn, "--batch-size", "2", str(log))
+    finally:
+        load_module.Loader.commit_batch = original
+    assert code == 1
+    assert "a batch could not be stored (UnicodeEncodeError" in err
+    assert count(fresh_dsn) == 0
+
+
 def test_worker_processes_give_the_same_result(capsys, fresh_dsn, big_log):
     path, n = big_log
     code, out, _ = ingest(capsys, fresh_dsn, "--workers", "2", "--batch-size", "3000", str(path))
