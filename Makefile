@@ -83,6 +83,11 @@ bench-hook: $(VENV)/.installed
 bench-ingest: $(VENV)/.installed
 	$(BIN)/python tests/benchmarks/bench_ingest.py
 
+## bench-refresh: softwalltime refresh over 1,000 held jobs on the real OpenPBS server (root)
+.PHONY: bench-refresh
+bench-refresh: $(VENV)/.installed
+	$(BIN)/python tests/benchmarks/bench_refresh.py
+
 ## bench-pbs: qsub throughput on the real OpenPBS server (no hook / empty hook / softwalltime)
 .PHONY: bench-pbs
 bench-pbs: $(VENV)/.installed

@@ -40,8 +40,8 @@ def _main(e):
         with open(config, encoding="utf-8") as fh:
             entries = json.load(fh).get("sys_path") or []
     _current(entries.split(os.pathsep) if isinstance(entries, str) else entries)
+    from softwalltime.hookpath import calibrated, decide, hooklog, lookup
     from softwalltime.hookpath import config as swconfig
-    from softwalltime.hookpath import decide, hooklog, lookup
 
     settings = swconfig.hook_settings(config)
     log = hooklog.forward_logging(pbs.logmsg, pbs.EVENT_DEBUG, pbs.LOG_WARNING, pbs.LOG_ERROR)
@@ -68,8 +68,8 @@ def _main(e):
         server = pbs.server().name
     decision = decide.decide(
         kind, user, queue, None if walltime is None else int(walltime),
-        None if soft is None else int(soft), shrink, wait_s,
-        settings, lookup.fetcher(settings, server), existing_is_ours=ours,
+        None if soft is None else int(soft), shrink, wait_s, settings,
+        lookup.fetcher(settings, server), existing_is_ours=ours, ncpus=calibrated.ncpus_of(old_res),
     )  # fmt: skip
     if decision.soft_walltime_s is not None:
         if job.Variable_List is not None:

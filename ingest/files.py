@@ -29,6 +29,9 @@ DEFAULT_PBS_CONF = "/etc/pbs.conf"
 # Read size: large enough that per-chunk overhead vanishes, small enough that memory
 # stays flat whatever the size of the log.
 CHUNK_BYTES = 4 << 20
+# A "line" longer than this without a newline is no accounting record (PBS's longest are a
+# few kilobytes): it is skipped as it is read, never held in memory, and reported.
+MAX_LINE_BYTES = 16 << 20
 # A first line longer than this is fingerprinted by its first FINGERPRINT_MAX bytes.
 FINGERPRINT_MAX = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -216,9 +219,11 @@ class Reader:
         self.offset = offset
         self.pending = 0
 
-    def chunks(self) -> Iterator[Tuple[int, bytes]]:
-        """``(start_offset, data)``: ``data`` is whole lines; each ends in ``\\n`` except
-        possibly the last line of an archive.
+    def chunks(self) -> Iterator[Tuple[int, bytes, int]]:
+        """``(start_offset, data, end_offset)``: ``data`` is whole lines; each ends in ``\\n``
+        except possibly the last line of an archive. A line longer than ``MAX_LINE_BYTES``
+        comes as ``data=b""`` over its whole extent (its newline included): it is skipped
+        while it is read, in linear time and bounded memory.
 
         :raises FileError: the file cannot be read, or an archive is shorter than the offset
         """
@@ -228,21 +233,41 @@ class Reader:
                 self._seek(fh)
                 pos = self.offset
                 carry = b""
+                skipping = 0  # bytes of an overlong line read so far (0: none)
                 while True:
                     block = fh.read(CHUNK_BYTES)
                     if not block:
                         break
+                    if skipping:
+                        nl = block.find(b"\n")
+                        if nl < 0:
+                            skipping += len(block)
+                            continue
+                        yield pos, b"", pos + skipping + nl + 1
+                        pos += skipping + nl + 1
+                        skipping = 0
+                        block = block[nl + 1 :]
+                        if not block:
+                            continue
                     data = carry + block if carry else block
                     cut = data.rfind(b"\n") + 1
                     if cut == 0:
-                        carry = data
+                        if len(data) > MAX_LINE_BYTES:
+                            skipping, carry = len(data), b""
+                        else:
+                            carry = data
                         continue
                     carry = data[cut:]
-                    yield pos, data[:cut]
+                    yield pos, data[:cut], pos + cut
                     pos += cut
-                if carry:
+                if skipping:
+                    if f.compressed:  # an archive's last line is final
+                        yield pos, b"", pos + skipping
+                    else:
+                        self.pending = skipping
+                elif carry:
                     if f.compressed:
-                        yield pos, carry
+                        yield pos, carry, pos + len(carry)
                     else:
                         self.pending = len(carry)
         except (OSError, EOFError, zlib.error) as err:

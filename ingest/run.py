@@ -25,6 +25,7 @@ from softwalltime.accounting import RECORD_TYPES
 from softwalltime.errors import SoftwalltimeError
 
 from .files import (
+    MAX_LINE_BYTES,
     Checkpoint,
     FileError,
     LogFile,
@@ -309,9 +310,12 @@ class Ingester:
         pos = p.offset
         error = None
         try:
-            for start, data in reader.chunks():
+            for start, data, end in reader.chunks():
                 result: Union[Chunk, concurrent.futures.Future[Chunk]]
-                if self.pool is not None:
+                if not data:  # a line too long to be a record, skipped while read
+                    result = _overlong(lineno + 1, end - start)
+                    nlines = 1
+                elif self.pool is not None:
                     nlines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
                     result = self.pool.submit(
                         parse_chunk, data, start, lineno, source, self.opts.server
@@ -320,9 +324,9 @@ class Ingester:
                     result = parse_chunk(data, start, lineno, source, self.opts.server)
                     nlines = result.lines
                 lineno += nlines
-                pos = start + len(data)
+                pos = end
                 self._push(_ChunkJob(f, pos, lineno, nlines, result))
-                self.summary.bytes_read += len(data)
+                self.summary.bytes_read += end - start
         except FileError as err:
             error = str(err)
         self._push(_FileEnd(f, pos, lineno, reader.pending, p.state, error))
@@ -397,6 +401,14 @@ class Ingester:
         self.committer.submit(self.jobs, self.reruns, list(self.checkpoints.values()))
         self.jobs, self.reruns, self.checkpoints = [], [], {}
         self.batch_lines = 0
+
+
+def _overlong(lineno: int, length: int) -> Chunk:
+    """One malformed "line" that was too long to be a record (it was never held whole)."""
+    reason = (
+        f"a line of {length:,} bytes, newline included (over {MAX_LINE_BYTES >> 20} MiB): skipped"
+    )
+    return Chunk([], {MALFORMED_TYPE: [1, 1]}, [(lineno, reason)], 1, 0, 1)
 
 
 def _warm_up(_: int) -> int:

@@ -97,3 +97,15 @@ def test_library_folders_never_import_the_command_front_end(folder):
 )
 def test_migrations_are_frozen_snapshots(path):
     assert not any(n.startswith("softwalltime") for n in imports_of(path)), path.name
+
+
+def test_every_subpackage_ships_in_the_wheel():
+    """pyproject lists packages explicitly: a new folder missing there is absent from a
+    plain 'pip install .' (the CLI then fails to import it)."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {module_name(p.parent) for p in CORE.rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)

@@ -307,10 +307,11 @@ def test_json_output_has_the_documented_schema(swf, capsys):
     assert set(doc) >= {"source", "moment", "jobs", "skipped", "predictors"}
     assert doc["source"] == str(swf)
     assert (doc["moment"], doc["jobs"], doc["skipped"]) == ("submit", 4, 1)
-    assert list(doc["predictors"]) == [BASELINE, "v1", "v2", "v3"]
+    assert list(doc["predictors"]) == [BASELINE, "v1", "v2", "v3", "calibrated"]
     keys = {"jobs", "under_pct", "bad_under_pct", "mean_accuracy", "median_accuracy", "mae_hours"}
-    for obj in doc["predictors"].values():
-        assert set(obj) == keys | {"by_class"}
+    for name, obj in doc["predictors"].items():
+        extra = {"target_under_pct"} if name == "calibrated" else set()
+        assert set(obj) == keys | {"by_class"} | extra
         assert set(obj["by_class"]) == {"short", "medium", "long"}
         for cls in obj["by_class"].values():
             assert set(cls) == keys
@@ -382,7 +383,7 @@ def test_plot_writes_non_trivial_pngs(swf, tmp_path, capsys):
     out_dir = tmp_path / "plots"
     assert cli.main(["evaluate", "--plot", str(out_dir), str(swf)]) == 0
     files = sorted(p.name for p in out_dir.iterdir())
-    assert files == ["errors_by_class.png", "errors_sorted.png"]
+    assert files == ["errors_by_class.png", "errors_sorted.png", "tradeoff.png"]
     for name in files:
         path = out_dir / name
         width, height = _png_size(path)

@@ -42,7 +42,12 @@ def test_recent_jobs_index_covers_the_predictor_columns(conn):
     indexes = {ix["name"]: ix for ix in sa.inspect(conn).get_indexes("finished_jobs")}
     ix = indexes["ix_finished_jobs_user_recent"]
     assert ix["column_names"][0] == "username"
-    assert ix["dialect_options"]["postgresql_include"] == ["runtime_s", "walltime_s", "server"]
+    assert ix["dialect_options"]["postgresql_include"] == [
+        "runtime_s",
+        "walltime_s",
+        "ncpus",
+        "server",
+    ]
 
 
 def test_natural_key_is_server_job_id_ctime(conn):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -151,7 +152,7 @@ def test_invariants_on_cerit(cerit: Workload, name: str, policy: str) -> None:
     _check_invariants(cerit, result, CERIT_PROCS)
 
 
-@pytest.mark.parametrize("name", ["users", "v1", "v2", "v3", "perfect"])
+@pytest.mark.parametrize("name", ["users", "v1", "v2", "v3", "calibrated", "perfect"])
 def test_invariants_on_kth(kth: Workload, name: str) -> None:
     result = sim.simulate(kth, sim.make_source(name), 100, "pbs")
     _check_invariants(kth, result, 100)
@@ -230,6 +231,36 @@ def test_prediction_at_submit_uses_only_jobs_ended_earlier(kth: Workload) -> Non
             assert ends[history[0]] >= ends[history[1]]
             assert all(ends[k] <= ends[history[1]] for k in ended if k not in history)
     assert checked > 1000
+
+
+class RecordingCalibrated(sim.CalibratedSource):
+    """Records, at each submit, how many jobs the site table and the history had seen."""
+
+    def bind(self, work: Workload) -> None:
+        super().bind(work)
+        self.seen: List[Tuple[int, int, int, int]] = []
+
+    def on_submit(self, j: int, now: int) -> int:
+        if j not in self.chosen:  # the submit, not the start
+            hist = len(self.history.get(self.work.user[j], ()))
+            self.seen.append((j, now, self.table.total, hist))
+        return super().on_submit(j, now)
+
+
+def test_calibrated_learns_only_from_jobs_ended_in_the_simulation(kth: Workload) -> None:
+    source = RecordingCalibrated(3.0)
+    result = sim.simulate(kth, source, 100, "pbs")
+    ends = sorted(s + r for s, r in zip(result.start, kth.run))
+    per_user: Dict[str, List[int]] = {}
+    for k, user in enumerate(kth.user):
+        per_user.setdefault(user, []).append(result.start[k] + kth.run[k])
+    assert len(source.seen) == len(kth.submit)
+    for j, now, table_jobs, history in source.seen:
+        assert now == kth.submit[j]
+        # the table learned every job ended by now (ends before arrivals), and no other
+        assert table_jobs == bisect.bisect_right(ends, now)
+        ended = sum(1 for end in per_user[kth.user[j]] if end <= now)
+        assert history == min(ended, 100)
 
 
 def test_summary_and_table(kth: Workload) -> None:

@@ -29,7 +29,10 @@ _COMMAND_MODULES = (
     "softwalltime.cli.predict",
     "softwalltime.cli.hooks",
     "softwalltime.cli.evaluate",
+    "softwalltime.cli.calibrate",
     "softwalltime.cli.simulate",
+    "softwalltime.cli.refresh",
+    "softwalltime.cli.status",
 )
 _ENTRY_POINT_GROUP = "softwalltime.commands"
 

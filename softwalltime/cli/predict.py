@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ..errors import ParseError
-from ..hookpath import lookup
+from ..hookpath import calibrated, lookup
 from ..hookpath.config import PREDICTORS, Settings
 from ..hookpath.decide import EVENTS, decide
 from ..hookpath.predict import HistoryRow, PredictorParams
@@ -43,6 +43,14 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--queue", default="", help="queue name, for the allow/deny lists")
     parser.add_argument(
+        "--ncpus",
+        type=int,
+        help="requested processors (predictor calibrated; default: from --select, else 1)",
+    )
+    parser.add_argument(
+        "--select", help="requested select, e.g. 2:ncpus=4 (predictor calibrated: its ncpus)"
+    )
+    parser.add_argument(
         "--server",
         help="the job's PBS server, for history_scope = server (default: the server setting)",
     )
@@ -69,6 +77,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return rows
 
     params = PredictorParams.from_settings(settings)
+    site = lookup.site_fetcher(settings, args.server)
+    class_rows: list[calibrated.ClassRow] = []
+
+    def recording_history(user: str, limit: int) -> list[calibrated.ClassRow]:
+        rows = list(site.history(user, limit))
+        class_rows.extend(rows)
+        return rows
+
+    ncpus = calibrated.ncpus_of({"ncpus": args.ncpus, "select": args.select})
     decision = decide(
         args.event,
         args.user,
@@ -80,6 +97,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         settings,
         recording_fetch,
         params=params,
+        ncpus=ncpus,
+        site=calibrated.SiteFetch(recording_history, site.calibration),
     )
     prediction = decision.prediction
     if decision.soft_walltime_s is not None:
@@ -91,7 +110,20 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print("soft_walltime: none (the hook leaves the job alone)")
     print(f"why: {decision.reason}")
-    if prediction is not None:
+    if prediction is not None and settings.predictor == calibrated.NAME:
+        table = site.calibration()
+        print(
+            f"calibration: {table.total} finished jobs learned, lambda {table.lam:.4g};"
+            f" job ncpus {ncpus}"
+        )
+        limit = calibrated.HISTORY_ROWS
+        print(f"history: {len(class_rows)} of at most {limit} jobs with walltime > 0")
+        for runtime_s, walltime_s, cpus in class_rows[:10]:
+            wall = "-" if walltime_s is None else format_duration(walltime_s)
+            print(f"  runtime {format_duration(runtime_s)}  walltime {wall}  ncpus {cpus}")
+        if len(class_rows) > 10:
+            print(f"  ... {len(class_rows) - 10} more")
+    elif prediction is not None:
         limit = params.history_jobs(settings.predictor)
         kind = "jobs with walltime > 0" if settings.predictor == "v3" else "jobs"
         print(f"history: {len(seen)} of at most {limit} {kind}, most recent first")

@@ -16,7 +16,7 @@ from ..hookpath.config import Settings
 log = logging.getLogger(__name__)
 
 # Same values as softwalltime.replay.simulate (imported only when the command runs).
-SOURCES = ("users", "v1", "v2", "v3", "perfect", "fixed10")
+SOURCES = ("users", "v1", "v2", "v3", "calibrated", "perfect", "fixed10")
 DEFAULT_SOURCES = "users,v1,v2,v3,perfect"
 CORRECTIONS = ("pbs", "simple", "power", "walltime")
 
@@ -32,8 +32,9 @@ The model:
   processors; jobs wider than the machine are skipped and counted.
 - Jobs arrive at their submit time and run for their real run time, cut at their requested
   walltime (PBS kills there).
-- Estimates the scheduler plans with: users (the walltimes), v1/v2/v3 (the hook's
-  predictors, same code, parameters from the configuration), perfect (the real run time),
+- Estimates the scheduler plans with: users (the walltimes), v1/v2/v3 and calibrated (the
+  hook's predictors, same code, parameters from the configuration; calibrated's site table
+  learns from the jobs that end in the simulation), perfect (the real run time),
   fixed10 (10 minutes, at most the walltime). Predictions are made at submit and again at
   start, from the history of the user's jobs that have ended in the simulation by then.
 - Scheduler: FCFS (submit time, then trace order) with EASY backfilling. Each pass starts
@@ -177,7 +178,7 @@ def _run_one(task: Tuple[str, str, Dict[str, Any]]) -> Tuple[str, str, Any, Any,
     started = time.perf_counter()
     result = sim.simulate(
         work,
-        sim.make_source(name, opts["params"]),
+        sim.make_source(name, opts["params"], opts["target_under_pct"]),
         opts["procs"][path],
         opts["correction"],
         opts["backfill_depth"],
@@ -214,6 +215,7 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         procs[path] = machine
     opts = {
         "params": PredictorParams.from_settings(settings),
+        "target_under_pct": settings.target_under_pct,
         "procs": procs,
         "correction": args.correction,
         "backfill_depth": args.backfill_depth,

@@ -71,7 +71,7 @@ sa.Index(
     finished_jobs.c.username,
     finished_jobs.c.ended_at.desc(),
     finished_jobs.c.job_seq.desc(),
-    postgresql_include=["runtime_s", "walltime_s", "server"],
+    postgresql_include=["runtime_s", "walltime_s", "ncpus", "server"],
 )
 
 job_reruns = sa.Table(
@@ -115,4 +115,44 @@ ingest_checkpoints = sa.Table(
         "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     ),
     comment="Ingester state per file, committed with the rows it covers.",
+)
+
+# Predictor "calibrated" (softwalltime.hookpath.calibrated): the site-wide table the hook
+# reads (cached) and ``softwalltime calibrate`` maintains from finished jobs, in end order.
+calibration_cells = sa.Table(
+    "calibration_cells",
+    metadata,
+    sa.Column("bin", sa.Integer, primary_key=True, comment="job class bin of the predictor"),
+    sa.Column("rule", sa.Integer, primary_key=True, comment="rule id (calibrated.RULES)"),
+    sa.Column("jobs", sa.BigInteger, nullable=False, comment="finished jobs seen in the bin"),
+    sa.Column(
+        "under_jobs",
+        sa.BigInteger,
+        nullable=False,
+        comment="of them, under-estimated by the rule",
+    ),
+    sa.Column("accuracy_sum", sa.Float(53), nullable=False, comment="sum of the rule's accuracies"),
+    comment="Predictor calibrated: outcomes of each rule per job class bin (site-wide).",
+)
+
+calibration_state = sa.Table(
+    "calibration_state",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, comment="always 1: one row"),
+    sa.Column("lam", sa.Float(53), nullable=False, comment="under-estimate penalty lambda"),
+    sa.Column("jobs", sa.BigInteger, nullable=False, comment="finished jobs learned from"),
+    sa.Column("under_jobs", sa.BigInteger, nullable=False, comment="of them, under-estimated"),
+    sa.Column("target_under_pct", sa.Float(53), nullable=False, comment="target used"),
+    sa.Column(
+        "choices",
+        sa.Text,
+        nullable=False,
+        server_default="[]",
+        comment="JSON list: the rule chosen in each bin (what the hook reads)",
+    ),
+    sa.Column(
+        "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.CheckConstraint("id = 1", name="one_row"),
+    comment="Predictor calibrated: lambda, totals and the rule per bin (one row).",
 )

@@ -13,6 +13,7 @@ v3_jobs                           SOFTWALLTIME_V3_JOBS                15
 reserve_s                         SOFTWALLTIME_RESERVE_S              900
 long_walltime_threshold_s         SOFTWALLTIME_LONG_WALLTIME_...      0 (off)
 long_walltime_factor              SOFTWALLTIME_LONG_WALLTIME_FACTOR   1.0
+target_under_pct                  SOFTWALLTIME_TARGET_UNDER_PCT       12.0 (predictor calibrated)
 runjob_min_wait_s                 SOFTWALLTIME_RUNJOB_MIN_WAIT_S      0 (off)
 override_existing                 SOFTWALLTIME_OVERRIDE_EXISTING      false
 dry_run                           SOFTWALLTIME_DRY_RUN                false
@@ -24,9 +25,19 @@ sys_path                          SOFTWALLTIME_SYS_PATH               [] (os.pat
 debug                             SOFTWALLTIME_DEBUG                  false
 accounting_dir                    SOFTWALLTIME_ACCOUNTING_DIR         $PBS_HOME/...
 server                            SOFTWALLTIME_SERVER                 (from job ids)
+refresh_min_change_pct            SOFTWALLTIME_REFRESH_MIN_CHANGE_PCT 10
+refresh_min_change_s              SOFTWALLTIME_REFRESH_MIN_CHANGE_S   300
+refresh_time_budget_s             SOFTWALLTIME_REFRESH_TIME_BUDGET_S  240
+refresh_max_changes               SOFTWALLTIME_REFRESH_MAX_CHANGES    2000
+pbs_exec                          SOFTWALLTIME_PBS_EXEC               PBS_EXEC of /etc/pbs.conf
+pbs_command_prefix                SOFTWALLTIME_PBS_COMMAND_PREFIX     [] (comma list in env)
+status_failure_rate_pct           SOFTWALLTIME_STATUS_FAILURE_RATE... 5
 ingest_lock_stale_s               SOFTWALLTIME_INGEST_LOCK_STALE_S    3600
 history_scope                     SOFTWALLTIME_HISTORY_SCOPE          all (or: server)
 ================================  ==================================  ===========
+
+The ``refresh_*``, ``pbs_*`` and ``status_*`` keys are for ``softwalltime refresh`` and
+``softwalltime status`` (the hook ignores them; ``hooks install`` does not copy them).
 
 The config file is JSON (the same format PBS accepts for a hook configuration).
 It is found from the explicit path, else ``SOFTWALLTIME_CONFIG``, else
@@ -44,7 +55,7 @@ from typing import Any, Dict, Mapping, NamedTuple, Optional, Set, Tuple
 from ..errors import ConfigError
 from . import dsn as dsnlib
 
-PREDICTORS = ("v1", "v2", "v3")
+PREDICTORS = ("v1", "v2", "v3", "calibrated")
 DEFAULT_CONFIG_FILE = "/etc/softwalltime.json"
 ENV_PREFIX = "SOFTWALLTIME_"
 
@@ -57,6 +68,7 @@ class Settings(NamedTuple):
     reserve_s: int
     long_walltime_threshold_s: int
     long_walltime_factor: float
+    target_under_pct: float
     runjob_min_wait_s: int
     override_existing: bool
     dry_run: bool
@@ -70,6 +82,13 @@ class Settings(NamedTuple):
     debug: bool
     accounting_dir: Optional[str]
     server: Optional[str]
+    refresh_min_change_pct: float
+    refresh_min_change_s: int
+    refresh_time_budget_s: int
+    refresh_max_changes: int
+    pbs_exec: Optional[str]
+    pbs_command_prefix: Tuple[str, ...]
+    status_failure_rate_pct: float
     ingest_lock_stale_s: int
     history_scope: str
     source: str
@@ -87,6 +106,7 @@ DEFAULTS: Dict[str, Any] = {
     "reserve_s": 900,
     "long_walltime_threshold_s": 0,
     "long_walltime_factor": 1.0,
+    "target_under_pct": 12.0,
     "runjob_min_wait_s": 0,
     "override_existing": False,
     "dry_run": False,
@@ -100,6 +120,13 @@ DEFAULTS: Dict[str, Any] = {
     "debug": False,
     "accounting_dir": None,
     "server": None,
+    "refresh_min_change_pct": 10.0,
+    "refresh_min_change_s": 300,
+    "refresh_time_budget_s": 240,
+    "refresh_max_changes": 2000,
+    "pbs_exec": None,
+    "pbs_command_prefix": (),
+    "status_failure_rate_pct": 5.0,
     "ingest_lock_stale_s": 3600,
     # whose finished jobs a prediction uses: every server's in the database, or only those
     # of the server the job belongs to
@@ -107,7 +134,14 @@ DEFAULTS: Dict[str, Any] = {
 }
 HISTORY_SCOPES = ("all", "server")
 
-_LIST_KEYS = ("users_allow", "users_deny", "queues_allow", "queues_deny", "sys_path")
+_LIST_KEYS = (
+    "users_allow",
+    "users_deny",
+    "queues_allow",
+    "queues_deny",
+    "sys_path",
+    "pbs_command_prefix",
+)
 _INT_KEYS = (
     "v1_jobs",
     "v3_jobs",
@@ -115,9 +149,18 @@ _INT_KEYS = (
     "long_walltime_threshold_s",
     "runjob_min_wait_s",
     "statement_timeout_ms",
+    "refresh_min_change_s",
+    "refresh_time_budget_s",
+    "refresh_max_changes",
     "ingest_lock_stale_s",
 )
-_FLOAT_KEYS = ("long_walltime_factor", "connect_timeout_s")
+_FLOAT_KEYS = (
+    "long_walltime_factor",
+    "connect_timeout_s",
+    "target_under_pct",
+    "refresh_min_change_pct",
+    "status_failure_rate_pct",
+)
 # Accepted ranges, inclusive. The hook's wait on the database is at most connect_timeout_s
 # + statement_timeout_ms + 0.1 s: with these bounds at most 10.1 s, a third of PBS's default hook
 # alarm of 30 s, so a slow database can never get a job rejected by the alarm.
@@ -130,7 +173,13 @@ RANGES = {
     "statement_timeout_ms": (1, 5000),
     "connect_timeout_s": (0.01, 5.0),
     "long_walltime_factor": (0.01, 100.0),
+    "target_under_pct": (0.01, 99.0),
     "ingest_lock_stale_s": (1, 7 * 86400),
+    "refresh_min_change_pct": (0.0, 1000.0),
+    "refresh_min_change_s": (0, 366 * 86400),
+    "refresh_time_budget_s": (1, 86400),
+    "refresh_max_changes": (0, 10000000),
+    "status_failure_rate_pct": (0.0, 100.0),
 }  # type: Dict[str, Tuple[float, float]]
 # Time granted beyond statement_timeout for the server's own cancellation to reach the
 # hook, so a slow query normally ends with PostgreSQL's clear "canceling statement" error
@@ -150,7 +199,7 @@ def _check_range(where: str, key: str, number: Any) -> None:
 
 
 _BOOL_KEYS = ("override_existing", "dry_run", "debug")
-_STR_KEYS = ("dsn", "predictor", "accounting_dir", "server", "history_scope")
+_STR_KEYS = ("dsn", "predictor", "accounting_dir", "server", "history_scope", "pbs_exec")
 
 
 def _coerce(key: str, value: Any, origin: str) -> Any:

@@ -26,6 +26,7 @@ Hook path: Python 3.6+ syntax, standard library only.
 
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
+from . import calibrated as cal
 from .predict import HistoryRow, Prediction, PredictorParams, predict
 
 EVENTS = ("queuejob", "runjob", "modifyjob")
@@ -80,6 +81,8 @@ def decide(
     fetch: HistoryFetch,
     existing_is_ours: bool = False,
     params: Optional[PredictorParams] = None,
+    ncpus: Optional[int] = None,
+    site: Optional[cal.SiteFetch] = None,
 ) -> Decision:
     """Decide what to set on one job.
 
@@ -97,6 +100,9 @@ def decide(
         recent first; its exceptions propagate (the hook fails open on them)
     :param existing_is_ours: the existing soft_walltime was set by this hook at queuejob
     :param params: predictor parameters (default: built from ``settings``)
+    :param ncpus: the job's processors (predictor ``calibrated``), None if unknown
+    :param site: history and calibration readers for predictor ``calibrated`` (default:
+        ``fetch.site``, which :func:`softwalltime.hookpath.lookup.fetcher` provides)
     :returns: the decision; ``reason`` is one line for the debug log
     """
     who = "{} user={!r} queue={!r} walltime={}".format(
@@ -144,8 +150,19 @@ def decide(
     if params is None:
         params = PredictorParams.from_settings(settings)
     predictor = settings.predictor
-    history = fetch(user, params.history_jobs(predictor), predictor == "v3")
-    prediction = predict(predictor, walltime_s, history, params)
+    if predictor == cal.NAME:
+        if site is None:
+            site = getattr(fetch, "site", None)
+        if site is None:
+            return leave("predictor calibrated needs the site readers (site=...)")
+        rows = site.history(user, cal.HISTORY_ROWS)
+        choice = site.calibration().predict(walltime_s, ncpus, rows)
+        prediction = Prediction(
+            choice.soft_walltime_s, predictor, choice.outcome.class_jobs, None, cal.describe(choice)
+        )
+    else:
+        history = fetch(user, params.history_jobs(predictor), predictor == "v3")
+        prediction = predict(predictor, walltime_s, history, params)
     soft = prediction.soft_walltime_s
     if soft is None:
         return leave(f"{predictor}: no prediction", prediction)

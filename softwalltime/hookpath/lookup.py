@@ -19,12 +19,14 @@ and the first event connects again.
 Hook path: Python 3.6+ syntax, standard library only.
 """
 
+import json
 import logging
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import UNDEFINED_TABLE, ConfigError, DatabaseError, SchemaMissingError
 from . import pgwire
+from .calibrated import Choices, ClassRow, SiteFetch
 from .config import STATEMENT_GRACE_S, redact_dsn, require_dsn
 
 log = logging.getLogger(__name__)
@@ -44,8 +46,22 @@ RECENT_JOBS_WITH_WALLTIME_SQL = (
     " ORDER BY ended_at DESC, job_seq DESC LIMIT $2"
 )
 
+# Predictor "calibrated": the user's last rows with the keys it compares (walltime, ncpus);
+# also an Index Only Scan of ix_finished_jobs_user_recent (ncpus is in its INCLUDE list).
+CLASS_JOBS_SQL = (
+    "SELECT runtime_s, walltime_s, ncpus FROM finished_jobs"
+    " WHERE username = $1 AND runtime_s IS NOT NULL AND walltime_s > 0"
+    " ORDER BY ended_at DESC, job_seq DESC LIMIT $2"
+)
+# The site calibration table's decisions, read at most every CALIBRATION_TTL_S seconds:
+# one row, the rule per bin as a JSON list (the cells themselves are for calibrate/psql).
+CALIBRATION_SQL = "SELECT lam, jobs, under_jobs, choices FROM calibration_state"
+CALIBRATION_TTL_S = 60.0
+
 # The cached connection and the parameters it was opened with.
 _cache: Dict[str, Any] = {"conn": None, "key": None}
+# The calibration table's decisions last read, when (monotonic) and from which database.
+_calibration: Dict[str, Any] = {"table": None, "at": 0.0, "dsn": None}
 
 
 def _close(conn: Any) -> None:
@@ -131,6 +147,22 @@ def recent_jobs(
     """
     sql = scoped(RECENT_JOBS_WITH_WALLTIME_SQL if with_walltime_only else RECENT_JOBS_SQL, server)
     params = (username, int(limit)) if server is None else (username, int(limit), server)
+    return _clean(_fetch(dsn, sql, params, connect_timeout_s, statement_timeout_ms, reuse))
+
+
+def _fetch(
+    dsn: str,
+    sql: str,
+    params: Sequence[Any],
+    connect_timeout_s: float,
+    statement_timeout_ms: int,
+    reuse: bool = True,
+) -> List[Tuple[Any, ...]]:
+    """Run one query on the cached connection (replaced once if it died), within the bound.
+
+    :raises SchemaMissingError: a table is missing (schema not migrated)
+    :raises DatabaseError: connection or query failed or timed out
+    """
     deadline = time.monotonic() + connect_timeout_s + statement_timeout_ms / 1000.0
     deadline += STATEMENT_GRACE_S
     key = (dsn, connect_timeout_s, statement_timeout_ms)
@@ -141,7 +173,7 @@ def recent_jobs(
         conn = None
     if conn is not None:
         try:
-            return _clean(_query(conn, sql, params, deadline))
+            return _query(conn, sql, params, deadline)
         except pgwire.PgError as err:
             if err.sqlstate == UNDEFINED_TABLE:
                 raise SchemaMissingError() from err
@@ -171,7 +203,7 @@ def recent_jobs(
         _cache["key"] = key
     else:
         _close(conn)
-    return _clean(rows)
+    return rows
 
 
 def _clean(rows: List[Tuple[Any, ...]]) -> List[Tuple[int, Optional[int]]]:
@@ -226,24 +258,129 @@ def fetcher(
 ) -> Callable[[str, int, bool], List[Tuple[int, Optional[int]]]]:
     """A ``fetch(user, limit, with_walltime_only)`` for :func:`softwalltime.hookpath.decide.decide`.
 
+    It also carries ``fetch.site``, the :class:`~softwalltime.hookpath.calibrated.SiteFetch`
+    of the same database and scope, which ``decide`` uses for predictor ``calibrated``.
+
     :param settings: :class:`softwalltime.hookpath.config.Settings` (dsn, timeouts, scope)
+    :param server: the job's PBS server; used when ``history_scope`` is ``server``
+    :raises ConfigError: no DSN configured; scope ``server`` without a server
+    """
+    return _Fetch(settings, server)
+
+
+class _Fetch:
+    """The history reader of :func:`fetcher` (a callable with a ``site`` attribute)."""
+
+    def __init__(self, settings: Any, server: Optional[str]) -> None:
+        self.dsn = require_dsn(settings)
+        self.only = history_server(settings, server or settings.server)
+        self.settings = settings
+        self.site = site_fetcher(settings, server)
+
+    def __call__(
+        self, username: str, limit: int, with_walltime_only: bool
+    ) -> List[Tuple[int, Optional[int]]]:
+        return recent_jobs(
+            self.dsn,
+            username,
+            limit,
+            with_walltime_only,
+            self.settings.connect_timeout_s,
+            self.settings.statement_timeout_ms,
+            server=self.only,
+        )
+
+
+def class_jobs(
+    dsn: str,
+    username: str,
+    limit: int,
+    connect_timeout_s: float = 1.0,
+    statement_timeout_ms: int = 250,
+    reuse: bool = True,
+    server: Optional[str] = None,
+) -> List[Tuple[int, Optional[int], Optional[int]]]:
+    """The user's last ``limit`` finished jobs with a walltime, as ``(runtime_s, walltime_s,
+    ncpus or None)``, most recent first (predictor ``calibrated``); ``server``: only that
+    PBS server's jobs (None: every server's).
+
+    :raises DatabaseError: connection or query failed or timed out
+    """
+    sql = scoped(CLASS_JOBS_SQL, server)
+    params = (username, int(limit)) if server is None else (username, int(limit), server)
+    rows = _fetch(dsn, sql, params, connect_timeout_s, statement_timeout_ms, reuse)
+    out: List[Tuple[int, Optional[int], Optional[int]]] = []
+    for row in rows:
+        if len(row) == 3:
+            runtime_s, walltime_s, ncpus = row
+            if (
+                type(runtime_s) is int
+                and runtime_s >= 0
+                and type(walltime_s) is int
+                and walltime_s > 0
+                and (ncpus is None or type(ncpus) is int)
+            ):
+                out.append((runtime_s, walltime_s, ncpus))
+                continue
+        log.warning("ignoring malformed history row %r", row)
+    return out
+
+
+def calibration(
+    dsn: str,
+    connect_timeout_s: float = 1.0,
+    statement_timeout_ms: int = 250,
+    max_age_s: float = CALIBRATION_TTL_S,
+) -> Choices:
+    """The site table's rule per bin, re-read at most every ``max_age_s`` seconds (cache).
+
+    Never calibrated (no row) gives v3 everywhere.
+
+    :raises DatabaseError: the read failed (e.g. the schema lacks revision 0004)
+    """
+    now = time.monotonic()
+    cached = _calibration["table"]
+    if cached is not None and _calibration["dsn"] == dsn and now - _calibration["at"] < max_age_s:
+        table: Choices = cached
+        return table
+    rows = _fetch(dsn, CALIBRATION_SQL, (), connect_timeout_s, statement_timeout_ms)
+    table = Choices.empty()
+    for lam, jobs, under, packed in rows:
+        try:
+            table = Choices.from_stored(float(lam), int(jobs), int(under), json.loads(packed))
+        except (TypeError, ValueError) as err:
+            raise DatabaseError(
+                f"calibration_state.choices: {err}; run 'softwalltime calibrate'"
+            ) from err
+    _calibration.update(table=table, at=now, dsn=dsn)
+    return table
+
+
+def forget_calibration() -> None:
+    """Drop the cached calibration table (tests; ``softwalltime calibrate`` in-process)."""
+    _calibration.update(table=None, at=0.0, dsn=None)
+
+
+def site_fetcher(settings: Any, server: Optional[str] = None) -> SiteFetch:
+    """A :class:`SiteFetch` on the configured database (``decide(..., site=...)``).
+
     :param server: the job's PBS server; used when ``history_scope`` is ``server``
     :raises ConfigError: no DSN configured; scope ``server`` without a server
     """
     dsn = require_dsn(settings)
     only = history_server(settings, server or settings.server)
 
-    def fetch(
-        username: str, limit: int, with_walltime_only: bool
-    ) -> List[Tuple[int, Optional[int]]]:
-        return recent_jobs(
+    def history(username: str, limit: int) -> Sequence[ClassRow]:
+        return class_jobs(
             dsn,
             username,
             limit,
-            with_walltime_only,
             settings.connect_timeout_s,
             settings.statement_timeout_ms,
             server=only,
         )
 
-    return fetch
+    def table() -> Choices:
+        return calibration(dsn, settings.connect_timeout_s, settings.statement_timeout_ms)
+
+    return SiteFetch(history, table)

@@ -223,6 +223,11 @@ def predict(
         return predict_mean("v2", walltime_s, history, params, params.reserve_s)
     if predictor == "v1":
         return predict_mean("v1", walltime_s, history, params, 0)
+    if predictor == "calibrated":
+        raise ValueError(
+            "predictor 'calibrated' needs the job's keys and the site calibration table:"
+            " use softwalltime.hookpath.calibrated (decide() does)"
+        )
     raise ValueError(
         "unknown predictor {!r} (expected one of {})".format(predictor, ", ".join(PREDICTORS))
     )

@@ -30,12 +30,13 @@ import logging
 from collections import deque
 from typing import Any, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
 
+from ..hookpath import calibrated as cal
 from ..hookpath.predict import PredictorParams, predict
 
 log = logging.getLogger(__name__)
 
 BASELINE = "walltime"
-PREDICTORS = ("v1", "v2", "v3")
+PREDICTORS = ("v1", "v2", "v3", cal.NAME)
 MOMENTS = ("submit", "start")
 # Runtime classes of the paper's Figure 5: short [0, 2] h, medium (2, 24] h, long > 24 h.
 CLASSES = (("short", 2 * 3600), ("medium", 24 * 3600), ("long", None))
@@ -62,6 +63,8 @@ class TraceJob(NamedTuple):
     end_s: Optional[int]
     walltime_s: Optional[int]
     runtime_s: Optional[int]
+    ncpus: Optional[int] = None
+    """Requested processors (SWF: requested, else allocated; PBS: Resource_List.ncpus)."""
 
 
 class Trace(NamedTuple):
@@ -125,13 +128,16 @@ def replay(
     predictors: Sequence[str] = PREDICTORS,
     params: Optional[PredictorParams] = None,
     moment: str = "submit",
+    target_under_pct: float = cal.DEFAULT_TARGET_UNDER_PCT,
 ) -> Replay:
     """Replay jobs through the predictors with per-user ring buffers (no query per job).
 
     :param jobs: the workload in trace order (the order breaks ties between equal end times)
-    :param predictors: names accepted by :func:`softwalltime.hookpath.predict.predict`
+    :param predictors: names accepted by :func:`softwalltime.hookpath.predict.predict`, and
+        ``"calibrated"`` (:func:`replay_calibrated`)
     :param params: predictor parameters; defaults to ``PredictorParams.create()``
     :param moment: ``"submit"`` or ``"start"``: when each prediction is made
+    :param target_under_pct: the ``calibrated`` predictor's under-estimate target
     :raises ValueError: unknown moment or predictor name
     """
     if moment not in MOMENTS:
@@ -142,40 +148,9 @@ def replay(
     if params is None:
         params = PredictorParams.create()
 
-    skipped: Dict[str, int] = {}
-    users: List[str] = []
-    instants: List[int] = []
-    ends: List[int] = []
-    walls: List[int] = []
-    runs: List[int] = []
-    at_submit = moment == "submit"
-    for job in jobs:
-        user, submit_s, start_s, end_s, wall, run = job
-        instant = submit_s if at_submit else start_s
-        # Inline fast path of skip_reason(): most jobs pass every check.
-        if (
-            wall is None
-            or wall <= 0
-            or run is None
-            or run < 0
-            or not user
-            or instant is None
-            or end_s is None
-        ):
-            reason = skip_reason(job, moment)
-            assert reason is not None
-            skipped[reason] = skipped.get(reason, 0) + 1
-            continue
-        users.append(user)
-        instants.append(instant)
-        ends.append(end_s)
-        walls.append(wall)
-        runs.append(run)
-
+    cols, skipped = columns(jobs, moment)
+    users, instants, ends, walls, runs, _cpus, by_instant, by_end = cols
     n = len(users)
-    # Python's sort is stable: sorting indices by time alone keeps trace order within ties.
-    by_instant = sorted(range(n), key=instants.__getitem__)
-    by_end = sorted(range(n), key=ends.__getitem__)
 
     keep = max(params.v1_jobs, params.v3_jobs, 1)
     # Buffers hold the newest entry on the left. One spare slot: a job that ends at its own
@@ -184,8 +159,9 @@ def replay(
     buffers: Dict[str, Deque[Tuple[int, int]]] = {}
     # Entries of jobs that end exactly at their own prediction instant, by job index.
     own_entry: Dict[int, Tuple[int, int]] = {}
-    soft: Dict[str, List[int]] = {name: [0] * n for name in predictors}
-    outputs = [(name, soft[name]) for name in predictors]
+    classic = [name for name in predictors if name != cal.NAME]
+    soft: Dict[str, List[int]] = {name: [0] * n for name in classic}
+    outputs = [(name, soft[name]) for name in classic]
     empty: List[Tuple[int, int]] = []
     # Per user: (newest history entry, walltime, predictions) of the last prediction made.
     memo: Dict[str, Tuple[Tuple[int, int], int, List[int]]] = {}
@@ -193,7 +169,7 @@ def replay(
 
     e = 0
     next_end = ends[by_end[0]] if n else 0
-    for i in by_instant:
+    for i in by_instant if classic else ():
         t = instants[i]
         # Everything that ended at or before t enters its user's buffer first ("ends first").
         while e < n and next_end <= t:
@@ -240,8 +216,166 @@ def replay(
             memo[user] = (head, wall, values)
 
     soft_all: Dict[str, List[int]] = {BASELINE: list(walls)}
-    soft_all.update(soft)
+    for name in predictors:
+        if name == cal.NAME:
+            soft_all[name] = replay_calibrated(cols, target_under_pct)[0]
+        else:
+            soft_all[name] = soft[name]
     return Replay(moment=moment, runtime_s=runs, walltime_s=walls, soft_s=soft_all, skipped=skipped)
+
+
+class ReplayColumns(NamedTuple):
+    """The evaluated jobs as parallel columns, and their order by instant and by end."""
+
+    users: List[str]
+    instants: List[int]
+    ends: List[int]
+    walls: List[int]
+    runs: List[int]
+    ncpus: List[Optional[int]]
+    by_instant: List[int]
+    by_end: List[int]
+
+
+def columns(
+    jobs: Sequence[TraceJob], moment: str = "submit"
+) -> Tuple[ReplayColumns, Dict[str, int]]:
+    """The jobs that can be evaluated, as columns in trace order, and the others by reason.
+
+    :param jobs: the workload in trace order
+    :param moment: ``"submit"`` or ``"start"``: the prediction instant
+    """
+    skipped: Dict[str, int] = {}
+    users: List[str] = []
+    instants: List[int] = []
+    ends: List[int] = []
+    walls: List[int] = []
+    runs: List[int] = []
+    cpus: List[Optional[int]] = []
+    at_submit = moment == "submit"
+    for job in jobs:
+        user = job[0]
+        submit_s, start_s, end_s, wall, run = job[1], job[2], job[3], job[4], job[5]
+        instant = submit_s if at_submit else start_s
+        # Inline fast path of skip_reason(): most jobs pass every check.
+        if (
+            wall is None
+            or wall <= 0
+            or run is None
+            or run < 0
+            or not user
+            or instant is None
+            or end_s is None
+        ):
+            reason = skip_reason(job, moment)
+            assert reason is not None
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        users.append(user)
+        instants.append(instant)
+        ends.append(end_s)
+        walls.append(wall)
+        runs.append(run)
+        cpus.append(job[6] if len(job) > 6 else None)
+
+    n = len(users)
+    # Python's sort is stable: sorting indices by time alone keeps trace order within ties.
+    by_instant = sorted(range(n), key=instants.__getitem__)
+    by_end = sorted(range(n), key=ends.__getitem__)
+
+    return ReplayColumns(users, instants, ends, walls, runs, cpus, by_instant, by_end), skipped
+
+
+def replay_calibrated(
+    columns: ReplayColumns,
+    target_under_pct: float,
+    table: Optional[cal.Calibration] = None,
+    observe: Optional[Any] = None,
+) -> Tuple[List[int], cal.Calibration]:
+    """Replay the ``calibrated`` predictor: the hook's code, with the site table updated
+    at every job end in event order (ends first at equal times), from finished jobs only.
+
+    Each job is predicted at its instant from the user's last ``HISTORY_ROWS`` jobs ended by
+    then and the table as it is then; at its end, the table learns the job's outcome.
+
+    :param columns: the jobs (see :class:`ReplayColumns`)
+    :param target_under_pct: the admin's target, percent
+    :param table: the starting table (default: empty)
+    :param observe: ``observe(i, history, table)`` called before job ``i`` is predicted
+        (tests use it to compare with the hook path)
+    :returns: the soft walltimes (job order) and the final table
+    """
+    users, instants, ends, walls, runs, ncpus, by_instant, by_end = columns
+    n = len(users)
+    if table is None:
+        table = cal.Calibration()
+    keep = cal.HISTORY_ROWS
+    buffers: Dict[str, Deque[Tuple[int, Optional[int], Optional[int]]]] = {}
+    outcomes: List[Optional[cal.Outcome]] = [None] * n
+    softs = [0] * n
+    update = table.update
+
+    def history_of(user: str, exclude: int) -> List[Tuple[int, Optional[int], Optional[int]]]:
+        buf = buffers.get(user)
+        if buf is None:
+            return []
+        own = own_entry.get(exclude)
+        if own is None:
+            return list(buf)[:keep]
+        return [x for x in buf if x is not own][:keep]
+
+    own_entry: Dict[int, Tuple[int, Optional[int], Optional[int]]] = {}
+    e = 0
+    for i in by_instant:
+        t = instants[i]
+        while e < n and ends[by_end[e]] <= t:
+            j = by_end[e]
+            out = outcomes[j]
+            if out is None:  # ends at its own instant: its outcome from the history so far
+                out = cal.outcome(walls[j], ncpus[j], history_of(users[j], j))
+                outcomes[j] = out
+                update(out, runs[j], target_under_pct)
+            else:
+                update(out, runs[j], target_under_pct, softs[j])
+            buf = buffers.get(users[j])
+            if buf is None:
+                buf = buffers[users[j]] = deque(maxlen=keep + 1)
+            entry = (runs[j], walls[j], ncpus[j])
+            if ends[j] == instants[j]:
+                own_entry[j] = entry
+            buf.appendleft(entry)
+            e += 1
+        history = history_of(users[i], i)
+        if observe is not None:
+            observe(i, history, table)
+        choice = table.predict(walls[i], ncpus[i], history)
+        if outcomes[i] is None:
+            outcomes[i] = choice.outcome
+        softs[i] = choice.soft_walltime_s
+        own_entry.pop(i, None)
+    # The remaining ends: the table's final state covers every finished job.
+    while e < n:
+        j = by_end[e]
+        out = outcomes[j]
+        assert out is not None
+        update(out, runs[j], target_under_pct, softs[j])
+        e += 1
+    return softs, table
+
+
+SWEEP_TARGETS = (2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 25.0)
+
+
+def sweep_calibrated(
+    jobs: Sequence[TraceJob], moment: str = "submit", targets: Sequence[float] = SWEEP_TARGETS
+) -> List[Tuple[float, Metrics]]:
+    """Replay the ``calibrated`` predictor once per target: ``[(target, metrics), ...]``."""
+    cols, _skipped = columns(jobs, moment)
+    out = []
+    for target in targets:
+        softs, _table = replay_calibrated(cols, target)
+        out.append((float(target), metrics(softs, cols.runs)))
+    return out
 
 
 def accuracy(soft_s: int, runtime_s: int) -> float:
@@ -326,7 +460,11 @@ def summarize(result: Replay) -> Dict[str, PredictorReport]:
 
 
 def report_dict(
-    source: str, result: Replay, reports: Dict[str, PredictorReport], trace_skipped: Dict[str, int]
+    source: str,
+    result: Replay,
+    reports: Dict[str, PredictorReport],
+    trace_skipped: Dict[str, int],
+    target_under_pct: Optional[float] = None,
 ) -> Dict[str, Any]:
     """Build the ``--json`` object: source, moment, jobs, skipped, predictors.
 
@@ -334,6 +472,8 @@ def report_dict(
     :param result: the replay
     :param reports: from :func:`summarize`
     :param trace_skipped: records the reader itself skipped, by reason
+    :param target_under_pct: the ``calibrated`` predictor's target, reported beside its
+        achieved rate (``predictors.calibrated.target_under_pct``)
     """
     skipped_by_reason = dict(trace_skipped)
     for reason, count in result.skipped.items():
@@ -342,6 +482,8 @@ def report_dict(
     for name, rep in reports.items():
         obj: Dict[str, Any] = rep.overall._asdict()
         obj["by_class"] = {cls: m._asdict() for cls, m in rep.by_class.items()}
+        if name == cal.NAME and target_under_pct is not None:
+            obj["target_under_pct"] = target_under_pct
         predictors[name] = obj
     return {
         "source": source,
@@ -379,6 +521,14 @@ def format_table(report: Dict[str, Any]) -> str:
         ("medium (2-24 h]", "medium"),
         ("long (> 24 h)", "long"),
     ]
+    for name, obj in report["predictors"].items():
+        if "target_under_pct" in obj:
+            lines.insert(
+                3,
+                "{}: target under {:g} %, achieved {} %".format(
+                    name, obj["target_under_pct"], _fmt(obj["under_pct"], ".1f")
+                ),
+            )
     for title, cls in groups:
         lines.append(title)
         for name, obj in report["predictors"].items():

@@ -40,14 +40,16 @@ def read_finished_jobs(conn: Connection, source: str = "db", server: Optional[st
     """
     t = finished_jobs.c
     query = sa.select(
-        t.username, t.ctime, t.started_at, t.ended_at, t.walltime_s, t.runtime_s
+        t.username, t.ctime, t.started_at, t.ended_at, t.walltime_s, t.runtime_s, t.ncpus
     ).order_by(t.ctime, t.job_seq, t.server, t.job_id)
     if server is not None:
         query = query.where(t.server == server)
     jobs = []
     try:
-        result = conn.execution_options(yield_per=_BATCH_ROWS).execute(query)
-        for user, ctime, started_at, ended_at, walltime_s, runtime_s in result:
+        # Per statement: Connection.execution_options() would change the caller's connection
+        # for good (every later statement a server-side cursor, which a DELETE cannot be).
+        result = conn.execute(query, execution_options={"yield_per": _BATCH_ROWS})
+        for user, ctime, started_at, ended_at, walltime_s, runtime_s, ncpus in result:
             jobs.append(
                 TraceJob(
                     user or None,
@@ -56,6 +58,7 @@ def read_finished_jobs(conn: Connection, source: str = "db", server: Optional[st
                     _epoch(ended_at),
                     walltime_s,
                     runtime_s,
+                    ncpus,
                 )
             )
     except sa.exc.SQLAlchemyError as err:

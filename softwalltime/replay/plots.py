@@ -8,20 +8,27 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import SoftwalltimeError
-from .evaluate import BASELINE, CLASSES, Replay, runtime_class
+from .evaluate import BASELINE, CLASSES, Metrics, Replay, metrics, runtime_class
 
 log = logging.getLogger(__name__)
 
 SORTED_ERRORS_PNG = "errors_sorted.png"
 ERRORS_BY_CLASS_PNG = "errors_by_class.png"
+TRADEOFF_PNG = "tradeoff.png"
 # |error| below one minute is drawn at one minute: a log axis has no zero.
 _FLOOR_H = 1.0 / 60.0
 # Points per curve in the sorted-error plot.
 _MAX_POINTS = 4000
-_COLORS = {BASELINE: "#7f7f7f", "v1": "#d62728", "v2": "#ff7f0e", "v3": "#1f77b4"}
+_COLORS = {
+    BASELINE: "#7f7f7f",
+    "v1": "#d62728",
+    "v2": "#ff7f0e",
+    "v3": "#1f77b4",
+    "calibrated": "#2ca02c",
+}
 _CLASS_TITLES = {"short": "short (<= 2 h)", "medium": "medium (2-24 h]", "long": "long (> 24 h)"}
 
 
@@ -146,12 +153,59 @@ def plot_errors_by_class(result: Replay, path: str, title: str = "") -> None:
     _save(fig, canvas_cls, path)
 
 
-def write_plots(result: Replay, directory: str, title: str = "") -> List[str]:
-    """Write both figures into a directory (created if missing).
+def plot_tradeoff(
+    result: Replay,
+    sweep: Sequence[Tuple[float, Metrics]],
+    path: str,
+    title: str = "",
+) -> None:
+    """Draw the trade-off: % under-estimated vs mean accuracy, one point per predictor, and
+    the ``calibrated`` predictor as a curve over its targets (labelled by target).
+
+    :param result: the replay (its predictors are the points)
+    :param sweep: ``(target_under_pct, metrics)`` of ``calibrated`` replays
+    :param path: PNG file to write
+    :param title: a line above the plot
+    :raises SoftwalltimeError: matplotlib is missing
+    """
+    figure_cls, canvas_cls = _matplotlib()
+    fig = figure_cls(figsize=(7.5, 5.5))
+    ax = fig.subplots()
+    if sweep:
+        xs = [m.under_pct or 0.0 for _t, m in sweep]
+        ys = [m.mean_accuracy or 0.0 for _t, m in sweep]
+        ax.plot(xs, ys, "-", color=_COLORS["calibrated"], alpha=0.6, label="calibrated, by target")
+        for (target, _m), x, y in zip(sweep, xs, ys):
+            ax.plot([x], [y], "o", color=_COLORS["calibrated"], markersize=4)
+            ax.annotate(f"{target:g} %", (x, y), textcoords="offset points", xytext=(4, -10),
+                        fontsize=7, color=_COLORS["calibrated"])  # fmt: skip
+    for name, softs in result.soft_s.items():
+        m = metrics(softs, result.runtime_s)
+        if m.jobs == 0:
+            continue
+        ax.plot([m.under_pct], [m.mean_accuracy], "s", color=_COLORS.get(name, "#444444"),
+                markersize=8, label="walltime" if name == BASELINE else name)  # fmt: skip
+    ax.set_xlabel("% under-estimated (soft walltime < run time)")
+    ax.set_ylabel("mean accuracy  min(run/soft, soft/run)")
+    ax.grid(True, alpha=0.4)
+    ax.legend(loc="lower right", fontsize=9)
+    ax.set_title((title + "\n" if title else "") + "Under-estimates vs accuracy", fontsize=10)
+    fig.tight_layout()
+    _save(fig, canvas_cls, path)
+
+
+def write_plots(
+    result: Replay,
+    directory: str,
+    title: str = "",
+    sweep: Optional[Sequence[Tuple[float, Metrics]]] = None,
+) -> List[str]:
+    """Write the figures into a directory (created if missing).
 
     :param result: the replay
     :param directory: where the PNG files go
     :param title: shown above the plots (e.g. the trace name)
+    :param sweep: ``calibrated`` replays over several targets: adds the trade-off figure
     :returns: the paths written
     :raises SoftwalltimeError: matplotlib is missing or the directory cannot be created
     """
@@ -166,6 +220,9 @@ def write_plots(result: Replay, directory: str, title: str = "") -> List[str]:
     ]
     plot_sorted_errors(result, paths[0], title)
     plot_errors_by_class(result, paths[1], title)
+    if sweep is not None:
+        paths.append(os.path.join(directory, TRADEOFF_PNG))
+        plot_tradeoff(result, sweep, paths[2], title)
     return paths
 
 

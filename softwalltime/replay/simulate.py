@@ -50,6 +50,7 @@ from collections import deque
 from typing import Any, Deque, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ..errors import ParseError
+from ..hookpath import calibrated as cal
 from ..hookpath.predict import PREDICTORS as HOOK_PREDICTORS
 from ..hookpath.predict import PredictorParams, predict
 from .evaluate import CLASSES, SKIP_RUNTIME, SKIP_TIMES, SKIP_USER, SKIP_WALLTIME, runtime_class
@@ -57,6 +58,7 @@ from .evaluate import CLASSES, SKIP_RUNTIME, SKIP_TIMES, SKIP_USER, SKIP_WALLTIM
 BASELINE = "users"
 FIXED10 = "fixed10"
 PERFECT = "perfect"
+CALIBRATED = "calibrated"
 CORRECTIONS = ("pbs", "simple", "power", "walltime")
 BSLD_BOUND_S = 600
 _TRACK = True  # tests may turn the moving-shadow shortcut off
@@ -354,10 +356,45 @@ class PredictorSource(EstimateSource):
         return list(self.ids.get(user, ()))
 
 
-SOURCE_NAMES = (BASELINE,) + tuple(HOOK_PREDICTORS) + (PERFECT, FIXED10)
+class CalibratedSource(EstimateSource):
+    """The hook's ``calibrated`` predictor: each user's jobs that ended in the simulation
+    (newest first, at most the hook's ``HISTORY_ROWS``) and a site table that learns each
+    job's outcome when it ends, as ``softwalltime calibrate`` would from the history."""
+
+    refreshable = True
+    name = CALIBRATED
+
+    def __init__(self, target_under_pct: float = 12.0) -> None:
+        self.target = float(target_under_pct)
+
+    def bind(self, work: Workload) -> None:
+        self.work = work
+        self.table = cal.Calibration()
+        self.history: Dict[str, Deque[Tuple[int, int, int]]] = {}
+        self.chosen: Dict[int, Any] = {}  # job -> its last Choice (what it runs with)
+
+    def on_submit(self, j: int, now: int) -> int:
+        hist = self.history.get(self.work.user[j], ())
+        choice = self.table.predict(self.work.wall[j], self.work.procs[j], list(hist))
+        self.chosen[j] = choice
+        return int(choice.soft_walltime_s)
+
+    def on_end(self, j: int, now: int) -> None:
+        choice = self.chosen.pop(j)
+        self.table.update(choice.outcome, self.work.run[j], self.target, choice.soft_walltime_s)
+        user = self.work.user[j]
+        hist = self.history.get(user)
+        if hist is None:
+            hist = self.history[user] = deque(maxlen=cal.HISTORY_ROWS)
+        hist.appendleft((self.work.run[j], self.work.wall[j], self.work.procs[j]))
 
 
-def make_source(name: str, params: Optional[PredictorParams] = None) -> EstimateSource:
+SOURCE_NAMES = (BASELINE,) + tuple(HOOK_PREDICTORS) + (CALIBRATED, PERFECT, FIXED10)
+
+
+def make_source(
+    name: str, params: Optional[PredictorParams] = None, target_under_pct: float = 12.0
+) -> EstimateSource:
     """Build the estimate source called ``name`` (see :data:`SOURCE_NAMES`)."""
     if name == BASELINE:
         return WalltimeSource()
@@ -367,6 +404,8 @@ def make_source(name: str, params: Optional[PredictorParams] = None) -> Estimate
         return FixedSource(600)
     if name in HOOK_PREDICTORS:
         return PredictorSource(name, params)
+    if name == CALIBRATED:
+        return CalibratedSource(target_under_pct)
     raise ValueError("unknown estimate source {!r}; known: {}".format(name, ",".join(SOURCE_NAMES)))
 
 

@@ -135,6 +135,9 @@ def read_swf(path: str, user_prefix: str = "", start_from_submit: bool = False) 
             run = _swf_int(fields[3])
             req = _swf_int(fields[8])
             user = _swf_int(fields[11])
+            procs = _swf_int(fields[7])
+            if procs < 0:
+                procs = _swf_int(fields[4])
         except ValueError as err:
             bad += 1
             _warn_bad(path, lineno, f"not a number ({err})", bad)
@@ -154,6 +157,7 @@ def read_swf(path: str, user_prefix: str = "", start_from_submit: bool = False) 
                 end_s,
                 req if req >= 0 else None,
                 run if run >= 0 else None,
+                procs if procs >= 0 else None,
             )
         )
     if bad > _MAX_WARNINGS:
@@ -209,7 +213,7 @@ def read_pbs(paths: Sequence[str], server: Optional[str] = None) -> Trace:
     col = {name: k for k, name in enumerate(FINISHED_JOB_COLUMNS)}
     i_server, i_job, i_ctime, i_seq = col["server"], col["job_id"], col["ctime"], col["job_seq"]
     i_user, i_wall, i_run = col["username"], col["walltime_s"], col["runtime_s"]
-    i_start, i_end = col["started_at"], col["ended_at"]
+    i_start, i_end, i_ncpus = col["started_at"], col["ended_at"], col["ncpus"]
 
     files: List[str] = []
     for p in paths:
@@ -250,6 +254,7 @@ def read_pbs(paths: Sequence[str], server: Optional[str] = None) -> Trace:
                     row[i_end],
                     row[i_wall],
                     row[i_run],
+                    row[i_ncpus],
                 ),
             )
     if bad > _MAX_WARNINGS:

@@ -40,9 +40,10 @@ from psycopg2.extensions import make_dsn
 
 from softwalltime.db import engine as db
 from softwalltime.db.localpg import LocalCluster
-from softwalltime.hookpath import decide, lookup, pgwire
+from softwalltime.hookpath import calibrated, decide, lookup, pgwire
 from softwalltime.hookpath.config import load_settings, redact_dsn
 from softwalltime.hookpath.predict import PREDICTORS, predict
+from softwalltime.replay.calibrate import store_table
 
 REPO = Path(__file__).resolve().parents[2]
 EPOCH = 1_767_225_600  # 2026-01-01T00:00:00Z
@@ -61,7 +62,11 @@ def _rows(n_rows: int, n_users: int, seed: int) -> Iterator[str]:
         runtime = int(wall * rng.betavariate(0.7, 2.0))
         ended = EPOCH + seq * 30
         ctime = ended - runtime - rng.randint(0, 7200)
-        yield (f"pbs01\t{seq}.pbs01\t{ctime}\t{seq}\tuser{user:05d}\t{wall}\t{runtime}\t{ended}\n")
+        ncpus = rng.choice((1, 1, 2, 4, 8, 16))
+        yield (
+            f"pbs01\t{seq}.pbs01\t{ctime}\t{seq}\tuser{user:05d}\t{wall}\t{runtime}\t{ended}"
+            f"\t{ncpus}\n"
+        )
 
 
 def _chunks(lines: Iterator[str]) -> Iterator[str]:
@@ -112,16 +117,16 @@ def load(dsn: str, n_rows: int, n_users: int) -> None:
             start = time.perf_counter()
             cur.execute("CREATE TEMP TABLE raw (server text, job_id text, ctime bigint,"
                         " job_seq bigint, username text, walltime_s int, runtime_s int,"
-                        " ended bigint)")  # fmt: skip
+                        " ended bigint, ncpus int)")  # fmt: skip
             cur.copy_expert(
                 "COPY raw FROM STDIN", _ChunkStream(_chunks(_rows(n_rows, n_users, 42)))
             )
             cur.execute(
                 "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username,"
-                " walltime_s, runtime_s, started_at, ended_at, source_file)"
+                " walltime_s, runtime_s, started_at, ended_at, source_file, ncpus)"
                 " SELECT server, job_id, to_timestamp(ctime), job_seq, username, walltime_s,"
-                " runtime_s, to_timestamp(ended - runtime_s), to_timestamp(ended), 'bench'"
-                " FROM raw"
+                " runtime_s, to_timestamp(ended - runtime_s), to_timestamp(ended), 'bench',"
+                " ncpus FROM raw"
             )
             cur.execute("DROP TABLE raw")
             loaded = time.perf_counter() - start
@@ -133,6 +138,24 @@ def load(dsn: str, n_rows: int, n_users: int) -> None:
     finally:
         conn.close()
     print(f"history: {rows} rows, {users} users, {size} on disk; COPY+INSERT {loaded:.1f} s")
+    _fill_calibration(dsn)
+
+
+def _fill_calibration(dsn: str) -> None:
+    """A full calibration table (every bin and rule: the largest the hook can read)."""
+    rng = random.Random(11)
+    table = calibrated.Calibration()
+    for bin_ in range(calibrated.BINS):
+        base = bin_ * len(calibrated.RULES)
+        table.jobs[bin_] = 1000
+        for rule in range(len(calibrated.RULES)):
+            table.under[base + rule] = rng.randint(0, 300)
+            table.acc[base + rule] = rng.uniform(100.0, 900.0)
+    engine = db.make_engine(dsn)
+    with engine.begin() as conn:
+        cells = store_table(conn, table, 12.0)
+    engine.dispose()
+    print(f"calibration table: {cells} cells (every bin and rule)")
 
 
 def _stats(name: str, samples_s: list[float]) -> None:
@@ -146,19 +169,26 @@ def _stats(name: str, samples_s: list[float]) -> None:
     )
 
 
-def _decisions(settings, users: list[str], n: int, cold: bool, seed: int) -> list[float]:
+def _decisions(
+    settings, users: list[str], n: int, cold: bool, seed: int, reread: bool = False
+) -> list[float]:
     rng = random.Random(seed)
     fetch = lookup.fetcher(settings)
+    site = lookup.site_fetcher(settings)
     walltimes = [3600, 4 * 3600, 24 * 3600, 48 * 3600]
     samples = []
     sets = 0
     for _ in range(n):
         user = rng.choice(users)
         wall = rng.choice(walltimes)
+        ncpus = rng.choice((1, 2, 4, 8, 16))
         if cold:
             lookup.close_cached()
+        if reread:
+            lookup.forget_calibration()
         start = time.perf_counter()
-        d = decide.decide("queuejob", user, "workq", wall, None, False, None, settings, fetch)
+        d = decide.decide("queuejob", user, "workq", wall, None, False, None, settings, fetch,
+                          ncpus=ncpus, site=site)  # fmt: skip
         samples.append(time.perf_counter() - start)
         sets += d.soft_walltime_s is not None
     if sets != n:
@@ -269,6 +299,14 @@ def _explain(dsn: str, user: str) -> None:
         print(f"EXPLAIN (ANALYZE, BUFFERS) of the v3 lookup for {user}:")
         for (line,) in rows:
             print("    " + line)
+        rows = conn.query(
+            "EXPLAIN (ANALYZE, BUFFERS) " + lookup.CLASS_JOBS_SQL,
+            (user, calibrated.HISTORY_ROWS),
+            time.monotonic() + 10,
+        )
+        print(f"EXPLAIN (ANALYZE, BUFFERS) of the calibrated lookup for {user}:")
+        for (line,) in rows:
+            print("    " + line)
     finally:
         conn.close()
 
@@ -369,6 +407,15 @@ def main(argv: list[str] | None = None) -> int:
             _stats(f"connect+SELECT 1+close, {driver}", _bare_connects(dsn, args.cold, driver))
         for driver in ("pgwire", "psycopg2"):
             _stats(f"lookup query alone, {driver}", _warm_queries(dsn, users, args.warm, driver))
+        cal_settings = settings._replace(predictor="calibrated")
+        _decisions(cal_settings, users, 500, cold=False, seed=4)
+        _stats(
+            "calibrated, warm (table cached)", _decisions(cal_settings, users, args.warm, False, 5)
+        )
+        _stats(
+            "calibrated, warm, table re-read",
+            _decisions(cal_settings, users, max(200, args.cold // 4), False, 6, reread=True),
+        )
         lookup.close_cached()
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
             json.dump({"dsn": dsn}, fh)

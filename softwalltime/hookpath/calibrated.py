@@ -1,0 +1,433 @@
+"""Predictor ``calibrated``: per job class, calibrated online to an under-estimate target.
+
+The paper's v3 treats all jobs of a user alike and cannot trade accuracy for
+under-estimates. This predictor:
+
+1. **Classes** the job by similarity keys, fine to coarse: the user's recent jobs with the
+   same requested walltime *and* processors (``ncpus``), else the same requested walltime,
+   else all the user's jobs (Tang et al.'s similarity keys). The finest key with at least
+   ``MIN_KEY_JOBS`` (3) jobs among the user's last ``HISTORY_ROWS`` (100) finished jobs is
+   used, over its ``KEY_JOBS`` (10) most recent jobs. Each job's run time is scaled to this
+   job's walltime (``runtime x walltime / its walltime``, rounded up), so the rules below
+   work in seconds of this job.
+2. Computes the **candidate rules** (:data:`RULES`): the walltime itself, v3, and each
+   statistic of the class (max, 90th/75th percentile, median, newest) x a factor + 60 s.
+3. Puts the job in a **bin** by key level, class size, spread of the class's run times and
+   their level relative to the walltime (:func:`features`).
+4. Picks the rule with the best ``mean accuracy - lambda x under-rate`` in that bin, from a
+   **site-wide calibration table** (:class:`Calibration`) of the outcomes of every rule on
+   finished jobs (a bin with too few outcomes uses v3).
+5. ``lambda`` is adjusted at every job end (:meth:`Calibration.update`), multiplicatively,
+   so that the running under-estimate rate tracks the admin's ``target_under_pct``.
+
+Causality: the table only ever learns from jobs that have ended, in end order; the hook
+reads a snapshot of it (maintained by ``softwalltime calibrate``), the replay updates it at
+each job end. Both run this module.
+
+Hook path: Python 3.6+ syntax, standard library only, no database, no ``pbs``.
+"""
+
+import math
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+
+NAME = "calibrated"
+
+# One history entry: (runtime_s, walltime_s or None, ncpus or None), most recent end first.
+ClassRow = Tuple[int, Optional[int], Optional[int]]
+
+HISTORY_ROWS = 100  # the hook's one query reads at most this many rows of the user
+KEY_JOBS = 10  # most recent jobs of the chosen key that the rules look at
+MIN_KEY_JOBS = 3  # a key needs this many jobs to be used
+V3_JOBS = 15
+V3_RESERVE_S = 900
+MIN_BIN_JOBS = 30  # outcomes a bin needs before its table choice replaces v3
+LAMBDA_START = 2.0
+LAMBDA_MIN = 0.01
+LAMBDA_MAX = 1000.0
+LAMBDA_STEP = 0.01  # lambda x exp(step x (under - target)) at every job end
+DEFAULT_TARGET_UNDER_PCT = 12.0
+
+# Rule ids, stable: the calibration table stores them.
+R_WALLTIME = 0
+R_V3 = 1
+# The other rules: a statistic of the class's scaled run times x a factor + 60 s, every
+# combination of STATISTICS and FACTORS (chosen on CERIT-SC, HPC2N and CTC-SP2: a finer
+# grid of factors lets the table trade accuracy for under-estimates in smaller steps).
+STATISTICS = ("max", "p90", "p75", "median", "last")  # "last": the newest job
+FACTORS = ((1, 1), (11, 10), (6, 5), (3, 2), (2, 1), (3, 1))  # exact fractions
+RULE_ADD_S = 60
+RULE_SPECS = tuple((stat, num, den, RULE_ADD_S) for stat in STATISTICS for num, den in FACTORS)
+
+
+def _rule_name(spec: Tuple[str, int, int, int]) -> str:
+    stat, num, den, add = spec
+    return f"{stat}*{num / den:g}+{add}"
+
+
+RULES = ("walltime", "v3") + tuple(_rule_name(spec) for spec in RULE_SPECS)
+
+# Key levels (part of the bin).
+LEVEL_WALL_NCPUS = 0
+LEVEL_WALL = 1
+LEVEL_USER = 2
+LEVEL_NONE = 3
+LEVELS = ("walltime+ncpus", "walltime", "user", "no history")
+
+
+class Outcome(NamedTuple):
+    """What the rules say for one job: its bin and each rule's soft walltime (by rule id)."""
+
+    bin: int
+    softs: Tuple[int, ...]
+    level: int
+    class_jobs: int
+
+
+class Choice(NamedTuple):
+    """The prediction: soft walltime, the rule chosen and the job's outcome record."""
+
+    soft_walltime_s: int
+    rule: int
+    outcome: Outcome
+
+
+def _clamp(value: int, walltime_s: int) -> int:
+    if value > walltime_s:
+        return walltime_s
+    return value if value >= 1 else 1
+
+
+def _scaled(rows: Sequence[ClassRow], walltime_s: int) -> List[int]:
+    """Run times scaled to ``walltime_s``, at most KEY_JOBS of them (newest first)."""
+    out = []
+    for runtime_s, wall, _ncpus in rows:
+        if wall == walltime_s or not wall:  # rows without a walltime never get here
+            out.append(runtime_s)
+        else:
+            out.append(-(-runtime_s * walltime_s // wall))
+        if len(out) == KEY_JOBS:
+            break
+    return out
+
+
+def _bucket(value: int, walltime_s: int, cuts: Sequence[Tuple[int, int]]) -> int:
+    """Index of the first cut ``num/den`` with ``value < num/den x walltime``."""
+    for k, (num, den) in enumerate(cuts):
+        if value * den < num * walltime_s:
+            return k
+    return len(cuts)
+
+
+_LEVEL_CUTS = ((1, 20), (1, 8), (3, 10), (6, 10))  # max run/walltime: <0.05,<0.125,<0.3,<0.6,>=
+_SPREAD_CUTS = ((5, 4), (2, 1), (5, 1))  # max/min run time: <1.25, <2, <5, >=5
+N_LEVEL = len(_LEVEL_CUTS) + 1
+N_SPREAD = len(_SPREAD_CUTS) + 1
+N_SIZE = 3  # class size: 3-5, 6-14, >=15 (or 1-2 at the user level)
+BINS = len(LEVELS) * N_SIZE * N_SPREAD * N_LEVEL
+
+
+def features(
+    walltime_s: int, ncpus: Optional[int], history: Sequence[ClassRow]
+) -> Tuple[int, List[int], int]:
+    """Choose the job's class: ``(level, scaled run times newest first, class size)``.
+
+    :param walltime_s: the job's requested walltime (> 0)
+    :param ncpus: the job's processors, ``None`` if unknown (then only the walltime key)
+    :param history: the user's finished jobs, most recent first (at most HISTORY_ROWS read)
+    """
+    same_both: List[ClassRow] = []
+    same_wall: List[ClassRow] = []
+    usable: List[ClassRow] = []
+    for k, row in enumerate(history):
+        if k == HISTORY_ROWS:
+            break
+        wall = row[1]
+        if not wall or wall <= 0:
+            continue
+        usable.append(row)
+        if wall == walltime_s:
+            same_wall.append(row)
+            if ncpus is not None and row[2] == ncpus:
+                same_both.append(row)
+    if len(same_both) >= MIN_KEY_JOBS:
+        return LEVEL_WALL_NCPUS, _scaled(same_both, walltime_s), len(same_both)
+    if len(same_wall) >= MIN_KEY_JOBS:
+        return LEVEL_WALL, _scaled(same_wall, walltime_s), len(same_wall)
+    if usable:
+        return LEVEL_USER, _scaled(usable, walltime_s), len(usable)
+    return LEVEL_NONE, [], 0
+
+
+def _v3(walltime_s: int, history: Sequence[ClassRow]) -> int:
+    """v3 with the default parameters (15 jobs, +900 s), exact, uncapped."""
+    best_rt = 0
+    best_wt = 0
+    count = 0
+    for k, row in enumerate(history):
+        if k == HISTORY_ROWS:
+            break
+        runtime_s, wall = row[0], row[1]
+        if not wall or wall <= 0:
+            continue
+        if runtime_s * best_wt >= best_rt * wall:
+            best_rt = runtime_s
+            best_wt = wall
+        count += 1
+        if count == V3_JOBS:
+            break
+    if count == 0:
+        return walltime_s
+    num = best_rt * walltime_s + V3_RESERVE_S * best_wt
+    return -(-num // best_wt)
+
+
+def outcome(walltime_s: int, ncpus: Optional[int], history: Sequence[ClassRow]) -> Outcome:
+    """Every rule's soft walltime for one job, and its bin (pure).
+
+    :param walltime_s: requested walltime, seconds (> 0)
+    :param ncpus: requested processors, or ``None``
+    :param history: the user's finished jobs ``(runtime_s, walltime_s, ncpus)``, newest first
+    """
+    level, runs, n = features(walltime_s, ncpus, history)
+    v3 = _clamp(_v3(walltime_s, history), walltime_s)
+
+    if not runs:
+        return Outcome(level * N_SIZE * N_SPREAD * N_LEVEL, (walltime_s,) * len(RULES), level, 0)
+    ordered = sorted(runs)
+    m = len(ordered)
+    top = ordered[-1]
+    low = ordered[0]
+    stats = {
+        "max": top,
+        "p90": ordered[max(0, -(-9 * m // 10) - 1)],
+        "p75": ordered[max(0, -(-3 * m // 4) - 1)],
+        "median": ordered[(m - 1) // 2],
+        "last": runs[0],
+    }
+    softs = (walltime_s, v3) + tuple(
+        _clamp(-(-stats[stat] * num // den) + add, walltime_s) for stat, num, den, add in RULE_SPECS
+    )
+    size = 0 if n < 6 else (1 if n < 15 else 2)
+    spread = _bucket(top, max(low, 1), _SPREAD_CUTS)
+    lvl = _bucket(top, walltime_s, _LEVEL_CUTS)
+    bin_ = ((level * N_SIZE + size) * N_SPREAD + spread) * N_LEVEL + lvl
+    return Outcome(bin_, softs, level, n)
+
+
+def accuracy(soft_s: int, runtime_s: int) -> float:
+    """min(runtime/soft, soft/runtime), 1 when both are equal (the evaluation's measure)."""
+    if soft_s == runtime_s:
+        return 1.0
+    if soft_s <= 0 or runtime_s <= 0:
+        return 0.0
+    return soft_s / runtime_s if soft_s < runtime_s else runtime_s / soft_s
+
+
+class Calibration:
+    """The site-wide calibration table: per (bin, rule) jobs, under-estimates, accuracy sum.
+
+    Plus ``lam`` (the under-estimate penalty) and the running totals of the chosen rules.
+    Build from stored values with :meth:`from_rows`; :meth:`rows` gives them back.
+    """
+
+    __slots__ = ("jobs", "under", "acc", "lam", "total", "total_under", "_best")
+
+    def __init__(self) -> None:
+        size = BINS * len(RULES)
+        self.jobs = [0] * BINS
+        self.under = [0] * size
+        self.acc = [0.0] * size
+        self.lam = LAMBDA_START
+        self.total = 0
+        self.total_under = 0
+        self._best: Dict[int, int] = {}  # bin -> chosen rule, valid until the next update
+
+    def choose(self, bin_: int) -> int:
+        """The rule for a job in ``bin_``: best accuracy - lam x under-rate; v3 when unsure."""
+        best = self._best.get(bin_)
+        if best is not None:
+            return best
+        n = self.jobs[bin_]
+        if n < MIN_BIN_JOBS:
+            best = R_V3
+        else:
+            base = bin_ * len(RULES)
+            lam = self.lam
+            best = R_V3
+            best_score = -math.inf
+            for rule in range(len(RULES)):
+                score = (self.acc[base + rule] - lam * self.under[base + rule]) / n
+                if score > best_score:
+                    best_score = score
+                    best = rule
+        self._best[bin_] = best
+        return best
+
+    def predict(self, walltime_s: int, ncpus: Optional[int], history: Sequence[ClassRow]) -> Choice:
+        """Predict one job (pure given this table's state)."""
+        out = outcome(walltime_s, ncpus, history)
+        rule = self.choose(out.bin)
+        return Choice(out.softs[rule], rule, out)
+
+    def update(
+        self,
+        out: Outcome,
+        runtime_s: int,
+        target_under_pct: float,
+        soft_walltime_s: Optional[int] = None,
+    ) -> None:
+        """Learn from one finished job (call in end order, with the job's :func:`outcome`).
+
+        Whether the job's soft walltime was an under-estimate drives ``lam`` towards the
+        target; then every rule's outcome in the job's bin is counted.
+
+        :param soft_walltime_s: the soft walltime the job got (default: what this table
+            chooses for it now)
+        """
+        bin_ = out.bin
+        if soft_walltime_s is None:
+            soft_walltime_s = out.softs[self.choose(bin_)]
+        was_under = soft_walltime_s < runtime_s
+        self.total += 1
+        if was_under:
+            self.total_under += 1
+        lam = self.lam * math.exp(
+            LAMBDA_STEP * ((1.0 if was_under else 0.0) - target_under_pct / 100.0)
+        )
+        self.lam = min(LAMBDA_MAX, max(LAMBDA_MIN, lam))
+        base = bin_ * len(RULES)
+        self.jobs[bin_] += 1
+        for k, soft in enumerate(out.softs):
+            if soft < runtime_s:
+                self.under[base + k] += 1
+            self.acc[base + k] += accuracy(soft, runtime_s)
+        self._best = {}
+
+    def choices(self) -> List[int]:
+        """The rule chosen in every bin now (what the hook reads, :class:`Choices`)."""
+        return [self.choose(bin_) for bin_ in range(BINS)]
+
+    def snapshot(self) -> "Choices":
+        """The decisions of this table as they are now."""
+        return Choices(self.choices(), self.lam, self.total, self.total_under)
+
+    def rows(self) -> Tuple[Tuple[float, int, int], List[Tuple[int, int, int, int, float]]]:
+        """``((lam, total, total_under), [(bin, rule, jobs, under, acc_sum), ...])`` to store."""
+        cells = []
+        for bin_ in range(BINS):
+            n = self.jobs[bin_]
+            if n:
+                base = bin_ * len(RULES)
+                for rule in range(len(RULES)):
+                    cells.append((bin_, rule, n, self.under[base + rule], self.acc[base + rule]))
+        return (self.lam, self.total, self.total_under), cells
+
+    @classmethod
+    def from_rows(
+        cls,
+        state: Optional[Tuple[float, int, int]],
+        cells: Iterable[Tuple[int, int, int, int, float]],
+    ) -> "Calibration":
+        """Rebuild a table from :meth:`rows` output (unknown bins or rules are ignored)."""
+        table = cls()
+        if state is not None:
+            table.lam, table.total, table.total_under = (
+                float(state[0]),
+                int(state[1]),
+                int(state[2]),
+            )
+        for bin_, rule, n, under, acc in cells:
+            if 0 <= bin_ < BINS and 0 <= rule < len(RULES):
+                table.jobs[bin_] = int(n)
+                table.under[bin_ * len(RULES) + rule] = int(under)
+                table.acc[bin_ * len(RULES) + rule] = float(acc)
+        return table
+
+
+def describe(choice: Choice) -> str:
+    """One line for the debug log: rule, key level and class size."""
+    out = choice.outcome
+    level = LEVELS[out.level]
+    return f"rule {RULES[choice.rule]} on {level} class of {out.class_jobs} jobs (bin {out.bin})"
+
+
+class Choices:
+    """A snapshot of the table's decisions: the rule per bin (what the hook reads).
+
+    ``predict`` gives what :meth:`Calibration.predict` gives on the table it came from.
+    """
+
+    __slots__ = ("rules", "lam", "total", "total_under")
+
+    def __init__(self, rules: Sequence[int], lam: float, total: int, total_under: int) -> None:
+        self.rules = list(rules)
+        self.lam = lam
+        self.total = total
+        self.total_under = total_under
+
+    @classmethod
+    def empty(cls) -> "Choices":
+        """Never calibrated: v3 everywhere."""
+        return cls([R_V3] * BINS, LAMBDA_START, 0, 0)
+
+    @classmethod
+    def from_stored(cls, lam: float, total: int, total_under: int, rules: object) -> "Choices":
+        """Check and build from the stored row.
+
+        :raises ValueError: not a list of BINS rule ids (another version of the predictor)
+        """
+        if not isinstance(rules, list) or len(rules) != BINS:
+            raise ValueError(f"expected a list of {BINS} rule ids")
+        for rule in rules:
+            if type(rule) is not int or not 0 <= rule < len(RULES):
+                raise ValueError(f"not a rule id: {rule!r}")
+        return cls(rules, lam, total, total_under)
+
+    def predict(self, walltime_s: int, ncpus: Optional[int], history: Sequence[ClassRow]) -> Choice:
+        """Predict one job with these decisions (pure)."""
+        out = outcome(walltime_s, ncpus, history)
+        rule = self.rules[out.bin]
+        return Choice(out.softs[rule], rule, out)
+
+
+class SiteFetch(NamedTuple):
+    """What the predictor reads in the hook: ``history(user, limit)`` (rows as
+    :data:`ClassRow`, newest first) and ``calibration()`` (the table's decisions, cached)."""
+
+    history: Callable[[str, int], Sequence[ClassRow]]
+    calibration: Callable[[], Choices]
+
+
+def ncpus_of(resources: Any) -> int:
+    """The job's processors as the accounting record will show ``Resource_List.ncpus``.
+
+    ``ncpus`` when set; else the sum over the ``select`` chunks (``2:ncpus=4+1:ncpus=2`` is
+    10; a chunk without ``ncpus`` counts 1); else 1 (PBS's default).
+
+    :param resources: the job's ``Resource_List`` (or a dict): ``resources["ncpus"]`` and
+        ``resources["select"]`` (None when unset; ``select`` any object whose ``str`` is
+        the select text)
+    """
+    ncpus = resources["ncpus"]
+    select = resources["select"]
+    if ncpus is not None:
+        try:
+            return max(0, int(str(ncpus)))
+        except ValueError:
+            pass
+    if select is None:
+        return 1
+    total = 0
+    for chunk in str(select).split("+"):
+        parts = chunk.strip().split(":")
+        count = 1
+        if parts and parts[0].isdigit():
+            count = int(parts[0])
+            parts = parts[1:]
+        each = 1
+        for part in parts:
+            name, _eq, value = part.partition("=")
+            if name.strip().lower() == "ncpus" and value.strip().isdigit():
+                each = int(value.strip())
+        total += count * each
+    return total

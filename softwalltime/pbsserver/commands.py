@@ -1,0 +1,136 @@
+"""Run PBS's own commands (``qstat -f -F json``, ``qalter``, ``qmgr``) and read their output.
+
+Where the commands are: ``pbs_exec`` setting, else ``PBS_EXEC`` of ``/etc/pbs.conf``
+(``$PBS_EXEC/bin``), else ``/opt/pbs``. ``pbs_command_prefix`` is put in front of every
+command (for example ``["/work/shared/openpbs/pbsx"]`` where PBS lives in a network
+namespace, or ``["sudo", "-n"]``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..errors import SoftwalltimeError
+
+PBS_CONF = "/etc/pbs.conf"
+DEFAULT_PBS_EXEC = "/opt/pbs"
+
+
+class PbsError(SoftwalltimeError):
+    """A PBS command could not run or failed as a whole."""
+
+
+def read_pbs_conf(path: str = PBS_CONF) -> dict[str, str]:
+    """``KEY=VALUE`` lines of ``/etc/pbs.conf`` (empty if the file is missing)."""
+    out: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                key, sep, value = line.strip().partition("=")
+                if sep and key and not key.startswith("#"):
+                    out[key.strip()] = value.strip()
+    except OSError:
+        pass
+    return out
+
+
+@dataclass(frozen=True)
+class Pbs:
+    """Where PBS's commands and files are, and how to run them.
+
+    :param exec_dir: PBS_EXEC (commands in ``bin/``, ``sbin/``)
+    :param home: PBS_HOME (``server_logs/``, ``server_priv/``)
+    :param prefix: argv put before every command
+    :param timeout_s: limit for one command
+    """
+
+    exec_dir: str = DEFAULT_PBS_EXEC
+    home: str = "/var/spool/pbs"
+    prefix: tuple[str, ...] = ()
+    timeout_s: float = 120.0
+
+    @classmethod
+    def from_settings(cls, settings: Any, conf: Mapping[str, str] | None = None) -> Pbs:
+        conf = read_pbs_conf() if conf is None else conf
+        return cls(
+            exec_dir=settings.pbs_exec or conf.get("PBS_EXEC") or DEFAULT_PBS_EXEC,
+            home=conf.get("PBS_HOME") or "/var/spool/pbs",
+            prefix=tuple(settings.pbs_command_prefix),
+        )
+
+    def argv(self, command: str, *args: str) -> list[str]:
+        return [*self.prefix, os.path.join(self.exec_dir, "bin", command), *args]
+
+    def run(
+        self, command: str, *args: str, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run one PBS command; its exit status is the caller's to judge.
+
+        :raises PbsError: the command cannot be started or does not finish in time
+        """
+        argv = self.argv(command, *args)
+        try:
+            return subprocess.run(
+                argv,
+                input=stdin,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=self.timeout_s,
+            )
+        except FileNotFoundError:
+            raise PbsError(
+                f"{argv[0]}: not found (set pbs_exec or PBS_EXEC in {PBS_CONF})"
+            ) from None
+        except OSError as err:
+            raise PbsError(f"{argv[0]}: cannot run: {err.strerror}") from None
+        except subprocess.TimeoutExpired:
+            raise PbsError(f"{command} did not finish within {self.timeout_s:.0f} s") from None
+
+    def check(self, command: str, *args: str) -> str:
+        """Run a command that must succeed; its stdout.
+
+        :raises PbsError: it failed (the message carries its first error line)
+        """
+        proc = self.run(command, *args)
+        if proc.returncode != 0:
+            detail = " ".join((proc.stderr or proc.stdout or "").split()) or "no output"
+            raise PbsError(f"{command} {' '.join(args)}: exit {proc.returncode}: {detail}")
+        return proc.stdout
+
+    def jobs(self, extra: Sequence[str] = ()) -> dict[str, Any]:
+        """``qstat -f -F json`` of every job: job id -> its attributes.
+
+        Never with job ids: OpenPBS 23.06's qstat asks for each given id in turn and took
+        about 50 s for 200 ids, against 0.3 s for all of 1,000 jobs at once.
+
+        :raises PbsError: qstat failed or printed something that is not JSON
+        """
+        return parse_qstat_json(self.check("qstat", "-f", "-F", "json", *extra))
+
+
+def chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def parse_qstat_json(text: str) -> dict[str, Any]:
+    """The ``Jobs`` object of ``qstat -f -F json`` output (``{}`` when there are none).
+
+    :raises PbsError: not JSON, or not the shape qstat prints
+    """
+    try:
+        # qstat 23.06 prints bare backslashes in some strings (e.g. Windows-style paths)
+        data = json.loads(text, strict=False)
+    except ValueError as err:
+        raise PbsError(f"qstat -F json printed something that is not JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise PbsError("qstat -F json: expected an object at top level")
+    jobs = data.get("Jobs") or {}
+    if not isinstance(jobs, dict):
+        raise PbsError("qstat -F json: 'Jobs' is not an object")
+    return jobs

@@ -1,0 +1,223 @@
+"""Refresh's decisions without PBS: qstat JSON, the mark, thresholds, plans, lock, summary.
+(The real server: tests/pbs/test_refresh_real.py.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from softwalltime.hookpath.config import load_settings
+from softwalltime.pbsserver import refresh as r
+from softwalltime.pbsserver.commands import Pbs, PbsError, parse_qstat_json, read_pbs_conf
+
+H = 3600
+
+# Recorded from OpenPBS 23.06.06 (`qstat -f -F json`, trimmed): qstat prints a variable
+# that looks like a number as a JSON number.
+QSTAT = """{"timestamp":1795919601,"pbs_version":"23.06.06","pbs_server":"pbshost","Jobs":{
+"70.pbshost":{"Job_Name":"STDIN","Job_Owner":"alice@pbshost","job_state":"Q","queue":"workq",
+ "qtime":1795919500,"ctime":1795919500,
+ "Resource_List":{"ncpus":1,"nodect":1,"select":"1:ncpus=1","soft_walltime":"02:45:00",
+  "walltime":"10:00:00"},
+ "euser":"alice","Variable_List":{"PBS_O_HOME":"/home/alice","SOFTWALLTIME_SET":9900}},
+"71.pbshost":{"Job_Owner":"alice@pbshost","job_state":"R","queue":"workq",
+ "Resource_List":{"walltime":"00:10:00"}},
+"72.pbshost":{"Job_Owner":"bob@pbshost","job_state":"H","queue":"workq","qtime":1795919400,
+ "Resource_List":{"soft_walltime":"05:00:00","walltime":"10:00:00"},
+ "Variable_List":{"SOFTWALLTIME_SET":9900}}}}"""
+
+
+def settings(**over):
+    return load_settings(None, environ={}, overrides={"dsn": "postgresql:///x", **over})
+
+
+def history(rows):
+    def fetch(user, limit, with_walltime_only):
+        return rows.get(user, [])[:limit]
+
+    return fetch
+
+
+def jobs():
+    return {k: r.job_from_qstat(k, v) for k, v in parse_qstat_json(QSTAT).items()}
+
+
+def test_job_from_recorded_qstat():
+    j = jobs()
+    ours = j["70.pbshost"]
+    assert (ours.user, ours.queue, ours.state) == ("alice", "workq", "Q")
+    assert (ours.walltime, ours.walltime_s, ours.soft_s, ours.mark) == (
+        "10:00:00",
+        10 * H,
+        9900,
+        "9900",
+    )
+    assert r.is_ours(ours)
+    # user from Job_Owner when euser is missing; a manager's value does not match the mark
+    assert j["72.pbshost"].user == "bob" and not r.is_ours(j["72.pbshost"])
+    assert not r.is_ours(j["71.pbshost"])
+
+
+def test_qstat_output_that_is_not_json_is_one_error():
+    with pytest.raises(PbsError, match="not JSON"):
+        parse_qstat_json("qstat: Unknown Job Id")
+    assert parse_qstat_json('{"pbs_version":"23.06.06"}') == {}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (9900, 18900, True),
+        (9900, 10800, False),  # 900 s > 300 s but only 9 %
+        (9900, 9000, False),
+        (1000, 1200, False),  # 20 % but only 200 s
+        (1000, 1400, True),
+        (20000, 17000, True),  # shrinking counts too
+    ],
+)
+def test_threshold_needs_both_percent_and_seconds(old, new, expected):
+    assert r.significant(old, new, 10, 300) is expected
+
+
+def test_plans():
+    j = jobs()
+    s = settings()
+    fetch = history({"alice": [(5 * H, 10 * H), (H, 4 * H)], "bob": [(H, 2 * H)]})
+    plan = r.plan_job(j["70.pbshost"], s, fetch)
+    assert (plan.action, plan.new_s) == ("change", 5 * H + 900)
+    assert r.plan_job(j["71.pbshost"], s, fetch).reason == "not queued"
+    assert r.plan_job(j["72.pbshost"], s, fetch).reason == "set by a manager"
+    # same history as at qsub: unchanged
+    same = history({"alice": [(H, 4 * H), (2 * H, 10 * H)]})
+    assert r.plan_job(j["70.pbshost"], s, same).action == "unchanged"
+    # a move below the thresholds: unchanged
+    small = r.plan_job(j["70.pbshost"], settings(refresh_min_change_pct=100), fetch)
+    assert (small.action, small.reason) == ("unchanged", "below threshold")
+    # the user's history is gone: the walltime, as the hook would set it
+    assert r.plan_job(j["70.pbshost"], s, history({})).new_s == 10 * H
+    assert r.plan_job(j["70.pbshost"], settings(users_deny=["alice"]), fetch).reason == (
+        "user or queue lists"
+    )
+
+
+def test_never_above_walltime_and_never_shrink_to_fit():
+    attrs = json.loads(QSTAT)["Jobs"]["70.pbshost"]
+    attrs["Resource_List"]["walltime"] = "04:00:00"
+    capped = r.plan_job(
+        r.job_from_qstat("1.x", attrs), settings(), history({"alice": [(10 * H, 10 * H)]})
+    )
+    assert (capped.action, capped.new_s) == ("change", 4 * H)
+    attrs["Resource_List"]["min_walltime"] = "01:00:00"
+    assert r.plan_job(r.job_from_qstat("1.x", attrs), settings(), history({})).reason == (
+        "shrink-to-fit"
+    )
+
+
+def test_summary_line():
+    s = r.Summary(seen=5, changed=2, unchanged=1, errors=1, elapsed_s=0.25)
+    s.skipped.update({"set by a manager": 1, "no prediction": 1})
+    assert s.line() == (
+        "refresh: 5 queued jobs seen, 2 changed, 1 unchanged, 2 skipped "
+        "(no prediction 1, set by a manager 1), 1 errors in 0.2 s"
+    )
+
+
+def test_qmgr_hook_listing():
+    text = textwrap.dedent("""\
+        Hook softwalltime
+            type = site
+            enabled = true
+            event = queuejob,modifyjob,runjob
+            alarm = 5
+            order = 1
+        """)
+    hook = r.parse_qmgr_hook(text)
+    assert hook["enabled"] == "true" and hook["event"] == "queuejob,modifyjob,runjob"
+    assert r.parse_qmgr_hook("") == {}
+
+
+def test_lock_is_exclusive_across_processes(tmp_path):
+    path = str(tmp_path / "lock")
+    with r.RunLock(path):
+        other = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"from softwalltime.pbsserver import refresh as r\nwith r.RunLock({path!r}): pass",
+            ],  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert other.returncode == 1 and "another refresh holds" in other.stderr
+    with r.RunLock(path):  # released
+        pass
+
+
+def test_pbs_conf_and_command_prefix(tmp_path):
+    conf = tmp_path / "pbs.conf"
+    conf.write_text("PBS_EXEC=/opt/pbs2\nPBS_HOME=/var/spool/pbs2\n# comment\n")
+    pbs = Pbs.from_settings(settings(pbs_command_prefix=["/usr/bin/env"]), read_pbs_conf(str(conf)))
+    assert pbs.argv("qstat", "-B") == ["/usr/bin/env", "/opt/pbs2/bin/qstat", "-B"]
+    assert pbs.home == "/var/spool/pbs2"
+    with pytest.raises(PbsError, match="No such file"):
+        pbs.check("qstat", "-B")  # env: /opt/pbs2/bin/qstat: No such file or directory
+    assert read_pbs_conf(str(tmp_path / "missing")) == {}
+
+
+def run_cli(capsys, tmp_path, *args):
+    from softwalltime.cli import main
+
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"pbs_exec": str(tmp_path / "nopbs")}))
+    code = main(["--config", str(cfg), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_exit_2_when_it_cannot_run(capsys, tmp_path):
+    lock = str(tmp_path / "lock")
+    code, out, err = run_cli(capsys, tmp_path, "refresh", "--lock-file", lock)
+    assert code == 2 and out == ""
+    assert err == (
+        f"softwalltime refresh: error: {tmp_path}/nopbs/bin/qmgr: not found"
+        " (set pbs_exec or PBS_EXEC in /etc/pbs.conf)\n"
+    )
+    with r.RunLock(lock):
+        code, out, err = run_cli(capsys, tmp_path, "refresh", "--lock-file", lock)
+    assert code == 2 and err.startswith(
+        f"softwalltime refresh: error: another refresh holds {lock}"
+    )
+
+
+def recorded_pbs(tmp_path, jobs_json: str) -> Pbs:
+    """A PBS_EXEC whose qstat prints recorded output (no server needed)."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "qstat.json").write_text(jobs_json)
+    qstat = tmp_path / "bin" / "qstat"
+    qstat.write_text(f"#!/bin/sh\ncat {tmp_path / 'qstat.json'}\n")
+    qstat.chmod(0o755)
+    return Pbs(exec_dir=str(tmp_path))
+
+
+def test_a_pass_is_bounded_by_changes_and_time(tmp_path):
+    data = json.loads(QSTAT)
+    for n in range(3):  # three more of alice's jobs, queued earlier than 70
+        job = json.loads(json.dumps(data["Jobs"]["70.pbshost"]))
+        job["qtime"] = 1795919000 + n
+        data["Jobs"][f"{60 + n}.pbshost"] = job
+    pbs = recorded_pbs(tmp_path, json.dumps(data))
+    fetch = history({"alice": [(5 * H, 10 * H)]})
+    lines: list[str] = []
+    summary = r.refresh(pbs, settings(), dry_run=True, max_changes=2, fetch=fetch, out=lines.append)
+    assert summary.line().startswith(
+        "refresh: 5 queued jobs seen, 2 would change, 0 unchanged, 3 skipped"
+        " (max changes 3), 0 errors"
+    )
+    assert [x.split()[0] for x in lines] == ["60.pbshost", "61.pbshost"]  # the oldest first
+    summary = r.refresh(pbs, settings(), dry_run=True, time_budget_s=0, fetch=fetch)
+    assert (summary.changed, dict(summary.skipped)) == (0, {"time budget": 5})
