@@ -125,3 +125,24 @@ def test_closed_pipe_is_quiet():
     os.close(write_end)
     assert proc.returncode == 141
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+def _all_help_texts():
+    """(command path, --help text) for the top parser and every (nested) subcommand."""
+    out = []
+    todo = [("softwalltime", cli.build_parser())]
+    while todo:
+        name, parser = todo.pop()
+        out.append((name, parser.format_help()))
+        for action in parser._actions:
+            if action.__class__.__name__ == "_SubParsersAction":
+                todo.extend((f"{name} {sub}", p) for sub, p in action.choices.items())
+    return out
+
+
+def test_no_help_names_a_development_checkout_path():
+    # Issue 9 item 18: '../shared/...' exists only beside a development worktree.
+    texts = _all_help_texts()
+    assert len(texts) > 5
+    offenders = [name for name, text in texts if "../shared" in text or "shared/data" in text]
+    assert offenders == []

@@ -41,8 +41,14 @@ class Block(NamedTuple):
     commands: list[Command]
 
 
-def blocks() -> list[Block]:
-    lines = README.read_text(encoding="utf-8").splitlines()
+def blocks(text: str) -> list[Block]:
+    lines = text.splitlines()
+    for n, line in enumerate(lines, 1):
+        if line.strip().startswith("<!-- readme:") and not _MARKER_RE.match(line.strip()):
+            raise AssertionError(
+                f"README.md:{n}: bad marker {line.strip()!r} (want '<!-- readme: not run: "
+                "REASON -->' or '<!-- readme: output varies -->')"
+            )
     found = []
     i = 0
     while i < len(lines):
@@ -74,8 +80,9 @@ def blocks() -> list[Block]:
     return found
 
 
-BLOCKS = blocks()
+BLOCKS = blocks(README.read_text(encoding="utf-8"))
 RUN = [b for b in BLOCKS if not b.marker.startswith("not run")]
+NOT_RUN = [b for b in BLOCKS if b.marker.startswith("not run")]
 
 
 def test_every_example_is_run_or_says_why_not():
@@ -84,6 +91,32 @@ def test_every_example_is_run_or_says_why_not():
         assert block.commands, f"README.md:{block.line}: a console block without a command"
         if block.marker.startswith("not run"):
             assert len(block.marker) > len("not run: ") + 5, f"README.md:{block.line}"
+
+
+@pytest.mark.parametrize("block", NOT_RUN, ids=[f"README.md:{b.line} {b.marker}" for b in NOT_RUN])
+def test_readme_example_not_run(block):
+    # Listed with its reason in the test id, so what is not run is in every report.
+    assert block.commands, f"README.md:{block.line}: a console block without a command"
+    assert len(block.marker) > len("not run: ") + 5, f"README.md:{block.line}: reason too short"
+
+
+@pytest.mark.parametrize(
+    "marker",
+    ["<!-- readme: not run -->", "<!-- readme: not run: -->", "<!-- readme: skip -->"],
+)
+def test_a_marker_without_a_reason_is_refused(marker):
+    with pytest.raises(AssertionError, match="bad marker"):
+        blocks(f"text\n{marker}\n```console\n$ true\n```\n")
+
+
+def test_blocks_parse_commands_continuations_and_output():
+    text = (
+        "<!-- readme: output varies -->\n```console\n$ echo a \\\n  b\nab\n"
+        "$ false\n```\n\n```sh\n$ not a console block\n```\n"
+    )
+    (block,) = blocks(text)
+    assert block.marker == "varies"
+    assert block.commands == [Command("echo a \n  b", ["ab"]), Command("false", [])]
 
 
 def _matches(expected: str, actual: str) -> bool:

@@ -65,7 +65,7 @@ Each SOURCE is simulated on its own; --jobs N runs the configurations in N proce
 
 EPILOG = """\
 examples:
-  softwalltime simulate ../shared/data/traces/HPC2N-2002-2.2-cln.swf.gz
+  softwalltime simulate HPC2N-2002-2.2-cln.swf.gz
   softwalltime simulate --procs 2176 --estimates users,v3 --correction power trace.swf.gz
   softwalltime simulate --procs 64 --json /var/spool/pbs/server_priv/accounting
 """
