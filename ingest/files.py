@@ -48,7 +48,9 @@ class LogFile(NamedTuple):
     compressed: bool  # gzip: offsets count uncompressed bytes
     inode: int
     size: int  # on-disk size (compressed size for .gz)
-    fingerprint: Optional[str]  # SHA-1 of the first complete line; None if there is none yet
+    # "<SHA-1 of the first complete line> head=<SHA-1 of the first bytes>:<their count>"
+    # (at most HEAD_BYTES); None while there is no complete line yet
+    fingerprint: Optional[str]
     gz_isize: Optional[int]  # uncompressed size mod 2**32 from the gzip trailer
     os_path: str = ""  # the name to open (differs from path only for non-UTF-8 names)
 
@@ -151,6 +153,41 @@ def _first_line_hash(fh: IO[bytes]) -> Optional[str]:
     return hashlib.sha1(head).hexdigest()
 
 
+# Bytes of a file's start whose hash is part of its identity: an inode reused at once (ext4
+# does) by a new file with the same first line must not pass for the file read before.
+HEAD_BYTES = 4 << 10
+
+
+def _head_hash(name: str, compressed: bool, length: int) -> Optional[str]:
+    """SHA-1 of the first ``length`` bytes (uncompressed), None if the file is shorter."""
+    with _open(name, compressed) as fh:
+        head = fh.read(length)
+    return hashlib.sha1(head).hexdigest() if len(head) == length else None
+
+
+def same_start(f: LogFile, fingerprint: str) -> bool:
+    """Whether ``f`` begins as the file a checkpoint's ``fingerprint`` was taken from.
+
+    A checkpoint of an older version has the first line's hash only; then that decides.
+
+    :raises FileError: the file cannot be read
+    """
+    assert f.fingerprint is not None
+    line, _, head = fingerprint.partition(" head=")
+    if line != f.fingerprint.partition(" head=")[0]:
+        return False
+    if not head:
+        return True
+    digest, _, length = head.partition(":")
+    mine, _, my_length = f.fingerprint.partition(" head=")[2].partition(":")
+    if length == my_length:
+        return digest == mine
+    try:
+        return _head_hash(f.name, f.compressed, int(length)) == digest
+    except (OSError, EOFError, zlib.error, ValueError) as err:
+        raise FileError(f"{f.path}: cannot read: {_reason(err)}") from err
+
+
 def inspect(path: str) -> LogFile:
     """Stat a file and fingerprint its first line.
 
@@ -166,6 +203,10 @@ def inspect(path: str) -> LogFile:
         isize = None
         with _open(path, compressed) as fh:
             fingerprint = _first_line_hash(fh)
+            if fingerprint is not None:
+                fh.seek(0)
+                head = fh.read(HEAD_BYTES)
+                fingerprint += f" head={hashlib.sha1(head).hexdigest()}:{len(head)}"
         if compressed:
             with open(path, "rb") as raw:
                 raw.seek(-4, os.SEEK_END)
@@ -215,24 +256,26 @@ def plan(
     if f.fingerprint is None:
         return Plan(0, 0, "unchanged", None)
     if checkpoint is None:
-        moved = by_identity.get((f.inode, f.fingerprint))
-        if moved is not None and moved.path != f.path:
+        moved = by_identity.get((f.inode, f.fingerprint.partition(" head=")[0]))
+        if moved is not None and moved.path != f.path and same_start(f, moved.fingerprint):
             if f.compressed or f.size >= moved.byte_offset:
                 note = f"renamed from {moved.path}; resuming at byte {moved.byte_offset}"
                 return Plan(moved.byte_offset, moved.line_number, "renamed", note)
         return Plan(0, 0, "new", None)
-    if checkpoint.fingerprint != f.fingerprint or checkpoint.inode != f.inode:
-        return Plan(0, 0, "replaced", "replaced (different first line or inode); reading it again")
+    if checkpoint.inode != f.inode:
+        return Plan(0, 0, "replaced", "replaced (different inode); reading it again")
+    if not f.compressed and f.size < checkpoint.byte_offset:
+        note = (
+            f"truncated to {f.size} bytes (was read to {checkpoint.byte_offset}); reading it again"
+        )
+        return Plan(0, 0, "truncated", note)
+    if not same_start(f, checkpoint.fingerprint):
+        return Plan(0, 0, "replaced", "replaced (different first line or start); reading it again")
     if f.compressed:
         assert f.gz_isize is not None
         if checkpoint.byte_offset % (1 << 32) == f.gz_isize:
             return Plan(checkpoint.byte_offset, checkpoint.line_number, "unchanged", None)
         return Plan(checkpoint.byte_offset, checkpoint.line_number, "grown", None)
-    if f.size < checkpoint.byte_offset:
-        note = (
-            f"truncated to {f.size} bytes (was read to {checkpoint.byte_offset}); reading it again"
-        )
-        return Plan(0, 0, "truncated", note)
     if f.size == checkpoint.byte_offset:
         return Plan(checkpoint.byte_offset, checkpoint.line_number, "unchanged", None)
     return Plan(checkpoint.byte_offset, checkpoint.line_number, "grown", None)
@@ -322,11 +365,11 @@ class Reader:
 def index_checkpoints(
     checkpoints: Mapping[str, Checkpoint],
 ) -> Dict[Tuple[int, str], Checkpoint]:
-    """Checkpoints by (inode, fingerprint), to recognise a file renamed by rotation."""
+    """Checkpoints by (inode, first line hash), to recognise a file renamed by rotation."""
     out: Dict[Tuple[int, str], Checkpoint] = {}
     for cp in checkpoints.values():
         if cp.inode is not None:
-            out[(cp.inode, cp.fingerprint)] = cp
+            out[(cp.inode, cp.fingerprint.partition(" head=")[0])] = cp
     return out
 
 

@@ -280,7 +280,7 @@ def test_truncated_and_replaced_files_are_read_again(capsys, fresh_dsn, tmp_path
     log.write_text("".join(e_line(template_e, n) for n in range(60, 70)))
     code, out, _ = ingest(capsys, fresh_dsn, str(log))
     assert code == 0
-    assert "replaced (different first line or inode)" in out
+    assert "replaced (different first line or start)" in out
     assert count(fresh_dsn) == 17
     assert checkpoint(fresh_dsn, log) == (log.stat().st_size, 10)
 
@@ -693,6 +693,32 @@ def test_a_dead_commit_thread_is_an_error_not_a_hang(capsys, fresh_dsn, template
     assert code == 1
     assert "a batch could not be stored (UnicodeEncodeError" in err
     assert count(fresh_dsn) == 0
+
+
+def test_a_reused_inode_with_the_same_first_line_is_not_taken_for_a_rename(
+    capsys, fresh_dsn, tmp_path, template_e
+):
+    """Issue 9 item 6: ext4 reuses inodes at once; a new file with the old one's inode and
+    first line looked renamed and was resumed at the old offset (5 of 500 rows stored)."""
+    old = tmp_path / "20261120"
+    old.write_text("".join(e_line(template_e, n) for n in range(500)))
+    assert ingest(capsys, fresh_dsn, str(old))[0] == 0
+    new = tmp_path / "20261121"
+    old.rename(new)  # the same inode under a new name ...
+    with open(new, "w") as fh:  # ... holding a new log that starts with the same line
+        fh.write(e_line(template_e, 0) + "".join(e_line(template_e, n) for n in range(1000, 1504)))
+    code, out, _ = ingest(capsys, fresh_dsn, str(new))
+    assert code == 0 and "renamed from" not in out
+    assert count(fresh_dsn) == 500 + 504
+    assert checkpoint(fresh_dsn, new) == (new.stat().st_size, 505)
+    # a real rotation (rename, then growth) is still followed
+    rotated = tmp_path / "rotated"
+    new.rename(rotated)
+    with open(rotated, "a") as fh:
+        fh.write(e_line(template_e, 2000))
+    code, out, _ = ingest(capsys, fresh_dsn, str(rotated))
+    assert code == 0 and "renamed from" in out
+    assert summary_row(out, "E") == (1, 1, 0, 0)
 
 
 def test_worker_processes_give_the_same_result(capsys, fresh_dsn, big_log):
