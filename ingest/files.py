@@ -9,8 +9,8 @@ without fsync, so the last line of the live file may still be growing.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
+import io
 import logging
 import os
 import re
@@ -111,7 +111,7 @@ def default_directory(environ: Mapping[str, str]) -> str:
 
 
 def find_files(directory: str) -> List[str]:
-    """Regular files in ``directory`` (not hidden), sorted by name (PBS names them YYYYMMDD).
+    """Entries of ``directory`` (not hidden), sorted by name (PBS names them YYYYMMDD).
 
     :raises FileError: the directory does not exist or cannot be listed
     """
@@ -127,11 +127,10 @@ def find_files(directory: str) -> List[str]:
         if name.startswith("."):
             continue
         path = os.path.join(directory, name)
-        try:
-            if stat.S_ISREG(os.stat(path).st_mode):
-                found.append(os.path.abspath(path))
-        except OSError:
-            continue  # vanished between listdir and stat
+        if os.path.lexists(path):  # else vanished between listdir and now
+            # directories, FIFOs and dangling links too: the caller reports those named like
+            # accounting files (inspect() says what they are), as on the command line
+            found.append(os.path.abspath(path))
     return found
 
 
@@ -140,17 +139,90 @@ def _is_gzip(path: str) -> bool:
         return fh.read(2) == _GZIP_MAGIC
 
 
+class ArchiveTruncated(EOFError):
+    """A gzip archive ends inside a member: what came before it was read."""
+
+
+def _gunzip(raw: IO[bytes]) -> Iterator[bytes]:
+    """Decompressed data of every member of a gzip file, in pieces of CHUNK_BYTES at most.
+
+    :raises ArchiveTruncated: at the end, if the archive ends inside a member
+    :raises zlib.error: corrupt data
+    """
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    in_member = False
+    while True:
+        buf = raw.read(1 << 20)
+        if not buf:
+            break
+        while buf:
+            out = d.decompress(buf, CHUNK_BYTES)
+            in_member = True
+            if out:
+                yield out
+            if d.eof:
+                buf = d.unused_data
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                in_member = False
+                if not buf.strip(b"\0"):
+                    buf = b""  # zero padding after the last member, as gzip allows
+            else:
+                buf = d.unconsumed_tail
+    if in_member:
+        rest = d.flush()
+        if rest:
+            yield rest
+        raise ArchiveTruncated("the archive is truncated (it ends inside a gzip member)")
+
+
+class _Gunzip(io.RawIOBase):
+    """A readable file of every member of a gzip archive (GzipFile reads them too, but
+    refuses a truncated archive whole): a truncated one gives all its readable data, and
+    ArchiveTruncated only when that is used up."""
+
+    def __init__(self, path: str) -> None:
+        self._raw = open(path, "rb")
+        self._pieces = _gunzip(self._raw)
+        self._buf = b""
+        self._end = False
+        self._error: Optional[ArchiveTruncated] = None
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: Optional[int] = -1) -> bytes:
+        want = CHUNK_BYTES if size is None or size < 0 else size
+        while len(self._buf) < want and not self._end and self._error is None:
+            try:
+                self._buf += next(self._pieces)
+            except StopIteration:
+                self._end = True
+            except ArchiveTruncated as err:
+                self._error = err
+        if not self._buf and self._error is not None:
+            raise self._error
+        out, self._buf = self._buf[:want], self._buf[want:]
+        return out
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
 def _open(path: str, compressed: bool) -> IO[bytes]:
     if compressed:
-        return cast(IO[bytes], gzip.open(path, "rb"))
+        return cast(IO[bytes], _Gunzip(path))
     return open(path, "rb")
 
 
-def _first_line_hash(fh: IO[bytes]) -> Optional[str]:
-    head = fh.readline(FINGERPRINT_MAX)
-    if not head.endswith(b"\n") and len(head) < FINGERPRINT_MAX:
+def _first_line_hash(start: bytes) -> Optional[str]:
+    """SHA-1 of the first line in ``start`` (the file's first bytes), at most FINGERPRINT_MAX."""
+    nl = start.find(b"\n", 0, FINGERPRINT_MAX)
+    if nl >= 0:
+        return hashlib.sha1(start[: nl + 1]).hexdigest()
+    if len(start) < FINGERPRINT_MAX:
         return None  # no complete line yet: nothing to identify, nothing to consume
-    return hashlib.sha1(head).hexdigest()
+    return hashlib.sha1(start[:FINGERPRINT_MAX]).hexdigest()
 
 
 # Bytes of a file's start whose hash is part of its identity: an inode reused at once (ext4
@@ -165,6 +237,23 @@ def _head_hash(name: str, compressed: bool, length: int) -> Optional[str]:
     return hashlib.sha1(head).hexdigest() if len(head) == length else None
 
 
+def fingerprint_parts(fingerprint: str) -> Tuple[str, str, str, Optional[int]]:
+    """``(first line hash, head hash, head length, archive size)`` of a stored fingerprint.
+
+    ``"<line sha1> head=<sha1>:<length>[ z<bytes>]"``; older checkpoints hold the line's
+    hash alone. ``z``: the on-disk size of an archive that was read to its end.
+    """
+    line, _, rest = fingerprint.partition(" head=")
+    head, _, archive = rest.partition(" z")
+    digest, _, length = head.partition(":")
+    return line, digest, length, int(archive) if archive.isdigit() else None
+
+
+def archive_read(fingerprint: str, size: int) -> str:
+    """The fingerprint of an archive read to its end at ``size`` bytes on disk."""
+    return fingerprint.partition(" z")[0] + f" z{size}"
+
+
 def same_start(f: LogFile, fingerprint: str) -> bool:
     """Whether ``f`` begins as the file a checkpoint's ``fingerprint`` was taken from.
 
@@ -173,13 +262,12 @@ def same_start(f: LogFile, fingerprint: str) -> bool:
     :raises FileError: the file cannot be read
     """
     assert f.fingerprint is not None
-    line, _, head = fingerprint.partition(" head=")
-    if line != f.fingerprint.partition(" head=")[0]:
+    line, digest, length, _size = fingerprint_parts(fingerprint)
+    my_line, mine, my_length, _ = fingerprint_parts(f.fingerprint)
+    if line != my_line:
         return False
-    if not head:
+    if not digest:
         return True
-    digest, _, length = head.partition(":")
-    mine, _, my_length = f.fingerprint.partition(" head=")[2].partition(":")
     if length == my_length:
         return digest == mine
     try:
@@ -202,11 +290,13 @@ def inspect(path: str) -> LogFile:
         compressed = _is_gzip(path)
         isize = None
         with _open(path, compressed) as fh:
-            fingerprint = _first_line_hash(fh)
-            if fingerprint is not None:
-                fh.seek(0)
-                head = fh.read(HEAD_BYTES)
-                fingerprint += f" head={hashlib.sha1(head).hexdigest()}:{len(head)}"
+            start = fh.read(HEAD_BYTES)
+            if len(start) == HEAD_BYTES and b"\n" not in start:  # a first line this long
+                start += fh.read(FINGERPRINT_MAX - HEAD_BYTES)
+        fingerprint = _first_line_hash(start)
+        if fingerprint is not None:
+            head = start[:HEAD_BYTES]
+            fingerprint += f" head={hashlib.sha1(head).hexdigest()}:{len(head)}"
         if compressed:
             with open(path, "rb") as raw:
                 raw.seek(-4, os.SEEK_END)
@@ -273,7 +363,12 @@ def plan(
         return Plan(0, 0, "replaced", "replaced (different first line or start); reading it again")
     if f.compressed:
         assert f.gz_isize is not None
-        if checkpoint.byte_offset % (1 << 32) == f.gz_isize:
+        read_to = fingerprint_parts(checkpoint.fingerprint)[3]
+        # The trailer gives the size of the last member only: a multi-member archive read to
+        # its end is known by its size on disk (checkpoints of older versions: the trailer).
+        if read_to == f.size or (
+            read_to is None and checkpoint.byte_offset % (1 << 32) == f.gz_isize
+        ):
             return Plan(checkpoint.byte_offset, checkpoint.line_number, "unchanged", None)
         return Plan(checkpoint.byte_offset, checkpoint.line_number, "grown", None)
     if f.size == checkpoint.byte_offset:

@@ -31,6 +31,7 @@ from .files import (
     LogFile,
     Plan,
     Reader,
+    archive_read,
     find_files,
     index_checkpoints,
     inspect,
@@ -342,9 +343,14 @@ class Ingester:
         s = self.summary
         if isinstance(item, _FileEnd):
             f = item.f
+            fingerprint = f.fingerprint or ""
+            if f.compressed and item.error is None and fingerprint:
+                # read to its end: known by its size on disk (its trailer covers the last
+                # member only)
+                fingerprint = archive_read(fingerprint, f.size)
             if item.end != 0 or f.path in self.checkpoints:
                 self.checkpoints[f.path] = Checkpoint(
-                    f.path, f.inode, f.fingerprint or "", item.end, item.lineno
+                    f.path, f.inode, fingerprint, item.end, item.lineno
                 )
             if item.error is not None:
                 self._fail(item.error)

@@ -721,6 +721,60 @@ def test_a_reused_inode_with_the_same_first_line_is_not_taken_for_a_rename(
     assert summary_row(out, "E") == (1, 1, 0, 0)
 
 
+def test_a_multi_member_archive_read_to_its_end_is_unchanged_next_time(
+    capsys, fresh_dsn, tmp_path, template_e
+):
+    """Issue 9 item 8: its trailer gives the size of the last member only, so a
+    multi-member .gz was reported "grown" and decompressed again at every run."""
+    archive = tmp_path / "20261120.gz"
+    with open(archive, "wb") as fh:
+        for part in range(3):  # as `cat a.gz b.gz c.gz` makes
+            fh.write(
+                gzip.compress(
+                    "".join(e_line(template_e, 10 * part + i) for i in range(10)).encode()
+                )
+            )
+    code, out, _ = ingest(capsys, fresh_dsn, str(archive))
+    assert code == 0 and count(fresh_dsn) == 30 and "(1 new)" in out
+    code, out, _ = ingest(capsys, fresh_dsn, str(archive))
+    assert code == 0 and "(1 unchanged)" in out and "0 records" in out
+
+
+def test_a_truncated_archive_gives_its_readable_part_and_an_error(
+    capsys, caplog, fresh_dsn, tmp_path, template_e
+):
+    """Issue 9 item 8: a truncated .gz was refused whole, readable part included."""
+    data = gzip.compress("".join(e_line(template_e, i) for i in range(3000)).encode())
+    archive = tmp_path / "20261120.gz"
+    archive.write_bytes(data[: len(data) * 2 // 3])
+    code, out, err = ingest(capsys, fresh_dsn, str(archive))
+    assert code == 1
+    assert "the archive is truncated (it ends inside a gzip member)" in caplog.text
+    assert 1000 < count(fresh_dsn) < 3000  # what could be read is stored
+    stored = count(fresh_dsn)
+    offset, lines = checkpoint(fresh_dsn, archive)
+    assert lines == stored  # and checkpointed exactly
+
+
+def test_odd_entries_named_like_logs_in_the_directory_are_reported(
+    capsys, caplog, fresh_dsn, tmp_path, template_e
+):
+    """Issue 9 item 8: in --dir mode a directory, FIFO or dangling symlink named YYYYMMDD
+    was skipped silently (on the command line it is reported)."""
+    acct = tmp_path / "accounting"
+    acct.mkdir()
+    (acct / "20261120").write_text(e_line(template_e, 1))
+    (acct / "20261121").mkdir()
+    os.mkfifo(acct / "20261122")
+    (acct / "20261123").symlink_to(tmp_path / "gone")
+    code, out, err = ingest(capsys, fresh_dsn, "--dir", str(acct))
+    assert code == 1 and count(fresh_dsn) == 1
+    assert "3 unusable" in out and "3 file(s) could not be read" in err
+    for name in ("20261121", "20261122"):
+        assert f"{acct / name}: not a regular file" in caplog.text
+    assert f"{acct / '20261123'}: cannot read" in caplog.text
+
+
 def test_worker_processes_give_the_same_result(capsys, fresh_dsn, big_log):
     path, n = big_log
     code, out, _ = ingest(capsys, fresh_dsn, "--workers", "2", "--batch-size", "3000", str(path))
