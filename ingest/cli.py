@@ -10,8 +10,9 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
+from softwalltime.cli.argtypes import whole_number
 from softwalltime.errors import ConfigError, SoftwalltimeError
 from softwalltime.hookpath.config import Settings, require_dsn
 
@@ -25,21 +26,6 @@ DESCRIPTION = (
     "Examples: softwalltime ingest    (the accounting directory) | "
     "softwalltime ingest --server pbs01 /archive/2024*.gz    (backfill archives)"
 )
-
-
-def _at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number >= ``minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-
-    return parse
 
 
 # A PBS server name is a host name: nothing that COPY's text format would have to escape.
@@ -74,14 +60,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--batch-size",
-        type=_at_least(1),
+        type=whole_number(1),
         default=DEFAULT_BATCH_SIZE,
         metavar="N",
         help="stored records per transaction (default: %(default)s)",
     )
     parser.add_argument(
         "--workers",
-        type=_at_least(0),
+        type=whole_number(0),
         default=0,
         metavar="N",
         help="parse in N worker processes when there is much to read (backfills on a host "

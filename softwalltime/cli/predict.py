@@ -5,22 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..errors import ParseError
 from ..hookpath import calibrated, lookup
 from ..hookpath.config import PREDICTORS, Settings
 from ..hookpath.decide import EVENTS, decide
 from ..hookpath.predict import HistoryRow, PredictorParams
-from ..units import format_duration, parse_duration
-
-
-def _duration(text: str) -> int:
-    try:
-        seconds = parse_duration(text)
-    except ParseError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"walltime must be positive: {text!r}")
-    return seconds
+from ..units import format_duration
+from .argtypes import positive_duration
 
 
 def register(sub: Any) -> None:
@@ -36,7 +26,7 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--user", required=True, help="PBS user name (euser)")
     parser.add_argument(
-        "--walltime", required=True, type=_duration, help="requested walltime, [[H:]M:]S"
+        "--walltime", required=True, type=positive_duration, help="requested walltime, [[H:]M:]S"
     )
     parser.add_argument(
         "--predictor", choices=PREDICTORS, help="predictor (default: from the settings, v3)"

@@ -10,26 +10,7 @@ from ..errors import SoftwalltimeError
 from ..hookpath.config import Settings
 from ..pbsserver import refresh as lib
 from ..pbsserver.commands import Pbs
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
-    return value
+from .argtypes import positive_number, whole_number
 
 
 def register(sub: Any) -> None:
@@ -50,13 +31,13 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--time-budget",
-        type=_positive,
+        type=positive_number,
         metavar="S",
         help="stop after S seconds (default: refresh_time_budget_s, 240)",
     )
     parser.add_argument(
         "--max-changes",
-        type=_count,
+        type=whole_number(0),
         metavar="N",
         help="alter at most N jobs per run (default: refresh_max_changes, 2000)",
     )

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import ConfigError
 from ..hookpath.config import Settings
+from .argtypes import whole_number
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +96,10 @@ def register(sub: Any) -> None:
         default="pbs",
         help="what happens when a job outlives its estimate (default: %(default)s)",
     )
-    p.add_argument("--procs", type=_positive, metavar="N", help="processors of the machine")
+    p.add_argument("--procs", type=whole_number(1), metavar="N", help="processors of the machine")
     p.add_argument(
         "--backfill-depth",
-        type=_positive,
+        type=whole_number(1),
         default=1,
         metavar="K",
         help="reservations (PBS backfill_depth; 1 = EASY, the default)",
@@ -113,7 +114,10 @@ def register(sub: Any) -> None:
         "as PBS's scheduler does at its next cycle)",
     )
     p.add_argument(
-        "--refresh-every", type=_positive, metavar="MIN", help="refresh queued jobs' estimates"
+        "--refresh-every",
+        type=whole_number(1),
+        metavar="MIN",
+        help="refresh queued jobs' estimates",
     )
     p.add_argument(
         "--refresh-pct",
@@ -132,19 +136,13 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--plot", metavar="DIR", help="also write PNG box plots into DIR (matplotlib)")
     p.add_argument(
-        "--jobs", type=_positive, default=1, metavar="N", help="parallel processes (default: 1)"
+        "--jobs",
+        type=whole_number(1),
+        default=1,
+        metavar="N",
+        help="parallel processes (default: 1)",
     )
     p.set_defaults(func=run_simulate)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
 
 
 def _sources(text: str) -> List[str]:

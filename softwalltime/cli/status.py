@@ -6,21 +6,11 @@ import argparse
 import sys
 from typing import Any
 
-from ..errors import ParseError, SoftwalltimeError
+from ..errors import SoftwalltimeError
 from ..hookpath.config import Settings
 from ..pbsserver import status as lib
 from ..pbsserver.commands import Pbs
-from ..units import parse_duration
-
-
-def _duration(text: str) -> int:
-    try:
-        seconds = parse_duration(text)
-    except ParseError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return seconds
+from .argtypes import positive_duration
 
 
 def register(sub: Any) -> None:
@@ -39,14 +29,14 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--since",
-        type=_duration,
+        type=positive_duration,
         default=3600,
         metavar="DURATION",
         help="server log window, [[H:]M:]S (default: 1:00:00)",
     )
     parser.add_argument(
         "--ingest-max-age",
-        type=_duration,
+        type=positive_duration,
         default=3600,
         metavar="DURATION",
         help="the ingester is behind when unread records wait and no checkpoint was written "
