@@ -16,30 +16,39 @@ import pbs
 MARK = "SOFTWALLTIME_SET"
 
 
-def _current(entries):
-    """Put the config's sys_path first and forget a softwalltime that is not the one on
-    disk there now: pbs_server keeps modules between events, so an upgrade or a
-    reinstall elsewhere would otherwise meet stale modules until the interpreter restarts."""
+def _current(config):
+    """Import softwalltime from the config's sys_path, afresh when it changed on disk (an
+    upgrade: pbs_server keeps modules until its interpreter restarts). Three stat calls."""
+    package = sys.modules.get("softwalltime")
+    stamp = None
+    if config:
+        st = os.stat(config)
+        stamp = (config, st.st_ino, st.st_size, st.st_mtime_ns)
+    folders = getattr(package, "FOLDER_MTIMES", None) or {}
+    moved = any(_mtime(d) != m for d, m in folders.items())
+    if package is not None and getattr(package, "HOOK_CONFIG", None) == stamp and not moved:
+        return
+    with open(config or os.devnull, encoding="utf-8") as fh:
+        entries = (json.loads(fh.read() or "{}")).get("sys_path") or []
+    entries = entries.split(os.pathsep) if isinstance(entries, str) else entries
     sys.path[:0] = [p for p in entries if p not in sys.path]
-    loaded = [(n, m) for n, m in sys.modules.items() if n.split(".")[0] == "softwalltime"]
-    then = getattr(sys.modules.get("softwalltime"), "FILE_MTIMES", {})
     roots = tuple(os.path.join(os.path.abspath(p), "") for p in entries)
-    for _name, module in loaded:
-        path = os.path.abspath(getattr(module, "__file__", None) or "?")
-        now = os.path.getmtime(path) if os.path.exists(path) else None
-        if (roots and not path.startswith(roots)) or then.get(path, now) != now:
-            for name, _module in loaded:
-                del sys.modules[name]
-            return
+    where = os.path.abspath(getattr(package, "__file__", None) or "?")
+    if package is not None and (moved or (roots and not where.startswith(roots))):
+        for name in [n for n in sys.modules if n.split(".")[0] == "softwalltime"]:
+            del sys.modules[name]
+    import softwalltime
+
+    softwalltime.HOOK_CONFIG = stamp
+
+
+def _mtime(path):
+    return os.stat(path).st_mtime_ns if os.path.exists(path) else None
 
 
 def _main(e):
     config = pbs.hook_config_filename
-    entries = []
-    if config:
-        with open(config, encoding="utf-8") as fh:
-            entries = json.load(fh).get("sys_path") or []
-    _current(entries.split(os.pathsep) if isinstance(entries, str) else entries)
+    _current(config)
     from softwalltime.hookpath import calibrated, decide, hooklog, lookup
     from softwalltime.hookpath import config as swconfig
 

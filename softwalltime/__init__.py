@@ -13,29 +13,26 @@ from typing import Dict
 __version__ = "0.2.0"
 
 
-def _file_mtimes() -> Dict[str, float]:
-    """Modification time of every file of the package root and of the hook path."""
+def _folder_mtimes() -> Dict[str, int]:
+    """Modification times of the package's folder and of the hook path's folder.
+
+    An install or upgrade (pip) writes new files and renames them into place, which
+    changes their folder's modification time.
+    """
     here = os.path.dirname(os.path.abspath(__file__))
-    found = {}  # type: Dict[str, float]
+    found = {}  # type: Dict[str, int]
     for folder in (here, os.path.join(here, "hookpath")):
         try:
-            names = os.listdir(folder)
+            found[folder] = os.stat(folder).st_mtime_ns
         except OSError:
-            continue
-        for name in names:
-            if name.endswith(".py"):
-                path = os.path.join(folder, name)
-                try:
-                    found[path] = os.path.getmtime(path)
-                except OSError:
-                    pass
+            pass
     return found
 
 
-# The files as they were when this package was imported. pbs_server keeps modules between
-# hook events until its interpreter restarts; the hook compares these with the files on
+# The folders as they were when this package was imported. pbs_server keeps modules between
+# hook events until its interpreter restarts; the hook compares these with the folders on
 # disk to notice an upgrade and import again instead of running stale code.
-FILE_MTIMES = _file_mtimes()
+FOLDER_MTIMES = _folder_mtimes()
 
 # Library code logs; only entry points (cli.main, the ingester, the hook) attach handlers.
 logging.getLogger(__name__).addHandler(logging.NullHandler())
