@@ -1,5 +1,6 @@
 """History lookup against a real PostgreSQL: order, index use, caching, wall-clock bounds."""
 
+import os
 import time
 from datetime import timedelta
 
@@ -241,3 +242,25 @@ def test_history_scope_server_reads_only_that_servers_jobs(fresh_dsn):
     with pytest.raises(ConfigError, match="history_scope is 'server'"):
         lookup.fetcher(scoped, None)
     assert lookup.fetcher(scoped._replace(server="pbs02"))("alice", 5, True) == [(900, 1000)]
+
+
+def test_a_socket_numbered_above_1023_works(fresh_dsn):
+    """select() refuses descriptors of 1024 and more; a long-running pbs_server with many
+    open connections can hand such numbers to the hook's socket."""
+    import resource
+
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1100:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= 1100, "cannot raise the fd limit"
+    held = []
+    try:
+        while not held or held[-1] < 1030:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        lookup.close_cached()
+        assert lookup.recent_jobs(fresh_dsn, "alice", 2, reuse=False) == [(100, 1000)]
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -76,6 +76,21 @@ _I16 = struct.Struct("!h")
 _HDR = struct.Struct("!ci")
 
 
+def wait_ready(sock: Any, readable: bool, timeout_s: float) -> bool:
+    """Wait until ``sock`` is readable (or writable) or ``timeout_s`` passed; True if ready.
+
+    poll() where the platform has it: select() refuses a descriptor of 1024 or more, which a
+    long-running pbs_server with many connections may hand out, and costs more per call.
+    """
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLIN if readable else select.POLLOUT)
+        return bool(poller.poll(max(0.0, timeout_s) * 1000.0))
+    if readable:
+        return bool(select.select([sock], [], [], timeout_s)[0])
+    return bool(select.select([], [sock], [], timeout_s)[1])
+
+
 class PgError(DatabaseError):
     """An ErrorResponse from the server; ``sqlstate`` is its five-character code."""
 
@@ -196,11 +211,7 @@ class Connection:
         if remaining <= 0:
             self.close()
             raise Timeout("timed out waiting for the database server")
-        if readable:
-            ready = select.select([self._sock], [], [], remaining)[0]
-        else:
-            ready = select.select([], [self._sock], [], remaining)[1]
-        if not ready:
+        if not wait_ready(self._sock, readable, remaining):
             self.close()
             raise Timeout("timed out waiting for the database server")
 
@@ -573,7 +584,7 @@ def _open_socket(host: str, port: int, deadline: float) -> Any:
                 raise OSError(code, os.strerror(code))
             if code:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or not select.select([], [sock], [], remaining)[1]:
+                if remaining <= 0 or not wait_ready(sock, False, remaining):
                     raise Timeout(f"timed out connecting to {_where(host, port)}")
                 code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                 if code:
