@@ -332,7 +332,9 @@ class Plan(NamedTuple):
 
 
 def plan(
-    f: LogFile, checkpoint: Optional[Checkpoint], by_identity: Mapping[Tuple[int, str], Checkpoint]
+    f: LogFile,
+    checkpoint: Optional[Checkpoint],
+    by_identity: Mapping[Tuple[int, str], List[Checkpoint]],
 ) -> Plan:
     """Decide where to resume ``f`` from its checkpoint.
 
@@ -346,9 +348,10 @@ def plan(
     if f.fingerprint is None:
         return Plan(0, 0, "unchanged", None)
     if checkpoint is None:
-        moved = by_identity.get((f.inode, f.fingerprint.partition(" head=")[0]))
-        if moved is not None and moved.path != f.path and same_start(f, moved.fingerprint):
-            if f.compressed or f.size >= moved.byte_offset:
+        for moved in by_identity.get((f.inode, f.fingerprint.partition(" head=")[0]), ()):
+            if moved.path == f.path or not (f.compressed or f.size >= moved.byte_offset):
+                continue
+            if same_start(f, moved.fingerprint):
                 note = f"renamed from {moved.path}; resuming at byte {moved.byte_offset}"
                 return Plan(moved.byte_offset, moved.line_number, "renamed", note)
         return Plan(0, 0, "new", None)
@@ -459,12 +462,18 @@ class Reader:
 
 def index_checkpoints(
     checkpoints: Mapping[str, Checkpoint],
-) -> Dict[Tuple[int, str], Checkpoint]:
-    """Checkpoints by (inode, first line hash), to recognise a file renamed by rotation."""
-    out: Dict[Tuple[int, str], Checkpoint] = {}
+) -> Dict[Tuple[int, str], List[Checkpoint]]:
+    """Checkpoints by (inode, first line hash), to recognise a file renamed by rotation.
+
+    Several may share a key (an inode reused by a file with the same first line): all are
+    kept, furthest read first, and plan() takes the first the file still begins like.
+    """
+    out: Dict[Tuple[int, str], List[Checkpoint]] = {}
     for cp in checkpoints.values():
         if cp.inode is not None:
-            out[(cp.inode, cp.fingerprint.partition(" head=")[0])] = cp
+            out.setdefault((cp.inode, cp.fingerprint.partition(" head=")[0]), []).append(cp)
+    for found in out.values():
+        found.sort(key=lambda cp: (-cp.byte_offset, cp.path))
     return out
 
 
