@@ -255,7 +255,11 @@ class Ingester:
         # Archives count as big: their uncompressed size is unknown until read.
         work = sum(f.size - p.offset if not f.compressed else PARALLEL_MIN_BYTES for f, p in todo)
         if self.opts.workers > 0 and work >= PARALLEL_MIN_BYTES:
-            self._start_pool(self.opts.workers)
+            try:
+                self._start_pool(self.opts.workers)
+            except concurrent.futures.process.BrokenProcessPool as err:
+                self._abandon_pool()
+                raise SoftwalltimeError(_WORKER_DIED) from err
         self.committer = Committer(self.loader)
         try:
             for f, p in todo:
@@ -264,10 +268,8 @@ class Ingester:
                 self._consume()
             self._flush()
         except concurrent.futures.process.BrokenProcessPool as err:
-            raise SoftwalltimeError(
-                "a parse worker died (killed?); what was committed before is kept and its"
-                " checkpoints are exact: run the ingest again"
-            ) from err
+            self._abandon_pool()
+            raise SoftwalltimeError(_WORKER_DIED) from err
         finally:
             if self.pool is not None:
                 self.pool.shutdown(cancel_futures=True)
@@ -294,6 +296,40 @@ class Ingester:
         )
         list(self.pool.map(_warm_up, range(workers)))
         self.max_inflight = 2 * workers  # bounded read-ahead: memory stays flat
+
+    def _result(self, future: concurrent.futures.Future[Chunk]) -> Chunk:
+        """A worker's parse, watching the workers: when one is killed while it writes its
+        result, the executor can wait forever for the rest of that message."""
+        while True:
+            try:
+                return future.result(timeout=0.5)
+            except concurrent.futures.TimeoutError:
+                processes = getattr(self.pool, "_processes", None) or {}
+                if any(p.exitcode is not None for p in list(processes.values())):
+                    raise concurrent.futures.process.BrokenProcessPool("a worker died") from None
+
+    def _abandon_pool(self) -> None:
+        """After a worker died: stop the others and let the executor's threads end.
+
+        Its result reader may sit inside a message the dead worker half wrote (it reads
+        until the message is complete); with every writing end closed it gets EOF instead.
+        Its call queue's feeder may be blocked on a full pipe: the exit does not wait for it.
+        """
+        pool = self.pool
+        if pool is None:
+            return
+        self.pool = None
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            if process.exitcode is None:
+                process.kill()
+            process.join(5)
+        call_queue = getattr(pool, "_call_queue", None)
+        if call_queue is not None:
+            call_queue.cancel_join_thread()
+        writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+        if writer is not None:
+            writer.close()
+        pool.shutdown(wait=True, cancel_futures=True)
 
     def _state(self, state: str) -> None:
         self.summary.file_states[state] = self.summary.file_states.get(state, 0) + 1
@@ -362,7 +398,7 @@ class Ingester:
                     "left for the next run"
                 )
             return
-        chunk = item.result if isinstance(item.result, Chunk) else item.result.result()
+        chunk = item.result if isinstance(item.result, Chunk) else self._result(item.result)
         f = item.f
         batch_size = self.opts.batch_size
         rows = chunk.rows
@@ -407,6 +443,12 @@ class Ingester:
         self.committer.submit(self.jobs, self.reruns, list(self.checkpoints.values()))
         self.jobs, self.reruns, self.checkpoints = [], [], {}
         self.batch_lines = 0
+
+
+_WORKER_DIED = (
+    "a parse worker died (killed?); what was committed before is kept and its checkpoints"
+    " are exact: run the ingest again"
+)
 
 
 def _overlong(lineno: int, length: int) -> Chunk:

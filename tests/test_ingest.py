@@ -439,10 +439,13 @@ def test_a_killed_worker_is_one_line_and_exit_1(fresh_dsn, parallel_log):
     """Issue 9 item 4: a 24-31 line BrokenProcessPool traceback before."""
     path, n = parallel_log
     proc = _ingest_process(fresh_dsn, "--workers", "2", "--batch-size", "200", str(path))
+    # kill a worker as soon as the pool is there, while most of the log is still to parse
+    # (later, the parsing may be over and nothing would notice the dead worker)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None and count(fresh_dsn) < 200:
-        time.sleep(0.01)
-    workers = [pid for pid in _live_processes_reading(path) if pid != proc.pid]
+    workers: list[int] = []
+    while time.monotonic() < deadline and proc.poll() is None and len(workers) < 2:
+        workers = [pid for pid in _live_processes_reading(path) if pid != proc.pid]
+        time.sleep(0.005)
     assert workers, "no worker to kill"
     os.kill(workers[0], signal.SIGKILL)
     out, err = proc.communicate(timeout=60)
