@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from typing import Callable, List, Sequence
 
-from ..errors import ParseError
+from ..errors import ConfigError, ParseError
 from ..units import parse_duration
 
 
@@ -44,3 +44,19 @@ def positive_duration(text: str) -> int:
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
     return seconds
+
+
+def name_list(option: str, text: str, known: Sequence[str]) -> List[str]:
+    """A comma list of names from ``known``, in the given order, without repeats.
+
+    :raises ConfigError: an unknown name, or no name (naming ``option`` and the choices)
+    """
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ConfigError(
+            "{}: unknown {}; choose from {}".format(
+                option, ",".join(unknown) or "(empty list)", ",".join(known)
+            )
+        )
+    return list(dict.fromkeys(names))

@@ -8,10 +8,11 @@ import logging
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, List
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, SoftwalltimeError
 from ..hookpath.config import PREDICTORS, Settings, require_dsn
+from .argtypes import name_list
 
 if TYPE_CHECKING:
     from ..replay.evaluate import Trace
@@ -105,19 +106,6 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run_evaluate)
 
 
-def _predictors(text: str) -> List[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in PREDICTORS]
-    if unknown or not names:
-        raise ConfigError(
-            "--predictors: unknown {}; choose from {}".format(
-                ",".join(unknown) or "(empty list)", ",".join(PREDICTORS)
-            )
-        )
-    # Keep the user's order but drop repeats.
-    return list(dict.fromkeys(names))
-
-
 def _read_db(settings: Settings) -> Trace:
     from ..db import engine as db
     from ..replay.history import read_finished_jobs
@@ -160,7 +148,7 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     from ..hookpath.predict import PredictorParams
     from ..replay.evaluate import format_table, replay, report_dict, summarize
 
-    predictors = _predictors(args.predictors)
+    predictors = name_list("--predictors", args.predictors, PREDICTORS)
     target = settings.target_under_pct
     if args.target_under_pct is not None:
         target = args.target_under_pct

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import ConfigError
 from ..hookpath.config import Settings
-from .argtypes import whole_number
+from .argtypes import name_list, whole_number
 
 log = logging.getLogger(__name__)
 
@@ -146,15 +146,7 @@ def register(sub: Any) -> None:
 
 
 def _sources(text: str) -> List[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in SOURCES]
-    if unknown or not names:
-        raise ConfigError(
-            "--estimates: unknown {}; choose from {}".format(
-                ",".join(unknown) or "(empty list)", ",".join(SOURCES)
-            )
-        )
-    names = list(dict.fromkeys(names))
+    names = name_list("--estimates", text, SOURCES)
     if "users" in names:  # the baseline first
         names.remove("users")
         names.insert(0, "users")
