@@ -318,7 +318,27 @@ def test_corrupt_archive_and_missing_file_exit_1_others_still_ingested(
 # -- crashes and concurrency -------------------------------------------------------------
 
 
+_SPAWNED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_ingest_left_running():
+    """A test that fails (or times out) waiting for its ingest must not leave it running."""
+    yield
+    while _SPAWNED:
+        proc = _SPAWNED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def _ingest_process(dsn: str, *args: str) -> subprocess.Popen:
+    proc = _spawn(dsn, *args)
+    _SPAWNED.append(proc)
+    return proc
+
+
+def _spawn(dsn: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "softwalltime_ingest", "--dsn", dsn, "--no-progress", *args],
         stdout=subprocess.PIPE,

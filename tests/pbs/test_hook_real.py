@@ -8,6 +8,7 @@ the server log), never the hook's own view.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -152,6 +153,7 @@ class SilentSocketServer:
         for conn in self.accepted:
             conn.close()
         self.sock.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.mark.parametrize("failure", ["down", "silent"])
@@ -173,6 +175,8 @@ def test_database_failure_leaves_the_job_unchanged_within_the_bound(install, job
     finally:
         if silent:
             silent.close()
+        else:
+            shutil.rmtree(socket_dir, ignore_errors=True)
 
 
 def test_dry_run_logs_and_sets_nothing(install, hook_db, jobs):
