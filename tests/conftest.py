@@ -167,3 +167,27 @@ def empty_dsn(pg_server: PgServer) -> Iterator[str]:
     dsn = pg_server.create_database(name)
     yield dsn
     pg_server.drop_database(name)
+
+
+@pytest.fixture()
+def pbs(monkeypatch):
+    """A fresh fake ``pbs`` module installed in sys.modules, as pbs_server provides it; the
+    hook path's module state (cached connection, calibration, log route) reset afterwards."""
+    import importlib.util
+    import logging
+    import sys
+
+    from softwalltime.hookpath import hooklog, lookup
+
+    spec = importlib.util.spec_from_file_location("pbs", REPO / "tests" / "fakes" / "pbs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "pbs", module)
+    yield module
+    lookup.close_cached()
+    lookup.forget_calibration()
+    logger = logging.getLogger("softwalltime")
+    for h in [h for h in logger.handlers if h.get_name() == hooklog.HANDLER_NAME]:
+        logger.removeHandler(h)
+    logger.propagate = True
+    logger.setLevel(logging.NOTSET)

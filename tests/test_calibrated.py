@@ -1,9 +1,7 @@
 """Predictor ``calibrated``: the pure rules and table, the replay, and replay == hook path."""
 
 import datetime as dt
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import psycopg2
@@ -295,17 +293,6 @@ def test_evaluate_plot_adds_the_trade_off_figure(capsys, tmp_path):
 
 
 # --- the hook file (fake pbs) ---------------------------------------------------------------
-
-
-@pytest.fixture()
-def pbs(monkeypatch):
-    spec = importlib.util.spec_from_file_location("pbs", FAKE_PBS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setitem(sys.modules, "pbs", module)
-    yield module
-    lookup.close_cached()
-    lookup.forget_calibration()
 
 
 def _add(dsn, user, rows):

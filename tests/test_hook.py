@@ -1,9 +1,7 @@
 """The hook file run as pbs_server runs it (fake ``pbs``), against a real PostgreSQL."""
 
-import importlib.util
 import json
 import logging
-import sys
 import time
 from pathlib import Path
 
@@ -11,7 +9,7 @@ import psycopg2
 import pytest
 from helpers_history import HangingServer, add_jobs, closed_port
 
-from softwalltime.hookpath import hooklog, lookup
+from softwalltime.hookpath import lookup
 
 REPO = Path(__file__).resolve().parents[1]
 HOOK = str(REPO / "hooks" / "softwalltime_hook.py")
@@ -21,22 +19,6 @@ H = 3600
 # alice's history below: last 15 with walltime > 0 have max ratio 0.25
 ALICE = [(H, 4 * H, 100), (2 * H, 10 * H, 200), (600, None, 300)]
 ALICE_DAY = DAY // 4 + 900
-
-
-@pytest.fixture()
-def pbs(monkeypatch):
-    """A fresh fake ``pbs`` module installed in sys.modules, as pbs_server provides it."""
-    spec = importlib.util.spec_from_file_location("pbs", FAKE_PBS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setitem(sys.modules, "pbs", module)
-    yield module
-    lookup.close_cached()
-    logger = logging.getLogger("softwalltime")
-    for h in [h for h in logger.handlers if h.get_name() == hooklog.HANDLER_NAME]:
-        logger.removeHandler(h)
-    logger.propagate = True
-    logger.setLevel(logging.NOTSET)
 
 
 @pytest.fixture()
