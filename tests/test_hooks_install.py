@@ -1,6 +1,7 @@
 """``softwalltime hooks install|uninstall`` and ``predict``; the generated config under PBS's
 isolated interpreter."""
 
+import ast
 import glob
 import json
 import os
@@ -331,6 +332,32 @@ def test_predict_command_errors(capsys):
         cli.main(["--dsn", DSN, "predict", "--user", "a", "--walltime", "tomorrow"])
     assert exit_.value.code == 2
     assert "not a duration" in capsys.readouterr().err
+
+
+def _settings_read_by(paths):
+    names = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "settings"
+            ):
+                names.add(node.attr)
+    return names
+
+
+def test_the_hook_config_has_every_setting_the_hook_reads():
+    """history_scope was read by the hook and not copied by hooks install: a site's
+    'server' scope was silently 'all' inside pbs_server."""
+    hook = REPO / "hooks" / cli_hooks.HOOK_FILE
+    read = _settings_read_by([*(REPO / "softwalltime" / "hookpath").glob("*.py"), hook])
+    assert {"history_scope", "dsn", "predictor"} <= read
+    assert read - set(cli_hooks.HOOK_KEYS) == set()
+    settings = load_settings(environ={}, overrides={"dsn": DSN, "history_scope": "server"})
+    config = cli_hooks.hook_config(settings)
+    assert config["history_scope"] == "server"
+    assert load_settings(environ={}, overrides=dict(config, dsn=DSN)).history_scope == "server"
 
 
 def test_example_hook_config_is_valid():

@@ -37,7 +37,8 @@ HOOK_FILE = "softwalltime_hook.py"
 # queuejob: first prediction; runjob: refreshed with the final walltime; modifyjob: a
 # qalter of the walltime gets a prediction for the new walltime in the same request.
 HOOK_EVENTS = "queuejob,runjob,modifyjob"
-# Settings the hook reads; the rest (accounting_dir, server, source) are for other tools.
+# Settings the hook reads (a test checks every ``settings.X`` of the hook path is here); the
+# rest (accounting_dir, refresh_*, status_*, ...) are for other tools.
 HOOK_KEYS = (
     "dsn",
     "predictor",
@@ -57,6 +58,8 @@ HOOK_KEYS = (
     "queues_deny",
     "sys_path",
     "debug",
+    "history_scope",
+    "server",
 )
 # qmgr object names: letters, digits, '_' and '-' (hook names are file names in
 # server_priv/hooks, NAME.PY / NAME.CF / NAME.HK).
