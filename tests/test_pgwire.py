@@ -339,6 +339,53 @@ def test_terminated_backend_marks_the_connection_closed(auth_cluster):
         admin.close()
 
 
+def _notified(conn, seconds=5.0):
+    """Notifications counted within ``seconds`` (they arrive asynchronously)."""
+    total, deadline = 0, time.monotonic() + seconds
+    while not total and time.monotonic() < deadline:
+        total += conn.notifications()
+        time.sleep(0.01)
+    return total
+
+
+def test_notifications_of_listened_channels_are_counted_idle_or_in_a_query(auth_cluster):
+    conn = pgwire.connect(auth_cluster.cluster.dsn("postgres"), _deadline())
+    admin = auth_cluster.admin()
+    try:
+        conn.query("LISTEN swt_test", (), _deadline())
+        assert conn.notifications() == 0  # nothing sent: no wait either
+        with admin.cursor() as cur:
+            cur.execute("NOTIFY other_channel")
+            cur.execute("NOTIFY swt_test")
+        assert _notified(conn) == 1
+        assert conn.notifications() == 0  # counted once
+        # one that arrives while idle and is read by the next statement is counted too
+        with admin.cursor() as cur:
+            cur.execute("NOTIFY swt_test, 'x'")
+        time.sleep(0.2)
+        assert conn.query("SELECT $1::int", (7,), _deadline()) == [(7,)]
+        assert conn.notifications() == 1
+    finally:
+        admin.close()
+        conn.close()
+
+
+def test_a_backend_terminated_while_idle_shows_in_notifications(auth_cluster):
+    conn = pgwire.connect(auth_cluster.cluster.dsn("postgres"), _deadline())
+    admin = auth_cluster.admin()
+    try:
+        with admin.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(%s)", (conn.backend_pid,))
+        deadline = time.monotonic() + 5
+        with pytest.raises(DatabaseError, match="terminating connection|closed"):
+            while time.monotonic() < deadline:
+                conn.notifications()
+                time.sleep(0.01)
+        assert conn.closed
+    finally:
+        admin.close()
+
+
 # -- TLS over TCP -----------------------------------------------------------------------
 
 

@@ -21,7 +21,9 @@ rules) with the standard ``ssl`` module, trust / password / MD5 / SCRAM-SHA-256 
 no channel binding) authentication, ``require_auth``, ``~/.pgpass`` / ``passfile`` with
 libpq's matching rules, and parameterized queries through the extended protocol with text
 parameters (``$1``, ``$2``...). Results are decoded for integers, floats, booleans and text;
-other types come back as text. The session's client_encoding is always UTF8.
+other types come back as text. The session's client_encoding is always UTF8. Notifications
+of channels the session LISTENs to are counted, also while idle, read without waiting
+(:meth:`Connection.notifications`).
 
 Where it differs from libpq it refuses rather than ignores: unknown keywords (a typo in
 ``sslmode`` must not quietly connect without TLS), ``channel_binding=require``,
@@ -204,6 +206,8 @@ class Connection:
         self._prepared = {}  # type: Dict[str, bytes]
         self._statements = 0
         self._deadline = deadline
+        self._notified = 0  # NotificationResponses (LISTEN) not yet reported
+        self._idle_poll = None  # type: Any  # select.poll() for notifications()
 
     # -- transport ------------------------------------------------------------------
     def _wait(self, readable: bool) -> None:
@@ -420,6 +424,8 @@ class Connection:
                 error = PgError(fields.get("M", "error"), fields.get("C", ""))
             elif kind == b"Z":
                 break
+            elif kind == b"A":
+                self._notified += 1  # a NOTIFY that arrived before this statement's reply
         if error is not None:
             if parse and name:
                 self._prepared.pop(sql, None)
@@ -460,6 +466,52 @@ class Connection:
             else:
                 values.append(raw.decode("utf-8", "replace"))
         return tuple(values)
+
+    def notifications(self) -> int:
+        """The NOTIFY messages (of channels this session LISTENs to) received since the last
+        call, reading what the server sent while the connection was idle without waiting.
+
+        :raises DatabaseError: the server closed the connection or ended the session with an
+            error while it was idle (the connection is closed)
+        """
+        if self.closed:
+            raise DatabaseError("connection is closed")
+        if self._idle_poll is None and hasattr(select, "poll"):
+            self._idle_poll = select.poll()
+            self._idle_poll.register(self._sock, select.POLLIN)
+        while True:
+            if isinstance(self._sock, ssl.SSLSocket) and self._sock.pending():
+                pass
+            elif self._idle_poll is not None:
+                if not self._idle_poll.poll(0):
+                    break
+            elif not wait_ready(self._sock, True, 0.0):
+                break
+            try:
+                chunk = self._sock.recv(65536)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                break
+            except OSError as err:
+                self.close()
+                raise DatabaseError(f"connection lost: {err}") from err
+            if not chunk:
+                self.close()
+                raise DatabaseError("server closed the connection unexpectedly")
+            self._buf += chunk
+        while len(self._buf) >= 5 and len(self._buf) > _HDR.unpack_from(self._buf)[1]:
+            kind, payload = self._read()  # a whole message is buffered: no wait
+            if kind == b"A":
+                self._notified += 1
+            elif kind == b"S":
+                pair = payload.decode("utf-8", "replace").split("\0")
+                self.parameters[pair[0]] = pair[1] if len(pair) > 1 else ""
+            elif kind == b"E":  # e.g. FATAL: terminating connection due to administrator command
+                fields = _error_fields(payload)
+                self.close()
+                raise PgError(fields.get("M", "error"), fields.get("C", ""))
+            # N (notice): nothing to do
+        count, self._notified = self._notified, 0
+        return count
 
     def close(self) -> None:
         """Say goodbye (best effort) and close the socket; never raises."""
