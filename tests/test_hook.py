@@ -9,7 +9,7 @@ import psycopg2
 import pytest
 from helpers_history import HangingServer, add_jobs, closed_port
 
-from softwalltime.hookpath import lookup
+from softwalltime.hookpath import lookup, pgwire
 
 REPO = Path(__file__).resolve().parents[1]
 HOOK = str(REPO / "hooks" / "softwalltime_hook.py")
@@ -78,6 +78,13 @@ def modifyjob(pbs, requestor="alice", old_walltime="10:00:00", old_soft=None, ma
     return pbs.new_event(pbs.MODIFYJOB, requestor, job, job_o=job_o)
 
 
+def notified():
+    """Wait until the commit's NOTIFY (asynchronous, milliseconds) reached the socket of the
+    hook's cached connection, so that the next event reads the history again."""
+    conn = lookup._cache["conn"]
+    assert conn is not None and pgwire.wait_ready(conn._sock, True, 5.0)
+
+
 def debug_lines(pbs):
     return [msg for level, msg in pbs.logged if level == pbs.EVENT_DEBUG]
 
@@ -115,6 +122,7 @@ def test_runjob_repredicts_from_current_history(pbs, db, configure):
     marks = {"SOFTWALLTIME_SET": str(ALICE_DAY)}
     # meanwhile a job of alice ended that used 3/4 of its walltime
     add_jobs(db, "alice", [(3 * H, 4 * H, 400)], start_seq=50)
+    notified()  # the hook kept alice's lookup; the commit's NOTIFY says it is stale
     runjob(pbs, soft_walltime=ALICE_DAY, variables=marks)
     out = pbs.run_hook(HOOK)
     assert out == {"accepted": True, "message": "", "soft_walltime": 3 * DAY // 4 + 900}
@@ -352,3 +360,22 @@ def test_other_alterations_change_nothing(pbs, db, configure):
     assert out == {"accepted": True, "message": "", "soft_walltime": 4500}
     assert "soft_walltime" not in ev.job.Resource_List.hook_set
     assert pbs.logged == []
+
+
+def test_a_burst_of_one_users_jobs_reads_the_history_once(pbs, db, configure):
+    configure(dsn=db)
+    for _ in range(3):
+        queuejob(pbs)
+        assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
+    # kept: a row written without notifying (triggers off) is not seen...
+    conn = psycopg2.connect(db)
+    with conn, conn.cursor() as cur:
+        cur.execute("SET LOCAL session_replication_role = replica")
+        cur.execute("DELETE FROM finished_jobs WHERE username = 'alice'")
+    conn.close()
+    queuejob(pbs)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
+    # ...and without the cache it is
+    configure(dsn=db, history_cache_entries=0)
+    queuejob(pbs)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == DAY

@@ -352,7 +352,7 @@ def test_the_hook_config_has_every_setting_the_hook_reads():
     'server' scope was silently 'all' inside pbs_server."""
     hook = REPO / "hooks" / cli_hooks.HOOK_FILE
     read = _settings_read_by([*(REPO / "softwalltime" / "hookpath").glob("*.py"), hook])
-    assert {"history_scope", "dsn", "predictor"} <= read
+    assert {"history_scope", "dsn", "predictor", "history_cache_entries"} <= read
     assert read - set(cli_hooks.HOOK_KEYS) == set()
     settings = load_settings(environ={}, overrides={"dsn": DSN, "history_scope": "server"})
     config = cli_hooks.hook_config(settings)

@@ -264,3 +264,148 @@ def test_a_socket_numbered_above_1023_works(fresh_dsn):
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+# -- lookups kept while the history is unchanged (migration 0005's NOTIFY) --------------
+
+
+def _add_unnotified(dsn, user, jobs, start_seq):
+    """Rows the hook is not told about: written with triggers off (replica role), as no
+    writer of ours ever does; what a kept lookup returns then shows it was not re-read."""
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute("SET LOCAL session_replication_role = replica")
+            for i, (runtime_s, walltime_s, end_s) in enumerate(jobs, start_seq):
+                cur.execute(
+                    "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username,"
+                    " walltime_s, runtime_s, ended_at) VALUES ('pbs01', %s, %s, %s, %s, %s, %s,"
+                    " %s)",
+                    (f"{i}.pbs01", EPOCH, i, user, walltime_s, runtime_s,
+                     EPOCH + timedelta(seconds=end_s)),
+                )  # fmt: skip
+    finally:
+        conn.close()
+
+
+def _kept(dsn, user, entries=10):
+    return lookup.recent_jobs(dsn, user, 5, cache_entries=entries)
+
+
+def _until(check, seconds=5.0):
+    """Call ``check`` until it returns true or ``seconds`` passed (notifications are async)."""
+    deadline = time.monotonic() + seconds
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return check()
+
+
+def test_a_lookup_is_kept_until_the_history_changes(fresh_dsn):
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
+    assert _kept(fresh_dsn, "alice") == [(100, 1000)]
+    pid = lookup._cache["conn"].backend_pid
+    _add_unnotified(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
+    assert _kept(fresh_dsn, "alice") == [(100, 1000)]  # kept: not read again
+    # the same connection, without the cache, sees the row
+    assert lookup.recent_jobs(fresh_dsn, "alice", 5) == [(200, 2000), (100, 1000)]
+    assert lookup._cache["conn"].backend_pid == pid
+    # any committed change to finished_jobs (here another user's) is notified: read again
+    add_jobs(fresh_dsn, "bob", [(1, 1, 1)], start_seq=60)
+    assert _until(lambda: len(_kept(fresh_dsn, "alice")) == 2)
+    assert _kept(fresh_dsn, "alice") == [(200, 2000), (100, 1000)]
+    # a returned list is the caller's: changing it changes nothing kept
+    _kept(fresh_dsn, "alice").clear()
+    assert _kept(fresh_dsn, "alice") == [(200, 2000), (100, 1000)]
+    assert lookup._cache["conn"].backend_pid == pid
+
+
+@pytest.mark.parametrize("change", ["delete", "update", "truncate"])
+def test_every_kind_of_change_is_notified(fresh_dsn, change):
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10), (200, 2000, 20)])
+    assert _kept(fresh_dsn, "alice") == [(200, 2000), (100, 1000)]
+    admin = _admin(fresh_dsn)
+    try:
+        with admin.cursor() as cur:
+            cur.execute(
+                {
+                    "delete": "DELETE FROM finished_jobs WHERE runtime_s = 200",
+                    "update": "UPDATE finished_jobs SET runtime_s = 150 WHERE runtime_s = 200",
+                    "truncate": "TRUNCATE finished_jobs",
+                }[change]
+            )
+    finally:
+        admin.close()
+    expected = {"delete": [(100, 1000)], "update": [(150, 2000), (100, 1000)], "truncate": []}
+    assert _until(lambda: _kept(fresh_dsn, "alice") == expected[change])
+
+
+def test_nothing_is_kept_without_the_trigger_or_with_zero_entries(fresh_dsn, caplog):
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
+    assert _kept(fresh_dsn, "alice", entries=0) == [(100, 1000)]
+    _add_unnotified(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
+    assert _kept(fresh_dsn, "alice", entries=0) == [(200, 2000), (100, 1000)]
+    # a database not upgraded to 0005: no notification would come, so nothing is kept
+    lookup.close_cached()
+    admin = _admin(fresh_dsn)
+    try:
+        with admin.cursor() as cur:
+            cur.execute("DROP TRIGGER softwalltime_history_notify ON finished_jobs")
+    finally:
+        admin.close()
+    caplog.set_level("DEBUG", logger="softwalltime")
+    assert _kept(fresh_dsn, "alice") == [(200, 2000), (100, 1000)]
+    assert "no trigger on finished_jobs" in caplog.text
+    _add_unnotified(fresh_dsn, "alice", [(300, 3000, 30)], start_seq=51)
+    assert _kept(fresh_dsn, "alice")[0] == (300, 3000)
+
+
+def test_the_least_recently_used_lookup_goes_first(fresh_dsn):
+    for seq, user in enumerate(("a", "b", "c")):
+        add_jobs(fresh_dsn, user, [(100, 1000, 10)], start_seq=seq + 1)
+    for user in ("a", "b", "a", "c"):  # two entries: c pushes out b, a was used after b
+        _kept(fresh_dsn, user, entries=2)
+    for seq, user in enumerate(("a", "b", "c")):
+        _add_unnotified(fresh_dsn, user, [(200, 2000, 20)], start_seq=seq + 10)
+    assert len(_kept(fresh_dsn, "a", entries=2)) == 1
+    assert len(_kept(fresh_dsn, "c", entries=2)) == 1
+    assert len(_kept(fresh_dsn, "b", entries=2)) == 2  # read again
+
+
+def test_a_connection_lost_while_idle_empties_what_was_kept(fresh_dsn):
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
+    assert _kept(fresh_dsn, "alice") == [(100, 1000)]
+    pid = lookup._cache["conn"].backend_pid
+    _add_unnotified(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
+    admin = _admin(fresh_dsn)
+    try:
+        with admin.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    finally:
+        admin.close()
+    time.sleep(0.05)
+    # what changed while nobody listened is unknown: read again on a new connection
+    assert _kept(fresh_dsn, "alice") == [(200, 2000), (100, 1000)]
+    assert lookup._cache["conn"].backend_pid != pid
+
+
+def test_kept_lookups_expire(fresh_dsn, monkeypatch):
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
+    _kept(fresh_dsn, "alice")
+    _add_unnotified(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
+    assert len(_kept(fresh_dsn, "alice")) == 1
+    monkeypatch.setattr(lookup, "HISTORY_CACHE_MAX_AGE_S", 0.0)
+    assert len(_kept(fresh_dsn, "alice")) == 2
+
+
+def test_the_hooks_reader_keeps_lookups_by_its_setting(fresh_dsn):
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
+    settings = load_settings(environ={}, overrides={"dsn": fresh_dsn})
+    assert settings.history_cache_entries == 1000
+    fetch = lookup.fetcher(settings)
+    assert lookup.fetcher(settings) is fetch  # made once while the settings are the same
+    assert fetch("alice", 5, True) == [(100, 1000)]
+    _add_unnotified(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
+    assert fetch("alice", 5, True) == [(100, 1000)]
+    off = settings._replace(history_cache_entries=0)
+    assert lookup.fetcher(off) is not fetch
+    assert lookup.fetcher(off)("alice", 5, True) == [(200, 2000), (100, 1000)]

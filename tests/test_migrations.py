@@ -53,3 +53,44 @@ def test_recent_jobs_index_covers_the_predictor_columns(conn):
 def test_natural_key_is_server_job_id_ctime(conn):
     pk = sa.inspect(conn).get_pk_constraint("finished_jobs")
     assert pk["constrained_columns"] == ["server", "job_id", "ctime"]
+
+
+def _notify_triggers(conn: sa.Connection) -> list[str]:
+    return list(
+        conn.execute(
+            sa.text(
+                "SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass('finished_jobs')"
+                " AND NOT tgisinternal"
+            )
+        ).scalars()
+    )
+
+
+def test_revision_0005_notifies_changes_to_the_history(empty_dsn):
+    engine = db.make_engine(empty_dsn)
+    with engine.connect() as conn:
+        db.upgrade(conn, "head")
+        conn.commit()
+        assert _notify_triggers(conn) == ["softwalltime_history_notify"]
+        conn.execute(sa.text("LISTEN softwalltime_history"))
+        conn.commit()
+        raw = conn.connection.dbapi_connection
+        conn.execute(
+            sa.text(
+                "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username, ended_at)"
+                " VALUES ('s', '1.s', now(), 1, 'alice', now())"
+            )
+        )
+        assert raw.notifies == []  # not before the commit
+        conn.commit()
+        assert [n.channel for n in raw.notifies] == ["softwalltime_history"]
+        conn.execute(sa.text("UNLISTEN *"))
+        conn.commit()
+        db.downgrade(conn, "0004")
+        conn.commit()
+        assert _notify_triggers(conn) == []
+        assert (
+            conn.execute(sa.text("SELECT to_regproc('softwalltime_history_changed')")).scalar()
+            is None
+        )
+    engine.dispose()

@@ -60,6 +60,7 @@ HOOK_KEYS = (
     "debug",
     "history_scope",
     "server",
+    "history_cache_entries",
 )
 # qmgr object names: letters, digits, '_' and '-' (hook names are file names in
 # server_priv/hooks, NAME.PY / NAME.CF / NAME.HK).

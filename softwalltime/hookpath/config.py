@@ -34,6 +34,7 @@ pbs_command_prefix                SOFTWALLTIME_PBS_COMMAND_PREFIX     [] (comma 
 status_failure_rate_pct           SOFTWALLTIME_STATUS_FAILURE_RATE... 5
 ingest_lock_stale_s               SOFTWALLTIME_INGEST_LOCK_STALE_S    3600
 history_scope                     SOFTWALLTIME_HISTORY_SCOPE          all (or: server)
+history_cache_entries             SOFTWALLTIME_HISTORY_CACHE_ENTRIES  1000 (0: off)
 ================================  ==================================  ===========
 
 The ``refresh_*``, ``pbs_*`` and ``status_*`` keys are for ``softwalltime refresh`` and
@@ -91,6 +92,7 @@ class Settings(NamedTuple):
     status_failure_rate_pct: float
     ingest_lock_stale_s: int
     history_scope: str
+    history_cache_entries: int
     source: str
     origins: Tuple[Tuple[str, str], ...]
 
@@ -131,6 +133,9 @@ DEFAULTS: Dict[str, Any] = {
     # whose finished jobs a prediction uses: every server's in the database, or only those
     # of the server the job belongs to
     "history_scope": "all",
+    # lookups whose rows the hook keeps until the database notifies a change to the
+    # history (see softwalltime.hookpath.lookup); 0 queries at every event
+    "history_cache_entries": 1000,
 }
 HISTORY_SCOPES = ("all", "server")
 
@@ -153,6 +158,7 @@ _INT_KEYS = (
     "refresh_time_budget_s",
     "refresh_max_changes",
     "ingest_lock_stale_s",
+    "history_cache_entries",
 )
 _FLOAT_KEYS = (
     "long_walltime_factor",
@@ -175,6 +181,7 @@ RANGES = {
     "long_walltime_factor": (0.01, 100.0),
     "target_under_pct": (0.01, 99.0),
     "ingest_lock_stale_s": (1, 7 * 86400),
+    "history_cache_entries": (0, 100000),
     "refresh_min_change_pct": (0.0, 1000.0),
     "refresh_min_change_s": (0, 366 * 86400),
     "refresh_time_budget_s": (1, 86400),

@@ -3,7 +3,7 @@
 pbs_server runs hooks synchronously inside request processing, so a slow database blocks
 every ``qsub``. This module therefore never waits longer than
 ``connect_timeout_s + statement_timeout_ms + STATEMENT_GRACE_S`` in total, by wall clock:
-the connection is made by :mod:`.pgwire`, whose every wait is a ``select()`` against one
+the connection is made by :mod:`.pgwire`, whose every wait is a ``poll()`` against one
 deadline, so a server that accepts TCP and then never answers cannot stall the hook
 either (``statement_timeout`` alone is enforced by that very server). Not bounded:
 resolving a host name (``getaddrinfo`` blocks); give an IP address, ``hostaddr`` or a
@@ -16,13 +16,26 @@ interpreter restarts, so consecutive events reuse it. A cached connection that h
 interpreter restart the modules are imported afresh (pure Python: see :mod:`.pgwire`)
 and the first event connects again.
 
+The rows of recent lookups are kept too (``history_cache_entries``, least recently used
+first out), and only while they are known to be current: a new connection first sends
+``LISTEN softwalltime_history`` and checks that the trigger of migration 0005 is there,
+which notifies that channel at the commit of any change to ``finished_jobs``. Each event
+reads what the server sent meanwhile, without waiting (one ``poll``); a notification
+empties the cache, and so does a new connection (what was sent before it listened is
+lost). A user's burst of jobs thus costs one query, and no job is predicted from rows
+older than the last commit to the history, give or take the milliseconds a notification
+takes to arrive. Where LISTEN fails (a standby) or the trigger is missing (schema not
+upgraded), nothing is kept. Entries also expire after ``HISTORY_CACHE_MAX_AGE_S``, a
+bound for a pooler that would hand the notifications to another session.
+
 Hook path: Python 3.6+ syntax, standard library only.
 """
 
 import json
 import logging
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from collections import OrderedDict
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from ..errors import UNDEFINED_TABLE, ConfigError, DatabaseError, SchemaMissingError
 from . import pgwire
@@ -30,6 +43,7 @@ from .calibrated import Choices, ClassRow, SiteFetch
 from .config import STATEMENT_GRACE_S, redact_dsn, require_dsn
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Served by ix_finished_jobs_user_recent (username, ended_at DESC, job_seq DESC) INCLUDE
 # (runtime_s, walltime_s) as an Index Only Scan: every column referenced is in the index,
@@ -58,8 +72,21 @@ CLASS_JOBS_SQL = (
 CALIBRATION_SQL = "SELECT lam, jobs, under_jobs, choices FROM calibration_state"
 CALIBRATION_TTL_S = 60.0
 
-# The cached connection and the parameters it was opened with.
-_cache: Dict[str, Any] = {"conn": None, "key": None}
+# Migration 0005: NOTIFY on this channel at the commit of any change to finished_jobs.
+HISTORY_CHANNEL = "softwalltime_history"
+HISTORY_TRIGGER_SQL = (
+    "SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = to_regclass('finished_jobs')"
+    " AND tgname = 'softwalltime_history_notify' AND tgenabled <> 'D'"
+)
+# The longest a cached lookup is used, even when no notification came.
+HISTORY_CACHE_MAX_AGE_S = 300.0
+
+# The cached connection, the parameters it was opened with, and whether it is notified
+# of changes to the history (LISTEN, and the trigger is there).
+_cache: Dict[str, Any] = {"conn": None, "key": None, "listening": False}
+# (sql, params) -> (monotonic time read, rows) of lookups on the cached connection, valid
+# while it listens and no notification came; least recently used first.
+_history = OrderedDict()  # type: OrderedDict[Tuple[str, Tuple[Any, ...]], Tuple[float, Any]]
 # The calibration table's decisions last read, when (monotonic) and from which database.
 _calibration: Dict[str, Any] = {"table": None, "at": 0.0, "dsn": None}
 
@@ -113,12 +140,53 @@ def _query(
 
 
 def close_cached() -> None:
-    """Close and forget the cached connection (tests, and after any failure)."""
+    """Close and forget the cached connection and the lookups kept on it (tests, and after
+    any failure)."""
     conn = _cache["conn"]
-    _cache["conn"] = None
-    _cache["key"] = None
+    _cache.update(conn=None, key=None, listening=False)
+    _history.clear()
     if conn is not None:
         _close(conn)
+
+
+def _listen(conn: pgwire.Connection, deadline: float) -> bool:
+    """Ask for notifications of changes to the history; True if they will come."""
+    try:
+        conn.query("LISTEN " + HISTORY_CHANNEL, (), deadline)
+        listening = bool(conn.query(HISTORY_TRIGGER_SQL, (), deadline)[0][0])
+    except pgwire.PgError as err:  # e.g. a standby: cannot execute LISTEN during recovery
+        log.debug("lookups not cached: %s", _one_line(err))
+        return False
+    if not listening:
+        log.debug("lookups not cached: no trigger on finished_jobs (softwalltime db upgrade)")
+    return listening
+
+
+def _kept(conn: pgwire.Connection, wanted: Tuple[str, Tuple[Any, ...]]) -> Optional[List[Any]]:
+    """The rows kept for ``wanted`` if nothing changed since, else None.
+
+    :raises DatabaseError: the connection was closed while idle (it is forgotten)
+    """
+    try:
+        if conn.notifications():
+            _history.clear()
+    except DatabaseError:
+        close_cached()
+        raise
+    kept = _history.get(wanted)
+    if kept is None:
+        return None
+    if time.monotonic() - kept[0] > HISTORY_CACHE_MAX_AGE_S:
+        del _history[wanted]
+        return None
+    _history.move_to_end(wanted)
+    return list(kept[1])
+
+
+def _keep(wanted: Tuple[str, Tuple[Any, ...]], rows: List[Any], entries: int) -> None:
+    _history[wanted] = (time.monotonic(), tuple(rows))
+    while len(_history) > entries:
+        _history.popitem(last=False)
 
 
 def recent_jobs(
@@ -130,6 +198,7 @@ def recent_jobs(
     statement_timeout_ms: int = 250,
     reuse: bool = True,
     server: Optional[str] = None,
+    cache_entries: int = 0,
 ) -> List[Tuple[int, Optional[int]]]:
     """The user's last ``limit`` finished jobs by end time (ties: higher job_seq first).
 
@@ -142,12 +211,16 @@ def recent_jobs(
         also stops waiting ``STATEMENT_GRACE_S`` after it
     :param reuse: keep the connection in the module cache for the next call
     :param server: only jobs of this PBS server (None: every server's)
+    :param cache_entries: lookups kept on the cached connection while the database
+        notifies changes to the history (0: none; see the module's description)
     :returns: ``[(runtime_s, walltime_s or None), ...]`` most recent first
     :raises DatabaseError: connection or query failed or timed out; the hook fails open
     """
     sql = scoped(RECENT_JOBS_WITH_WALLTIME_SQL if with_walltime_only else RECENT_JOBS_SQL, server)
     params = (username, int(limit)) if server is None else (username, int(limit), server)
-    return _clean(_fetch(dsn, sql, params, connect_timeout_s, statement_timeout_ms, reuse))
+    return _fetch(
+        dsn, sql, params, connect_timeout_s, statement_timeout_ms, reuse, cache_entries, _clean
+    )
 
 
 def _fetch(
@@ -157,8 +230,11 @@ def _fetch(
     connect_timeout_s: float,
     statement_timeout_ms: int,
     reuse: bool = True,
-) -> List[Tuple[Any, ...]]:
-    """Run one query on the cached connection (replaced once if it died), within the bound.
+    cache_entries: int = 0,
+    clean: Callable[[List[Tuple[Any, ...]]], List[T]] = list,  # type: ignore[assignment]
+) -> List[T]:
+    """Run one query on the cached connection (replaced once if it died), within the bound,
+    and return ``clean(rows)``; with ``cache_entries``, kept while the history is unchanged.
 
     :raises SchemaMissingError: a table is missing (schema not migrated)
     :raises DatabaseError: connection or query failed or timed out
@@ -166,14 +242,28 @@ def _fetch(
     deadline = time.monotonic() + connect_timeout_s + statement_timeout_ms / 1000.0
     deadline += STATEMENT_GRACE_S
     key = (dsn, connect_timeout_s, statement_timeout_ms)
+    wanted = (sql, tuple(params))
+    keep = reuse and cache_entries > 0
 
     conn = _cache["conn"] if reuse and _cache["key"] == key else None
     if conn is not None and conn.closed:
         close_cached()
         conn = None
+    if conn is not None and keep and _cache["listening"]:
+        try:
+            kept = _kept(conn, wanted)
+        except DatabaseError as err:
+            log.debug("cached connection failed (%s); reconnecting", _one_line(err))
+            conn = None
+        else:
+            if kept is not None:
+                return kept
     if conn is not None:
         try:
-            return _query(conn, sql, params, deadline)
+            rows = clean(_query(conn, sql, params, deadline))
+            if keep and _cache["listening"]:
+                _keep(wanted, rows, cache_entries)
+            return rows
         except pgwire.PgError as err:
             if err.sqlstate == UNDEFINED_TABLE:
                 raise SchemaMissingError() from err
@@ -192,15 +282,19 @@ def _fetch(
 
     conn = connect(dsn, connect_timeout_s, statement_timeout_ms, deadline=deadline)
     try:
-        rows = _query(conn, sql, params, deadline)
+        # LISTEN before the query: a change committed after it is notified, and one
+        # committed before is in the rows.
+        listening = keep and _listen(conn, deadline)
+        rows = clean(_query(conn, sql, params, deadline))
     except DatabaseError as err:
         _close(conn)
         if isinstance(err, pgwire.PgError) and err.sqlstate == UNDEFINED_TABLE:
             raise SchemaMissingError() from err
         raise DatabaseError(f"history query failed: {_one_line(err)}") from err
     if reuse:
-        _cache["conn"] = conn
-        _cache["key"] = key
+        _cache.update(conn=conn, key=key, listening=listening)
+        if listening:
+            _keep(wanted, rows, cache_entries)
     else:
         _close(conn)
     return rows
@@ -265,7 +359,15 @@ def fetcher(
     :param server: the job's PBS server; used when ``history_scope`` is ``server``
     :raises ConfigError: no DSN configured; scope ``server`` without a server
     """
-    return _Fetch(settings, server)
+    last = _last_fetch[0]
+    if last is None or last.settings is not settings or last.server != server:
+        last = _last_fetch[0] = _Fetch(settings, server)
+    return last
+
+
+# The reader fetcher() made last: the hook asks for one at every event, with the same
+# (immutable) settings object while its config file is unchanged.
+_last_fetch: List[Optional["_Fetch"]] = [None]
 
 
 class _Fetch:
@@ -275,7 +377,15 @@ class _Fetch:
         self.dsn = require_dsn(settings)
         self.only = history_server(settings, server or settings.server)
         self.settings = settings
-        self.site = site_fetcher(settings, server)
+        self.server = server
+        self._site = None  # type: Optional[SiteFetch]
+
+    @property
+    def site(self) -> SiteFetch:
+        """The readers of predictor ``calibrated`` (made when first asked for)."""
+        if self._site is None:
+            self._site = site_fetcher(self.settings, self.server)
+        return self._site
 
     def __call__(
         self, username: str, limit: int, with_walltime_only: bool
@@ -288,6 +398,7 @@ class _Fetch:
             self.settings.connect_timeout_s,
             self.settings.statement_timeout_ms,
             server=self.only,
+            cache_entries=self.settings.history_cache_entries,
         )
 
 
@@ -299,16 +410,23 @@ def class_jobs(
     statement_timeout_ms: int = 250,
     reuse: bool = True,
     server: Optional[str] = None,
+    cache_entries: int = 0,
 ) -> List[Tuple[int, Optional[int], Optional[int]]]:
     """The user's last ``limit`` finished jobs with a walltime, as ``(runtime_s, walltime_s,
     ncpus or None)``, most recent first (predictor ``calibrated``); ``server``: only that
-    PBS server's jobs (None: every server's).
+    PBS server's jobs (None: every server's); ``cache_entries`` as for :func:`recent_jobs`.
 
     :raises DatabaseError: connection or query failed or timed out
     """
     sql = scoped(CLASS_JOBS_SQL, server)
     params = (username, int(limit)) if server is None else (username, int(limit), server)
-    rows = _fetch(dsn, sql, params, connect_timeout_s, statement_timeout_ms, reuse)
+    return _fetch(
+        dsn, sql, params, connect_timeout_s, statement_timeout_ms, reuse, cache_entries,
+        _clean_class,
+    )  # fmt: skip
+
+
+def _clean_class(rows: List[Tuple[Any, ...]]) -> List[Tuple[int, Optional[int], Optional[int]]]:
     out: List[Tuple[int, Optional[int], Optional[int]]] = []
     for row in rows:
         if len(row) == 3:
@@ -343,7 +461,9 @@ def calibration(
     if cached is not None and _calibration["dsn"] == dsn and now - _calibration["at"] < max_age_s:
         table: Choices = cached
         return table
-    rows = _fetch(dsn, CALIBRATION_SQL, (), connect_timeout_s, statement_timeout_ms)
+    rows: List[Tuple[Any, ...]] = _fetch(
+        dsn, CALIBRATION_SQL, (), connect_timeout_s, statement_timeout_ms
+    )
     table = Choices.empty()
     for lam, jobs, under, packed in rows:
         try:
@@ -378,6 +498,7 @@ def site_fetcher(settings: Any, server: Optional[str] = None) -> SiteFetch:
             settings.connect_timeout_s,
             settings.statement_timeout_ms,
             server=only,
+            cache_entries=settings.history_cache_entries,
         )
 
     def table() -> Choices:

@@ -10,7 +10,7 @@ Why not psycopg2 or another driver on the hook path:
 * Nothing is compiled, so nothing must match the Python that pbs_server embeds (3.6 on
   EL8, 3.9 on EL9, 3.11 on Debian 12); pg8000, the pure-Python driver, needs Python 3.8+
   and two more packages, so it cannot serve EL8.
-* Every wait (TCP connect, TLS handshake, authentication, query) is one ``select()``
+* Every wait (TCP connect, TLS handshake, authentication, query) is one ``poll()``
   against a single wall-clock deadline. A socket-timeout driver bounds each read, not the
   whole event, and libpq's ``connect_timeout`` takes whole seconds (at least 2 before 17).
 
