@@ -16,18 +16,18 @@ import pbs
 MARK = "SOFTWALLTIME_SET"
 
 
-def _current(config):
+def _current(config, now):
     """Import softwalltime from the config's sys_path, afresh when it changed on disk (an
-    upgrade: pbs_server keeps modules until its interpreter restarts). Three stat calls."""
+    upgrade: pbs_server keeps modules until its interpreter restarts; the package's folders
+    are looked at when the config changed, else at most once a second); the config's stat."""
     package = sys.modules.get("softwalltime")
-    stamp = None
-    if config:
-        st = os.stat(config)
-        stamp = (config, st.st_ino, st.st_size, st.st_mtime_ns)
-    folders = getattr(package, "FOLDER_MTIMES", None) or {}
-    moved = any(_mtime(d) != m for d, m in folders.items())
-    if package is not None and getattr(package, "HOOK_CONFIG", None) == stamp and not moved:
-        return
+    st = os.stat(config) if config else None
+    stamp = st and (config, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    same = package is not None and getattr(package, "HOOK_CONFIG", None) == stamp
+    upgraded = getattr(package, "upgraded", None)  # None: a release before 0.3, stale
+    moved = package is not None and (upgraded is None or upgraded(now, 1.0 if same else 0.0))
+    if same and not moved:
+        return stamp
     with open(config or os.devnull, encoding="utf-8") as fh:
         entries = (json.loads(fh.read() or "{}")).get("sys_path") or []
     entries = entries.split(os.pathsep) if isinstance(entries, str) else entries
@@ -40,20 +40,17 @@ def _current(config):
     import softwalltime
 
     softwalltime.HOOK_CONFIG = stamp
-
-
-def _mtime(path):
-    return os.stat(path).st_mtime_ns if os.path.exists(path) else None
+    return stamp
 
 
 def _main(e):
     config = pbs.hook_config_filename
-    _current(config)
+    stamp = _current(config, _start)
     from softwalltime.hookpath import calibrated, decide, hooklog, lookup
     from softwalltime.hookpath import config as swconfig
 
-    settings = swconfig.hook_settings(config)
-    log = hooklog.forward_logging(pbs.logmsg, pbs.EVENT_DEBUG, pbs.LOG_WARNING, pbs.LOG_ERROR)
+    settings = swconfig.hook_settings(config, stamp)
+    hooklog.forward_logging(pbs.logmsg, pbs.EVENT_DEBUG, pbs.LOG_WARNING, pbs.LOG_ERROR)
     job, old, wait_s = e.job, e.job, None  # modifyjob: e.job = the changes, e.job_o = the job
     if e.type == pbs.QUEUEJOB:
         kind, user = "queuejob", e.requestor
@@ -65,26 +62,31 @@ def _main(e):
         kind, user = "modifyjob", old.euser or str(old.Job_Owner or "").split("@")[0]
     else:
         return
-    res, old_res, marks = job.Resource_List, old.Resource_List, old.Variable_List
-    walltime = res["walltime"]
-    soft = res["soft_walltime"] if res["soft_walltime"] is not None else old_res["soft_walltime"]
-    ours = soft is not None and marks is not None and marks.get(MARK) == str(int(soft))
-    ours = ours and (old is job or res["soft_walltime"] is None)  # not altered just now
-    queue = old.queue.name if hasattr(old.queue, "name") else str(old.queue or "")
-    shrink = res["min_walltime"] is not None or old_res["min_walltime"] is not None
+    res, old_res = job.Resource_List, old.Resource_List  # each PBS attribute read costs µs
+    walltime, soft = res["walltime"], res["soft_walltime"]
+    altered = old is not job and soft is not None  # modifyjob: soft_walltime altered just now
+    soft = soft if soft is not None or old is job else old_res["soft_walltime"]
+    marks = None if soft is None or altered else old.Variable_List
+    ours = marks is not None and marks.get(MARK) == str(int(soft))
+    queue = getattr(old.queue, "name", None) or str(old.queue or "")
+    shrink = (
+        res["min_walltime"] is not None or old is not job and old_res["min_walltime"] is not None
+    )
     server = str(old.id or "").partition(".")[2]  # the job's server (no id yet at queuejob)
     if not server and settings.history_scope == "server":
         server = pbs.server().name
     decision = decide.decide(
         kind, user, queue, None if walltime is None else int(walltime),
         None if soft is None else int(soft), shrink, wait_s, settings,
-        lookup.fetcher(settings, server), existing_is_ours=ours, ncpus=calibrated.ncpus_of(old_res),
+        lookup.fetcher(settings, server), existing_is_ours=ours,
+        ncpus=calibrated.ncpus_of(old_res) if settings.predictor == calibrated.NAME else None,
     )  # fmt: skip
     if decision.soft_walltime_s is not None:
         if job.Variable_List is not None:
             job.Variable_List[MARK] = str(decision.soft_walltime_s)
         res["soft_walltime"] = pbs.duration(decision.soft_walltime_s)
-    log.debug("%s [%.2f ms]", decision.reason, (time.monotonic() - _start) * 1000)
+    # straight to pbs.logmsg: a record of the logging module costs more than the lookup
+    pbs.logmsg(pbs.EVENT_DEBUG, hooklog.decision_line(decision.reason, _start))
 
 
 _event, _start = pbs.event(), time.monotonic()

@@ -33,6 +33,21 @@ def _folder_mtimes() -> Dict[str, int]:
 # hook events until its interpreter restarts; the hook compares these with the folders on
 # disk to notice an upgrade and import again instead of running stale code.
 FOLDER_MTIMES = _folder_mtimes()
+# When upgraded() last looked at the folders (time.monotonic()).
+_LOOKED = [float("-inf")]
+
+
+def upgraded(now: float, every_s: float = 0.0) -> bool:
+    """Whether this package's folders changed on disk since it was imported (an upgrade).
+
+    The hook asks at every event; the folders are looked at only when ``every_s`` seconds
+    passed since the last look (``now`` is ``time.monotonic()``; 0: look now).
+    """
+    if now - _LOOKED[0] < every_s:
+        return False
+    _LOOKED[0] = now
+    return _folder_mtimes() != FOLDER_MTIMES
+
 
 # Library code logs; only entry points (cli.main, the ingester, the hook) attach handlers.
 logging.getLogger(__name__).addHandler(logging.NullHandler())

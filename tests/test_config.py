@@ -6,7 +6,13 @@ import os
 import pytest
 
 from softwalltime.errors import ConfigError
-from softwalltime.hookpath.config import libpq_dsn, load_settings, redact_dsn, require_dsn
+from softwalltime.hookpath.config import (
+    hook_settings,
+    libpq_dsn,
+    load_settings,
+    redact_dsn,
+    require_dsn,
+)
 
 
 def _write(tmp_path, data):
@@ -198,3 +204,15 @@ def test_config_command_shows_defaults_lists_and_a_source_per_key(capsys, tmp_pa
     assert rows["accounting_dir"].split() == ["$PBS_HOME/server_priv/accounting", "default"]
     assert rows["dry_run"].split() == ["false", "default"]
     assert "source" not in rows and "pw" not in "".join(rows.values()).replace("password", "")
+
+
+def test_hook_settings_are_kept_while_the_files_stamp_is_the_same(tmp_path):
+    path = _write(tmp_path, {"predictor": "v1"})
+    assert hook_settings(path, ("stat", 1)).predictor == "v1"
+    with open(path, "w") as fh:
+        json.dump({"predictor": "v2"}, fh)
+    assert hook_settings(path, ("stat", 1)).predictor == "v1"  # the same stamp: not read
+    assert hook_settings(path, ("stat", 2)).predictor == "v2"
+    with open(path, "w") as fh:
+        json.dump({"predictor": "v3"}, fh)
+    assert hook_settings(path).predictor == "v3"  # no stamp: the bytes are compared

@@ -9,7 +9,7 @@ import psycopg2
 import pytest
 from helpers_history import HangingServer, add_jobs, closed_port
 
-from softwalltime.hookpath import lookup, pgwire
+from softwalltime.hookpath import hooklog, lookup, pgwire
 
 REPO = Path(__file__).resolve().parents[1]
 HOOK = str(REPO / "hooks" / "softwalltime_hook.py")
@@ -379,3 +379,31 @@ def test_a_burst_of_one_users_jobs_reads_the_history_once(pbs, db, configure):
     configure(dsn=db, history_cache_entries=0)
     queuejob(pbs)
     assert pbs.run_hook(HOOK)["soft_walltime"] == DAY
+
+
+def test_the_decision_line_is_one_line_with_the_time(pbs, db, configure):
+    configure(dsn=db)
+    queuejob(pbs, requestor="al\nice")
+    pbs.run_hook(HOOK)
+    (line,) = [m for m in debug_lines(pbs) if m.startswith("softwalltime: queuejob")]
+    assert (
+        "\n" not in line
+        and line.endswith(" ms]")
+        and line.startswith("softwalltime: queuejob user='al\\nice'")
+    )
+    assert hooklog.decision_line("a\n  b", time.monotonic()).startswith("softwalltime: a b [")
+
+
+def test_forwarding_is_set_again_when_its_handler_was_removed(pbs):
+    def logmsg(level, msg):
+        pass
+
+    logger = hooklog.forward_logging(logmsg, 1, 2, 3)
+    (handler,) = [h for h in logger.handlers if h.get_name() == hooklog.HANDLER_NAME]
+    assert hooklog.forward_logging(logmsg, 1, 2, 3) is logger and handler in logger.handlers
+    logger.removeHandler(handler)
+    hooklog.forward_logging(logmsg, 1, 2, 3)
+    assert [h.get_name() for h in logger.handlers].count(hooklog.HANDLER_NAME) == 1
+    hooklog.forward_logging(logmsg, 1, 2, 4)  # another route replaces it
+    (other,) = [h for h in logger.handlers if h.get_name() == hooklog.HANDLER_NAME]
+    assert other is not handler and other.routes_to(logmsg, 1, 2, 4)

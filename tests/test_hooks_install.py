@@ -399,6 +399,55 @@ UPGRADE_DRIVER = textwrap.dedent(
 )
 
 
+UPGRADE_IN_PLACE_DRIVER = textwrap.dedent(
+    """\
+    import json, os, sys, time
+    sys.path.insert(0, sys.argv[1])
+    import pbs
+    cfg, hook, root = sys.argv[2:5]
+    pbs.hook_config_filename = cfg
+
+    def event():
+        pbs.new_event(pbs.QUEUEJOB, "alice", pbs.job(resources={"walltime": "24:00:00"}))
+        out = pbs.run_hook(hook)
+        return out["soft_walltime"], id(sys.modules["softwalltime.hookpath.lookup"])
+
+    results = [event(), event()]
+    # pip upgrades the package, the hook and its config stay as they are
+    path = os.path.join(root, "softwalltime", "hookpath", "lookup.py")
+    with open(path) as fh, open(path + ".new", "w") as out:
+        out.write(fh.read())
+    os.rename(path + ".new", path)
+    time.sleep(1.1)  # the folders are looked at once a second
+    results.append(event())
+    results.append(event())
+    print(json.dumps(results))
+    """
+)
+
+
+def test_an_upgrade_with_the_same_config_is_noticed_within_a_second(tmp_path, fresh_dsn):
+    add_jobs(fresh_dsn, "alice", [(3600, 4 * 3600, 10)])
+    root = tmp_path / "install"
+    shutil.copytree(
+        REPO / "softwalltime", root / "softwalltime", ignore=shutil.ignore_patterns("data")
+    )
+    pbs_dir = tmp_path / "altair"
+    pbs_dir.mkdir()
+    shutil.copy(FAKE_PBS, pbs_dir / "pbs.py")
+    cfg = tmp_path / "softwalltime.CF"
+    cfg.write_text(json.dumps({"dsn": fresh_dsn, "sys_path": [str(root)]}))
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", UPGRADE_IN_PLACE_DRIVER, str(pbs_dir), str(cfg),
+         str(cli_hooks.hook_script()), str(root)],
+        capture_output=True, text=True, timeout=60, cwd=str(tmp_path), check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (soft1, id1), (soft2, id2), (soft3, id3), (soft4, id4) = json.loads(proc.stdout)
+    assert soft1 == soft2 == soft3 == soft4 == 86400 // 4 + 900
+    assert id1 == id2 and id3 != id2 and id4 == id3
+
+
 def test_hook_imports_again_after_an_upgrade_instead_of_running_stale_modules(tmp_path, fresh_dsn):
     """pbs_server keeps imported modules until its interpreter restarts: after an upgrade
     the new hook script met the old modules ('module softwalltime.hookpath.config has no

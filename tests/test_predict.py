@@ -223,3 +223,12 @@ def test_runs_on_python36_if_available():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [str(DAY // 4 + 900)] * 2
+
+
+def test_params_from_settings_follow_the_values():
+    settings = load_settings(environ={})
+    params = PredictorParams.from_settings(settings)
+    assert PredictorParams.from_settings(settings) is params  # the hook asks every event
+    other = PredictorParams.from_settings(settings._replace(v3_jobs=7, long_walltime_factor=1.5))
+    assert (other.v3_jobs, other.factor_num, other.factor_den) == (7, 3, 2)
+    assert PredictorParams.from_settings(settings) == params == DEFAULT_PARAMS

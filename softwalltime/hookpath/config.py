@@ -352,17 +352,22 @@ def load_settings(
 _HOOK_CACHE = {}  # type: Dict[str, Any]
 
 
-def hook_settings(path: Optional[str]) -> Settings:
+def hook_settings(path: Optional[str], stamp: Any = None) -> Settings:
     """The hook's settings from its config file alone, parsed again only when it changed.
 
     pbs_server keeps imported modules between events, so the parse is kept here and
     reused while the file's bytes stay the same (reading a small file costs far less than
     parsing and checking it). Never reads the environment.
 
+    :param stamp: the file's identity as the caller found it with ``stat`` (inode, size,
+        times): while it is the one of the kept settings, the file is not even read
     :raises ConfigError: as :func:`load_settings`
     """
     if path is None:
         return load_settings(None, environ={})
+    if stamp is not None and _HOOK_CACHE.get("stamp") == (path, stamp):
+        kept = _HOOK_CACHE["settings"]  # type: Settings
+        return kept
     try:
         with open(path, "rb") as fh:
             content = fh.read()  # type: Optional[bytes]
@@ -370,10 +375,10 @@ def hook_settings(path: Optional[str]) -> Settings:
         content = None  # load_settings says what is wrong
     if content is not None and _HOOK_CACHE.get("key") == (path, content):
         cached = _HOOK_CACHE["settings"]  # type: Settings
+        _HOOK_CACHE["stamp"] = (path, stamp)
         return cached
     settings = load_settings(path, environ={})
-    _HOOK_CACHE["key"] = (path, content)
-    _HOOK_CACHE["settings"] = settings
+    _HOOK_CACHE.update(key=(path, content), stamp=(path, stamp), settings=settings)
     return settings
 
 

@@ -5,9 +5,24 @@ Hook path: Python 3.6+ syntax, standard library only.
 """
 
 import logging
-from typing import Callable
+import time
+from typing import Any, Callable, List
 
 HANDLER_NAME = "softwalltime-hook"
+# The route forward_logging set last: (logmsg, levels), the logger, its handler.
+_ROUTE: List[Any] = [None, None, None]
+
+
+def one_line(text: str) -> str:
+    """``text`` with every run of white space (newlines too) made one space."""
+    return " ".join(text.split())
+
+
+def decision_line(reason: str, start: float) -> str:
+    """The hook's debug line for one event: its decision and the time since ``start``
+    (``time.monotonic()``), e.g. ``softwalltime: queuejob user='alice' ...: set ... [0.21 ms]``.
+    """
+    return f"softwalltime: {one_line(reason)} [{(time.monotonic() - start) * 1000:.2f} ms]"
 
 
 class CallbackHandler(logging.Handler):
@@ -31,7 +46,7 @@ class CallbackHandler(logging.Handler):
         else:
             level = self._levels[0]
         try:
-            self._logmsg(level, "softwalltime: " + " ".join(record.getMessage().split()))
+            self._logmsg(level, "softwalltime: " + one_line(record.getMessage()))
         except Exception:  # noqa: BLE001 - logging must never break the hook
             self.handleError(record)
 
@@ -50,6 +65,9 @@ def forward_logging(
     :param error: level passed for ERROR records (e.g. ``pbs.LOG_ERROR``)
     :returns: the ``softwalltime`` logger
     """
+    route = (logmsg, debug, warning, error)
+    if _ROUTE[0] == route and _ROUTE[2] in _ROUTE[1].handlers:
+        return _ROUTE[1]  # type: ignore[no-any-return]  # the previous event's: in place
     logger = logging.getLogger("softwalltime")
     for old in [h for h in logger.handlers if h.get_name() == HANDLER_NAME]:
         if isinstance(old, CallbackHandler) and old.routes_to(logmsg, debug, warning, error):
@@ -60,4 +78,5 @@ def forward_logging(
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     logger.propagate = False
+    _ROUTE[:] = [route, logger, handler]
     return logger

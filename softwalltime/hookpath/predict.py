@@ -18,7 +18,7 @@ evaluator calls :func:`predict` per job in a tight loop, so it avoids allocation
 """
 
 from fractions import Fraction
-from typing import Any, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
 PREDICTORS = ("v1", "v2", "v3")
 
@@ -102,14 +102,21 @@ class PredictorParams(NamedTuple):
 
     @classmethod
     def from_settings(cls, settings: Any) -> "PredictorParams":
-        """Build parameters from :class:`softwalltime.hookpath.config.Settings`."""
-        return cls.create(
+        """Build parameters from :class:`softwalltime.hookpath.config.Settings` (the last
+        ones built are reused while the values are the same: the hook asks at every event)."""
+        values = (
             settings.v1_jobs,
             settings.v3_jobs,
             settings.reserve_s,
             settings.long_walltime_threshold_s,
             settings.long_walltime_factor,
         )
+        last = _LAST_PARAMS.get(values)
+        if last is None:
+            last = cls.create(*values)
+            _LAST_PARAMS.clear()
+            _LAST_PARAMS[values] = last
+        return last
 
     def history_jobs(self, predictor: str) -> int:
         """How many history rows ``predictor`` reads (the lookup's LIMIT)."""
@@ -117,6 +124,8 @@ class PredictorParams(NamedTuple):
 
 
 DEFAULT_PARAMS = PredictorParams.create()
+# PredictorParams.from_settings: the values last asked for and their parameters.
+_LAST_PARAMS: Dict[Tuple[Any, ...], PredictorParams] = {}
 
 
 def _finish(
