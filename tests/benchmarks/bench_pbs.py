@@ -4,11 +4,16 @@ Run as root with OpenPBS up (``../shared/openpbs/up.sh``): ``make bench-pbs``. I
 the machine-wide PBS lock, gives the hook a throwaway PostgreSQL on a unix socket with a
 history for ``alice``, and in each round submits ``--jobs`` held jobs per configuration,
 one ``qsub`` process per job, as ``alice`` (the loop runs in her shell and is timed there,
-so ``su`` is not counted). Configurations alternate round by round so that drift of this
-machine hits them alike. It prints qsubs/s per configuration (median of the rounds), the
-softwalltime hook's ratio to the empty hook, and the hook's own time per event (p50/p99)
-from its log lines. It deletes its jobs and hooks and stops its database: the server is
-left as it was found. Prints figures, asserts nothing.
+so ``su`` is not counted). Each configuration is installed, then ``--warmup`` jobs go
+untimed (the first event after an install compiles the script; the softwalltime hook also
+imports and connects there, as it does once per interpreter restart), then the timed jobs.
+Configurations alternate round by round, and their order is reversed every other round, so
+that drift of this machine, and what one configuration leaves to the next (a deletion's
+aftermath, an interpreter restart falling due), hit them alike. It prints qsubs/s per
+configuration (median of the rounds), the softwalltime hook's ratio to the empty hook, the
+hook's own time per event (p50/p99) from its log lines, and the interpreter restarts that
+fell in each configuration's timed jobs. It deletes its jobs and hooks and stops its
+database: the server is left as it was found. Prints figures, asserts nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from softwalltime.db.localpg import LocalCluster  # noqa: E402
 SOFTWALLTIME = str(Path(sys.executable).with_name("softwalltime"))
 EMPTY_HOOK = "import pbs\npbs.event().accept()\n"
 _TIME_RE = re.compile(r"softwalltime: queuejob user='alice'.*\[([0-9.]+) ms\]$")
+_RESTART = "Restarting Python interpreter"
 
 
 def _submit(n: int) -> float:
@@ -75,7 +81,8 @@ def _percentile(values: list[float], q: float) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, default=200, help="qsubs per configuration and round")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=20, help="untimed qsubs after each install")
     args = ap.parse_args(argv)
     why = pbsctl.available()
     if why:
@@ -86,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
     kinds = ["no hook", "empty hook", "softwalltime hook"]
     rates: dict[str, list[float]] = {k: [] for k in kinds}
+    restarts = dict.fromkeys(kinds, 0)
     hook_ms: list[float] = []  # warm events
     cold_ms: list[float] = []
     workdir = Path(tempfile.mkdtemp(prefix="swt-bench-pbs-"))
@@ -102,11 +110,14 @@ def main(argv: list[str] | None = None) -> int:
             seed(dsn, pbsctl.USER, ALICE_HISTORY)
             print(f"OpenPBS 23.06 at pbshost; {args.jobs} held jobs per configuration and round")
             for rnd in range(args.rounds):
-                for kind in kinds:
+                for kind in kinds if rnd % 2 == 0 else kinds[::-1]:
                     _set_hook(kind, workdir, dsn)
+                    if args.warmup:
+                        _submit(args.warmup)
                     log = pbsctl.ServerLog()
                     rate = _submit(args.jobs)
                     rates[kind].append(rate)
+                    restarts[kind] += sum(_RESTART in line for line in log.lines())
                     if kind == "softwalltime hook":
                         # an event that (re)connected is cold: after an interpreter restart
                         # (every 100 hook runs at most every 30 s by default) or the first
@@ -126,7 +137,10 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     print("qsub throughput (median of rounds, one qsub process per job):")
     for kind in kinds:
-        print(f"  {kind:18} {statistics.median(rates[kind]):6.1f} qsubs/s")
+        print(
+            f"  {kind:18} {statistics.median(rates[kind]):6.1f} qsubs/s"
+            f"  ({restarts[kind]} interpreter restarts in its timed jobs)"
+        )
     ratio = statistics.median(rates["softwalltime hook"]) / statistics.median(rates["empty hook"])
     print(f"softwalltime hook / empty hook: {ratio:.3f}")
     if hook_ms:
