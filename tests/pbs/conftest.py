@@ -40,6 +40,7 @@ ALICE_HISTORY = [(H, 4 * H), (2 * H, 10 * H)]
 SERVER_ATTRIBUTES = (
     "python_restart_max_hooks",
     "python_restart_min_interval",
+    "python_restart_max_objects",
     "job_history_enable",
 )
 

@@ -231,3 +231,40 @@ def test_queue_default_walltime_is_predicted_at_runjob(install, hook_db, jobs):
         pbsctl.qdel(*jobs)
         pbsctl.wait_state(jobs[0], "F", timeout=30)
         pbsctl.qmgr(f"delete queue {queue}", check=False)
+
+
+def _hook_backend(dsn: str) -> tuple[int, object]:
+    """The hook's database session: its pid and when its last statement ended."""
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT pid, state_change FROM pg_stat_activity WHERE application_name ="
+                " 'softwalltime-hook' AND datname = current_database()"
+            )
+            (row,) = cur.fetchall()
+            return row
+    finally:
+        conn.close()
+
+
+def test_a_burst_of_one_users_jobs_reads_the_history_once(install, hook_db, jobs):
+    """The hook keeps a lookup while the database notifies no change to the history: a
+    user's burst of qsub costs one query; a commit to the history is seen by the next job."""
+    # no interpreter restart in the burst: it would connect (and read) afresh
+    for name in ("python_restart_max_hooks", "python_restart_max_objects"):
+        pbsctl.qmgr(f"set server {name} = 1000000")
+    pbsctl.qmgr("set server python_restart_min_interval = 86400")
+    install(dsn=hook_db)
+    jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
+    first = _hook_backend(hook_db)
+    for _ in range(5):
+        jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
+    assert [soft(j) for j in jobs] == [v3(10 * H)] * 6
+    assert _hook_backend(hook_db) == first  # no statement since the first job
+    seed(hook_db, "alice", [(5 * H, 10 * H)], start=100)  # its commit notifies the hook
+    time.sleep(0.2)
+    jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
+    assert soft(jobs[-1]) == 10 * H // 2 + 900
+    pid, when = _hook_backend(hook_db)
+    assert pid == first[0] and when != first[1]  # read again, on the same connection
