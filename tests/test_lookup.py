@@ -359,6 +359,18 @@ def test_nothing_is_kept_without_the_trigger_or_with_zero_entries(fresh_dsn, cap
     assert _kept(fresh_dsn, "alice")[0] == (300, 3000)
 
 
+def test_a_connection_opened_without_the_cache_keeps_lookups_once_asked(fresh_dsn):
+    """The connection the calibration read (or a config with 0 entries) opened never listened,
+    so nothing was ever kept on it (bench-hook: 'kept' as slow as a query per decision)."""
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
+    assert _kept(fresh_dsn, "alice", entries=0) == [(100, 1000)]
+    pid = lookup._cache["conn"].backend_pid
+    assert _kept(fresh_dsn, "alice") == [(100, 1000)]
+    _add_unnotified(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
+    assert _kept(fresh_dsn, "alice") == [(100, 1000)]
+    assert lookup._cache["conn"].backend_pid == pid
+
+
 def test_the_least_recently_used_lookup_goes_first(fresh_dsn):
     for seq, user in enumerate(("a", "b", "c")):
         add_jobs(fresh_dsn, user, [(100, 1000, 10)], start_seq=seq + 1)

@@ -82,8 +82,8 @@ HISTORY_TRIGGER_SQL = (
 HISTORY_CACHE_MAX_AGE_S = 300.0
 
 # The cached connection, the parameters it was opened with, and whether it is notified
-# of changes to the history (LISTEN, and the trigger is there).
-_cache: Dict[str, Any] = {"conn": None, "key": None, "listening": False}
+# of changes to the history (LISTEN, and the trigger is there; None: not asked yet).
+_cache: Dict[str, Any] = {"conn": None, "key": None, "listening": None}
 # (sql, params) -> (monotonic time read, rows) of lookups on the cached connection, valid
 # while it listens and no notification came; least recently used first.
 _history = OrderedDict()  # type: OrderedDict[Tuple[str, Tuple[Any, ...]], Tuple[float, Any]]
@@ -143,7 +143,7 @@ def close_cached() -> None:
     """Close and forget the cached connection and the lookups kept on it (tests, and after
     any failure)."""
     conn = _cache["conn"]
-    _cache.update(conn=None, key=None, listening=False)
+    _cache.update(conn=None, key=None, listening=None)
     _history.clear()
     if conn is not None:
         _close(conn)
@@ -260,6 +260,8 @@ def _fetch(
                 return kept
     if conn is not None:
         try:
+            if keep and _cache["listening"] is None:  # opened by a lookup that kept nothing
+                _cache["listening"] = _listen(conn, deadline)
             rows = clean(_query(conn, sql, params, deadline))
             if keep and _cache["listening"]:
                 _keep(wanted, rows, cache_entries)
@@ -284,7 +286,7 @@ def _fetch(
     try:
         # LISTEN before the query: a change committed after it is notified, and one
         # committed before is in the rows.
-        listening = keep and _listen(conn, deadline)
+        listening = _listen(conn, deadline) if keep else None
         rows = clean(_query(conn, sql, params, deadline))
     except DatabaseError as err:
         _close(conn)
