@@ -9,8 +9,11 @@ CREATE DATABASE; the benchmark database is dropped afterwards), else a private c
 started with initdb/pg_ctl in ``.bench/pg`` (removed afterwards). Prints figures to stdout.
 
 Timed path = what the hook runs per event after its imports: ``decide.decide(...)`` with
-``lookup.fetcher(settings)``, i.e. one indexed query per decision.
+``lookup.fetcher(settings)``, with ``history_cache_entries=0``: one indexed query per
+decision (random users: the hook's kept lookups help bursts, not this).
 * warm: the module-level cached connection is reused (pbs_server keeps modules alive);
+* kept: one user's burst with the default ``history_cache_entries`` (one query, then the
+  lookup kept until the database notifies a change to the history);
 * cold: the cache is dropped before every decision (a new connection each time);
 * hook script: the whole hook file run with runpy and the fake pbs module, warm (an upper
   bound: runpy recompiles the file each time, pbs_server caches the compiled script).
@@ -395,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             busiest = cur.fetchone()[0]
         conn.close()
-        settings = load_settings(environ={}, overrides={"dsn": dsn})
+        settings = load_settings(environ={}, overrides={"dsn": dsn, "history_cache_entries": 0})
         print(
             f"settings: predictor {settings.predictor}, connect_timeout_s "
             f"{settings.connect_timeout_s}, statement_timeout_ms {settings.statement_timeout_ms}"
@@ -403,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
         _decisions(settings, users, 500, cold=False, seed=1)  # warm up the buffer cache
         _stats("warm (cached connection)", _decisions(settings, users, args.warm, False, 2))
         _stats("cold (new connection each)", _decisions(settings, users, args.cold, True, 3))
+        kept = settings._replace(history_cache_entries=1000)
+        _stats("kept (one user's burst)", _decisions(kept, [busiest], args.warm, False, 7))
         for driver in ("pgwire", "psycopg2"):
             _stats(f"connect+SELECT 1+close, {driver}", _bare_connects(dsn, args.cold, driver))
         for driver in ("pgwire", "psycopg2"):
@@ -418,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         lookup.close_cached()
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-            json.dump({"dsn": dsn}, fh)
+            json.dump({"dsn": dsn, "history_cache_entries": 0}, fh)
         try:
             _stats("hook script via runpy, warm", _hook_runs(fh.name, users, args.hook_runs))
         finally:
