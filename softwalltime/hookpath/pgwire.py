@@ -207,7 +207,7 @@ class Connection:
         self._statements = 0
         self._deadline = deadline
         self._notified = 0  # NotificationResponses (LISTEN) not yet reported
-        self._idle_poll = None  # type: Any  # select.poll() for notifications()
+        self._idle_poll = None  # type: Optional[_Idle]  # for notifications()
 
     # -- transport ------------------------------------------------------------------
     def _wait(self, readable: bool) -> None:
@@ -476,17 +476,10 @@ class Connection:
         """
         if self.closed:
             raise DatabaseError("connection is closed")
-        if self._idle_poll is None and hasattr(select, "poll"):
-            self._idle_poll = select.poll()
-            self._idle_poll.register(self._sock, select.POLLIN)
-        while True:
-            if isinstance(self._sock, ssl.SSLSocket) and self._sock.pending():
-                pass
-            elif self._idle_poll is not None:
-                if not self._idle_poll.poll(0):
-                    break
-            elif not wait_ready(self._sock, True, 0.0):
-                break
+        poller = self._idle_poll
+        if poller is None:
+            poller = self._idle_poll = _Idle(self._sock)
+        while poller.readable():  # the usual case: nothing came, one poll
             try:
                 chunk = self._sock.recv(65536)
             except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
@@ -527,6 +520,26 @@ class Connection:
             self._sock.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+class _Idle:
+    """Whether a socket has something to read now, without waiting (a poll object made once:
+    the hook asks at every event)."""
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+        self._tls = isinstance(sock, ssl.SSLSocket)
+        self._poll = None  # type: Any
+        if hasattr(select, "poll"):
+            self._poll = select.poll()
+            self._poll.register(sock, select.POLLIN)
+
+    def readable(self) -> bool:
+        if self._tls and self._sock.pending():  # decrypted bytes the socket no longer shows
+            return True
+        if self._poll is not None:
+            return bool(self._poll.poll(0))
+        return wait_ready(self._sock, True, 0.0)
 
 
 class _Scram:
