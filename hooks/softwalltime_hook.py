@@ -69,18 +69,17 @@ def _main(e):
     marks = None if soft is None or altered else old.Variable_List
     ours = marks is not None and marks.get(MARK) == str(int(soft))
     queue = getattr(old.queue, "name", None) or str(old.queue or "")
-    shrink = (
-        res["min_walltime"] is not None or old is not job and old_res["min_walltime"] is not None
-    )
+    shrink = old is not job and old_res["min_walltime"] is not None
+    shrink = shrink or res["min_walltime"] is not None
     server = str(old.id or "").partition(".")[2]  # the job's server (no id yet at queuejob)
     if not server and settings.history_scope == "server":
         server = pbs.server().name
-    decision = decide.decide(
-        kind, user, queue, None if walltime is None else int(walltime),
-        None if soft is None else int(soft), shrink, wait_s, settings,
-        lookup.fetcher(settings, server), existing_is_ours=ours,
-        ncpus=calibrated.ncpus_of(old_res) if settings.predictor == calibrated.NAME else None,
-    )  # fmt: skip
+    ncpus = calibrated.ncpus_of(old_res) if settings.predictor == calibrated.NAME else None
+    args = (kind, user, queue, None if walltime is None else int(walltime),
+            None if soft is None else int(soft), shrink, wait_s, settings)  # fmt: skip
+    key = args[:7] + (ours, server) if kind == "queuejob" else None  # a burst: decided once
+    decision = lookup.decided(settings, key, lambda: decide.decide(
+        *args, lookup.fetcher(settings, server), ours, ncpus=ncpus))  # fmt: skip
     if decision.soft_walltime_s is not None:
         if job.Variable_List is not None:
             job.Variable_List[MARK] = str(decision.soft_walltime_s)

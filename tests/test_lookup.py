@@ -421,3 +421,38 @@ def test_the_hooks_reader_keeps_lookups_by_its_setting(fresh_dsn):
     off = settings._replace(history_cache_entries=0)
     assert lookup.fetcher(off) is not fetch
     assert lookup.fetcher(off)("alice", 5, True) == [(200, 2000), (100, 1000)]
+
+
+def test_a_decision_is_kept_with_the_lookups_it_came_from(fresh_dsn):
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
+    settings = load_settings(environ={}, overrides={"dsn": fresh_dsn})
+    made = []
+
+    def decide():
+        made.append(lookup.fetcher(settings)("alice", 15, True))
+        return len(made)
+
+    key = ("queuejob", "alice", "", 36000, None, False, None, False, "")
+    assert lookup.decided(settings, key, decide) == 1  # no listening connection yet
+    assert lookup.decided(settings, key, decide) == 2  # now there is: kept
+    assert lookup.decided(settings, key, decide) == 2
+    assert lookup.decided(settings, key[:3] + (7200,) + key[4:], decide) == 3  # other inputs
+    assert lookup.decided(settings, None, decide) == 4  # None: never kept
+    add_jobs(fresh_dsn, "bob", [(1, 1, 1)], start_seq=60)  # the history changed
+    assert _until(lambda: lookup.decided(settings, key, decide) != 2)
+    assert made[-1] == [(100, 1000)]
+    # the predictor calibrated and a zero-entry cache keep nothing
+    for other in (
+        settings._replace(predictor="calibrated"),
+        settings._replace(history_cache_entries=0),
+    ):
+        before = len(made)
+        lookup.decided(other, key, decide)
+        lookup.decided(other, key, decide)
+        assert len(made) == before + 2
+    # a lost connection forgets them too
+    kept = lookup.decided(settings, key, decide)
+    assert lookup.decided(settings, key, decide) == kept
+    lookup.close_cached()
+    again = lookup.decided(settings, key, decide)
+    assert again == len(made) and again > kept

@@ -87,6 +87,8 @@ _cache: Dict[str, Any] = {"conn": None, "key": None, "listening": None}
 # (sql, params) -> (monotonic time read, rows) of lookups on the cached connection, valid
 # while it listens and no notification came; least recently used first.
 _history = OrderedDict()  # type: OrderedDict[Tuple[str, Tuple[Any, ...]], Tuple[float, Any]]
+# Decisions made from kept lookups (see decided()): valid as long as those are.
+_decisions = OrderedDict()  # type: OrderedDict[Tuple[Any, ...], Tuple[float, Any]]
 # The calibration table's decisions last read, when (monotonic) and from which database.
 _calibration: Dict[str, Any] = {"table": None, "at": 0.0, "dsn": None}
 
@@ -145,6 +147,7 @@ def close_cached() -> None:
     conn = _cache["conn"]
     _cache.update(conn=None, key=None, listening=None)
     _history.clear()
+    _decisions.clear()
     if conn is not None:
         _close(conn)
 
@@ -170,6 +173,7 @@ def _kept(conn: pgwire.Connection, wanted: Tuple[str, Tuple[Any, ...]]) -> Optio
     try:
         if conn.notifications():
             _history.clear()
+            _decisions.clear()
     except DatabaseError:
         close_cached()
         raise
@@ -193,6 +197,48 @@ def _kept_now(key: Any, wanted: Tuple[str, Tuple[Any, ...]]) -> Optional[List[An
         return _kept(conn, wanted)
     except DatabaseError:
         return None  # _kept forgot the connection
+
+
+def decided(settings: Any, key: Optional[Tuple[Any, ...]], decide: Callable[[], T]) -> T:
+    """``decide()``, or what it returned for the same ``key`` and ``settings`` while nothing
+    changed in the history since (a user's burst of identical jobs: no call chain at all).
+
+    Only while lookups are kept (``history_cache_entries``, a listening connection) and for
+    the predictors whose answer depends on the history alone (not ``calibrated``, whose
+    site table changes on its own); ``key`` must hold every other input of the decision
+    (None: decide now, keep nothing).
+    """
+    entries = settings.history_cache_entries
+    conn = _cache["conn"]
+    if (
+        key is None
+        or entries <= 0
+        or settings.predictor == "calibrated"
+        or conn is None
+        or not _cache["listening"]
+        or _cache["key"]
+        != (settings.dsn, settings.connect_timeout_s, settings.statement_timeout_ms)
+    ):
+        return decide()
+    try:
+        if conn.notifications():
+            _history.clear()
+            _decisions.clear()
+    except DatabaseError:
+        close_cached()
+        return decide()
+    full = (settings, key)
+    kept = _decisions.get(full)
+    if kept is not None and time.monotonic() - kept[0] <= HISTORY_CACHE_MAX_AGE_S:
+        _decisions.move_to_end(full)
+        answer: T = kept[1]
+        return answer
+    answer = decide()
+    if _cache["listening"] and _cache["conn"] is conn:  # still the connection it was made on
+        _decisions[full] = (time.monotonic(), answer)
+        while len(_decisions) > entries:
+            _decisions.popitem(last=False)
+    return answer
 
 
 def _keep(wanted: Tuple[str, Tuple[Any, ...]], rows: List[Any], entries: int) -> None:
