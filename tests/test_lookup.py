@@ -27,6 +27,17 @@ def _admin(dsn):
     return conn
 
 
+def _terminate(dsn, pid):
+    """End the backend ``pid`` as an admin would (pg_terminate_backend), and let it go."""
+    admin = _admin(dsn)
+    try:
+        with admin.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    finally:
+        admin.close()
+    time.sleep(0.05)
+
+
 def test_last_n_by_end_time_ties_by_job_seq(fresh_dsn):
     add_jobs(
         fresh_dsn,
@@ -118,13 +129,7 @@ def test_reconnects_when_the_cached_connection_died(fresh_dsn):
     add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
     assert lookup.recent_jobs(fresh_dsn, "alice", 2) == [(100, 1000)]
     pid = lookup._cache["conn"].backend_pid
-    admin = _admin(fresh_dsn)
-    try:
-        with admin.cursor() as cur:
-            cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    finally:
-        admin.close()
-    time.sleep(0.05)
+    _terminate(fresh_dsn, pid)
     assert lookup.recent_jobs(fresh_dsn, "alice", 2) == [(100, 1000)]
     assert lookup._cache["conn"].backend_pid != pid
 
@@ -388,13 +393,7 @@ def test_a_connection_lost_while_idle_empties_what_was_kept(fresh_dsn):
     assert _kept(fresh_dsn, "alice") == [(100, 1000)]
     pid = lookup._cache["conn"].backend_pid
     _add_unnotified(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
-    admin = _admin(fresh_dsn)
-    try:
-        with admin.cursor() as cur:
-            cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    finally:
-        admin.close()
-    time.sleep(0.05)
+    _terminate(fresh_dsn, pid)
     # what changed while nobody listened is unknown: read again on a new connection
     assert _kept(fresh_dsn, "alice") == [(200, 2000), (100, 1000)]
     assert lookup._cache["conn"].backend_pid != pid

@@ -165,8 +165,8 @@ def _listen(conn: pgwire.Connection, deadline: float) -> bool:
     return listening
 
 
-def _kept(conn: pgwire.Connection, wanted: Tuple[str, Tuple[Any, ...]]) -> Optional[List[Any]]:
-    """The rows kept for ``wanted`` if nothing changed since, else None.
+def _read_notifications(conn: pgwire.Connection) -> None:
+    """Read what the server sent meanwhile: a notification empties what was kept.
 
     :raises DatabaseError: the connection was closed while idle (it is forgotten)
     """
@@ -177,6 +177,14 @@ def _kept(conn: pgwire.Connection, wanted: Tuple[str, Tuple[Any, ...]]) -> Optio
     except DatabaseError:
         close_cached()
         raise
+
+
+def _kept(conn: pgwire.Connection, wanted: Tuple[str, Tuple[Any, ...]]) -> Optional[List[Any]]:
+    """The rows kept for ``wanted`` if nothing changed since, else None.
+
+    :raises DatabaseError: the connection was closed while idle (it is forgotten)
+    """
+    _read_notifications(conn)
     kept = _history.get(wanted)
     if kept is None:
         return None
@@ -221,11 +229,8 @@ def decided(settings: Any, key: Optional[Tuple[Any, ...]], decide: Callable[[], 
     ):
         return decide()
     try:
-        if conn.notifications():
-            _history.clear()
-            _decisions.clear()
+        _read_notifications(conn)
     except DatabaseError:
-        close_cached()
         return decide()
     full = (settings, key)
     kept = _decisions.get(full)

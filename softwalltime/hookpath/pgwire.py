@@ -241,20 +241,31 @@ class Connection:
             if not pending:
                 self._wait(True)
             try:
-                chunk = self._sock.recv(65536)
-            except (ssl.SSLWantReadError, BlockingIOError):
-                continue
+                if self._recv():
+                    return
             except ssl.SSLWantWriteError:
                 self._wait(False)
-                continue
-            except OSError as err:
-                self.close()
-                raise DatabaseError(f"connection lost: {err}") from err
-            if not chunk:
-                self.close()
-                raise DatabaseError("server closed the connection unexpectedly")
-            self._buf += chunk
-            return
+
+    def _recv(self) -> bool:
+        """One ``recv`` into the buffer; False if there was nothing to read after all.
+
+        :raises ssl.SSLWantWriteError: TLS must write first
+        :raises DatabaseError: the connection broke or the server closed it (closed here)
+        """
+        try:
+            chunk = self._sock.recv(65536)
+        except (ssl.SSLWantReadError, BlockingIOError):
+            return False
+        except OSError as err:
+            if isinstance(err, ssl.SSLWantWriteError):
+                raise
+            self.close()
+            raise DatabaseError(f"connection lost: {err}") from err
+        if not chunk:
+            self.close()
+            raise DatabaseError("server closed the connection unexpectedly")
+        self._buf += chunk
+        return True
 
     def _read(self) -> Tuple[bytes, bytes]:
         while len(self._buf) < 5:
@@ -481,16 +492,10 @@ class Connection:
             poller = self._idle_poll = _Idle(self._sock)
         while poller.readable():  # the usual case: nothing came, one poll
             try:
-                chunk = self._sock.recv(65536)
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                if not self._recv():
+                    break
+            except ssl.SSLWantWriteError:
                 break
-            except OSError as err:
-                self.close()
-                raise DatabaseError(f"connection lost: {err}") from err
-            if not chunk:
-                self.close()
-                raise DatabaseError("server closed the connection unexpectedly")
-            self._buf += chunk
         while len(self._buf) >= 5 and len(self._buf) > _HDR.unpack_from(self._buf)[1]:
             kind, payload = self._read()  # a whole message is buffered: no wait
             if kind == b"A":
