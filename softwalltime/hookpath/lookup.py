@@ -88,7 +88,7 @@ _cache: Dict[str, Any] = {"conn": None, "key": None, "listening": None}
 # while it listens and no notification came; least recently used first.
 _history = OrderedDict()  # type: OrderedDict[Tuple[str, Tuple[Any, ...]], Tuple[float, Any]]
 # Decisions made from kept lookups (see decided()): valid as long as those are.
-_decisions = OrderedDict()  # type: OrderedDict[Tuple[Any, ...], Tuple[float, Any]]
+_decisions = OrderedDict()  # type: OrderedDict[Tuple[Any, ...], Tuple[float, Any, Any]]
 # The calibration table's decisions last read, when (monotonic) and from which database.
 _calibration: Dict[str, Any] = {"table": None, "at": 0.0, "dsn": None}
 
@@ -232,15 +232,19 @@ def decided(settings: Any, key: Optional[Tuple[Any, ...]], decide: Callable[[], 
         _read_notifications(conn)
     except DatabaseError:
         return decide()
-    full = (settings, key)
+    full = (id(settings), key)  # hashing the settings' 30-odd fields would cost more
     kept = _decisions.get(full)
-    if kept is not None and time.monotonic() - kept[0] <= HISTORY_CACHE_MAX_AGE_S:
+    if (
+        kept is not None
+        and kept[2] is settings
+        and time.monotonic() - kept[0] <= HISTORY_CACHE_MAX_AGE_S
+    ):
         _decisions.move_to_end(full)
         answer: T = kept[1]
         return answer
     answer = decide()
     if _cache["listening"] and _cache["conn"] is conn:  # still the connection it was made on
-        _decisions[full] = (time.monotonic(), answer)
+        _decisions[full] = (time.monotonic(), answer, settings)
         while len(_decisions) > entries:
             _decisions.popitem(last=False)
     return answer
