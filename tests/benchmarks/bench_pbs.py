@@ -4,11 +4,13 @@ Run as root with OpenPBS up (``../shared/openpbs/up.sh``): ``make bench-pbs``. I
 the machine-wide PBS lock, gives the hook a throwaway PostgreSQL on a unix socket with a
 history for ``alice``, and in each round submits ``--jobs`` held jobs per configuration,
 one ``qsub`` process per job, as ``alice`` (the loop runs in her shell and is timed there,
-so ``su`` is not counted). Each configuration is installed, then ``--warmup`` jobs go
-untimed (the first event after an install compiles the script; the softwalltime hook also
-imports and connects there, as it does once per interpreter restart), then the timed jobs.
-Configurations alternate round by round, and their order is reversed every other round, so
-that drift of this machine, and what one configuration leaves to the next (a deletion's
+so ``su`` is not counted). Both hooks are installed once (the softwalltime hook with
+``softwalltime hooks install``); a configuration is one ``qmgr set hook ... enabled`` per
+hook away, so rounds can be short and many. After each switch ``--warmup`` jobs go untimed
+(the first event after an import compiles the script; the softwalltime hook also imports and
+connects there, as it does once per interpreter restart), then the timed jobs.
+Configurations alternate within each round, and their order is reversed every other round,
+so that drift of this machine, and what one configuration leaves to the next (a deletion's
 aftermath, an interpreter restart falling due), hit them alike. It prints qsubs/s per
 configuration (median of the rounds); the softwalltime hook's ratio to the empty hook as the
 median of the rounds' ratios (the two run back to back in every round, so the machine's
@@ -61,18 +63,28 @@ def _clear_jobs() -> None:
         pbsctl.qdel(*ids[i : i + 200])
 
 
-def _set_hook(kind: str, workdir: Path, dsn: str) -> None:
+# the hook each configuration enables (both are installed once, disabled in between)
+HOOKS = {"no hook": None, "empty hook": "swt_empty", "softwalltime hook": "swt_bench"}
+
+
+def _install(workdir: Path, dsn: str) -> None:
+    script = workdir / "empty.py"
+    script.write_text(EMPTY_HOOK)
+    pbsctl.qmgr("create hook swt_empty event=queuejob")
+    pbsctl.qmgr(f"import hook swt_empty application/x-python default {script}")
+    cfg = workdir / "softwalltime.json"
+    cfg.write_text(json.dumps({"dsn": dsn}))
+    pbsctl.run(SOFTWALLTIME, "--config", str(cfg), "hooks", "install", "--name", "swt_bench")
+
+
+def _enable(kind: str) -> None:
+    for name in ("swt_empty", "swt_bench"):
+        pbsctl.qmgr(f"set hook {name} enabled = {str(HOOKS[kind] == name).lower()}")
+
+
+def _remove() -> None:
     pbsctl.run(SOFTWALLTIME, "hooks", "uninstall", "--name", "swt_bench", check=False)
     pbsctl.qmgr("delete hook swt_empty", check=False)
-    if kind == "empty hook":
-        script = workdir / "empty.py"
-        script.write_text(EMPTY_HOOK)
-        pbsctl.qmgr("create hook swt_empty event=queuejob")
-        pbsctl.qmgr(f"import hook swt_empty application/x-python default {script}")
-    elif kind == "softwalltime hook":
-        cfg = workdir / "softwalltime.json"
-        cfg.write_text(json.dumps({"dsn": dsn}))
-        pbsctl.run(SOFTWALLTIME, "--config", str(cfg), "hooks", "install", "--name", "swt_bench")
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -82,9 +94,9 @@ def _percentile(values: list[float], q: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--jobs", type=int, default=150, help="qsubs per configuration and round")
-    ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--warmup", type=int, default=20, help="untimed qsubs after each install")
+    ap.add_argument("--jobs", type=int, default=50, help="qsubs per configuration and round")
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5, help="untimed qsubs after each switch")
     args = ap.parse_args(argv)
     why = pbsctl.available()
     if why:
@@ -111,9 +123,10 @@ def main(argv: list[str] | None = None) -> int:
             engine.dispose()
             seed(dsn, pbsctl.USER, ALICE_HISTORY)
             print(f"OpenPBS 23.06 at pbshost; {args.jobs} held jobs per configuration and round")
+            _install(workdir, dsn)
             for rnd in range(args.rounds):
                 for kind in kinds if rnd % 2 == 0 else kinds[::-1]:
-                    _set_hook(kind, workdir, dsn)
+                    _enable(kind)
                     if args.warmup:
                         _submit(args.warmup)
                     log = pbsctl.ServerLog()
@@ -131,9 +144,13 @@ def main(argv: list[str] | None = None) -> int:
                                 (cold_ms if cold else hook_ms).append(float(m.group(1)))
                                 cold = False
                     _clear_jobs()
-                    print(f"  round {rnd + 1}: {kind:18} {rate:6.1f} qsubs/s")
+                print(
+                    f"  round {rnd + 1:2}: "
+                    + ", ".join(f"{kind} {rates[kind][-1]:5.1f}" for kind in kinds)
+                    + " qsubs/s"
+                )
         finally:
-            _set_hook("no hook", workdir, "")
+            _remove()
             _clear_jobs()
             cluster.destroy()
             shutil.rmtree(workdir, ignore_errors=True)
