@@ -165,26 +165,32 @@ def _listen(conn: pgwire.Connection, deadline: float) -> bool:
     return listening
 
 
-def _read_notifications(conn: pgwire.Connection) -> None:
-    """Read what the server sent meanwhile: a notification empties what was kept.
+def _conn_key(dsn: str, connect_timeout_s: float, statement_timeout_ms: int) -> Tuple[Any, ...]:
+    """What the cached connection was opened with (another value: another connection)."""
+    return (dsn, connect_timeout_s, statement_timeout_ms)
 
-    :raises DatabaseError: the connection was closed while idle (it is forgotten)
-    """
+
+def _listening(key: Tuple[Any, ...]) -> bool:
+    """Whether the cached connection of ``key`` listens, with what its server sent meanwhile
+    read: a notification empties what was kept; a connection lost while idle is forgotten
+    (False)."""
+    conn = _cache["conn"]
+    if conn is None or not _cache["listening"] or _cache["key"] != key or conn.closed:
+        return False
     try:
-        if conn.notifications():
-            _history.clear()
-            _decisions.clear()
-    except DatabaseError:
+        changed = conn.notifications()
+    except DatabaseError as err:
+        log.debug("cached connection failed (%s); reconnecting", _one_line(err))
         close_cached()
-        raise
+        return False
+    if changed:
+        _history.clear()
+        _decisions.clear()
+    return True
 
 
-def _kept(conn: pgwire.Connection, wanted: Tuple[str, Tuple[Any, ...]]) -> Optional[List[Any]]:
-    """The rows kept for ``wanted`` if nothing changed since, else None.
-
-    :raises DatabaseError: the connection was closed while idle (it is forgotten)
-    """
-    _read_notifications(conn)
+def _kept(wanted: Tuple[str, Tuple[Any, ...]]) -> Optional[List[Any]]:
+    """The rows kept for ``wanted`` (after :func:`_listening` said they are current), or None."""
     kept = _history.get(wanted)
     if kept is None:
         return None
@@ -193,18 +199,6 @@ def _kept(conn: pgwire.Connection, wanted: Tuple[str, Tuple[Any, ...]]) -> Optio
         return None
     _history.move_to_end(wanted)
     return list(kept[1])
-
-
-def _kept_now(key: Any, wanted: Tuple[str, Tuple[Any, ...]]) -> Optional[List[Any]]:
-    """What :func:`_fetch` would return from the cache for ``wanted`` on the connection of
-    ``key``, or None (then the caller reads as usual, reconnecting if need be)."""
-    conn = _cache["conn"]
-    if conn is None or not _cache["listening"] or _cache["key"] != key or conn.closed:
-        return None
-    try:
-        return _kept(conn, wanted)
-    except DatabaseError:
-        return None  # _kept forgot the connection
 
 
 def decided(settings: Any, key: Optional[Tuple[Any, ...]], decide: Callable[[], T]) -> T:
@@ -217,21 +211,12 @@ def decided(settings: Any, key: Optional[Tuple[Any, ...]], decide: Callable[[], 
     (None: decide now, keep nothing).
     """
     entries = settings.history_cache_entries
+    if key is None or entries <= 0 or settings.predictor == "calibrated":
+        return decide()
+    conn_key = _conn_key(settings.dsn, settings.connect_timeout_s, settings.statement_timeout_ms)
+    if not _listening(conn_key):
+        return decide()
     conn = _cache["conn"]
-    if (
-        key is None
-        or entries <= 0
-        or settings.predictor == "calibrated"
-        or conn is None
-        or not _cache["listening"]
-        or _cache["key"]
-        != (settings.dsn, settings.connect_timeout_s, settings.statement_timeout_ms)
-    ):
-        return decide()
-    try:
-        _read_notifications(conn)
-    except DatabaseError:
-        return decide()
     full = (id(settings), key)  # hashing the settings' 30-odd fields would cost more
     kept = _decisions.get(full)
     if (
@@ -308,7 +293,7 @@ def _fetch(
     """
     deadline = time.monotonic() + connect_timeout_s + statement_timeout_ms / 1000.0
     deadline += STATEMENT_GRACE_S
-    key = (dsn, connect_timeout_s, statement_timeout_ms)
+    key = _conn_key(dsn, connect_timeout_s, statement_timeout_ms)
     wanted = (sql, tuple(params))
     keep = reuse and cache_entries > 0
 
@@ -317,14 +302,12 @@ def _fetch(
         close_cached()
         conn = None
     if conn is not None and keep and _cache["listening"]:
-        try:
-            kept = _kept(conn, wanted)
-        except DatabaseError as err:
-            log.debug("cached connection failed (%s); reconnecting", _one_line(err))
-            conn = None
-        else:
+        if _listening(key):
+            kept = _kept(wanted)
             if kept is not None:
                 return kept
+        else:  # lost while idle: forgotten
+            conn = None
     if conn is not None:
         try:
             if keep and _cache["listening"] is None:  # opened by a lookup that kept nothing
@@ -449,7 +432,7 @@ class _Fetch:
         self.server = server
         self._site = None  # type: Optional[SiteFetch]
         # what _fetch would compute at every call, for the kept lookups' short way
-        self._key = (self.dsn, settings.connect_timeout_s, settings.statement_timeout_ms)
+        self._key = _conn_key(self.dsn, settings.connect_timeout_s, settings.statement_timeout_ms)
         self._sql = tuple(
             scoped(q, self.only) for q in (RECENT_JOBS_SQL, RECENT_JOBS_WITH_WALLTIME_SQL)
         )
@@ -468,7 +451,7 @@ class _Fetch:
             sql = self._sql[1 if with_walltime_only else 0]
             only = self.only
             params = (username, int(limit)) if only is None else (username, int(limit), only)
-            kept = _kept_now(self._key, (sql, params))
+            kept = _kept((sql, params)) if _listening(self._key) else None
             if kept is not None:
                 return kept
         return recent_jobs(

@@ -256,9 +256,9 @@ class Connection:
             chunk = self._sock.recv(65536)
         except (ssl.SSLWantReadError, BlockingIOError):
             return False
+        except ssl.SSLWantWriteError:
+            raise
         except OSError as err:
-            if isinstance(err, ssl.SSLWantWriteError):
-                raise
             self.close()
             raise DatabaseError(f"connection lost: {err}") from err
         if not chunk:
@@ -281,6 +281,11 @@ class Connection:
         payload = self._buf[5 : length + 1]
         self._buf = self._buf[length + 1 :]
         return kind, payload
+
+    def _parameter(self, payload: bytes) -> None:
+        """A ParameterStatus message: the server's value of a run-time parameter."""
+        pair = payload.decode("utf-8", "replace").split("\0")
+        self.parameters[pair[0]] = pair[1] if len(pair) > 1 else ""
 
     def set_deadline(self, deadline: float) -> None:
         """Bound the next operations by ``deadline`` (a ``time.monotonic()`` value)."""
@@ -349,8 +354,7 @@ class Connection:
                         "trust, password, md5 and scram-sha-256)"
                     )
             elif kind == b"S":
-                pair = payload.decode("utf-8", "replace").split("\0")
-                self.parameters[pair[0]] = pair[1] if len(pair) > 1 else ""
+                self._parameter(payload)
             elif kind == b"E":
                 fields = _error_fields(payload)
                 self.close()
@@ -501,8 +505,7 @@ class Connection:
             if kind == b"A":
                 self._notified += 1
             elif kind == b"S":
-                pair = payload.decode("utf-8", "replace").split("\0")
-                self.parameters[pair[0]] = pair[1] if len(pair) > 1 else ""
+                self._parameter(payload)
             elif kind == b"E":  # e.g. FATAL: terminating connection due to administrator command
                 fields = _error_fields(payload)
                 self.close()
