@@ -16,7 +16,9 @@ def run(capsys, *argv):
     ("trace", "reason"),
     [
         ("METACENTRUM-2009-2.swf.gz", "no requested walltime: 103,656"),
-        ("LLNL-Atlas-2006-2.1-cln.swf.gz", "no submit/start/end time: 35,517"),
+        # and one request of 738,738,720 s (23 years): beyond the plausible bounds
+        ("LLNL-Atlas-2006-2.1-cln.swf.gz", "no submit/start/end time: 35,516"),
+        ("LLNL-Atlas-2006-2.1-cln.swf.gz", "requested time < 0 or > 10 years: 1"),
         ("LLNL-Thunder-2007-1.1-cln.swf.gz", "no submit/start/end time"),
     ],
 )

@@ -10,8 +10,9 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, SoftwalltimeError
+from ..errors import ConfigError, ParseError, SoftwalltimeError
 from ..hookpath.config import PREDICTORS, Settings, require_dsn
+from ..units import parse_size
 from .argtypes import name_list
 
 if TYPE_CHECKING:
@@ -22,6 +23,33 @@ log = logging.getLogger(__name__)
 # The same values as softwalltime.replay.evaluate.MOMENTS; the replay code is imported only when
 # the command runs, so that building the parser (every softwalltime invocation) stays cheap.
 MOMENTS = ("submit", "start")
+# softwalltime.replay.traces.DEFAULT_MAX_INPUT_BYTES, as the option's help says it.
+MAX_INPUT_DEFAULT = "1gb"
+
+
+def input_size(text: str) -> int:
+    """An argparse type: a size such as ``4gb`` or ``512mb`` (binary units), at least 1 byte."""
+    try:
+        value = parse_size(text)
+    except ParseError as err:
+        raise argparse.ArgumentTypeError(f"{err} (e.g. 4gb, 512mb)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 byte, got {text!r}")
+    return value
+
+
+def add_input_size(p: argparse.ArgumentParser) -> None:
+    """Add ``--max-input-size`` (``evaluate`` and ``simulate``)."""
+    p.add_argument(
+        "--max-input-size",
+        type=input_size,
+        default=input_size(MAX_INPUT_DEFAULT),
+        metavar="SIZE",
+        help="read at most SIZE from all SOURCEs together, decompressed, e.g. 4gb"
+        f" (default: {MAX_INPUT_DEFAULT}); beyond it, or at a line over 16mb, reading stops"
+        " with an error",
+    )
+
 
 DESCRIPTION = """\
 Replay finished jobs through the soft-walltime predictors and report, for each predictor
@@ -41,7 +69,9 @@ instant; at equal times ends come first, and among equal end times the job later
 trace (for PBS logs and --db: submitted later) counts as more recent. A job is never in its
 own history. Only jobs with a requested walltime > 0 and a known run time
 >= 0 (and a known user and times) are evaluated or used as history; the others are skipped
-and counted. A user without history gets soft = walltime. Predictor parameters (v1_jobs,
+and counted. So are jobs with a value beyond the plausible bounds: submit time before 1970
+or after 2099, wait, run or requested time < 0 or > 10 years, processors < 0 or > 10^8.
+A user without history gets soft = walltime. Predictor parameters (v1_jobs,
 v3_jobs, reserve_s, target_under_pct ...) come from the configuration, as in the hook.
 
 The predictor 'calibrated' runs the hook's code with its site calibration table updated at
@@ -99,6 +129,7 @@ def register(sub: Any) -> None:
         help="SWF jobs whose wait time is unknown (-1) start at their submit time instead of"
         " being skipped (LLNL traces record no wait at all)",
     )
+    add_input_size(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument(
         "--plot", metavar="DIR", help="also write PNG figures into DIR (needs matplotlib)"
@@ -162,10 +193,13 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     if args.db:
         trace = _read_db(settings)
     else:
-        from ..replay.traces import read_sources
+        from ..replay.traces import InputLimits, read_sources
 
         trace = read_sources(
-            args.sources, server=settings.server, start_from_submit=args.start_from_submit
+            args.sources,
+            server=settings.server,
+            start_from_submit=args.start_from_submit,
+            limits=InputLimits(args.max_input_size),
         )
     read_s = time.perf_counter() - started
     params = PredictorParams.from_settings(settings)

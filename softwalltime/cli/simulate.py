@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import ConfigError
 from ..hookpath.config import Settings
 from .argtypes import name_list, whole_number
+from .evaluate import add_input_size
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,9 @@ utilization, makespan and corrections, against the users' walltimes.
 The model:
 - Machine: a pool of processors, from the SWF header (MaxProcs) or --procs (required for
   PBS accounting logs, which give ncpus). A job uses its allocated (else requested)
-  processors; jobs wider than the machine are skipped and counted.
+  processors; jobs wider than the machine are skipped and counted, as are jobs with a value
+  beyond the plausible bounds (submit time before 1970 or after 2099, wait, run or requested
+  time < 0 or > 10 years, processors < 0 or > 10^8).
 - Jobs arrive at their submit time and run for their real run time, cut at their requested
   walltime (PBS kills there).
 - Estimates the scheduler plans with: users (the walltimes), v1/v2/v3 and calibrated (the
@@ -133,6 +136,7 @@ def register(sub: Any) -> None:
         metavar="M",
         help="refresh threshold, minutes (default: %(default)s)",
     )
+    add_input_size(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--plot", metavar="DIR", help="also write PNG box plots into DIR (matplotlib)")
     p.add_argument(
@@ -188,13 +192,15 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
     """
     from ..hookpath.predict import PredictorParams
     from ..replay import simulate as sim
+    from ..replay.traces import InputLimits
 
     names = _sources(args.estimates)
     if args.refresh_pct < 0 or args.refresh_min < 0:
         raise ConfigError("--refresh-pct and --refresh-min must not be negative")
     procs: Dict[str, int] = {}
+    limits = InputLimits(args.max_input_size)  # all sources together: all are kept in memory
     for path in args.sources:
-        work = sim.read_workload(path)
+        work = sim.read_workload(path, limits)
         machine: Optional[int] = args.procs or work.machine_procs
         if machine is None:
             raise ConfigError(f"{path}: no MaxProcs header: give the machine size with --procs N")

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Optional
+from typing import Dict, Optional
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..db.schema import finished_jobs
 from ..errors import UNDEFINED_TABLE, DatabaseError, SchemaMissingError
+from .bounds import implausible
 from .evaluate import Trace, TraceJob
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,8 @@ def read_finished_jobs(conn: Connection, source: str = "db", server: Optional[st
     """Read every finished job as a workload, in submission order (ctime, then job number).
 
     Submit = ``ctime``, start = ``started_at``, end = ``ended_at``, requested walltime =
-    ``walltime_s`` and run time = ``runtime_s``, as the predictors read them in the hook.
+    ``walltime_s`` and run time = ``runtime_s``, as the predictors read them in the hook. A row
+    with a value beyond :mod:`.bounds` is skipped and counted under the bound's reason.
 
     :param conn: a connection; the caller owns the transaction
     :param source: how to name the source in reports (pass a redacted DSN, never a password)
@@ -45,16 +47,23 @@ def read_finished_jobs(conn: Connection, source: str = "db", server: Optional[st
     if server is not None:
         query = query.where(t.server == server)
     jobs = []
+    skipped: Dict[str, int] = {}
     try:
         # Per statement: Connection.execution_options() would change the caller's connection
         # for good (every later statement a server-side cursor, which a DELETE cannot be).
         result = conn.execute(query, execution_options={"yield_per": _BATCH_ROWS})
         for user, ctime, started_at, ended_at, walltime_s, runtime_s, ncpus in result:
+            submit_s, start_s = _epoch(ctime), _epoch(started_at)
+            wait_s = start_s - submit_s if start_s is not None and submit_s is not None else None
+            reason = implausible(submit_s, wait_s, runtime_s, walltime_s, ncpus)
+            if reason is not None:  # stored before ingest refused such rows
+                skipped[reason] = skipped.get(reason, 0) + 1
+                continue
             jobs.append(
                 TraceJob(
                     user or None,
-                    _epoch(ctime),
-                    _epoch(started_at),
+                    submit_s,
+                    start_s,
                     _epoch(ended_at),
                     walltime_s,
                     runtime_s,
@@ -71,4 +80,4 @@ def read_finished_jobs(conn: Connection, source: str = "db", server: Optional[st
             "is the schema migrated ('softwalltime db upgrade')?"
         ) from err
     log.info("read %s finished jobs from %s", len(jobs), source)
-    return Trace(source=source, jobs=jobs, skipped={})
+    return Trace(source=source, jobs=jobs, skipped=skipped)

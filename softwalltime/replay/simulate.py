@@ -47,13 +47,16 @@ import bisect
 import heapq
 import math
 from collections import deque
-from typing import Any, Deque, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Deque, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ..errors import ParseError
 from ..hookpath import calibrated as cal
 from ..hookpath.predict import PREDICTORS as HOOK_PREDICTORS
 from ..hookpath.predict import PredictorParams, predict
 from .evaluate import CLASSES, SKIP_RUNTIME, SKIP_TIMES, SKIP_USER, SKIP_WALLTIME, runtime_class
+
+if TYPE_CHECKING:
+    from .traces import InputLimits
 
 BASELINE = "users"
 FIXED10 = "fixed10"
@@ -150,104 +153,42 @@ def fit_machine(work: Workload, procs_total: int) -> Workload:
     )
 
 
-def read_workload(path: str) -> Workload:
+def read_workload(path: str, limits: Optional[InputLimits] = None) -> Workload:
     """Read one SOURCE (SWF trace, PBS accounting file or directory) with processor counts.
 
     SWF: processors = field 5 (allocated), else field 8 (requested); ``; MaxProcs:`` gives
-    the machine. PBS: ``ncpus`` of the ``E`` records (the machine must be given).
+    the machine. PBS: ``ncpus`` of the ``E`` records (the machine must be given). The readers
+    of ``evaluate`` (:mod:`.traces`) read it: same limits, same skip reasons (malformed
+    lines, duplicates, values beyond :mod:`.bounds`).
 
-    :raises ParseError: the source cannot be read
+    :param limits: shared by the sources of one command (default: a fresh one)
+    :raises ParseError: the source cannot be read or is beyond the limits
     """
     import os
 
     from . import traces
 
-    if os.path.isdir(path) or (os.path.exists(path) and traces.sniff_format(path) == traces.PBS):
-        return _read_pbs_workload(path)
+    if limits is None:
+        limits = traces.InputLimits()
+    if os.path.isdir(path) or (
+        os.path.exists(path) and traces.sniff_format(path, limits) == traces.PBS
+    ):
+        trace = traces.read_pbs([path], limits=limits)
+        rows = [(j.user, j.submit_s, j.walltime_s, j.runtime_s, j.ncpus) for j in trace.jobs]
+        return make_workload(path, rows, None, trace.skipped)
     if not os.path.exists(path):
         raise ParseError(f"{path}: no such file or directory")
-    offset = 0
-    machine: Optional[int] = None
+    header = traces.SwfHeader()
+    skipped: Dict[str, int] = {}
     rows = []
-    bad = 0
-    for _lineno, line in traces._read_lines(path):
-        if not line or line[0] == ";" or line.isspace():
-            m = traces._UNIX_START_RE.match(line)
-            if m:
-                offset = int(m.group(1))
-            low = line.lower()
-            if "maxprocs:" in low:
-                try:
-                    machine = int(low.split("maxprocs:", 1)[1].split()[0])
-                except (ValueError, IndexError):
-                    pass
-            continue
-        fields = line.split()
-        if len(fields) < 18:
-            bad += 1
-            continue
-        try:
-            submit = traces._swf_int(fields[1])
-            run = traces._swf_int(fields[3])
-            alloc = traces._swf_int(fields[4])
-            req_procs = traces._swf_int(fields[7])
-            req = traces._swf_int(fields[8])
-            user = traces._swf_int(fields[11])
-        except ValueError:
-            bad += 1
-            continue
-        procs = alloc if alloc > 0 else req_procs
+    for user, submit_s, _wait, run_s, alloc, req_procs, req_s in traces.swf_rows(
+        path, skipped, header, limits
+    ):
+        procs = alloc if alloc is not None and alloc > 0 else req_procs
         rows.append(
-            (
-                fields[11] if user >= 0 else None,
-                submit + offset if submit >= 0 else None,
-                req if req >= 0 else None,
-                run if run >= 0 else None,
-                procs if procs > 0 else None,
-            )
+            (user, submit_s, req_s, run_s, procs if procs is not None and procs > 0 else None)
         )
-    if not rows and bad:
-        raise ParseError(f"{path}: no valid SWF line ({bad} malformed)")
-    skipped = {traces.SKIP_MALFORMED: bad} if bad else {}
-    return make_workload(path, rows, machine, skipped)
-
-
-def _read_pbs_workload(path: str) -> Workload:
-    from ..accounting import FINISHED_JOB_COLUMNS, finished_job_row, parse_line
-    from . import traces
-
-    col = {name: k for k, name in enumerate(FINISHED_JOB_COLUMNS)}
-    seen: Dict[Tuple[Any, Any, Any], Tuple[Any, ...]] = {}
-    bad = 0
-    for fname in traces.pbs_files(path):
-        for _lineno, line in traces._read_lines(fname):
-            text = line.rstrip("\r\n")
-            if not text.strip() or text[0] in "#;":
-                continue
-            if not traces._PBS_LINE_RE.match(text) or text[20:22] != "E;":
-                continue
-            try:
-                row = finished_job_row(parse_line(text), None)
-            except ParseError:
-                bad += 1
-                continue
-            if row is None:
-                continue
-            key = (row[col["server"]], row[col["job_id"]], row[col["ctime"]])
-            seen.setdefault(key, row)
-    ordered = sorted(seen.values(), key=lambda r: (r[col["ctime"]] or 0, r[col["job_seq"]]))
-    rows = [
-        (
-            r[col["username"]] or None,
-            r[col["ctime"]],
-            r[col["walltime_s"]],
-            r[col["runtime_s"]],
-            r[col["ncpus"]],
-        )
-        for r in ordered
-    ]
-    skipped = {traces.SKIP_MALFORMED: bad} if bad else {}
-    return make_workload(path, rows, None, skipped)
+    return make_workload(path, rows, header.max_procs, skipped)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1099,13 +1040,15 @@ def _rel(value: Optional[float], base: Optional[float]) -> str:
 
 def format_table(report: Dict[str, Any]) -> str:
     """Render one trace's report (``sources`` -> summarize() dicts) as text."""
+    # As evaluate's table says it: the skip counts by reason after the total.
+    why = ", ".join(f"{k} {v}" for k, v in sorted(report.get("skipped_by_reason", {}).items()))
     lines = [
         "source: {}".format(report["source"]),
         "machine: {} processors   jobs: {}   skipped: {}   correction: {}   "
         "backfill depth: {}{}{}".format(
             report["procs"],
             report["jobs"],
-            report["skipped"],
+            "{}{}".format(report["skipped"], f" ({why})" if why else ""),
             report["correction"],
             report["backfill_depth"],
             "   SJBF" if report["sjbf"] else "",

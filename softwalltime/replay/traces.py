@@ -1,7 +1,15 @@
 """Workload sources for the replay evaluation: SWF traces and PBS accounting logs.
 
-Both readers return a :class:`softwalltime.replay.evaluate.Trace` (jobs in trace order). They do no
-filtering beyond what they cannot parse: the replay's skip rules live in ``evaluate``.
+Both readers return a :class:`softwalltime.replay.evaluate.Trace` (jobs in trace order). They
+skip only what they cannot parse and jobs with values beyond the plausible bounds of
+:mod:`.bounds`, counted by reason; the replay's own skip rules live in ``evaluate``.
+
+Whatever a file holds, reading it costs bounded time and memory (:class:`InputLimits`): all
+sources of one command together give at most ``DEFAULT_MAX_INPUT_BYTES`` (1 GiB,
+decompressed; ``--max-input-size``) in at most one line per 32 of those bytes, a line is at
+most ``MAX_LINE_BYTES`` (16 MiB), a directory at most ``MAX_DIR_FILES`` entries. Beyond,
+reading stops with one ``ParseError`` naming the file and line: a gzip bomb of 5 GiB of
+zeros ends after its first 16 MiB.
 
 SWF (Standard Workload Format, Parallel Workloads Archive, version 2.2): one job per line,
 whitespace-separated; ``;`` starts a comment or header line. Fields used (1-based): 2 submit
@@ -20,18 +28,21 @@ from __future__ import annotations
 import gzip
 import io
 import logging
+import operator
 import os
 import re
-from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple
+import zlib
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ..errors import ParseError
+from .bounds import implausible
 from .evaluate import Trace, TraceJob
 
 log = logging.getLogger(__name__)
 
 SWF = "swf"
 PBS = "pbs"
-# Reader-level skip reasons (the replay adds its own).
+# Reader-level skip reasons (the replay adds its own; .bounds declares the implausible ones).
 SKIP_MALFORMED = "malformed line"
 SKIP_DUPLICATE = "duplicate job"
 # Warn about this many bad lines individually; the rest only count.
@@ -44,33 +55,177 @@ _PBS_LINE_RE = re.compile(r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;")
 _SWF_LINE_RE = re.compile(r"^\s*-?\d+(\.\d+)?(\s+\S+){17,}\s*$")
 _UNIX_START_RE = re.compile(r"^;\s*UnixStartTime:\s*(-?\d+)")
 
+# What all the sources of one command may give together, decompressed: 1 GiB, 53 times the
+# largest trace the tests read (HPC2N-2002, 19 MB, 202,871 jobs). That is some 11 million
+# SWF jobs, all held in memory (evaluate's RSS grows by 0.4 KB a job with one predictor,
+# 1.1 KB with all four: 4-12 GB at the limit), so a larger default would bound nothing a
+# machine has. A gzip bomb stops here (or at its first overlong line, much sooner).
+DEFAULT_MAX_INPUT_BYTES = 1 << 30
+# A line longer than this is no job: SWF lines are about 100 bytes, PBS accounting records a
+# few kilobytes (``softwalltime ingest`` skips lines beyond the same 16 MiB).
+MAX_LINE_BYTES = 16 << 20
+# A directory with more files than this is no PBS accounting directory (one file a day).
+MAX_DIR_FILES = 100_000
+# Read size: large enough that per-chunk costs vanish, small enough to keep memory flat.
+_CHUNK_BYTES = 1 << 20
 
-def _open_text(path: str) -> IO[str]:
-    """Open a plain or gzip-compressed text file (by magic number, not by name)."""
+
+def format_bytes(n: int) -> str:
+    """``1 GiB``, ``16 MiB``, ``1.5 KiB``, ``100 bytes``: a size for people."""
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.4g} {unit}"
+    return f"{n} bytes"
+
+
+class InputLimits:
+    """What the sources of one command may give, and what they have given so far.
+
+    One object is shared by every file a command reads, so that the limits bound them all
+    together: the replay holds all of them in memory at once.
+
+    Lines are capped too, at one per ``BYTES_PER_LINE`` bytes of ``max_bytes`` (33.5 million
+    at 1 GiB): a valid SWF line has at least 36 bytes and a PBS record more, so only blank or
+    comment lines reach that cap. It keeps a file of bare newlines, one Python step a line,
+    from costing more than real data: 1 GiB of them took 95 s without it, 3.6 s with it.
+
+    :param max_bytes: decompressed bytes all files may give together
+    :param max_line_bytes: the longest line, newline excluded
+    :raises ValueError: a limit below 1
+    """
+
+    BYTES_PER_LINE = 32
+
+    def __init__(
+        self, max_bytes: int = DEFAULT_MAX_INPUT_BYTES, max_line_bytes: int = MAX_LINE_BYTES
+    ) -> None:
+        if max_bytes < 1 or max_line_bytes < 1:
+            raise ValueError(f"limits must be at least 1 byte: {max_bytes}, {max_line_bytes}")
+        self.max_bytes = max_bytes
+        self.max_line_bytes = max_line_bytes
+        self.max_lines = max(1, max_bytes // self.BYTES_PER_LINE)
+        self.used = 0
+        self.lines = 0
+
+    def charge(self, path: str, lineno: int, nbytes: int) -> None:
+        """Count ``nbytes`` more read from ``path`` at line ``lineno``.
+
+        :raises ParseError: beyond ``max_bytes``
+        """
+        self.used += nbytes
+        if self.used > self.max_bytes:
+            raise ParseError(
+                f"{path}:{lineno}: more than {format_bytes(self.max_bytes)} of input"
+                " (decompressed, all sources together); stopped reading. If the input is"
+                " real, raise the limit with --max-input-size"
+            )
+
+    def count_lines(self, path: str, lineno: int, nlines: int) -> None:
+        """Count ``nlines`` more lines read from ``path``, the first numbered ``lineno``.
+
+        :raises ParseError: beyond ``max_lines``
+        """
+        self.lines += nlines
+        if self.lines > self.max_lines:
+            first_over = lineno + self.max_lines - (self.lines - nlines)
+            raise ParseError(
+                f"{path}:{first_over}: more than {self.max_lines:,} lines in all sources together"
+                f" (one per {self.BYTES_PER_LINE} bytes of the input limit; SWF lines have 36"
+                " or more); stopped reading. If the input is real, raise the limit with"
+                " --max-input-size"
+            )
+
+
+def _open_binary(path: str) -> Union[gzip.GzipFile, io.BufferedReader]:
+    """Open a plain or gzip-compressed file (by magic number, not by name) for reading bytes."""
     with open(path, "rb") as probe:
         magic = probe.read(2)
     if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
+        return gzip.open(path, "rb")
+    return open(path, "rb")
 
 
-def _read_lines(path: str) -> Iterator[Tuple[int, str]]:
-    """Yield (line number, line) and turn I/O and gzip errors into ParseError."""
+def _too_long(path: str, lineno: int, limit: int) -> ParseError:
+    return ParseError(
+        f"{path}:{lineno}: a line longer than {format_bytes(limit)}; neither an SWF trace nor"
+        " a PBS accounting log (their lines are at most a few kilobytes)"
+    )
+
+
+def _read_blocks(
+    path: str, limits: Optional[InputLimits] = None
+) -> Iterator[Tuple[int, List[str]]]:
+    """Yield ``(number of the first line, lines)``: the file's lines, in blocks, without newline.
+
+    Reads at most 1 MiB at a time, so memory stays bounded whatever the file holds (a gzip
+    bomb, a line that never ends); lines are UTF-8, undecodable bytes replaced. Only ``\\n``
+    ends a line: a ``\\r`` before it stays (every reader strips whitespace).
+
+    :param limits: the caps and what was read so far (default: a fresh ``InputLimits()``)
+    :raises ParseError: the file cannot be read, a line is longer than
+        ``limits.max_line_bytes``, or the sources give more than ``limits.max_bytes`` or
+        ``limits.max_lines``
+    """
+    if limits is None:
+        limits = InputLimits()
+    max_line = limits.max_line_bytes
+    # Reading at most max_line at a time: a line that ends in the chunk it began in is short
+    # enough, so only a line carried over from earlier chunks needs measuring.
+    step = min(_CHUNK_BYTES, max_line)
+    lineno = 0  # lines yielded so far
+    carry = b""  # the start of a line that has not ended yet
     try:
-        with _open_text(path) as fh:
-            yield from enumerate(fh, 1)
-    except (OSError, EOFError, gzip.BadGzipFile) as err:
+        with _open_binary(path) as fh:
+            while True:
+                chunk = fh.read(step)
+                if not chunk:
+                    break
+                limits.charge(path, lineno + 1, len(chunk))
+                cut = chunk.rfind(b"\n") + 1
+                if not cut:
+                    if len(carry) + len(chunk) > max_line:
+                        raise _too_long(path, lineno + 1, max_line)
+                    carry += chunk  # at most max_line / step copies of at most max_line
+                    continue
+                if carry:
+                    if len(carry) + chunk.find(b"\n") > max_line:
+                        raise _too_long(path, lineno + 1, max_line)
+                    data = carry + chunk[:cut]
+                else:
+                    data = chunk[:cut]
+                carry = chunk[cut:]
+                lines = data.decode("utf-8", "replace").split("\n")
+                lines.pop()  # the empty text after the last newline
+                limits.count_lines(path, lineno + 1, len(lines))
+                yield lineno + 1, lines
+                lineno += len(lines)
+            if carry:  # the last line has no newline
+                limits.count_lines(path, lineno + 1, 1)
+                yield lineno + 1, [carry.decode("utf-8", "replace")]
+    except (OSError, EOFError, zlib.error) as err:
         raise ParseError(f"{path}: cannot read: {err}") from err
 
 
-def sniff_format(path: str) -> str:
+def _read_lines(path: str, limits: Optional[InputLimits] = None) -> Iterator[Tuple[int, str]]:
+    """Yield ``(line number, line)``; see :func:`_read_blocks`."""
+    for first, lines in _read_blocks(path, limits):
+        yield from enumerate(lines, first)
+
+
+def sniff_format(path: str, limits: Optional[InputLimits] = None) -> str:
     """Tell an SWF trace from a PBS accounting log by its first data line.
 
     :param path: a file, plain or gzip-compressed
+    :param limits: see :func:`_read_blocks`; what the sniffing reads is not counted (the
+        file is read again), but it stops where the limits would stop that read
     :returns: ``"swf"`` or ``"pbs"``
-    :raises ParseError: the file is unreadable, empty, or neither format
+    :raises ParseError: the file is unreadable, empty, neither format, or beyond the limits
     """
-    for lineno, line in _read_lines(path):
+    if limits is None:
+        limits = InputLimits()
+    mine = InputLimits(max(1, limits.max_bytes - limits.used), limits.max_line_bytes)
+    mine.max_lines = max(1, limits.max_lines - limits.lines)
+    for lineno, line in _read_lines(path, mine):
         text = line.strip()
         if not text or text[0] in _COMMENT_CHARS:
             continue
@@ -101,67 +256,159 @@ def _warn_bad(path: str, lineno: int, why: str, count: int) -> None:
         log.warning("%s:%s: skipped: %s", path, lineno, why)
 
 
-def read_swf(path: str, user_prefix: str = "", start_from_submit: bool = False) -> Trace:
+def _count_implausible(skipped: Dict[str, int], reason: str, path: str, lineno: int) -> None:
+    count = skipped[reason] = skipped.get(reason, 0) + 1
+    if count <= _MAX_WARNINGS:  # the command's summary prints the counts
+        log.debug("%s:%s: skipped: %s", path, lineno, reason)
+
+
+class SwfHeader:
+    """What an SWF trace's header comments say; filled in while the trace is read."""
+
+    def __init__(self) -> None:
+        self.unix_start: int = 0
+        """``; UnixStartTime:``, added to submit times (0 when absent: Alea's are absolute)."""
+        self.max_procs: Optional[int] = None
+        """``; MaxProcs:``, the machine's processors, if the header says."""
+
+
+# One SWF job as both replays read it: (user, submit_s, wait_s, run_s, allocated processors,
+# requested processors, requested time). None = unknown (-1); submit_s is absolute.
+SwfRow = Tuple[
+    Optional[str],
+    Optional[int],
+    Optional[int],
+    Optional[int],
+    Optional[int],
+    Optional[int],
+    Optional[int],
+]
+
+
+# Fields 2, 3, 4, 5, 8, 9, 12 (1-based): submit, wait, run time, allocated processors,
+# requested processors, requested time, user.
+_swf_fields = operator.itemgetter(1, 2, 3, 4, 7, 8, 11)
+
+
+def swf_rows(
+    path: str,
+    skipped: Dict[str, int],
+    header: Optional[SwfHeader] = None,
+    limits: Optional[InputLimits] = None,
+) -> Iterator[SwfRow]:
+    """Yield the jobs of an SWF trace (standard 18-column or Alea 21-column, plain or ``.gz``).
+
+    Fields used (1-based): 2 submit, 3 wait, 4 run time, 5 allocated processors, 8 requested
+    processors, 9 requested time, 12 user. ``-1`` means unknown (None). A line with fewer than
+    18 fields or a non-numeric field is skipped, counted under ``"malformed line"`` and (the
+    first few) logged as a warning with ``path:lineno``; a job with a value beyond
+    :mod:`.bounds` (other negative numbers included) is skipped and counted under the bound's
+    reason.
+
+    :param skipped: skip counts by reason, added to while the trace is read
+    :param header: filled in with the header's values as they are read
+    :param limits: see :func:`_read_blocks`
+    :raises ParseError: the file cannot be read or is beyond the limits, or no line in it is SWF
+    """
+    if header is None:
+        header = SwfHeader()
+    bad = good = 0
+    for first, lines in _read_blocks(path, limits):
+        for lineno, line in enumerate(lines, first):
+            if not line or line[0] == ";" or line.isspace():
+                if line.startswith(";"):
+                    m = _UNIX_START_RE.match(line)
+                    if m:
+                        header.unix_start = int(m.group(1))
+                    low = line.lower()
+                    if "maxprocs:" in low:
+                        try:
+                            header.max_procs = int(low.split("maxprocs:", 1)[1].split()[0])
+                        except (ValueError, IndexError):
+                            pass
+                continue
+            fields = line.split()
+            if len(fields) < _SWF_MIN_FIELDS:
+                bad += 1
+                _warn_bad(path, lineno, f"{len(fields)} fields, SWF has 18", bad)
+                continue
+            try:
+                try:  # the common case, in C: whole numbers
+                    submit, wait, run, alloc, req_procs, req, user = map(int, _swf_fields(fields))
+                except ValueError:
+                    submit, wait, run, alloc, req_procs, req, user = map(
+                        _swf_int, _swf_fields(fields)
+                    )
+            except ValueError as err:
+                bad += 1
+                _warn_bad(path, lineno, f"not a number ({err})", bad)
+                continue
+            good += 1
+            # -1 is unknown. A negative submit time other than -1 stays negative, to fail
+            # its bound (the others are checked as they are).
+            submit_s = (
+                None if submit == -1 else submit + header.unix_start if submit >= 0 else submit
+            )
+            wait_s = None if wait == -1 else wait
+            run_s = None if run == -1 else run
+            alloc_p = None if alloc == -1 else alloc
+            req_p = None if req_procs == -1 else req_procs
+            req_s = None if req == -1 else req
+            reason = implausible(submit_s, wait_s, run_s, req_s, alloc_p, req_p)
+            if reason is not None:
+                _count_implausible(skipped, reason, path, lineno)
+                continue
+            yield fields[11] if user >= 0 else None, submit_s, wait_s, run_s, alloc_p, req_p, req_s
+    if bad:
+        skipped[SKIP_MALFORMED] = skipped.get(SKIP_MALFORMED, 0) + bad
+        if bad > _MAX_WARNINGS:
+            log.warning("%s: %s malformed lines skipped in all", path, bad)
+        if not good:
+            raise ParseError(f"{path}: no valid SWF line ({bad} malformed)")
+
+
+def read_swf(
+    path: str,
+    user_prefix: str = "",
+    start_from_submit: bool = False,
+    limits: Optional[InputLimits] = None,
+) -> Trace:
     """Read an SWF trace (standard 18-column or Alea 21-column, plain or ``.gz``).
 
-    Unknown values (``-1``) become ``None``; a line with fewer than 18 fields or a
-    non-numeric field is skipped, counted and logged as a warning with ``path:lineno``.
+    Unknown values (``-1``) become ``None``; malformed lines and jobs with values beyond
+    :mod:`.bounds` are skipped and counted by reason (see :func:`swf_rows`). Processors: the
+    requested ones, else the allocated ones.
 
     :param path: the trace file
     :param user_prefix: prepended to user ids, to keep users of different traces apart
     :param start_from_submit: a job whose wait is unknown starts at its submit time (only
         when asked: traces such as LLNL's record no wait at all)
-    :raises ParseError: the file cannot be read, or no line in it is SWF
+    :param limits: see :func:`_read_blocks`
+    :raises ParseError: the file cannot be read or is beyond the limits, or no line in it is SWF
     """
-    offset = 0
     jobs: List[TraceJob] = []
-    bad = 0
+    skipped: Dict[str, int] = {}
     assumed = 0
     append = jobs.append
-    for lineno, line in _read_lines(path):
-        if not line or line[0] == ";" or line.isspace():
-            m = _UNIX_START_RE.match(line)
-            if m:
-                offset = int(m.group(1))
-            continue
-        fields = line.split()
-        if len(fields) < _SWF_MIN_FIELDS:
-            bad += 1
-            _warn_bad(path, lineno, f"{len(fields)} fields, SWF has 18", bad)
-            continue
-        try:
-            submit = _swf_int(fields[1])
-            wait = _swf_int(fields[2])
-            run = _swf_int(fields[3])
-            req = _swf_int(fields[8])
-            user = _swf_int(fields[11])
-            procs = _swf_int(fields[7])
-            if procs < 0:
-                procs = _swf_int(fields[4])
-        except ValueError as err:
-            bad += 1
-            _warn_bad(path, lineno, f"not a number ({err})", bad)
-            continue
-        submit_s = submit + offset if submit >= 0 else None
-        start_s = submit_s + wait if submit_s is not None and wait >= 0 else None
+    for user, submit_s, wait_s, run_s, alloc, req_procs, req_s in swf_rows(
+        path, skipped, limits=limits
+    ):
+        start_s = submit_s + wait_s if submit_s is not None and wait_s is not None else None
         if start_s is None and start_from_submit and submit_s is not None:
             start_s = submit_s  # asked for: a trace that records no wait (-1), e.g. LLNL
             assumed += 1
-        end_s = start_s + run if start_s is not None and run >= 0 else None
         # Positional: this runs once per line of traces with 10^5-10^6 lines.
         append(
             TraceJob(
-                user_prefix + fields[11] if user >= 0 else None,
+                None if user is None else user_prefix + user,
                 submit_s,
                 start_s,
-                end_s,
-                req if req >= 0 else None,
-                run if run >= 0 else None,
-                procs if procs >= 0 else None,
+                start_s + run_s if start_s is not None and run_s is not None else None,
+                req_s,
+                run_s,
+                req_procs if req_procs is not None else alloc,
             )
         )
-    if bad > _MAX_WARNINGS:
-        log.warning("%s: %s malformed lines skipped in all", path, bad)
     if assumed:
         log.warning(
             "%s: %s jobs without a wait time replayed with their submit time as start"
@@ -169,46 +416,61 @@ def read_swf(path: str, user_prefix: str = "", start_from_submit: bool = False) 
             path,
             assumed,
         )
-    if not jobs and bad:
-        raise ParseError(f"{path}: no valid SWF line ({bad} malformed)")
-    return Trace(source=path, jobs=jobs, skipped={SKIP_MALFORMED: bad} if bad else {})
+    return Trace(source=path, jobs=jobs, skipped=skipped)
 
 
-def pbs_files(path: str) -> List[str]:
+def pbs_files(path: str, max_files: int = MAX_DIR_FILES) -> List[str]:
     """List the accounting files of a path: the file itself, or a directory's files by name.
 
     PBS names its daily files YYYYMMDD, so name order is time order.
 
     :param path: a file or a directory
-    :raises ParseError: the path does not exist or the directory has no files
+    :param max_files: the most entries a directory may have
+    :raises ParseError: the path does not exist, or the directory has no files or more than
+        ``max_files`` entries
     """
     if os.path.isdir(path):
-        names = sorted(
-            n
-            for n in os.listdir(path)
-            if not n.startswith(".") and os.path.isfile(os.path.join(path, n))
-        )
+        names = []
+        try:
+            with os.scandir(path) as entries:
+                for k, entry in enumerate(entries):
+                    if k >= max_files:
+                        raise ParseError(
+                            f"{path}: more than {max_files:,} entries: not a directory of"
+                            " PBS accounting files (one a day)"
+                        )
+                    if not entry.name.startswith(".") and entry.is_file():
+                        names.append(entry.name)
+        except OSError as err:
+            raise ParseError(f"{path}: cannot read: {err}") from err
         if not names:
             raise ParseError(f"{path}: directory has no files")
-        return [os.path.join(path, n) for n in names]
+        return [os.path.join(path, n) for n in sorted(names)]
     if not os.path.exists(path):
         raise ParseError(f"{path}: no such file or directory")
     return [path]
 
 
-def read_pbs(paths: Sequence[str], server: Optional[str] = None) -> Trace:
+def read_pbs(
+    paths: Sequence[str], server: Optional[str] = None, limits: Optional[InputLimits] = None
+) -> Trace:
     """Read finished jobs from PBS accounting logs (``E`` records of jobs).
 
     Records the parser rejects are skipped, counted and logged with ``path:lineno``; an ``E``
-    record seen twice (same server, job id and ctime, e.g. overlapping copies) counts once.
+    record seen twice (same server, job id and ctime, e.g. overlapping copies) counts once; a
+    job with a value beyond :mod:`.bounds` (wait = start - ctime) is skipped and counted
+    under the bound's reason.
 
     :param paths: accounting files or directories of them; all form one workload
     :param server: PBS server name for job ids without a ``.server`` suffix (Torque logs)
-    :raises ParseError: a path cannot be read
+    :param limits: see :func:`_read_blocks`
+    :raises ParseError: a path cannot be read or is beyond the limits
     """
     # Imported here so that SWF-only use does not need the PBS parser.
     from ..accounting import FINISHED_JOB_COLUMNS, finished_job_row, parse_line
 
+    if limits is None:
+        limits = InputLimits()
     # finished_job_row() is finished_job() as a tuple with epoch-second times (no datetimes).
     col = {name: k for k, name in enumerate(FINISHED_JOB_COLUMNS)}
     i_server, i_job, i_ctime, i_seq = col["server"], col["job_id"], col["ctime"], col["job_seq"]
@@ -218,10 +480,12 @@ def read_pbs(paths: Sequence[str], server: Optional[str] = None) -> Trace:
     files: List[str] = []
     for p in paths:
         files.extend(pbs_files(p))
-    seen: Dict[Tuple[str, str, int], Tuple[int, TraceJob]] = {}
+    # None: a job skipped as implausible (kept, so that its duplicates count as duplicates).
+    seen: Dict[Tuple[str, str, int], Optional[Tuple[int, TraceJob]]] = {}
+    skipped: Dict[str, int] = {}
     bad = dup = 0
     for path in files:
-        for lineno, line in _read_lines(path):
+        for lineno, line in _read_lines(path, limits):
             text = line.rstrip("\r\n")
             if not text.strip() or text[0] in _COMMENT_CHARS:
                 continue
@@ -236,6 +500,12 @@ def read_pbs(paths: Sequence[str], server: Optional[str] = None) -> Trace:
             try:
                 row = finished_job_row(parse_line(text), server)
             except ParseError as err:
+                # The parser refuses impossible values itself (accounting.ImpossibleRecord,
+                # with the rule broken): counted by that rule, as the bounds below count.
+                rule = getattr(err, "rule", None)
+                if rule is not None:
+                    _count_implausible(skipped, rule, path, lineno)
+                    continue
                 bad += 1
                 _warn_bad(path, lineno, str(err), bad)
                 continue
@@ -245,12 +515,24 @@ def read_pbs(paths: Sequence[str], server: Optional[str] = None) -> Trace:
             if key in seen:
                 dup += 1
                 continue
+            ctime, start = row[i_ctime], row[i_start]
+            reason = implausible(
+                ctime,
+                start - ctime if start is not None and ctime is not None else None,
+                row[i_run],
+                row[i_wall],
+                row[i_ncpus],
+            )
+            if reason is not None:
+                _count_implausible(skipped, reason, path, lineno)
+                seen[key] = None
+                continue
             seen[key] = (
                 row[i_seq],
                 TraceJob(
                     row[i_user] or None,
-                    row[i_ctime],
-                    row[i_start],
+                    ctime,
+                    start,
                     row[i_end],
                     row[i_wall],
                     row[i_run],
@@ -260,8 +542,9 @@ def read_pbs(paths: Sequence[str], server: Optional[str] = None) -> Trace:
     if bad > _MAX_WARNINGS:
         log.warning("%s malformed accounting records skipped in all", bad)
     # Trace order = submission order (ctime, then job number), as SWF lines are.
-    ordered = sorted(seen.values(), key=lambda v: ((v[1].submit_s or 0), v[0]))
-    skipped: Dict[str, int] = {}
+    ordered = sorted(
+        (v for v in seen.values() if v is not None), key=lambda v: ((v[1].submit_s or 0), v[0])
+    )
     if bad:
         skipped[SKIP_MALFORMED] = bad
     if dup:
@@ -270,7 +553,10 @@ def read_pbs(paths: Sequence[str], server: Optional[str] = None) -> Trace:
 
 
 def read_sources(
-    paths: Sequence[str], server: Optional[str] = None, start_from_submit: bool = False
+    paths: Sequence[str],
+    server: Optional[str] = None,
+    start_from_submit: bool = False,
+    limits: Optional[InputLimits] = None,
 ) -> Trace:
     """Read SWF traces and PBS accounting logs into one workload.
 
@@ -281,10 +567,14 @@ def read_sources(
     :param paths: files (plain or ``.gz``) or directories of PBS accounting files
     :param server: see :func:`read_pbs`
     :param start_from_submit: see :func:`read_swf`
-    :raises ParseError: a path is missing, unreadable, or in neither format
+    :param limits: shared by all paths (default: a fresh ``InputLimits()``); see
+        :func:`_read_blocks`
+    :raises ParseError: a path is missing, unreadable, beyond the limits, or in neither format
     """
     if not paths:
         raise ParseError("no source given")
+    if limits is None:
+        limits = InputLimits()
     swf: List[str] = []
     pbs: List[str] = []
     for p in paths:
@@ -292,7 +582,7 @@ def read_sources(
             pbs.append(p)
         elif not os.path.exists(p):
             raise ParseError(f"{p}: no such file or directory")
-        elif sniff_format(p) == SWF:
+        elif sniff_format(p, limits) == SWF:
             swf.append(p)
         else:
             pbs.append(p)
@@ -301,9 +591,11 @@ def read_sources(
     parts: List[Trace] = []
     for k, p in enumerate(swf, 1):
         prefix = f"{k}:" if len(swf) > 1 else ""
-        parts.append(read_swf(p, user_prefix=prefix, start_from_submit=start_from_submit))
+        parts.append(
+            read_swf(p, user_prefix=prefix, start_from_submit=start_from_submit, limits=limits)
+        )
     if pbs:
-        parts.append(read_pbs(pbs, server))
+        parts.append(read_pbs(pbs, server, limits))
     for part in parts:
         jobs.extend(part.jobs)
         for reason, count in part.skipped.items():
