@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from conftest import need_runtime
 from helpers_history import add_jobs
 
 import softwalltime
@@ -224,17 +225,20 @@ DRIVER = textwrap.dedent(
 )
 
 
-def _hook_pythons():
-    """This Python, plus the ones pbs_server embeds that this machine has: Debian's
-    /usr/bin/python3 (what OpenPBS here links), and pyenv's 3.6 (EL8) and 3.9 (EL9)."""
-    found = {sys.executable}
-    for pattern in (
-        "/usr/bin/python3",
-        "~/.pyenv/versions/3.6*/bin/python",
-        "~/.pyenv/versions/3.9*/bin/python",
-    ):
-        found.update(glob.glob(os.path.expanduser(pattern)))
-    return sorted(found)
+# The Pythons pbs_server embeds: this one; Debian's /usr/bin/python3 (what OpenPBS here
+# links); pyenv's 3.6 (EL8) and 3.9 (EL9).
+HOOK_PYTHONS = {
+    "this": sys.executable,
+    "debian": "/usr/bin/python3",
+    "el8-py3.6": "~/.pyenv/versions/3.6*/bin/python",
+    "el9-py3.9": "~/.pyenv/versions/3.9*/bin/python",
+}
+
+
+def _hook_python(pattern):
+    """The newest interpreter matching ``pattern``, or the pattern itself if none does."""
+    found = sorted(glob.glob(os.path.expanduser(pattern)))
+    return found[-1] if found else pattern
 
 
 def _run_isolated(tmp_path, config, python=sys.executable):
@@ -267,10 +271,12 @@ def _run_isolated(tmp_path, config, python=sys.executable):
     return json.loads(proc.stdout)
 
 
-@pytest.mark.parametrize("python", _hook_pythons())
-def test_generated_config_makes_the_hook_importable_in_isolation(tmp_path, fresh_dsn, python):
+@pytest.mark.parametrize("runtime", sorted(HOOK_PYTHONS))
+def test_generated_config_makes_the_hook_importable_in_isolation(tmp_path, fresh_dsn, runtime):
     """The hook and its database access run under -I -S (as inside pbs_server) on every
-    Python here that PBS embeds somewhere: nothing compiled, standard library only."""
+    Python that PBS embeds somewhere: nothing compiled, standard library only."""
+    python = _hook_python(HOOK_PYTHONS[runtime])
+    need_runtime(python, f"the hook under -I -S on the {runtime} Python pbs_server embeds")
     add_jobs(fresh_dsn, "alice", [(3600, 4 * 3600, 10)])
     settings = load_settings(environ={}, overrides={"dsn": fresh_dsn})
     config = cli_hooks.hook_config(settings)
