@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-# Code that pbs_server's embedded Python imports: Python 3.6+, stdlib + psycopg2 only.
+# Code that pbs_server's embedded Python imports: Python 3.6+, standard library only (the
+# database client is softwalltime/hookpath/pgwire.py; tests/test_architecture.py enforces it).
 HOOK_PATH := softwalltime/__init__.py softwalltime/errors.py softwalltime/units.py \
              softwalltime/hookpath hooks/softwalltime_hook.py
 # The database docker-compose.yml starts (a local development password).

@@ -1,7 +1,9 @@
 """Database access for the CLI, the ingester and migrations (SQLAlchemy + alembic).
 
 Not on the hook path: the hook talks to PostgreSQL through ``softwalltime.hookpath.lookup``
-with psycopg2 only. Query functions take a Connection; the caller owns the transaction.
+over ``softwalltime.hookpath.pgwire``, a client of the standard library only (no psycopg2,
+no SQLAlchemy: see pgwire's docstring for why). Query functions take a Connection; the
+caller owns the transaction.
 """
 
 from __future__ import annotations
