@@ -17,8 +17,10 @@ import re
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from softwalltime.accounting import (
+    BOUNDS,
     RECORD_TYPES,
     attribute_keys_ok,
+    cput_s,
     duration_s,
     finished_job_row,
     parse_line,
@@ -50,8 +52,26 @@ _NOT_ER = bytes(0 if b in b"ER" else 1 for b in range(256))
 # Each number must be in the canonical form str(int()) gives and well inside its bounds;
 # anything else (an 11-digit epoch, a leading zero, a zero time) fails the match and takes
 # the checked path.
-_EPOCH = "[1-9][0-9]{0,9}"
-_COUNT = "0|[1-9][0-9]{0,8}"
+_EPOCH = "[1-9][0-9]{0,9}"  # the bounds (accounting.FIELD_BOUNDS) and order are checked after
+_EPOCH_HIGH = BOUNDS["end"].high
+_EPOCH_HIGH_TEXT = str(_EPOCH_HIGH)
+assert len(_EPOCH_HIGH_TEXT) == 10
+assert BOUNDS["ctime"].high == BOUNDS["start"].high == _EPOCH_HIGH
+
+
+def _count(key: str) -> str:
+    """The regex of ``key``'s canonical numbers within its bound (accounting.FIELD_BOUNDS),
+    or nothing: every number with fewer digits than the bound's upper end, none below its
+    lower end (0, 1 or the type's minimum)."""
+    bound = BOUNDS[key]
+    digits = f"[1-9][0-9]{{0,{len(str(bound.high)) - 2}}}"
+    if bound.low < 0:
+        assert bound.low == -bound.high - 1
+        return f"0|-?{digits}|"
+    assert bound.low in (0, 1)
+    return f"{'0|' if bound.low == 0 else ''}{digits}|"
+
+
 # Any other value: up to the next space. (Lines with a ';' in the message or a character
 # COPY must escape are declined before or after the match: cheaper in C than character
 # classes in the regex. Lines with a quote use the regex below.)
@@ -73,14 +93,15 @@ _FIELDS: Tuple[Tuple[str, str], ...] = (
     ("ctime", _EPOCH),
     ("start", _EPOCH + "|"),
     ("end", _EPOCH),
-    ("Exit_status", "0|-?[1-9][0-9]{0,8}|"),
-    ("Resource_List.ncpus", _COUNT + "|"),
-    ("Resource_List.ngpus", _COUNT + "|"),
-    ("Resource_List.nodect", _COUNT + "|"),
-    ("run_count", _COUNT + "|"),
+    ("Exit_status", _count("Exit_status")),
+    ("Resource_List.ncpus", _count("Resource_List.ncpus")),
+    ("Resource_List.ngpus", _count("Resource_List.ngpus")),
+    ("Resource_List.nodect", _count("Resource_List.nodect")),
+    ("run_count", _count("run_count")),
     ("Resource_List.walltime", _TEXT),
     ("Resource_List.soft_walltime", _TEXT),
     ("resources_used.walltime", _TEXT),
+    ("resources_used.cput", _TEXT),  # checked, not stored
     ("Resource_List.mem", _TEXT),
     ("group", _TEXT),
     ("project", _TEXT),
@@ -93,7 +114,8 @@ _REQUIRED = frozenset(("user", "ctime", "end"))
 # The line's prefix: groups 1-4 are the job id, its sequence number, the dot and the suffix.
 _E_PREFIX = r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;E;((0|[1-9][0-9]{0,17})(?:(\.)([^;]*+))?);"
 _PREFIX_GROUPS = (1, 2, 3, 4)
-_FIRST_TEXT = len(_PREFIX_GROUPS) + 13  # values from here on are text: NULL when absent
+# values from "group" on are text: NULL when absent
+_FIRST_TEXT = len(_PREFIX_GROUPS) + [k for k, _ in _FIELDS].index("group")
 # Positions of the values that may be quoted: the durations, the size and the text.
 _QUOTABLE = tuple(range(len(_PREFIX_GROUPS) + 9, len(_PREFIX_GROUPS) + len(_FIELDS)))
 _TEMPLATES_MAX = 64
@@ -195,6 +217,7 @@ _ONE = itertools.repeat(1)
 # COPY text of durations and sizes by their log text: few distinct values repeat.
 _DURATIONS: Dict[str, str] = {}
 _SIZES: Dict[str, str] = {}
+_CPUTS: Dict[str, str] = {}  # only checked: a value in it is a valid CPU time
 _CACHE_MAX = 1 << 16
 
 
@@ -209,6 +232,17 @@ def _number_text(
         cache.clear()
     text = cache[value] = str(number)
     return text
+
+
+def _times_ok(ctime: str, start: str, end: str) -> bool:
+    """ctime <= start <= end <= the bound (the regex made them canonical and positive)."""
+    if len(ctime) == len(end) == 10 and len(start) in (0, 10):
+        # canonical numbers of one length compare as text: no int() on the common path
+        return ctime <= (start or ctime) <= end <= _EPOCH_HIGH_TEXT
+    first, last = int(ctime), int(end)
+    if last > _EPOCH_HIGH:
+        return False
+    return first <= int(start) <= last if start else first <= last
 
 
 def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> Optional[str]:
@@ -288,6 +322,7 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
         wall,
         soft,
         used,
+        cput,
         mem,
         group,
         project,
@@ -296,7 +331,9 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
         jobname,
         select,
     ) = values
-    if not (suffix or (server and not dot)):
+    if not (suffix or (server and not dot)) or not _times_ok(ctime, start, end):
+        return None
+    if cput and cput not in _CPUTS and _number_text(_CPUTS, cput_s, cput) is None:
         return None
     if wall:
         wall = _DURATIONS.get(wall) or _number_text(_DURATIONS, duration_s, wall)
@@ -381,6 +418,7 @@ class Chunk(NamedTuple):
     malformed_total: int
     ignored: int  # blank and comment lines
     lines: int  # lines in the chunk
+    impossible: Dict[str, int]  # of the malformed, records refused as impossible, by rule
 
 
 class _State:
@@ -389,6 +427,7 @@ class _State:
         self.counts: Dict[str, List[int]] = {}
         self.malformed: List[Tuple[int, str]] = []
         self.malformed_total = 0
+        self.impossible: Dict[str, int] = {}
 
     def count(self, rtype: str) -> List[int]:
         c = self.counts.get(rtype)
@@ -397,7 +436,10 @@ class _State:
             self.counts[rtype] = c
         return c
 
-    def bad(self, lineno: int, rtype: str, reason: str) -> None:
+    def bad(self, lineno: int, rtype: str, reason: str, rule: Optional[str] = None) -> None:
+        """Count a malformed line; ``rule``: it holds impossible values (ImpossibleRecord)."""
+        if rule is not None:
+            self.impossible[rule] = self.impossible.get(rule, 0) + 1
         c = self.count(rtype)
         c[0] += 1
         c[1] += 1
@@ -476,7 +518,7 @@ def _parse_clean(
             return None  # a comment, or a line the bulk check would have refused
         counts[chr(raw[20])][0] -= 1  # counted again by _record()
         _record(st, text, raw, source, server, lineno + i + 1, off, end)
-    return Chunk(rows, counts, st.malformed, st.malformed_total, 0, len(lines))
+    return Chunk(rows, counts, st.malformed, st.malformed_total, 0, len(lines), st.impossible)
 
 
 def _parse_lines(
@@ -524,7 +566,9 @@ def _parse_lines(
                 continue
             c = counts.get(rtype) or st.count(rtype)
             c[0] += 1
-    return Chunk(st.rows, counts, st.malformed, st.malformed_total, ignored, len(lines))
+    return Chunk(
+        st.rows, counts, st.malformed, st.malformed_total, ignored, len(lines), st.impossible
+    )
 
 
 def _record(
@@ -550,7 +594,7 @@ def _record(
         else:
             row = rerun_row(rec, server)
     except ParseError as err:
-        _bad_line(st, source, server, lineno, off, end, raw, str(err))
+        _bad_line(st, source, server, lineno, off, end, raw, err)
         return
     st.count(rec.rtype)[0] += 1
     if row is not None:
@@ -572,9 +616,12 @@ def _bad_line(
     off: int,
     end: int,
     raw: bytes,
-    reason: Optional[str],
+    error: Optional[ParseError],
 ) -> None:
-    """Report a malformed line; if it is torn, also process the record after the cut."""
+    """Report a malformed line; if it is torn, also process the record after the cut.
+
+    :param error: why the line was refused; None: find out (parse_line's error)
+    """
     torn = _TORN_B.search(raw, 1)
     if torn is not None:
         cut = torn.start()
@@ -585,13 +632,13 @@ def _bad_line(
         )
         _tail_record(st, source, server, lineno, off + cut, end, raw[cut:])
         return
-    if reason is None:
+    if error is None:
         try:
             parse_line(raw.decode("utf-8", "replace"))
-            reason = "bad record prefix"
+            error = ParseError("bad record prefix")
         except ParseError as err:
-            reason = str(err)
-    st.bad(lineno, _type_of(raw), reason)
+            error = err
+    st.bad(lineno, _type_of(raw), str(error), getattr(error, "rule", None))
 
 
 def _tail_record(
@@ -609,7 +656,7 @@ def _tail_record(
         elif rec.rtype == "R":
             row = rerun_row(rec, server)
     except ParseError as err:
-        _bad_line(st, source, server, lineno, off, end, raw, str(err))
+        _bad_line(st, source, server, lineno, off, end, raw, err)
         return
     st.count(rec.rtype)[0] += 1
     if row is not None:

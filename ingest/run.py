@@ -79,6 +79,7 @@ class Summary:
         self.ignored_lines = 0
         self.ignored_files = 0
         self.malformed = 0
+        self.impossible: Dict[str, int] = {}  # records refused as impossible, by rule
         self.bytes_read = 0
         self.seconds = 0.0
         self.locked_out = False
@@ -146,6 +147,12 @@ class Summary:
             out.append(
                 f"{self.malformed:,} malformed line(s) in all; "
                 f"the first {SHOW_MALFORMED} are shown above"
+            )
+        if self.impossible:
+            rules = sorted(self.impossible.items(), key=lambda kv: (-kv[1], kv[0]))
+            out.append(
+                "refused as impossible (counted as malformed, not stored): "
+                + "; ".join(f"{n:,} {rule}" for rule, n in rules)
             )
         out.extend(self.notes)
         return "\n".join(out)
@@ -426,6 +433,8 @@ class Ingester:
                 log.warning("%s:%d: %s", f.path, lineno, reason)
             s.malformed += 1
         s.malformed += chunk.malformed_total - len(chunk.malformed)
+        for rule, n in chunk.impossible.items():
+            s.impossible[rule] = s.impossible.get(rule, 0) + n
         s.ignored_lines += chunk.ignored
         self.batch_lines += item.nlines
         if self.batch_lines >= batch_size * _LINES_PER_ROW:
@@ -456,7 +465,7 @@ def _overlong(lineno: int, length: int) -> Chunk:
     reason = (
         f"a line of {length:,} bytes, newline included (over {MAX_LINE_BYTES >> 20} MiB): skipped"
     )
-    return Chunk([], {MALFORMED_TYPE: [1, 1]}, [(lineno, reason)], 1, 0, 1)
+    return Chunk([], {MALFORMED_TYPE: [1, 1]}, [(lineno, reason)], 1, 0, 1, {})
 
 
 def _warm_up(_: int) -> int:

@@ -29,8 +29,14 @@ from .errors import ParseError
 from .units import parse_duration, parse_size
 
 __all__ = [
+    "BOUNDS",
+    "FIELD_BOUNDS",
     "RECORD_TYPES",
+    "TIME_ORDER",
+    "FieldBound",
+    "ImpossibleRecord",
     "Record",
+    "TimeOrder",
     "attribute_keys_ok",
     "finished_job",
     "finished_job_row",
@@ -245,13 +251,119 @@ def _is_history_ident(rec: Record) -> bool:
 # would otherwise fail a whole COPY batch instead of one line.
 _INT4_MAX = 2**31 - 1
 _INT8_MAX = 2**63 - 1
-# Epoch seconds up to the year 3000: beyond that the field is garbage, not a time.
-_EPOCH_MAX = 32503680000
+# Plausible bounds, the numbers the replay uses too (the largest values of the real traces in
+# the Parallel Workloads Archive are far below them): epoch times before 2100-01-01, durations
+# up to 10 years (2^31 - 1 s, a common "unlimited", is 68 years), counts up to 10^8 (ten
+# times the cores of the largest machine built).
+YEAR_S = 365 * 86400
+_EPOCH_HIGH = 4102444800
+_DURATION_HIGH = 10 * YEAR_S
+_COUNT_HIGH = 10**8
+_TIME = "before 1970 or after 2099"
+_LENGTH = "negative or over 10 years"
+
+
+class ImpossibleRecord(ParseError):
+    """A record whose values cannot be true: refused like a malformed line, counted by rule."""
+
+    def __init__(self, message: str, rule: str) -> None:
+        ParseError.__init__(self, message)
+        self.rule = rule  # what is wrong, without the values: "end before start"
+
+
+class FieldBound(NamedTuple):
+    """What one numeric field of an E or R record may be; a record beyond it is refused."""
+
+    key: str  # the accounting attribute
+    column: Optional[str]  # where finished_jobs and job_reruns store it; None: not stored
+    low: int
+    high: int
+    reason: str  # what a value outside the bound is
+
+    @property
+    def rule(self) -> str:
+        return f"{self.key} {self.reason}"
+
+    def check(self, value: int, text: str) -> int:
+        """``value`` if within the bound, else ImpossibleRecord (``text``: as logged)."""
+        if self.low <= value <= self.high:
+            return value
+        raise ImpossibleRecord(f"{self.key}={text[:40]} is out of range: {self.reason}", self.rule)
+
+
+# Every numeric field of a stored record, declared once: the checked path, both fast paths
+# (here and ingest/parse.py) and `softwalltime db check` derive their tests from it.
+# Epoch times: 0 or absent means unset (a missing ctime or end is refused as missing; start=0
+# is "never started", stored as NULL), so a time starts at 1. PBS never writes a negative
+# duration or count (pbs-reference.md 1.5); a run of over 10 years is a sentinel or garbage,
+# never a measurement. Resource_List.ncpus is the sum over the select chunks: PBS accepts a
+# chunk with ncpus=0, but a job whose every chunk asks for none ran no computation whose
+# length could predict another's (none in the real samples), so 0 is refused with the negatives.
+FIELD_BOUNDS = (
+    FieldBound("ctime", "ctime", 1, _EPOCH_HIGH, _TIME),
+    FieldBound("start", "started_at", 1, _EPOCH_HIGH, _TIME),
+    FieldBound("end", "ended_at", 1, _EPOCH_HIGH, _TIME),
+    FieldBound("Resource_List.walltime", "walltime_s", 0, _DURATION_HIGH, _LENGTH),
+    FieldBound("Resource_List.soft_walltime", "soft_walltime_s", 0, _DURATION_HIGH, _LENGTH),
+    FieldBound("resources_used.walltime", "runtime_s", 0, _DURATION_HIGH, _LENGTH),
+    # Not stored, and no upper bound (ncpus times the run time): only never negative.
+    FieldBound("resources_used.cput", None, 0, _INT8_MAX, "negative"),
+    FieldBound("Resource_List.ncpus", "ncpus", 1, _COUNT_HIGH, "below 1 or over 10^8"),
+    FieldBound("Resource_List.ngpus", "ngpus", 0, _COUNT_HIGH, "negative or over 10^8"),
+    FieldBound("Resource_List.nodect", "nodect", 0, _COUNT_HIGH, "negative or over 10^8"),
+    FieldBound("run_count", "run_count", 0, _INT4_MAX, "negative or over 2^31 - 1"),
+    # Negative exit statuses are PBS's own codes (pbs-reference.md 1.6): the type's bound.
+    FieldBound("Exit_status", "exit_status", -_INT4_MAX - 1, _INT4_MAX, "beyond 32 bits"),
+    FieldBound("Resource_List.mem", "mem_bytes", 0, _INT8_MAX, "beyond 2^63 - 1 bytes"),
+)
+BOUNDS = {b.key: b for b in FIELD_BOUNDS}
+# The stored durations share one bound, so the ingester caches their COPY text in one dict.
+DURATION = BOUNDS["resources_used.walltime"]
+CPUT = BOUNDS["resources_used.cput"]
+_MEM = BOUNDS["Resource_List.mem"]
+assert all(
+    BOUNDS[k][2:4] == DURATION[2:4]
+    for k in ("Resource_List.walltime", "Resource_List.soft_walltime")
+)
+
+
+class TimeOrder(NamedTuple):
+    """Two epoch times of a record, the later never before the earlier (one clock: the
+    server's). qtime and etime are not checked: routing and qmove reset qtime, etime is 0
+    until the job is eligible, and neither is stored (pbs-reference.md 1.4)."""
+
+    earlier: str
+    later: str
+    earlier_column: str
+    later_column: str
+
+    @property
+    def rule(self) -> str:
+        return f"{self.later} before {self.earlier}"
+
+
+TIME_ORDER = (
+    TimeOrder("ctime", "start", "ctime", "started_at"),  # ran before it was created
+    TimeOrder("start", "end", "started_at", "ended_at"),
+    TimeOrder("ctime", "end", "ctime", "ended_at"),  # also when start is unknown
+)
+
+
+def _check_times(ctime: Optional[int], start: Optional[int], end: Optional[int]) -> None:
+    """Raise ImpossibleRecord for the first rule of TIME_ORDER the times break."""
+    times = {"ctime": ctime, "start": start, "end": end}
+    for rule in TIME_ORDER:
+        first, then = times[rule.earlier], times[rule.later]
+        if first is not None and then is not None and then < first:
+            raise ImpossibleRecord(
+                f"{rule.later}={then} is before {rule.earlier}={first}: impossible", rule.rule
+            )
 
 
 # Parsed durations and sizes by text: the same few values (walltime=01:00:00, mem=4gb)
-# repeat on most lines, and the regex parse costs more than a dict lookup. Only valid,
-# in-range values are cached; cleared when full so memory stays bounded.
+# repeat on most lines, and the regex parse costs more than a dict lookup. Only values
+# that parse are cached (the bound is checked after); cleared when full so memory stays
+# bounded.
 _DURATION_CACHE: Dict[str, int] = {}
 _SIZE_CACHE: Dict[str, int] = {}
 _VALUE_CACHE_MAX = 1 << 16
@@ -263,22 +375,22 @@ def _check(key: str, value: int, limit: int) -> int:
     raise ParseError(f"{key}={value} is out of range")
 
 
-def _int(attrs: Dict[str, str], key: str, limit: int = _INT4_MAX) -> Optional[int]:
+def _number(key: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ParseError(f"{key}={value[:40]!r} is not an integer") from None
+
+
+def _int(attrs: Dict[str, str], key: str) -> Optional[int]:
     value = attrs.get(key)
     if not value:
         return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise ParseError(f"{key}={value[:40]!r} is not an integer") from None
-    if -limit - 1 <= number <= limit:
-        return number
-    raise ParseError(f"{key}={number} is out of range")
+    number = _number(key, value)
+    return BOUNDS[key].check(number, str(number))
 
 
-def _bounded(
-    cache: Dict[str, int], parse: Callable[[str], int], text: str, limit: int
-) -> Optional[int]:
+def _parsed(cache: Dict[str, int], parse: Callable[[str], int], text: str) -> Optional[int]:
     value = cache.get(text)
     if value is not None:
         return value
@@ -286,22 +398,34 @@ def _bounded(
         value = parse(text)
     except ParseError:
         return None
-    if not -limit - 1 <= value <= limit:
-        return None
     if len(cache) >= _VALUE_CACHE_MAX:
         cache.clear()
     cache[text] = value
     return value
 
 
-def duration_s(text: str) -> Optional[int]:
-    """Seconds of a PBS duration that fits an ``integer`` column (memoized); None if not."""
-    return _bounded(_DURATION_CACHE, parse_duration, text, _INT4_MAX)
+def duration_s(text: str, bound: FieldBound = DURATION) -> Optional[int]:
+    """Seconds of a PBS duration within ``bound`` (memoized); None if not.
+
+    :param bound: default the stored durations' (walltime, soft walltime, run time)
+    """
+    value = _parsed(_DURATION_CACHE, parse_duration, text)
+    if value is None or not bound.low <= value <= bound.high:
+        return None
+    return value
+
+
+def cput_s(text: str) -> Optional[int]:
+    """Seconds of ``resources_used.cput`` within its bound (memoized); None if not."""
+    return duration_s(text, CPUT)
 
 
 def size_bytes(text: str) -> Optional[int]:
-    """Bytes of a PBS size that fit a ``bigint`` column (memoized); None if not."""
-    return _bounded(_SIZE_CACHE, parse_size, text, _INT8_MAX)
+    """Bytes of a PBS size within ``Resource_List.mem``'s bound (memoized); None if not."""
+    value = _parsed(_SIZE_CACHE, parse_size, text)
+    if value is None or not _MEM.low <= value <= _MEM.high:
+        return None
+    return value
 
 
 def _bad_value(key: str, value: str, parse: Callable[[str], int], what: str) -> ParseError:
@@ -310,14 +434,18 @@ def _bad_value(key: str, value: str, parse: Callable[[str], int], what: str) -> 
         number = parse(value)
     except ParseError:
         return ParseError(f"{key}={value[:40]!r} is not a {what}")
-    return ParseError(f"{key}={number} is out of range")
+    try:
+        BOUNDS[key].check(number, value)
+    except ImpossibleRecord as err:
+        return err
+    raise AssertionError(f"{key}={value!r}: within its bound, yet refused")  # pragma: no cover
 
 
 def _duration(attrs: Dict[str, str], key: str) -> Optional[int]:
     value = attrs.get(key)
     if not value:
         return None
-    seconds = duration_s(value)
+    seconds = duration_s(value, BOUNDS[key])
     if seconds is None:
         raise _bad_value(key, value, parse_duration, "duration")
     return seconds
@@ -334,13 +462,14 @@ def _size(attrs: Dict[str, str], key: str) -> Optional[int]:
 
 
 def _epoch(attrs: Dict[str, str], key: str, required: bool) -> Optional[int]:
-    value = _int(attrs, key, _EPOCH_MAX)
+    value = attrs.get(key)
+    number = _number(key, value) if value else 0
     # start=0 means "never started" in some writers; 0 is never a real job time.
-    if value is None or value <= 0:
+    if number == 0:
         if required:
             raise ParseError(f"missing or zero {key}=")
         return None
-    return value
+    return BOUNDS[key].check(number, str(number))
 
 
 def _server_of(ident: str, suffix: Optional[str], server: Optional[str]) -> str:
@@ -409,6 +538,11 @@ _FJ_INT_KEYS = (
     "Resource_List.nodect",
     "run_count",
 )
+_FJ_INT_BOUNDS = tuple(BOUNDS[k] for k in _FJ_INT_KEYS)
+
+
+def _within(value: Optional[int], bound: FieldBound) -> bool:
+    return value is None or bound.low <= value <= bound.high
 
 
 def finished_job_row(rec: Record, server: Optional[str] = None) -> Optional[Tuple[Any, ...]]:
@@ -433,11 +567,16 @@ def finished_job_row(rec: Record, server: Optional[str] = None) -> Optional[Tupl
         ]
     except ValueError:
         return _finished_job_row_checked(rec, server)
-    # The same helpers as the checked path: cached, and they raise the precise error.
-    wall = _duration(a, "Resource_List.walltime")
-    used = _duration(a, "resources_used.walltime")
-    soft = _duration(a, "Resource_List.soft_walltime")
-    mem = _size(a, "Resource_List.mem")
+    # The same cached helpers as the checked path; on an error, the checked path finds
+    # the first bad field in its order, so both paths raise the same error.
+    try:
+        wall = _duration(a, "Resource_List.walltime")
+        soft = _duration(a, "Resource_List.soft_walltime")
+        used = _duration(a, "resources_used.walltime")
+        mem = _size(a, "Resource_List.mem")
+        _duration(a, "resources_used.cput")  # checked, not stored
+    except ParseError:
+        return _finished_job_row_checked(rec, server)
     if (
         not user
         or not (server or suffix)
@@ -447,11 +586,11 @@ def finished_job_row(rec: Record, server: Optional[str] = None) -> Optional[Tupl
         or (_dot and not suffix)
         or ctime is None
         or end is None
-        or not 0 < ctime <= _EPOCH_MAX
-        or not 0 < end <= _EPOCH_MAX
-        or (start is not None and not 0 < start <= _EPOCH_MAX)
-        or max(abs(status or 0), ncpus or 0, ngpus or 0, nodect or 0, runs or 0) > _INT4_MAX
-        or min(ncpus or 0, ngpus or 0, nodect or 0, runs or 0) < 0
+        or not all(
+            map(_within, (ctime, start, end, status, ncpus, ngpus, nodect, runs), _FJ_INT_BOUNDS)
+        )
+        or end < ctime
+        or (start is not None and not ctime <= start <= end)
     ):
         return _finished_job_row_checked(rec, server)
     return (
@@ -488,7 +627,7 @@ def _finished_job_row_checked(rec: Record, server: Optional[str]) -> Tuple[Any, 
     user = a.get("user")
     if not user:
         raise ParseError("E record without user=")
-    return (
+    row = (
         _server_of(rec.ident, suffix, server),
         rec.ident,
         _epoch(a, "ctime", True),
@@ -513,6 +652,9 @@ def _finished_job_row_checked(rec: Record, server: Optional[str]) -> Tuple[Any, 
         a.get("Resource_List.select"),
         _int(a, "run_count"),
     )
+    _duration(a, "resources_used.cput")  # checked, not stored
+    _check_times(row[2], row[14], row[15])
+    return row
 
 
 def rerun_row(rec: Record, server: Optional[str] = None) -> Optional[Tuple[Any, ...]]:
@@ -531,7 +673,7 @@ def rerun_row(rec: Record, server: Optional[str] = None) -> Optional[Tuple[Any, 
     if run_count is None:
         # run_count is part of the key: without it two reruns of one job would collide.
         raise ParseError("R record without run_count=")
-    return (
+    row = (
         _server_of(rec.ident, suffix, server),
         rec.ident,
         _epoch(a, "ctime", True),
@@ -542,6 +684,9 @@ def rerun_row(rec: Record, server: Optional[str] = None) -> Optional[Tuple[Any, 
         _epoch(a, "end", True),
         _int(a, "Exit_status"),
     )
+    _duration(a, "resources_used.cput")  # checked, not stored
+    _check_times(row[2], row[6], row[7])
+    return row
 
 
 def _as_dict(

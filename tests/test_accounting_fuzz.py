@@ -141,7 +141,7 @@ def test_tokenizer_round_trips_pbs_quoting(attrs):
 @settings(max_examples=100, deadline=None)
 @given(
     user=st.from_regex(r"[a-z][a-z0-9]{0,8}", fullmatch=True),
-    ctime=st.integers(1, 2**33),
+    ctime=st.integers(1, 4 * 10**9),  # end = ctime + 1 + run stays before 2100
     run=st.integers(0, 10**6),
     wall=st.integers(0, 10**7),
     seq=st.integers(0, 10**12),
@@ -175,3 +175,60 @@ def test_value_parsers_raise_only_parse_error(text):
 @given(st.integers(0, 10**9))
 def test_duration_round_trip(seconds):
     assert parse_duration(format_duration(seconds)) == seconds
+
+
+def _near(bound: acct.FieldBound, duration: bool) -> st.SearchStrategy[str]:
+    """Values at, inside and just beyond a bound, as PBS (or a broken writer) logs them."""
+    numbers = st.sampled_from([bound.low - 1, bound.low, bound.low + 1, bound.high, bound.high + 1])
+    if not duration:
+        return numbers.map(str)
+    as_hms = numbers.map(lambda n: format_duration(n) if n >= 0 else "-" + format_duration(-n))
+    return st.one_of(numbers.map(str), as_hms)
+
+
+_DURATION_KEYS = {k for k, b in acct.BOUNDS.items() if b.low == 0 and "walltime" in k} | {
+    "resources_used.cput"
+}
+_NUMERIC = [
+    (key, _near(bound, key in _DURATION_KEYS))
+    for key, bound in acct.BOUNDS.items()
+    if key != "Resource_List.mem"
+]
+# Times around one another: each of the three before, at or after the others.
+_TIMES = st.sampled_from(["1743598799", "1743598800", "1743598801", "1743602591", "0", ""])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    changes=st.lists(st.one_of(*(st.tuples(st.just(k), s) for k, s in _NUMERIC)), max_size=3),
+    times=st.tuples(_TIMES, _TIMES, _TIMES),
+)
+def test_fast_and_checked_paths_agree_at_the_bounds(changes, times):
+    """Issue 16 case 6: both paths refuse a record beyond FIELD_BOUNDS or TIME_ORDER with
+    the same error, and store the same row otherwise."""
+    attrs = {
+        "user": "u",
+        "ctime": "1743598800",
+        "start": "1743598862",
+        "end": "1743602591",
+        "Resource_List.ncpus": "8",
+        "resources_used.walltime": "01:02:09",
+    }
+    attrs.update(zip(("ctime", "start", "end"), times))
+    attrs.update(changes)
+    message = " ".join(f"{k}={v}" for k, v in attrs.items() if v)
+    rec = acct.parse_line(f"04/02/2025 14:03:11;E;5012.pbs01;{message}")
+    outcomes = []
+    for fn in (acct.finished_job_row, acct._finished_job_row_checked):
+        try:
+            outcomes.append(fn(rec, None))
+        except ParseError as err:
+            outcomes.append((type(err), str(err)))
+    assert outcomes[0] == outcomes[1]
+    row = outcomes[0]
+    if isinstance(row, tuple) and len(row) == len(acct.FINISHED_JOB_COLUMNS):
+        values = dict(zip(acct.FINISHED_JOB_COLUMNS, row))
+        for bound in acct.FIELD_BOUNDS:
+            value = values.get(bound.column) if bound.column else None
+            assert value is None or bound.low <= value <= bound.high, bound
+        assert values["ctime"] <= (values["started_at"] or values["ctime"]) <= values["ended_at"]

@@ -340,3 +340,108 @@ def test_fast_and_checked_rows_agree_on_every_sample_e_record():
                     assert fast == acct._finished_job_row_checked(rec, server)
                     n += 1
     assert n > 400
+
+
+# --- records that cannot be true (issue 16 case 6) --------------------------------------
+
+# A possible record; each case below changes one or two of its values.
+_GOOD = {
+    "user": "u",
+    "ctime": "1743598800",
+    "start": "1743598862",
+    "end": "1743602591",
+    "Exit_status": "0",
+    "Resource_List.ncpus": "8",
+    "Resource_List.walltime": "04:00:00",
+    "resources_used.cput": "08:10:00",
+    "resources_used.walltime": "01:02:09",
+    "run_count": "1",
+}
+IMPOSSIBLE = [
+    ({"end": "1743598861"}, "end before start"),
+    ({"start": "1743598799"}, "start before ctime"),
+    ({"start": "", "end": "1743598799"}, "end before ctime"),
+    ({"Resource_List.walltime": "-04:00:00"}, "Resource_List.walltime negative or over 10 years"),
+    ({"resources_used.walltime": "-00:00:05"}, "resources_used.walltime negative or over 10 years"),
+    # 2^31 - 1 s: fits the integer column, and is no run time
+    (
+        {"resources_used.walltime": "596523:14:07"},
+        "resources_used.walltime negative or over 10 years",
+    ),
+    ({"resources_used.cput": "-00:01:00"}, "resources_used.cput negative"),
+    ({"Resource_List.ncpus": "0"}, "Resource_List.ncpus below 1 or over 10^8"),
+    ({"Resource_List.ncpus": "-8"}, "Resource_List.ncpus below 1 or over 10^8"),
+    ({"run_count": "-1"}, "run_count negative or over 2^31 - 1"),
+    ({"ctime": "-5", "start": "", "end": "6"}, "ctime before 1970 or after 2099"),
+    ({"end": "4102444801"}, "end before 1970 or after 2099"),
+]
+# What an R record holds of the above (no Resource_List.*).
+_R_KEYS = {"user", "ctime", "start", "end", "Exit_status", "resources_used.walltime"}
+_R_KEYS |= {"resources_used.cput", "run_count"}
+
+
+def _line(rtype: str, changes: dict[str, str]) -> str:
+    attrs = {**_GOOD, **changes}
+    words = [f"{k}={v}" for k, v in attrs.items() if v and (rtype == "E" or k in _R_KEYS)]
+    return f"04/02/2025 14:03:11;{rtype};5012.pbs01;{' '.join(words)}"
+
+
+def _error(fn, *args) -> acct.ParseError:
+    with pytest.raises(acct.ImpossibleRecord) as info:
+        fn(*args)
+    return info.value
+
+
+@pytest.mark.parametrize("changes, rule", IMPOSSIBLE, ids=[r for _, r in IMPOSSIBLE])
+def test_an_impossible_e_record_is_refused_with_its_rule_by_both_paths(changes, rule):
+    rec = acct.parse_line(_line("E", changes))
+    fast = _error(acct.finished_job_row, rec)
+    checked = _error(acct._finished_job_row_checked, rec, None)
+    assert fast.rule == checked.rule == rule
+    assert str(fast) == str(checked)
+    assert str(fast).startswith(rule.split()[0] + "=")  # the field, then its value as logged
+
+
+_R_CASES = [(c, r) for c, r in IMPOSSIBLE if set(c) <= _R_KEYS]
+
+
+@pytest.mark.parametrize("changes, rule", _R_CASES, ids=[r for _, r in _R_CASES])
+def test_an_impossible_r_record_is_refused_with_its_rule(changes, rule):
+    assert _error(acct.rerun_row, acct.parse_line(_line("R", changes))).rule == rule
+
+
+def test_the_good_record_and_every_bound_itself_are_possible():
+    assert acct.finished_job_row(acct.parse_line(_line("E", {}))) is not None
+    assert acct.rerun_row(acct.parse_line(_line("R", {}))) is not None
+    at_bounds = {
+        "Resource_List.walltime": "87600:00:00",  # 10 years
+        "resources_used.walltime": "00:00:00",
+        "resources_used.cput": "0",
+        "Resource_List.ncpus": "1",
+        "Resource_List.ngpus": "100000000",
+        "run_count": "0",
+        "start": "1743598800",  # = ctime
+        "end": "4102444800",  # 2100-01-01
+    }
+    row = acct.finished_job(acct.parse_line(_line("E", at_bounds)))
+    assert row is not None and row["walltime_s"] == 10 * 365 * 86400 and row["ngpus"] == 10**8
+    beyond = {"Resource_List.walltime": "87600:00:01", "Resource_List.ngpus": "100000001"}
+    for key, value in beyond.items():
+        with pytest.raises(acct.ImpossibleRecord, match=f"{key}={value} is out of range"):
+            acct.finished_job_row(acct.parse_line(_line("E", {key: value})))
+
+
+def test_zero_times_mean_unset_not_impossible():
+    """start=0 is "never started" (NULL); a zero ctime or end is missing, as before."""
+    row = acct.finished_job(acct.parse_line(_line("E", {"start": "0"})))
+    assert row is not None and row["started_at"] is None
+    with pytest.raises(ParseError, match="missing or zero end="):
+        acct.finished_job(acct.parse_line(_line("E", {"end": "0"})))
+
+
+def test_every_bound_names_its_column_once():
+    columns = [b.column for b in acct.FIELD_BOUNDS if b.column is not None]
+    assert len(columns) == len(set(columns))
+    assert set(columns) <= set(acct.FINISHED_JOB_COLUMNS)
+    for rule in acct.TIME_ORDER:
+        assert {rule.earlier_column, rule.later_column} <= set(acct.RERUN_COLUMNS)

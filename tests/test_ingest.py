@@ -40,7 +40,7 @@ def template_e() -> str:
 
 def e_line(template: str, n: int) -> str:
     """A real OpenPBS E record with job number n (distinct id and ctime)."""
-    ctime = 1795311697 + n
+    ctime = 1795311697 - n  # before the template's start: distinct ids, possible times
     line = template.replace(";E;0.vm;", f";E;{n}.vm;")
     return re.sub(r"\bctime=\d+", f"ctime={ctime}", line) + "\n"
 
@@ -896,6 +896,7 @@ _E_BASE = {
     "end": "1743602591",
     "Exit_status": "0",
     "resources_used.walltime": "01:02:09",
+    "resources_used.cput": "08:10:00",
     "run_count": "1",
     "account": "acc",
 }
@@ -931,6 +932,10 @@ _ODD_VALUES = st.one_of(
         ["", "0", "00", "007", "-1", "-0", "+3", "1_0", "2147483648", "99999999999", "1e3"]
         + ["4 gb", "1:2:3:4", "10:00", "-01:00", "5000000p", '"q"', "'q", "a;b", "None"]
         + ["\\N", "a\\b", "t\tb", "é", "٣", "1.5", " "]
+        # at and beyond the bounds (accounting.FIELD_BOUNDS), and times around _E_BASE's
+        + ["4102444800", "4102444801", "87600:00:00", "87600:00:01", "315360000", "315360001"]
+        + ["100000000", "100000001", "99999999", "-00:00:01", "596523:14:07", "2147483647"]
+        + ["1743598799", "1743598800", "1743598862", "1743602590", "1743602591", "1743602592"]
     ),
     st.integers(-(2**40), 2**40).map(str),
     st.text(alphabet="0123456789:=;\"' .-\\\té", max_size=12),
