@@ -72,6 +72,10 @@ def _add_db_commands(sub: Any) -> None:
     cur = dbsub.add_parser("current", help="print the database's revision and the newest one")
     cur.set_defaults(func=_db_current)
 
+    from .dbcheck import add_check_command
+
+    add_check_command(dbsub)
+
 
 def _add_config_commands(sub: Any) -> None:
     cfg = sub.add_parser(
