@@ -15,27 +15,50 @@ Why not psycopg2 or another driver on the hook path:
   whole event, and libpq's ``connect_timeout`` takes whole seconds (at least 2 before 17).
 
 It implements what the hook needs and nothing more: unix-socket and TCP connections
-(host lists tried in order, ``connect_timeout`` per host), TLS by ``sslmode`` (disable,
-allow, prefer, require, verify-ca, verify-full, with libpq's fallbacks and root-certificate
-rules) with the standard ``ssl`` module, trust / password / MD5 / SCRAM-SHA-256 (SASLprep,
-no channel binding) authentication, ``require_auth``, ``~/.pgpass`` / ``passfile`` with
-libpq's matching rules, and parameterized queries through the extended protocol with text
-parameters (``$1``, ``$2``...). Results are decoded for integers, floats, booleans and text;
-other types come back as text. The session's client_encoding is always UTF8. Notifications
-of channels the session LISTENs to are counted, also while idle, read without waiting
-(:meth:`Connection.notifications`).
+(host lists tried in order, sharing the deadline: see :func:`connect`), TLS by ``sslmode``
+(disable, allow, prefer, require, verify-ca, verify-full, with libpq's fallbacks and
+root-certificate rules) with the standard ``ssl`` module, trust / password / MD5 /
+SCRAM-SHA-256 (SASLprep, no channel binding) authentication, ``require_auth``,
+``~/.pgpass`` / ``passfile`` with libpq's matching rules, and parameterized queries through
+the extended protocol with text parameters (``$1``, ``$2``...). Results are decoded for
+integers, floats, booleans and text; other types come back as text. The session's
+client_encoding is always UTF8. :meth:`Connection.quiet` says, without reading or waiting,
+whether the server sent anything since the last reply (a notice, a notification, the FATAL
+of a terminated backend).
 
-Where it differs from libpq it refuses rather than ignores: unknown keywords (a typo in
-``sslmode`` must not quietly connect without TLS), ``channel_binding=require``,
-``gssencmode=require``, ``sslnegotiation=direct``, ``service``, ``replication``.
-Accepted but not acted on: keepalives, ``target_session_attrs``, ``load_balance_hosts``,
-CRLs, ``sslsni``, TLS protocol bounds (the ``ssl`` module's defaults apply).
-tests/test_pgwire.py checks it against a real server.
+Where it differs from libpq:
+
+* It refuses rather than ignores: unknown keywords (a typo in ``sslmode`` must not quietly
+  connect without TLS), ``channel_binding=require``, ``gssencmode=require``,
+  ``sslnegotiation=direct``, ``service``, ``replication``. Accepted but not acted on:
+  keepalives, ``target_session_attrs``, ``load_balance_hosts``, CRLs, ``sslsni``, TLS
+  protocol bounds (the ``ssl`` module's defaults apply).
+* A cleartext password request (``password`` in ``pg_hba.conf``) over TCP without TLS is
+  refused unless ``require_auth`` names ``password`` (``require_auth=password``, or a list
+  with it); libpq sends the password. Over a unix socket or TLS it is answered.
+* ``sslrootcert=system`` as libpq 16+ does it: ``sslmode`` defaults to ``verify-full``
+  (host name checked, so no plaintext fallback either) and an explicit weaker ``sslmode``
+  is an error (``weak sslmode ... may not be used with sslrootcert=system``); libpq 15 and
+  older read a file named ``system``.
+* What the server chooses is capped (the values and why at their constants): message
+  length (:data:`MAX_MESSAGE`), messages other than rows in one round trip, startup
+  included (:data:`MAX_MESSAGES_PER_ROUND_TRIP`: notices, notifications, parameter
+  reports), rows and bytes of a result (:data:`MAX_ROWS`, :data:`MAX_RESULT_BYTES`) and
+  SCRAM iterations (:data:`MAX_SCRAM_ITERATIONS`, checked before any hashing). Beyond a cap,
+  and for any malformed message, the connection is closed and :class:`DatabaseError`
+  raised, never another exception.
+* One deadline bounds everything, and the hosts of a list share it: each host gets the time
+  left divided by the hosts not yet tried (``connect_timeout`` bounds each host further).
+  libpq gives each host its whole ``connect_timeout`` and has no overall bound.
+
+tests/test_pgwire.py checks it against a real server, tests/test_pgwire_hostile.py against
+fake servers that misbehave.
 
 Hook path: Python 3.6+ syntax, standard library only.
 """
 
 import base64
+import binascii
 import errno
 import hashlib
 import hmac
@@ -60,8 +83,52 @@ DEFAULT_SOCKET_DIRS = ("/var/run/postgresql", "/tmp")
 # SQLSTATE of a statement cancelled by statement_timeout: the connection stays usable.
 QUERY_CANCELED = "57014"
 
-# Longest message accepted from the server (a hook's rows are tiny; garbage is not).
-MAX_MESSAGE = 64 * 1024 * 1024
+# -- caps on what the server chooses (a spoofed or broken server is untrusted input) ----
+# Longest message accepted from the server, length field included. The biggest thing the
+# hook reads is one calibration_state row (a short JSON list of choices, under 1 KiB); an
+# ErrorResponse is a few hundred bytes. 1 MiB leaves three orders of magnitude and bounds
+# the receive buffer (MAX_BUFFER) whatever the length field says.
+MAX_MESSAGE = 1024 * 1024
+# Messages other than DataRow in one round trip, the startup included: a statement's reply
+# is about six (ParseComplete, BindComplete, RowDescription, CommandComplete, ErrorResponse,
+# ReadyForQuery), a startup about twenty (authentication, ~15 ParameterStatus, BackendKeyData).
+# NoticeResponse, NotificationResponse and ParameterStatus may come at any time and in any
+# number, so a NOTIFY flood or a streaming server would otherwise keep us reading until the
+# deadline (and a whole backlog after an idle time): 100 is five times the legitimate most.
+MAX_MESSAGES_PER_ROUND_TRIP = 100
+# Rows and DataRow bytes of one result. The hook's queries have a LIMIT (tens of rows) and
+# `softwalltime status` reads one row per server; a server that ignores the LIMIT must not
+# grow the process (100,000 rows of two numbers are 12 MB of Python objects).
+MAX_ROWS = 100000
+MAX_RESULT_BYTES = 16 * 1024 * 1024
+# SCRAM iteration count the server may ask for. PostgreSQL's default is 4096; from 16 the
+# administrator may raise scram_iterations (to any int). pbkdf2_hmac is C code that PBS's
+# alarm cannot interrupt and that runs before any deadline check, so a server asking for
+# 10^8 held an event for 107 s. Measured here (AMD EPYC, OpenSSL 3.0): 100,000 iterations
+# cost 24-26 ms on Python 3.11 and 92 ms on 3.6.15, a tenth of the hook's 1 s bound at most;
+# 4096 cost 1 ms and 4 ms.
+MAX_SCRAM_ITERATIONS = 100000
+# Distinct ParameterStatus names kept: PostgreSQL reports about 15 (the GUC_REPORT ones); a
+# server inventing new names at every round trip must not grow the dict for ever.
+MAX_PARAMETERS = 64
+# One recv() reads at most this; the receive buffer then never holds more than one whole
+# message and one read beyond it (see Connection._fill).
+RECV_SIZE = 65536
+MAX_BUFFER = MAX_MESSAGE + 1 + RECV_SIZE
+
+# What a malformed message raises when it is parsed (short, garbled, not UTF-8 or ASCII,
+# bad base64; the last two are ValueErrors, named for the reader): each becomes
+# DatabaseError("malformed ... message from the server").
+_MALFORMED = (struct.error, IndexError, ValueError, UnicodeDecodeError, binascii.Error)
+_MESSAGE_NAMES = {
+    b"R": "authentication",
+    b"E": "error",
+    b"K": "backend key data",
+    b"T": "row description",
+    b"D": "data row",
+}
+# Message types the server may send at any time, not only in reply to us.
+_ASYNCHRONOUS = frozenset((b"N", b"A", b"S"))
 # Authentication request codes libpq knows and this client does not do.
 _AUTH_NAMES = {2: "Kerberos V5", 6: "SCM credentials", 7: "GSSAPI", 8: "GSSAPI", 9: "SSPI"}
 
@@ -114,11 +181,75 @@ def _cstr(text: str) -> bytes:
 
 
 def _error_fields(payload: bytes) -> Dict[str, str]:
+    """The fields of an ErrorResponse or NoticeResponse by their one-letter type.
+
+    :raises ValueError: the list does not end with its terminating zero byte
+    """
+    if not payload.endswith(b"\0"):
+        raise ValueError("unterminated field list")
     fields = {}
     for part in payload.split(b"\0"):
         if part:
             fields[part[:1].decode("ascii", "replace")] = part[1:].decode("utf-8", "replace")
     return fields
+
+
+# Longest server text kept in an exception: its message ends in the hook's log line.
+_MAX_ERROR_TEXT = 1000
+
+
+def _pg_error(payload: bytes) -> "PgError":
+    fields = _error_fields(payload)
+    return PgError(fields.get("M", "error")[:_MAX_ERROR_TEXT], fields.get("C", "")[:5])
+
+
+def _column_oids(payload: bytes) -> List[int]:
+    """The type OIDs of a RowDescription's columns (name, table OID, column number, type
+    OID, size, modifier, format each)."""
+    count = _I16.unpack_from(payload)[0]
+    pos, oids = 2, []
+    for _ in range(count):
+        pos = payload.index(b"\0", pos) + 1
+        oids.append(_I32.unpack_from(payload, pos + 6)[0])
+        pos += 18
+    if pos != len(payload):
+        raise ValueError("RowDescription longer or shorter than its columns")
+    return oids
+
+
+# Longest text of an integer column: int8's minimum has 20 characters. Python 3.6 converts
+# digits in quadratic time (3.11 caps them at 4300), so a megabyte of digits is refused.
+_MAX_INT_TEXT = 20
+
+
+def _row_values(payload: bytes, oids: List[int]) -> Tuple[Any, ...]:
+    """The values of a DataRow, decoded by the column types of its RowDescription."""
+    count = _I16.unpack_from(payload)[0]
+    pos, values = 2, []  # type: int, List[Any]
+    for i in range(count):
+        length = _I32.unpack_from(payload, pos)[0]
+        pos += 4
+        if length < 0:
+            values.append(None)
+            continue
+        if pos + length > len(payload):
+            raise ValueError("value beyond the end of the DataRow")
+        raw = payload[pos : pos + length]
+        pos += length
+        oid = oids[i] if i < len(oids) else 25
+        if oid in _INT_OIDS:
+            if len(raw) > _MAX_INT_TEXT:
+                raise ValueError("integer too long")
+            values.append(int(raw))
+        elif oid in _FLOAT_OIDS:
+            values.append(float(raw))
+        elif oid == _BOOL_OID:
+            values.append(raw == b"t")
+        else:
+            values.append(raw.decode("utf-8", "replace"))
+    if pos != len(payload):
+        raise ValueError("DataRow longer than its values")
+    return tuple(values)
 
 
 def _pgpass_field(line: str, pos: int, value: str) -> int:
@@ -199,15 +330,19 @@ class Connection:
 
     def __init__(self, sock: Any, deadline: float) -> None:
         self._sock = sock
-        self._buf = b""
+        # The bytes from _pos on are unread. Reading a message moves _pos instead of slicing
+        # the rest into a new bytes object, a copy per message: quadratic in a backlog (in a
+        # NOTIFY flood 67,634 reads took 10.5 s of 12).
+        self._buf = bytearray()
+        self._pos = 0
         self.closed = False
         self.parameters = {}  # type: Dict[str, str]
         self.backend_pid = 0
         self._prepared = {}  # type: Dict[str, bytes]
         self._statements = 0
         self._deadline = deadline
-        self._notified = 0  # NotificationResponses (LISTEN) not yet reported
-        self._idle_poll = None  # type: Optional[_Idle]  # for notifications()
+        self._messages = 0  # messages other than rows in this round trip (capped)
+        self._poller = None  # type: Any  # quiet()'s poll object, made at its first call
 
     # -- transport ------------------------------------------------------------------
     def _wait(self, readable: bool) -> None:
@@ -236,6 +371,12 @@ class Connection:
             view = view[sent:]
 
     def _fill(self) -> None:
+        """Receive more bytes, waiting for them until the deadline."""
+        if self._pos:
+            # What was read goes first (a copy of at most the message being read), so the
+            # buffer never holds more than that message and one recv: MAX_BUFFER.
+            del self._buf[: self._pos]
+            self._pos = 0
         while True:
             pending = isinstance(self._sock, ssl.SSLSocket) and self._sock.pending()
             if not pending:
@@ -253,7 +394,7 @@ class Connection:
         :raises DatabaseError: the connection broke or the server closed it (closed here)
         """
         try:
-            chunk = self._sock.recv(65536)
+            chunk = self._sock.recv(RECV_SIZE)
         except (ssl.SSLWantReadError, BlockingIOError):
             return False
         except ssl.SSLWantWriteError:
@@ -268,24 +409,62 @@ class Connection:
         return True
 
     def _read(self) -> Tuple[bytes, bytes]:
-        while len(self._buf) < 5:
+        """The next message, (type, payload), waiting for it until the deadline."""
+        while len(self._buf) - self._pos < 5:
             self._fill()
-        kind, length = _HDR.unpack_from(self._buf)
+        kind, length = _HDR.unpack_from(self._buf, self._pos)
         if length < 4 or length > MAX_MESSAGE:
             self.close()
             raise DatabaseError(
                 f"invalid message from the server (type {kind!r}, length {length}): not PostgreSQL?"
             )
-        while len(self._buf) < length + 1:
+        while len(self._buf) - self._pos < length + 1:
             self._fill()
-        payload = self._buf[5 : length + 1]
-        self._buf = self._buf[length + 1 :]
+        start = self._pos
+        with memoryview(self._buf) as view:  # one copy; released before the buffer resizes
+            payload = view[start + 5 : start + 1 + length].tobytes()
+        self._pos = start + 1 + length
+        if self._pos > len(self._buf) >> 1:
+            # Compacting when half is read keeps the copies linear in what is received.
+            del self._buf[: self._pos]
+            self._pos = 0
         return kind, payload
+
+    def _counted(self) -> None:
+        """Count a message other than a row against the round trip's cap."""
+        self._messages += 1
+        if self._messages > MAX_MESSAGES_PER_ROUND_TRIP:
+            self.close()
+            raise DatabaseError(
+                f"the server sent more than {MAX_MESSAGES_PER_ROUND_TRIP} messages other than"
+                " rows in one round trip (a flood of notices or notifications?): connection"
+                " dropped"
+            )
+
+    def _asynchronous(self, kind: bytes, payload: bytes) -> bool:
+        """Take a message the server may send at any time (notice, notification, parameter
+        report); False if ``kind`` is not one. Notices and notifications are dropped."""
+        if kind not in _ASYNCHRONOUS:
+            return False
+        if kind == b"S":
+            self._parameter(payload)
+        return True
 
     def _parameter(self, payload: bytes) -> None:
         """A ParameterStatus message: the server's value of a run-time parameter."""
         pair = payload.decode("utf-8", "replace").split("\0")
-        self.parameters[pair[0]] = pair[1] if len(pair) > 1 else ""
+        if pair[0] in self.parameters or len(self.parameters) < MAX_PARAMETERS:
+            self.parameters[pair[0]] = pair[1] if len(pair) > 1 else ""
+
+    def _malformed(self, kind: bytes) -> DatabaseError:
+        """The error for a message that does not parse; the connection is closed."""
+        self.close()
+        name = _MESSAGE_NAMES.get(kind, f"{kind!r}")
+        return DatabaseError(f"malformed {name} message from the server")
+
+    def _plain_tcp(self) -> bool:
+        """TCP without TLS: what we send crosses the network readable."""
+        return self._sock.family != socket.AF_UNIX and not isinstance(self._sock, ssl.SSLSocket)
 
     def set_deadline(self, deadline: float) -> None:
         """Bound the next operations by ``deadline`` (a ``time.monotonic()`` value)."""
@@ -300,70 +479,32 @@ class Connection:
             body += _cstr(key) + _cstr(value)
         body += b"\0"
         self._send(_I32.pack(len(body) + 4) + body)
-        user = params.get("user", "")
-        scram = None  # type: Optional[_Scram]
-        asked = False  # the server asked for some authentication
+        login = _Login(params.get("user", ""), password, require_auth, self._plain_tcp())
+        self._messages = 0
         while True:
             kind, payload = self._read()
-            if kind == b"R":
-                code = _I32.unpack_from(payload)[0]
-                # require_auth: what the server asks for (or "none" if it lets us in at once)
-                method = {3: "password", 5: "md5", 10: "scram-sha-256"}.get(code)
-                if code == 0 and not asked:
-                    method = "none"
-                if require_auth and method and not _auth_allowed(require_auth, method):
-                    raise DatabaseError(
-                        f'authentication method requirement "{require_auth}" failed:'
-                        f" the server asks for {method}"
-                    )
-                asked = True
-                if code == 0:
-                    if scram is not None and not scram.verified:
-                        # a server that skips the proof has not shown it knows the password
-                        raise DatabaseError("SCRAM: the server ended the exchange unverified")
-                    continue
-                if code in (3, 5, 10) and password is None:
-                    raise DatabaseError("the server asks for a password and none was given")
-                if code == 3:
-                    self._send(_message(b"p", _cstr(password or "")))
-                elif code == 5:
-                    inner = hashlib.md5((password or "").encode() + user.encode()).hexdigest()
-                    outer = hashlib.md5(inner.encode("ascii") + payload[4:8]).hexdigest()
-                    self._send(_message(b"p", _cstr("md5" + outer)))
-                elif code == 10:
-                    mechanisms = payload[4:].split(b"\0")
-                    if b"SCRAM-SHA-256" not in mechanisms:
-                        raise DatabaseError(
-                            "the server offers no supported SASL mechanism ({})".format(
-                                b", ".join(m for m in mechanisms if m).decode("ascii", "replace")
-                            )
-                        )
-                    scram = _Scram(password or "")
-                    first = scram.client_first()
-                    self._send(
-                        _message(b"p", _cstr("SCRAM-SHA-256") + _I32.pack(len(first)) + first)
-                    )
-                elif code == 11 and scram is not None:
-                    self._send(_message(b"p", scram.client_final(payload[4:])))
-                elif code == 12 and scram is not None:
-                    scram.verify_server(payload[4:])
-                else:
-                    method = _AUTH_NAMES.get(code, f"code {code}")
-                    raise DatabaseError(
-                        f"unsupported authentication method {method} (this client does "
-                        "trust, password, md5 and scram-sha-256)"
-                    )
-            elif kind == b"S":
-                self._parameter(payload)
-            elif kind == b"E":
-                fields = _error_fields(payload)
-                self.close()
-                raise PgError(fields.get("M", "error"), fields.get("C", ""))
-            elif kind == b"K":
-                self.backend_pid = _I32.unpack_from(payload)[0]
-            elif kind == b"Z":
+            self._counted()
+            if self._asynchronous(kind, payload):
+                continue
+            if kind == b"Z":
                 return
-            # N (notice): nothing to do
+            try:
+                self._startup_message(kind, payload, login)
+            except _MALFORMED:
+                raise self._malformed(kind) from None
+            except DatabaseError:
+                self.close()
+                raise
+
+    def _startup_message(self, kind: bytes, payload: bytes, login: "_Login") -> None:
+        if kind == b"R":
+            reply = login.answer(payload)
+            if reply:
+                self._send(reply)
+        elif kind == b"E":
+            raise _pg_error(payload)
+        elif kind == b"K":
+            self.backend_pid = _I32.unpack_from(payload)[0]
 
     def query(
         self,
@@ -379,7 +520,8 @@ class Connection:
             a few runs PostgreSQL plans it once too): for the hook's repeated lookups
         :param deadline: ``time.monotonic()`` bound for the whole round trip
         :raises PgError: the server reported an error (the connection stays usable)
-        :raises DatabaseError: connection lost or deadline passed (the connection is closed)
+        :raises DatabaseError: connection lost, deadline passed, a cap exceeded or a message
+            malformed (the connection is closed)
         """
         if self.closed:
             raise DatabaseError("connection is closed")
@@ -406,41 +548,14 @@ class Connection:
                 parse = _message(b"P", name + b"\0" + _cstr(sql) + _I16.pack(0))
         else:
             parse = _message(b"P", b"\0" + _cstr(sql) + _I16.pack(0))
-        bind = b"\0" + name + b"\0" + _I16.pack(0) + _I16.pack(len(params))
-        for value in params:
-            if value is None:
-                bind += _I32.pack(-1)
-                continue
-            if isinstance(value, bool):
-                text = b"true" if value else b"false"
-            else:
-                text = str(value).encode("utf-8")
-            bind += _I32.pack(len(text)) + text
-        bind += _I16.pack(0)
         self._send(
             parse
-            + _message(b"B", bind)
+            + _message(b"B", _bind(name, params))
             + _message(b"D", b"P\0")
             + _message(b"E", b"\0" + _I32.pack(0))
             + _message(b"S", b"")
         )
-        oids = []  # type: List[int]
-        rows = []  # type: List[Tuple[Any, ...]]
-        error = None  # type: Optional[PgError]
-        while True:
-            kind, payload = self._read()
-            if kind == b"D":
-                if error is None:
-                    rows.append(self._row(payload, oids))
-            elif kind == b"T":
-                oids = self._oids(payload)
-            elif kind == b"E":
-                fields = _error_fields(payload)
-                error = PgError(fields.get("M", "error"), fields.get("C", ""))
-            elif kind == b"Z":
-                break
-            elif kind == b"A":
-                self._notified += 1  # a NOTIFY that arrived before this statement's reply
+        rows, error = self._reply()
         if error is not None:
             if parse and name:
                 self._prepared.pop(sql, None)
@@ -449,76 +564,72 @@ class Connection:
             self._prepared[sql] = name
         return rows
 
-    @staticmethod
-    def _oids(payload: bytes) -> List[int]:
-        count = _I16.unpack_from(payload)[0]
-        pos, oids = 2, []
-        for _ in range(count):
-            pos = payload.index(b"\0", pos) + 1
-            oids.append(_I32.unpack_from(payload, pos + 6)[0])
-            pos += 18
-        return oids
-
-    @staticmethod
-    def _row(payload: bytes, oids: List[int]) -> Tuple[Any, ...]:
-        count = _I16.unpack_from(payload)[0]
-        pos, values = 2, []  # type: int, List[Any]
-        for i in range(count):
-            length = _I32.unpack_from(payload, pos)[0]
-            pos += 4
-            if length < 0:
-                values.append(None)
-                continue
-            raw = payload[pos : pos + length]
-            pos += length
-            oid = oids[i] if i < len(oids) else 25
-            if oid in _INT_OIDS:
-                values.append(int(raw))
-            elif oid in _FLOAT_OIDS:
-                values.append(float(raw))
-            elif oid == _BOOL_OID:
-                values.append(raw == b"t")
+    def _reply(self) -> Tuple[List[Tuple[Any, ...]], Optional[PgError]]:
+        """Read one statement's reply up to ReadyForQuery: its rows and its error if any."""
+        self._messages = 0
+        oids = []  # type: List[int]
+        rows = []  # type: List[Tuple[Any, ...]]
+        error = None  # type: Optional[PgError]
+        count = size = 0
+        while True:
+            kind, payload = self._read()
+            if kind == b"D":
+                count += 1
+                size += len(payload)
+                if count > MAX_ROWS or size > MAX_RESULT_BYTES:
+                    self.close()
+                    raise DatabaseError(
+                        f"the result exceeds {MAX_ROWS} rows or {MAX_RESULT_BYTES} bytes:"
+                        " connection dropped"
+                    )
             else:
-                values.append(raw.decode("utf-8", "replace"))
-        return tuple(values)
+                self._counted()
+                if self._asynchronous(kind, payload):
+                    continue
+                if kind == b"Z":
+                    return rows, error
+            try:
+                if kind == b"D" and error is None:
+                    rows.append(_row_values(payload, oids))
+                elif kind == b"T":
+                    oids = _column_oids(payload)
+                elif kind == b"E":
+                    error = _pg_error(payload)
+            except _MALFORMED:
+                raise self._malformed(kind) from None
 
-    def notifications(self) -> int:
-        """The NOTIFY messages (of channels this session LISTENs to) received since the last
-        call, reading what the server sent while the connection was idle without waiting.
+    def quiet(self) -> bool:
+        """True if nothing arrived since the last complete reply: no byte buffered, none
+        decrypted and waiting inside TLS, and one ``poll(0)`` finds the socket not readable.
 
-        :raises DatabaseError: the server closed the connection or ended the session with an
-            error while it was idle (the connection is closed)
+        Never reads, never waits, never raises; False for a closed connection. Whatever came
+        (a notice, a notification, the FATAL of a terminated backend, a server streaming)
+        would be read by the next query against its cap; the hook asks at every event and
+        opens a new connection instead. The poll object is made once per connection.
         """
         if self.closed:
-            raise DatabaseError("connection is closed")
-        poller = self._idle_poll
-        if poller is None:
-            poller = self._idle_poll = _Idle(self._sock)
-        while poller.readable():  # the usual case: nothing came, one poll
-            try:
-                if not self._recv():
-                    break
-            except ssl.SSLWantWriteError:
-                break
-        while len(self._buf) >= 5 and len(self._buf) > _HDR.unpack_from(self._buf)[1]:
-            kind, payload = self._read()  # a whole message is buffered: no wait
-            if kind == b"A":
-                self._notified += 1
-            elif kind == b"S":
-                self._parameter(payload)
-            elif kind == b"E":  # e.g. FATAL: terminating connection due to administrator command
-                fields = _error_fields(payload)
-                self.close()
-                raise PgError(fields.get("M", "error"), fields.get("C", ""))
-            # N (notice): nothing to do
-        count, self._notified = self._notified, 0
-        return count
+            return False
+        if self._pos < len(self._buf):
+            return False
+        try:
+            if isinstance(self._sock, ssl.SSLSocket) and self._sock.pending():
+                return False  # decrypted bytes the socket no longer shows
+            if self._poller is None and hasattr(select, "poll"):
+                self._poller = select.poll()
+                self._poller.register(self._sock, select.POLLIN)
+            if self._poller is not None:
+                return not self._poller.poll(0)  # POLLHUP and POLLERR count too
+            return not wait_ready(self._sock, True, 0.0)
+        except (OSError, ValueError):  # ValueError: the socket was closed under us
+            return False
 
     def close(self) -> None:
         """Say goodbye (best effort) and close the socket; never raises."""
         if self.closed:
             return
         self.closed = True
+        self._buf = bytearray()  # a dropped backlog goes now, not with the object
+        self._pos = 0
         try:
             self._sock.setblocking(False)
             self._sock.send(_message(b"X", b""))
@@ -530,24 +641,123 @@ class Connection:
             pass
 
 
-class _Idle:
-    """Whether a socket has something to read now, without waiting (a poll object made once:
-    the hook asks at every event)."""
+def _bind(name: bytes, params: Sequence[Any]) -> bytes:
+    """A Bind message's payload: the unnamed portal, statement ``name``, text parameters."""
+    bind = b"\0" + name + b"\0" + _I16.pack(0) + _I16.pack(len(params))
+    for value in params:
+        if value is None:
+            bind += _I32.pack(-1)
+            continue
+        if isinstance(value, bool):
+            text = b"true" if value else b"false"
+        else:
+            text = str(value).encode("utf-8")
+        bind += _I32.pack(len(text)) + text
+    return bind + _I16.pack(0)
 
-    def __init__(self, sock: Any) -> None:
-        self._sock = sock
-        self._tls = isinstance(sock, ssl.SSLSocket)
-        self._poll = None  # type: Any
-        if hasattr(select, "poll"):
-            self._poll = select.poll()
-            self._poll.register(sock, select.POLLIN)
 
-    def readable(self) -> bool:
-        if self._tls and self._sock.pending():  # decrypted bytes the socket no longer shows
-            return True
-        if self._poll is not None:
-            return bool(self._poll.poll(0))
-        return wait_ready(self._sock, True, 0.0)
+class _Login:
+    """The client's side of authentication: what to answer to each request of the server."""
+
+    def __init__(
+        self, user: str, password: Optional[str], require_auth: str, plain_tcp: bool
+    ) -> None:
+        self._user = user
+        self._password = password
+        self._require = require_auth
+        self._plain_tcp = plain_tcp
+        self._scram = None  # type: Optional[_Scram]
+        self._asked = False  # the server asked for some authentication
+
+    def answer(self, payload: bytes) -> bytes:
+        """The message to send for an AuthenticationRequest (``b""``: nothing to send).
+
+        :raises DatabaseError: a method refused, unsupported, or no password to give
+        :raises ValueError: (or another of ``_MALFORMED``) the request is malformed
+        """
+        code = _I32.unpack_from(payload)[0]
+        self._check_required(code)
+        if code == 0:
+            if self._scram is not None and not self._scram.verified:
+                # a server that skips the proof has not shown it knows the password
+                raise DatabaseError("SCRAM: the server ended the exchange unverified")
+            return b""
+        if code in (3, 5, 10) and self._password is None:
+            raise DatabaseError("the server asks for a password and none was given")
+        if code == 3:
+            return self._cleartext()
+        if code == 5:
+            return self._md5(payload[4:])
+        if code == 10:
+            return self._sasl(payload[4:])
+        if code == 11 and self._scram is not None:
+            return _message(b"p", self._scram.client_final(payload[4:]))
+        if code == 12 and self._scram is not None:
+            self._scram.verify_server(payload[4:])
+            return b""
+        method = _AUTH_NAMES.get(code, f"code {code}")
+        raise DatabaseError(
+            f"unsupported authentication method {method} (this client does "
+            "trust, password, md5 and scram-sha-256)"
+        )
+
+    def _check_required(self, code: int) -> None:
+        """``require_auth``: what the server asks for (or "none" if it lets us in at once)."""
+        method = {3: "password", 5: "md5", 10: "scram-sha-256"}.get(code)
+        if code == 0 and not self._asked:
+            method = "none"
+        if self._require and method and not _auth_allowed(self._require, method):
+            raise DatabaseError(
+                f'authentication method requirement "{self._require}" failed:'
+                f" the server asks for {method}"
+            )
+        self._asked = True
+
+    def _cleartext(self) -> bytes:
+        # Anyone on the path (or a server spoofed under the default sslmode=prefer) would
+        # read the password: over TCP without TLS only when the DSN names the method.
+        if self._plain_tcp and not _auth_named(self._require, "password"):
+            raise DatabaseError(
+                "the server asks for the password in clear text over TCP without TLS: refused"
+                " (use TLS, e.g. sslmode=verify-full, or allow it with require_auth=password)"
+            )
+        return _message(b"p", _cstr(self._password or ""))
+
+    def _md5(self, salt: bytes) -> bytes:
+        if len(salt) != 4:
+            raise ValueError("MD5 salt is not 4 bytes")
+        inner = hashlib.md5((self._password or "").encode() + self._user.encode()).hexdigest()
+        outer = hashlib.md5(inner.encode("ascii") + salt).hexdigest()
+        return _message(b"p", _cstr("md5" + outer))
+
+    def _sasl(self, payload: bytes) -> bytes:
+        if self._scram is not None:
+            raise DatabaseError("SCRAM: the server started the exchange twice")
+        mechanisms = payload.split(b"\0")
+        if b"SCRAM-SHA-256" not in mechanisms:
+            offered = b", ".join(m for m in mechanisms if m).decode("ascii", "replace")
+            raise DatabaseError(f"the server offers no supported SASL mechanism ({offered[:200]})")
+        self._scram = _Scram(self._password or "")
+        first = self._scram.client_first()
+        return _message(b"p", _cstr("SCRAM-SHA-256") + _I32.pack(len(first)) + first)
+
+
+def _scram_iterations(text: str) -> int:
+    """The server's SCRAM iteration count, refused beyond MAX_SCRAM_ITERATIONS before any
+    hashing (and before converting a long digit string, quadratic on Python 3.6).
+
+    :raises ValueError: not a positive decimal number
+    :raises DatabaseError: more than the cap
+    """
+    digits = text.lstrip("0")
+    if not text.isdigit() or not digits:  # text is ASCII: isdigit means 0-9 only
+        raise ValueError("iteration count not a positive number")
+    if len(digits) > len(str(MAX_SCRAM_ITERATIONS)) or int(digits) > MAX_SCRAM_ITERATIONS:
+        raise DatabaseError(
+            f"SCRAM: the server asks for {digits[:20]} iterations, more than the"
+            f" {MAX_SCRAM_ITERATIONS} this client computes (PostgreSQL's default is 4096): refused"
+        )
+    return int(digits)
 
 
 class _Scram:
@@ -565,21 +775,27 @@ class _Scram:
         return ("n,," + self._first_bare).encode("ascii")
 
     def client_final(self, server_first: bytes) -> bytes:
-        attrs = dict(item.split("=", 1) for item in server_first.decode("ascii").split(","))
+        """The client-final message; ``server_first`` is checked whole before any hashing.
+
+        :raises ValueError: (or binascii.Error, UnicodeDecodeError) malformed
+        :raises DatabaseError: wrong nonce, too many iterations, out of order
+        """
+        if self._salted:
+            raise DatabaseError("SCRAM: the server sent its first message twice")
+        text = server_first.decode("ascii")
+        attrs = dict(item.split("=", 1) for item in text.split(","))
         server_nonce = attrs.get("r", "")
         if not server_nonce.startswith(self._nonce) or len(server_nonce) <= len(self._nonce):
             raise DatabaseError("SCRAM: the server's nonce does not extend ours")
-        if not attrs.get("s") or not attrs.get("i", "").isdigit() or int(attrs["i"]) < 1:
-            raise DatabaseError("SCRAM: malformed first message from the server")
-        self._salted = hashlib.pbkdf2_hmac(
-            "sha256", self._password, base64.b64decode(attrs["s"]), int(attrs["i"])
-        )
+        iterations = _scram_iterations(attrs.get("i", ""))
+        salt = base64.b64decode(attrs.get("s", ""), validate=True)
+        if not salt:
+            raise ValueError("no salt")
+        self._salted = hashlib.pbkdf2_hmac("sha256", self._password, salt, iterations)
         client_key = hmac.new(self._salted, b"Client Key", hashlib.sha256).digest()
         stored_key = hashlib.sha256(client_key).digest()
-        without_proof = "c=biws,r=" + attrs["r"]
-        self._auth_message = ",".join(
-            (self._first_bare, server_first.decode("ascii"), without_proof)
-        ).encode("ascii")
+        without_proof = "c=biws,r=" + server_nonce
+        self._auth_message = ",".join((self._first_bare, text, without_proof)).encode("ascii")
         signature = hmac.new(stored_key, self._auth_message, hashlib.sha256).digest()
         proof = bytes(a ^ b for a, b in zip(client_key, signature))
         return (without_proof + ",p=" + base64.b64encode(proof).decode("ascii")).encode("ascii")
@@ -587,12 +803,12 @@ class _Scram:
     def verify_server(self, server_final: bytes) -> None:
         text = server_final.decode("ascii")
         if text.startswith("e="):
-            raise DatabaseError(f"SCRAM: the server reports {text[2:]!r}")
-        if not text.startswith("v="):
+            raise DatabaseError(f"SCRAM: the server reports {text[2:200]!r}")
+        if not text.startswith("v=") or not self._salted:
             raise DatabaseError("SCRAM: unexpected final message from the server")
         server_key = hmac.new(self._salted, b"Server Key", hashlib.sha256).digest()
         expected = hmac.new(server_key, self._auth_message, hashlib.sha256).digest()
-        if not hmac.compare_digest(base64.b64decode(text[2:]), expected):
+        if not hmac.compare_digest(base64.b64decode(text[2:], validate=True), expected):
             raise DatabaseError("SCRAM: the server's signature does not match")
         self.verified = True
 
@@ -639,8 +855,19 @@ def saslprep(password: str) -> str:
     return text
 
 
+def _share(now: float, deadline: float, left: int) -> float:
+    """The deadline of one of ``left`` attempts still to make before ``deadline``: a fair
+    part of the time left, so that one that hangs cannot starve the others, and one that
+    fails fast gives its time to those after it."""
+    return now + max(0.0, deadline - now) / max(1, left)
+
+
 def _open_socket(host: str, port: int, deadline: float) -> Any:
-    """A connected non-blocking socket to a unix socket directory or a TCP host."""
+    """A connected non-blocking socket to a unix socket directory or a TCP host.
+
+    The addresses of a name (IPv6 and IPv4, say) share ``deadline`` as hosts do: a blackholed
+    first address does not keep the next one from being tried.
+    """
     targets = []  # type: List[Tuple[Any, Any]]
     if host.startswith("/"):
         targets.append((socket.AF_UNIX, os.path.join(host, f".s.PGSQL.{port}")))
@@ -648,32 +875,42 @@ def _open_socket(host: str, port: int, deadline: float) -> Any:
         for info in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
             targets.append((info[0], info[4]))
     last = None  # type: Optional[BaseException]
-    for family, address in targets:
+    for index, (family, address) in enumerate(targets):
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setblocking(False)
         try:
-            code = sock.connect_ex(address)
-            if code not in (0, errno.EINPROGRESS, errno.EAGAIN):
-                raise OSError(code, os.strerror(code))
-            if code:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not wait_ready(sock, False, remaining):
-                    raise Timeout(f"timed out connecting to {_where(host, port)}")
-                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                if code:
-                    raise OSError(code, os.strerror(code))
-            if not host.startswith("/"):
+            _connect_socket(sock, address, _share(time.monotonic(), deadline, len(targets) - index))
+            if family != socket.AF_UNIX:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return sock
-        except (OSError, DatabaseError) as err:
+        except OSError as err:
             sock.close()
             last = err
-            if isinstance(err, Timeout):
-                break
+        except Timeout:
+            sock.close()
+            last = Timeout(f"timed out connecting to {_where(host, port)}")
     if isinstance(last, DatabaseError):
         raise last
     reason = getattr(last, "strerror", None) or last
     raise DatabaseError(f"cannot connect to {_where(host, port)}: {reason}")
+
+
+def _connect_socket(sock: Any, address: Any, deadline: float) -> None:
+    """Connect a non-blocking socket by ``deadline``.
+
+    :raises OSError: refused, unreachable...
+    :raises Timeout: not connected in time
+    """
+    code = sock.connect_ex(address)
+    if code not in (0, errno.EINPROGRESS, errno.EAGAIN):
+        raise OSError(code, os.strerror(code))
+    if code:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not wait_ready(sock, False, remaining):
+            raise Timeout("timed out connecting")
+        code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if code:
+            raise OSError(code, os.strerror(code))
 
 
 def _where(host: str, port: int) -> str:
@@ -687,28 +924,54 @@ def _tls(sock: Any, params: Mapping[str, str], server_name: str, deadline: float
     mode = params.get("sslmode") or "prefer"
     if mode in ("disable", "allow"):
         return sock
+    if not _server_accepts_tls(sock, deadline):
+        if mode == "prefer":
+            return sock
+        raise DatabaseError(f"the server does not support TLS (sslmode={mode})")
+    context = _tls_context(params, mode)
+    wrapped = context.wrap_socket(
+        sock, server_hostname=server_name or None, do_handshake_on_connect=False
+    )
+    while True:
+        try:
+            wrapped.do_handshake()
+            return wrapped
+        except ssl.SSLWantReadError:
+            Connection(wrapped, deadline)._wait(True)
+        except ssl.SSLWantWriteError:
+            Connection(wrapped, deadline)._wait(False)
+
+
+def _server_accepts_tls(sock: Any, deadline: float) -> bool:
+    """Send an SSLRequest; True if the server answers S (go ahead), False if N."""
     conn = Connection(sock, deadline)
     conn._send(_I32.pack(8) + _I32.pack(SSL_REQUEST_CODE))
-    while not conn._buf:
-        conn._fill()
-    answer = conn._buf[:1]
+    conn._fill()
+    answer = bytes(conn._buf[:1])
     if answer not in (b"S", b"N"):
         raise DatabaseError("invalid answer to the TLS request: not PostgreSQL?")
     if len(conn._buf) > 1:
         # bytes sent before the handshake were not encrypted: someone in the middle may
         # have injected them (CVE-2021-23222); libpq refuses too
         raise DatabaseError("received unencrypted data after the TLS response")
-    if answer == b"N":
-        if mode == "prefer":
-            return sock
-        raise DatabaseError(f"the server does not support TLS (sslmode={mode})")
-    # libpq: the root certificates are sslrootcert, else ~/.postgresql/root.crt; "system"
-    # means the system's; when the file exists even sslmode=require verifies the chain.
+    return answer == b"S"
+
+
+def _tls_context(params: Mapping[str, str], mode: str) -> ssl.SSLContext:
+    """The TLS settings of ``sslmode`` and the root certificates, by libpq's rules.
+
+    The roots are ``sslrootcert``, else ``~/.postgresql/root.crt``; when that file exists
+    even ``sslmode=require`` verifies the chain. ``system`` means the system's roots, and
+    then the host name is always checked (libpq 16+; :func:`_checked` has made sslmode
+    verify-full already): anyone can get a certificate from a public CA for a name of
+    their own, so a chain alone proves nothing.
+    """
     rootcert = params.get("sslrootcert") or os.path.expanduser("~/.postgresql/root.crt")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     if rootcert == "system":
         context.load_default_certs()
+        mode = "verify-full"
     elif os.path.exists(rootcert):
         context.load_verify_locations(cafile=rootcert)
     elif mode in ("verify-ca", "verify-full"):
@@ -721,17 +984,7 @@ def _tls(sock: Any, params: Mapping[str, str], server_name: str, deadline: float
     context.check_hostname = mode == "verify-full"
     if params.get("sslcert"):
         context.load_cert_chain(params["sslcert"], params.get("sslkey") or None)
-    wrapped = context.wrap_socket(
-        sock, server_hostname=server_name or None, do_handshake_on_connect=False
-    )
-    while True:
-        try:
-            wrapped.do_handshake()
-            return wrapped
-        except ssl.SSLWantReadError:
-            Connection(wrapped, deadline)._wait(True)
-        except ssl.SSLWantWriteError:
-            Connection(wrapped, deadline)._wait(False)
+    return context
 
 
 # libpq 17's connection keywords (PQconninfoOptions). Those this client does not act on are
@@ -754,7 +1007,8 @@ def _checked(parsed: Mapping[str, str]) -> Dict[str, str]:
     unsafe: an unknown keyword (a typo such as ``sslmdoe=require`` must not quietly connect
     without TLS), a bad ``sslmode``, and requirements this client cannot meet
     (``channel_binding=require``, ``gssencmode=require``, ``sslnegotiation=direct``,
-    ``replication``, ``service``). ``requiressl=1`` means ``sslmode=require``, as in libpq.
+    ``replication``, ``service``). ``requiressl=1`` means ``sslmode=require``, as in libpq;
+    ``sslrootcert=system`` means ``sslmode=verify-full`` and refuses a weaker one (libpq 16+).
     """
     params = dict(parsed)
     for key in params:
@@ -764,6 +1018,16 @@ def _checked(parsed: Mapping[str, str]) -> Dict[str, str]:
         params["sslmode"] = "require"
     if params.get("sslmode") and params["sslmode"] not in SSLMODES:
         raise DatabaseError(f'invalid sslmode value: "{params["sslmode"]}"')
+    if params.get("sslrootcert") == "system":
+        # libpq 16+ (connectOptions2): the system's roots make verify-full the default and
+        # any weaker sslmode an error, so prefer cannot fall back to plaintext either
+        if not params.get("sslmode"):
+            params["sslmode"] = "verify-full"
+        elif params["sslmode"] != "verify-full":
+            raise DatabaseError(
+                f'weak sslmode "{params["sslmode"]}" may not be used with sslrootcert=system'
+                ' (use "verify-full")'
+            )
     for key, allowed in (
         ("channel_binding", ("", "disable", "prefer")),
         ("gssencmode", ("", "disable", "prefer")),
@@ -807,6 +1071,15 @@ def _auth_allowed(rule: str, method: str) -> bool:
     return (method in methods) != negated
 
 
+def _auth_named(rule: str, method: str) -> bool:
+    """Whether ``require_auth`` allows ``method`` by naming it (``!md5`` allows ``password``
+    only by omission: not enough to send a password in clear)."""
+    if not rule:
+        return False
+    negated, methods = _auth_rule(rule)
+    return not negated and method in methods
+
+
 def _startup_parameters(params: Mapping[str, str], extra: Mapping[str, str]) -> Dict[str, str]:
     """The startup packet's parameters: the DSN's, then ``extra``.
 
@@ -835,16 +1108,57 @@ def connect(
 ) -> Connection:
     """Open a connection, trying each host of the DSN in turn until ``deadline``.
 
+    The hosts share the time: each attempt may take the time left divided by the hosts not
+    yet tried (the hosts of the DSN's list; the addresses of one name share that host's part
+    the same way), so a host that accepts and never answers leaves time to the next, and a
+    host that fails at once gives its part to those after it. A ``connect_timeout`` bounds
+    each host further (at least 2 s, as libpq rounds it).
+
     :param dsn: any form :mod:`.dsn` parses
     :param deadline: ``time.monotonic()`` value bounding everything (connect, TLS, login)
     :param startup: extra startup parameters (``options``, ``application_name``)
     :param environ: where ``PGHOST``, ``PGPORT``, ``PGUSER``, ``PGDATABASE``,
-        ``PGPASSWORD``, ``PGPASSFILE`` and ``HOME`` come from; the hook passes ``{}``
+        ``PGSSLMODE``, ``PGPASSWORD``, ``PGPASSFILE`` and ``HOME`` come from; the hook
+        passes ``{}``
     :raises PgError: the last host refused us (``sqlstate`` says why: 28P01 wrong
         password, 3D000 no such database...)
     :raises DatabaseError: every host failed; the message never contains a secret
     """
     env = {} if environ is None else environ
+    params = _connection_params(dsn, env)
+    names = (params.get("host") or "").split(",")
+    per_host = _int_param(params, "connect_timeout")
+    pairs = dsnlib.host_port_pairs(params)
+    errors = []  # type: List[str]
+    last = None  # type: Optional[BaseException]
+    for index, (host, port_text) in enumerate(pairs):
+        host = host or "localhost"
+        port = int(port_text or 5432)
+        name = names[index] if index < len(names) and names[index] else host
+        # libpq: an empty password counts as none, and then the password file is read
+        password = params.get("password") or env.get("PGPASSWORD") or None
+        if password is None:
+            password = pgpass_password(params, name, str(port), env)
+        host_deadline = _host_deadline(time.monotonic(), deadline, len(pairs) - index, per_host)
+        try:
+            conn = _connect_host(params, host, port, name, password, startup, host_deadline)
+        except (OSError, DatabaseError, ValueError) as err:
+            errors.append("{}: {}".format(_where(host, port), " ".join(str(err).split())))
+            last = err
+            if time.monotonic() >= deadline:
+                break
+            continue
+        conn.set_deadline(deadline)
+        return conn
+    message = "; ".join(errors) or "no host to connect to"
+    if isinstance(last, PgError):
+        # the server's own refusal (authentication, unknown database...): keep its SQLSTATE
+        raise PgError(message, last.sqlstate)
+    raise DatabaseError(message)
+
+
+def _connection_params(dsn: str, env: Mapping[str, str]) -> Dict[str, str]:
+    """The DSN's keywords with the environment's defaults, checked, user and host filled."""
     params = dict(dsnlib.parse(dsn))
     for key, var in (
         ("host", "PGHOST"),
@@ -859,70 +1173,73 @@ def connect(
     if not params.get("user"):
         # libpq: the effective uid's name, never $USER or $LOGNAME
         params["user"] = pwd.getpwuid(os.geteuid()).pw_name
-    hosts = params.get("host") or ""
-    if not hosts and not params.get("hostaddr"):
+    if not params.get("host") and not params.get("hostaddr"):
         found = [d for d in DEFAULT_SOCKET_DIRS if os.path.isdir(d)]
         params["host"] = found[0] if found else "localhost"
-    names = (params.get("host") or "").split(",")
-    per_host = _int_param(params, "connect_timeout")
-    errors = []
-    last = None  # type: Optional[BaseException]
-    for index, (host, port_text) in enumerate(dsnlib.host_port_pairs(params)):
-        host = host or "localhost"
-        port = int(port_text or 5432)
-        server_name = names[index] if index < len(names) else host
-        # libpq: an empty password counts as none, and then the password file is read
-        password = params.get("password") or env.get("PGPASSWORD") or None
-        if password is None:
-            pass_host = names[index] if index < len(names) and names[index] else host
-            password = pgpass_password(params, pass_host, str(port), env)
-        # libpq: sslmode=prefer tries TLS, then without it if the server refuses the TLS
-        # session; allow tries without, then with TLS. A unix socket never uses TLS.
-        mode = params.get("sslmode") or "prefer"
-        modes = [mode]
-        if host.startswith("/"):
-            modes = ["disable"]
-        elif mode == "prefer":
-            modes = ["prefer", "disable"]
-        elif mode == "allow":
-            modes = ["disable", "require"]
-        # libpq's connect_timeout bounds each host (at least 2 s), within our deadline
-        host_deadline = deadline
-        if per_host > 0:
-            host_deadline = min(deadline, time.monotonic() + max(per_host, 2))
-        for attempt, tls_mode in enumerate(modes):
-            sock = None
-            try:
-                sock = _open_socket(host, port, host_deadline)
-                sock = _tls(sock, dict(params, sslmode=tls_mode), server_name, host_deadline)
-                conn = Connection(sock, host_deadline)
-                conn._startup(
-                    _startup_parameters(params, startup or {}),
-                    password,
-                    params.get("require_auth", ""),
-                )
-                conn.set_deadline(deadline)
-                return conn
-            except (OSError, DatabaseError, ValueError) as err:
-                if sock is not None:
-                    try:
-                        sock.close()
-                    except OSError:
-                        pass
-                retry = (
-                    isinstance(err, PgError)
-                    and attempt + 1 < len(modes)
-                    and (tls_mode != "prefer" or isinstance(sock, ssl.SSLSocket))
-                )
-                if retry and time.monotonic() < deadline:
-                    continue  # the server refused this session: try the other way
-                errors.append("{}: {}".format(_where(host, port), " ".join(str(err).split())))
-                last = err
-                break
-        if time.monotonic() >= deadline:
-            break
-    message = "; ".join(errors) or "no host to connect to"
-    if isinstance(last, PgError):
-        # the server's own refusal (authentication, unknown database...): keep its SQLSTATE
-        raise PgError(message, last.sqlstate)
-    raise DatabaseError(message)
+    return params
+
+
+def _host_deadline(now: float, deadline: float, hosts_left: int, connect_timeout: int) -> float:
+    """When the attempt on one host must end: its fair part of the time left (see
+    :func:`connect`), and no later than libpq's ``connect_timeout`` (at least 2 s) if given.
+    """
+    end = _share(now, deadline, hosts_left)
+    if connect_timeout > 0:
+        end = min(end, now + max(connect_timeout, 2))
+    return end
+
+
+def _tls_modes(host: str, mode: str) -> List[str]:
+    """The sslmodes to try in turn, as libpq does: prefer tries TLS, then without it if the
+    server refuses the TLS session; allow tries without, then with TLS. A unix socket never
+    uses TLS."""
+    if host.startswith("/"):
+        return ["disable"]
+    if mode == "prefer":
+        return ["prefer", "disable"]
+    if mode == "allow":
+        return ["disable", "require"]
+    return [mode]
+
+
+def _connect_host(
+    params: Mapping[str, str],
+    host: str,
+    port: int,
+    server_name: str,
+    password: Optional[str],
+    startup: Optional[Mapping[str, str]],
+    deadline: float,
+) -> Connection:
+    """A connection to one host of the list, logged in, by ``deadline``.
+
+    :raises PgError: the server refused us
+    :raises DatabaseError, OSError, ValueError: it could not be reached or understood
+    """
+    modes = _tls_modes(host, params.get("sslmode") or "prefer")
+    for attempt, tls_mode in enumerate(modes):
+        sock = None
+        try:
+            sock = _open_socket(host, port, deadline)
+            sock = _tls(sock, dict(params, sslmode=tls_mode), server_name, deadline)
+            conn = Connection(sock, deadline)
+            conn._startup(
+                _startup_parameters(params, startup or {}), password, params.get("require_auth", "")
+            )
+            return conn
+        except (OSError, DatabaseError, ValueError) as err:
+            if sock is not None:
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+            retry = (
+                isinstance(err, PgError)
+                and attempt + 1 < len(modes)
+                and (tls_mode != "prefer" or isinstance(sock, ssl.SSLSocket))
+                and time.monotonic() < deadline
+            )
+            if not retry:
+                raise
+            # the server refused this session: try the other way
+    raise DatabaseError("no TLS mode to try")  # not reached: modes is never empty
