@@ -12,9 +12,6 @@ import time
 
 import pbs
 
-# Variable_List entry: the value this hook set last (a manager's value is never replaced)
-MARK = "SOFTWALLTIME_SET"
-
 
 def _current(config, now):
     """Import softwalltime from the config's sys_path, afresh when it changed on disk (an
@@ -66,8 +63,6 @@ def _main(e):
     walltime, soft = res["walltime"], res["soft_walltime"]
     altered = old is not job and soft is not None  # modifyjob: soft_walltime altered just now
     soft = soft if soft is not None or old is job else old_res["soft_walltime"]
-    marks = None if soft is None or altered else old.Variable_List
-    ours = marks is not None and marks.get(MARK) == str(int(soft))
     queue = getattr(old.queue, "name", None) or str(old.queue or "")
     shrink = old is not job and old_res["min_walltime"] is not None
     shrink = shrink or res["min_walltime"] is not None
@@ -75,15 +70,18 @@ def _main(e):
     if not server and settings.history_scope == "server":
         server = pbs.server().name
     ncpus = calibrated.ncpus_of(old_res) if settings.predictor == calibrated.NAME else None
-    args = (kind, user, queue, None if walltime is None else int(walltime),
-            None if soft is None else int(soft), shrink, wait_s, settings)  # fmt: skip
-    key = args[:7] + (ours, server) if kind == "queuejob" else None  # a burst: decided once
-    decision = lookup.decided(settings, key, lambda: decide.decide(
-        *args, lookup.fetcher(settings, server), ours, ncpus=ncpus))  # fmt: skip
+    this = decide.JobEvent(kind, user, queue, None if walltime is None else int(walltime),
+        None if soft is None else int(soft), not altered and decide.marked(old_res, soft),
+        shrink, wait_s, ncpus, server)  # fmt: skip
+    with lookup.event(_start + swconfig.hook_bound_s(settings)):  # one deadline for every read
+        decision = lookup.decided(settings, this if kind == "queuejob" else None, lambda: (
+            decide.decide(this, settings, lookup.fetcher(settings, server))))  # fmt: skip
     if decision.soft_walltime_s is not None:
-        if job.Variable_List is not None:
-            job.Variable_List[MARK] = str(decision.soft_walltime_s)
         res["soft_walltime"] = pbs.duration(decision.soft_walltime_s)
+        try:
+            res[decide.MARK_RESOURCE] = decision.soft_walltime_s
+        except Exception as err:  # noqa: BLE001 - not defined: the value stays, unmarked
+            pbs.logmsg(pbs.LOG_WARNING, hooklog.unmarked_line(decide.MARK_RESOURCE, err))
     # straight to pbs.logmsg: a record of the logging module costs more than the lookup
     pbs.logmsg(pbs.EVENT_DEBUG, hooklog.decision_line(decision.reason, _start))
 

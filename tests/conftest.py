@@ -177,32 +177,17 @@ def pbs(monkeypatch):
     import logging
     import sys
 
-    from softwalltime.hookpath import hooklog, lookup
+    from softwalltime.hookpath import hooklog
+    from softwalltime.hookpath.state import STATE
 
     spec = importlib.util.spec_from_file_location("pbs", REPO / "tests" / "fakes" / "pbs.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     monkeypatch.setitem(sys.modules, "pbs", module)
     yield module
-    lookup.close_cached()
-    lookup.forget_calibration()
+    STATE.reset()
     logger = logging.getLogger("softwalltime")
     for h in [h for h in logger.handlers if h.get_name() == hooklog.HANDLER_NAME]:
         logger.removeHandler(h)
     logger.propagate = True
     logger.setLevel(logging.NOTSET)
-
-
-def need_runtime(path, why):
-    """Skip the test when the interpreter ``path`` is missing; fail instead when ``CI`` is
-    set (CI=true): CI must run every Python that pbs_server embeds, never skip one silently.
-
-    :param path: the interpreter
-    :param why: what the test checks with it, for the skip or failure message
-    """
-    if os.access(str(path), os.X_OK):
-        return
-    message = f"{path} is missing, so this cannot check {why}"
-    if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
-        pytest.fail(f"{message}; CI must have it (pyenv install)")
-    pytest.skip(message)

@@ -14,7 +14,7 @@ from softwalltime.db import engine as db
 from softwalltime.hookpath import calibrated as cal
 from softwalltime.hookpath import lookup
 from softwalltime.hookpath.config import load_settings
-from softwalltime.hookpath.decide import decide
+from softwalltime.hookpath.decide import JobEvent, decide
 from softwalltime.replay.calibrate import store_table
 from softwalltime.replay.evaluate import (
     TraceJob,
@@ -206,10 +206,9 @@ def test_replay_and_hook_path_give_identical_values(fresh_dsn, capsys):
                 conn.execute(sa.text("DELETE FROM finished_jobs WHERE ended_at > :t"), {"t": at})
                 store_table(conn, cal.Calibration.from_rows(*seen[i]), 12.0)
             lookup.forget_calibration()
-            decision = decide(
-                "queuejob", cols.users[i], "workq", cols.walls[i], None, False, None, settings,
-                lookup.fetcher(settings), ncpus=cols.ncpus[i], site=site,
-            )  # fmt: skip
+            job = JobEvent("queuejob", cols.users[i], "workq", cols.walls[i], None,
+                           ncpus=cols.ncpus[i])  # fmt: skip
+            decision = decide(job, settings, lookup.fetcher(settings), site=site)
             assert decision.soft_walltime_s == softs[i], (i, decision.reason)
     finally:
         engine.dispose()

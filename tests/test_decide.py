@@ -3,7 +3,7 @@
 import pytest
 
 from softwalltime.hookpath.config import load_settings
-from softwalltime.hookpath.decide import decide
+from softwalltime.hookpath.decide import JobEvent, decide
 
 DAY = 86400
 HISTORY = [(3600, 4 * 3600)]  # ratio 0.25
@@ -26,7 +26,8 @@ def run(event="queuejob", user="alice", queue="workq", walltime=DAY, existing=No
         wait=None, ours=False, fetch=None, **overrides):  # fmt: skip
     fetch = fetch or Fetch()
     settings = load_settings(environ={}, overrides=overrides)
-    return decide(event, user, queue, walltime, existing, stf, wait, settings, fetch, ours), fetch
+    job = JobEvent(event, user, queue, walltime, existing, ours, stf, wait)
+    return decide(job, settings, fetch), fetch
 
 
 @pytest.mark.parametrize("event", ["queuejob", "runjob"])

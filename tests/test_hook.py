@@ -9,7 +9,8 @@ import psycopg2
 import pytest
 from helpers_history import HangingServer, add_jobs, closed_port
 
-from softwalltime.hookpath import hooklog, lookup, pgwire
+from softwalltime.hookpath import hooklog, lookup
+from softwalltime.hookpath.state import STATE
 
 REPO = Path(__file__).resolve().parents[1]
 HOOK = str(REPO / "hooks" / "softwalltime_hook.py")
@@ -19,6 +20,7 @@ H = 3600
 # alice's history below: last 15 with walltime > 0 have max ratio 0.25
 ALICE = [(H, 4 * H, 100), (2 * H, 10 * H, 200), (600, None, 300)]
 ALICE_DAY = DAY // 4 + 900
+MARK = "softwalltime_set"  # the hook's mark: a custom resource (hooks install creates it)
 
 
 @pytest.fixture()
@@ -67,22 +69,15 @@ def modifyjob(pbs, requestor="alice", old_walltime="10:00:00", old_soft=None, ma
     old = {"walltime": old_walltime}
     if old_soft is not None:
         old["soft_walltime"] = old_soft
-    variables = {"PBS_O_HOME": "/home/alice"}
     if mark is not None:
-        variables["SOFTWALLTIME_SET"] = mark
+        old[MARK] = mark
+    variables = {"PBS_O_HOME": "/home/alice", "MY_TOKEN": "hunter2secret"}
     job_o = pbs.job(
         resources=old, queue="workq", id="77.pbs01", euser="alice",
         Job_Owner="alice@login1", variables=variables,
     )  # fmt: skip
     job = pbs.job(resources=new, id="77.pbs01", variables=dict(variables))
     return pbs.new_event(pbs.MODIFYJOB, requestor, job, job_o=job_o)
-
-
-def notified():
-    """Wait until the commit's NOTIFY (asynchronous, milliseconds) reached the socket of the
-    hook's cached connection, so that the next event reads the history again."""
-    conn = lookup._cache["conn"]
-    assert conn is not None and pgwire.wait_ready(conn._sock, True, 5.0)
 
 
 def debug_lines(pbs):
@@ -99,7 +94,7 @@ def test_queuejob_sets_soft_walltime_and_logs_the_decision(pbs, db, configure):
     out = pbs.run_hook(HOOK)
     assert out == {"accepted": True, "message": "", "soft_walltime": ALICE_DAY}
     assert ev.accepted is True  # the hook called accept() itself
-    assert ev.job.Variable_List["SOFTWALLTIME_SET"] == str(ALICE_DAY)
+    assert ev.job.Resource_List[MARK] == ALICE_DAY
     (line,) = [m for m in debug_lines(pbs) if "queuejob" in m]
     for part in ("user='alice'", "walltime=86400 s", f"v3 soft_walltime={ALICE_DAY} s", "2 jobs"):
         assert part in line, line
@@ -111,7 +106,7 @@ def test_queuejob_without_walltime_is_left_for_runjob(pbs, db, configure):
     ev = queuejob(pbs, walltime=None)
     out = pbs.run_hook(HOOK)
     assert out["accepted"] and out["soft_walltime"] is None
-    assert "SOFTWALLTIME_SET" not in ev.job.Variable_List
+    assert ev.job.Resource_List[MARK] is None
     assert any("runjob decides" in m for m in debug_lines(pbs))
 
 
@@ -119,11 +114,10 @@ def test_runjob_repredicts_from_current_history(pbs, db, configure):
     configure(dsn=db)
     queuejob(pbs)
     assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
-    marks = {"SOFTWALLTIME_SET": str(ALICE_DAY)}
-    # meanwhile a job of alice ended that used 3/4 of its walltime
+    # meanwhile a job of alice ended that used 3/4 of its walltime: the history's change
+    # counter moved with that commit, so the lookup the hook kept is not used
     add_jobs(db, "alice", [(3 * H, 4 * H, 400)], start_seq=50)
-    notified()  # the hook kept alice's lookup; the commit's NOTIFY says it is stale
-    runjob(pbs, soft_walltime=ALICE_DAY, variables=marks)
+    runjob(pbs, soft_walltime=ALICE_DAY, **{MARK: ALICE_DAY})
     out = pbs.run_hook(HOOK)
     assert out == {"accepted": True, "message": "", "soft_walltime": 3 * DAY // 4 + 900}
 
@@ -136,10 +130,9 @@ def test_runjob_user_falls_back_to_job_owner(pbs, db, configure):
 
 def test_runjob_min_wait_keeps_the_queuejob_value(pbs, db, configure):
     configure(dsn=db, runjob_min_wait_s=3600)
-    marks = {"SOFTWALLTIME_SET": "5000"}
-    runjob(pbs, soft_walltime=5000, variables=dict(marks), waited_s=600)
+    runjob(pbs, soft_walltime=5000, waited_s=600, **{MARK: 5000})
     assert pbs.run_hook(HOOK)["soft_walltime"] == 5000
-    runjob(pbs, soft_walltime=5000, variables=dict(marks), waited_s=7200)
+    runjob(pbs, soft_walltime=5000, waited_s=7200, **{MARK: 5000})
     assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
 
 
@@ -156,8 +149,11 @@ def test_existing_soft_walltime_kept_unless_configured(pbs, db, configure):
     configure(dsn=db)
     queuejob(pbs, soft_walltime="02:00:00")  # set by a manager: no mark
     assert pbs.run_hook(HOOK)["soft_walltime"] == 2 * H
-    runjob(pbs, soft_walltime="02:00:00", variables={"SOFTWALLTIME_SET": "999"})
+    runjob(pbs, soft_walltime="02:00:00", **{MARK: 999})
     assert pbs.run_hook(HOOK)["soft_walltime"] == 2 * H  # qalter'ed since: not ours
+    # the 0.3 mark, a Variable_List entry, could be forged by the user with qsub -v
+    runjob(pbs, soft_walltime="02:00:00", variables={"SOFTWALLTIME_SET": "7200"})
+    assert pbs.run_hook(HOOK)["soft_walltime"] == 2 * H
     configure(dsn=db, override_existing=True)
     queuejob(pbs, soft_walltime="02:00:00")
     assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
@@ -211,7 +207,7 @@ def _fails_open(pbs, bound_s):
     elapsed = time.monotonic() - start
     assert out == {"accepted": True, "message": "", "soft_walltime": None}
     assert ev.accepted is True
-    assert "SOFTWALLTIME_SET" not in ev.job.Variable_List
+    assert ev.job.Resource_List[MARK] is None
     (line,) = warnings(pbs)
     assert line.startswith("softwalltime: job left unchanged after"), line
     assert "s3cret" not in line
@@ -284,10 +280,10 @@ def test_connection_is_reused_across_events(pbs, db, configure):
     configure(dsn=db)
     queuejob(pbs)
     pbs.run_hook(HOOK)
-    first = lookup._cache["conn"]
+    first = STATE.conn
     queuejob(pbs)
     pbs.run_hook(HOOK)
-    assert first is not None and lookup._cache["conn"] is first
+    assert first is not None and STATE.conn is first
     handlers = [h for h in logging.getLogger("softwalltime").handlers if h.get_name()]
     assert len(handlers) == 1  # one forwarding handler, not one per event
 
@@ -331,7 +327,7 @@ def test_user_lowers_walltime_below_our_soft_walltime(pbs, db, configure):
     out = pbs.run_hook(HOOK)
     assert out["accepted"], out
     assert out["soft_walltime"] == 30 * 60 // 4 + 900  # v3: alice's ratio 0.25 x 30 min + 900
-    assert ev.job.Variable_List["SOFTWALLTIME_SET"] == str(out["soft_walltime"])
+    assert ev.job.Resource_List[MARK] == out["soft_walltime"]
     assert any("modifyjob user='alice'" in line and "set v3" in line for line in debug_lines(pbs))
 
 
@@ -367,7 +363,7 @@ def test_a_burst_of_one_users_jobs_reads_the_history_once(pbs, db, configure):
     for _ in range(3):
         queuejob(pbs)
         assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
-    # kept: a row written without notifying (triggers off) is not seen...
+    # kept: a change that bypasses the counter's trigger (triggers off) is not seen...
     conn = psycopg2.connect(db)
     with conn, conn.cursor() as cur:
         cur.execute("SET LOCAL session_replication_role = replica")
@@ -407,3 +403,96 @@ def test_forwarding_is_set_again_when_its_handler_was_removed(pbs):
     hooklog.forward_logging(logmsg, 1, 2, 4)  # another route replaces it
     (other,) = [h for h in logger.handlers if h.get_name() == hooklog.HANDLER_NAME]
     assert other is not handler and other.routes_to(logmsg, 1, 2, 4)
+
+
+def test_no_event_makes_the_server_log_the_users_environment(pbs, db, configure):
+    """pbs_server logs a whole Variable_List when a hook sets any entry of it (issue 16: a
+    -v value in server_logs, mode 0644); the hook's mark is a resource, logged alone."""
+    configure(dsn=db)
+    secret = {"PBS_O_HOME": "/home/alice", "MY_TOKEN": "hunter2secret"}
+    ev = pbs.new_event(pbs.QUEUEJOB, "alice", pbs.job({"walltime": "24:00:00"}, variables=secret))
+    assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
+    assert pbs.server_log == [
+        f"'softwalltime' hook set job's Resource_List.soft_walltime = {ALICE_DAY}",
+        f"'softwalltime' hook set job's Resource_List.{MARK} = {ALICE_DAY}",
+    ]
+    assert ev.job.Variable_List == secret
+    add_jobs(db, "alice", [(3 * H, 4 * H, 400)], start_seq=50)  # runjob predicts anew
+    runjob(pbs, soft_walltime=ALICE_DAY, variables=dict(secret), **{MARK: ALICE_DAY})
+    assert pbs.run_hook(HOOK)["soft_walltime"] == 3 * DAY // 4 + 900
+    runjob_log = list(pbs.server_log)
+    modifyjob(pbs, old_soft="01:15:00", mark=4500, walltime="00:30:00")  # has MY_TOKEN too
+    assert pbs.run_hook(HOOK)["soft_walltime"] == 1800  # 0.75 x 30 min + 900, capped
+    for lines in (runjob_log, pbs.server_log):
+        assert len(lines) == 2 and all("hunter2" not in line for line in lines), lines
+
+
+def test_without_the_mark_resource_the_value_is_set_with_a_warning(pbs, db, configure):
+    configure(dsn=db)
+    pbs.undefine_resource(MARK)  # an install older than the resource, or deleted by hand
+    queuejob(pbs)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
+    (line,) = warnings(pbs)
+    assert "not marked" in line and f"resource {MARK}" in line and "hooks install" in line
+    # at runjob such a value reads as a manager's: kept
+    runjob(pbs, soft_walltime=ALICE_DAY)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
+
+
+def _flood(dsn, channel, stop, counts, index):
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        while not stop.is_set():
+            cur.execute(f"NOTIFY {channel}")
+            counts[index] += 1
+    conn.close()
+
+
+def test_a_notify_flood_changes_nothing_for_the_hook(pbs, db, configure):
+    """NOTIFY needs no privilege (issue 16: two sessions flooding the channel 0.3 listened
+    to made events take 2 to 30 s and PBS rejected jobs). For 60 s two sessions flood the
+    old channel while the hook's connection sits idle between events (until the flooders
+    sent 30,000 more messages): each event ends within its bound, predicts, and keeps using
+    its kept lookups; the history's counter (which no such role can move) is what counts."""
+    import threading
+
+    configure(dsn=db)
+    queuejob(pbs)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
+    stop, counts = threading.Event(), [0, 0]
+    flooders = [
+        threading.Thread(target=_flood, args=(db, "softwalltime_history", stop, counts, i))
+        for i in range(2)
+    ]
+    for t in flooders:
+        t.start()
+    bound = 1.0 + 0.25 + lookup.STATEMENT_GRACE_S
+    slowest, events = 0.0, 0
+    end = time.monotonic() + 60
+    try:
+        while time.monotonic() < end:
+            target = sum(counts) + 30_000
+            while sum(counts) < target and time.monotonic() < end:
+                stop.wait(0.01)  # idle between events while the flood goes on
+            queuejob(pbs)
+            start = time.monotonic()
+            out = pbs.run_hook(HOOK)
+            slowest = max(slowest, time.monotonic() - start)
+            events += 1
+            assert out == {"accepted": True, "message": "", "soft_walltime": ALICE_DAY}
+            assert warnings(pbs) == []
+    finally:
+        stop.set()
+        for t in flooders:
+            t.join()
+    assert events >= 3 and sum(counts) >= 90_000, (events, counts)
+    assert slowest < bound, slowest
+    # the lookups were kept all along: a change that bypasses the counter is not seen
+    conn = psycopg2.connect(db)
+    with conn, conn.cursor() as cur:
+        cur.execute("SET LOCAL session_replication_role = replica")
+        cur.execute("DELETE FROM finished_jobs WHERE username = 'alice'")
+    conn.close()
+    queuejob(pbs)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY

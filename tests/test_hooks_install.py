@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from conftest import need_runtime
 from helpers_history import add_jobs
+from helpers_runtime import need_runtime
 
 import softwalltime
 from softwalltime import cli
@@ -56,6 +56,7 @@ def test_install_dry_run_prints_the_complete_sequence(capsys):
     assert all(words[:2] == ["qmgr", "-c"] and len(words) == 3 for words in qmgr_lines)
     script = str(cli_hooks.hook_script())
     assert [words[2] for words in qmgr_lines] == [
+        "create resource softwalltime_set type=long, flag=r",
         "create hook softwalltime",
         "set hook softwalltime enabled = false",
         "set hook softwalltime user = pbsadmin",
@@ -131,13 +132,18 @@ def test_install_needs_a_dsn(capsys, monkeypatch):
 
 def test_uninstall_dry_run(capsys):
     code, out, _ = run(capsys, "hooks", "uninstall", "--dry-run", "--name", "swt2")
-    assert code == 0 and out == "qmgr -c 'delete hook swt2'\n"
+    assert code == 0
+    assert out.splitlines() == [
+        "qmgr -c 'delete hook swt2'",
+        "qmgr -c 'delete resource softwalltime_set'  # refused while a job has it: kept then",
+    ]
 
 
 FAKE_QMGR = textwrap.dedent(
     """\
     #!{python}
-    # Fake qmgr: records each -c directive; keeps imported files; knows hooks it created.
+    # Fake qmgr: records each -c directive; keeps imported files; knows hooks and resources it
+    # created; refuses to delete a resource while the file "busy-NAME" exists (jobs have it).
     import json, shutil, sys
     state_dir = {state!r}
     directive = sys.argv[2]
@@ -157,6 +163,20 @@ FAKE_QMGR = textwrap.dedent(
     elif words[:2] == ["delete", "hook"]:
         import os
         os.unlink(state_dir + "/hook-" + words[2])
+    elif words[:2] == ["list", "resource"]:
+        try:
+            open(state_dir + "/resource-" + words[2]).close()
+        except OSError:
+            print("qmgr obj=" + words[2] + " svr=default: Unknown resource", file=sys.stderr)
+            sys.exit(1)
+    elif words[:2] == ["create", "resource"]:
+        open(state_dir + "/resource-" + words[2], "w").close()
+    elif words[:2] == ["delete", "resource"]:
+        import os
+        if os.path.exists(state_dir + "/busy-" + words[2]):
+            print("qmgr obj=" + words[2] + " svr=default: Resource busy on job", file=sys.stderr)
+            sys.exit(1)
+        os.unlink(state_dir + "/resource-" + words[2])
     """
 )
 
@@ -176,7 +196,12 @@ def test_install_and_uninstall_run_qmgr(capsys, fake_qmgr):
     code, out, err = run(capsys, "--dsn", DSN, "hooks", "install", "--qmgr", str(qmgr))
     assert code == 0, err
     log = (state / "log").read_text().splitlines()
-    assert log[0] == "list hook softwalltime" and log[1] == "create hook softwalltime"
+    assert log[:4] == [
+        "list hook softwalltime",
+        "list resource softwalltime_set",
+        "create resource softwalltime_set type=long, flag=r",
+        "create hook softwalltime",
+    ]
     assert log[-1] == "set hook softwalltime enabled = true"
     # the imported config has the real DSN; the temporary file is gone again
     imported = json.loads((state / "x-config").read_text())
@@ -190,9 +215,18 @@ def test_install_and_uninstall_run_qmgr(capsys, fake_qmgr):
     code, out, _ = run(capsys, "--dsn", DSN, "hooks", "install", "--qmgr", str(qmgr))
     assert code == 0 and "exists; updating" in out
     assert (state / "log").read_text().count("create hook") == 1
+    assert (state / "log").read_text().count("create resource") == 1
 
-    code, out, _ = run(capsys, "hooks", "uninstall", "--qmgr", str(qmgr))
+    (state / "busy-softwalltime_set").touch()  # queued jobs still carry the mark: kept
+    code, out, err = run(capsys, "hooks", "uninstall", "--qmgr", str(qmgr))
     assert code == 0 and not (state / "hook-softwalltime").exists()
+    assert "resource softwalltime_set kept" in err and "Resource busy" in err
+    assert (state / "resource-softwalltime_set").exists()
+    (state / "busy-softwalltime_set").unlink()
+    run(capsys, "--dsn", DSN, "hooks", "install", "--qmgr", str(qmgr))
+    code, out, err = run(capsys, "hooks", "uninstall", "--qmgr", str(qmgr))
+    assert code == 0 and "resource softwalltime_set deleted" in out
+    assert not (state / "resource-softwalltime_set").exists()
     code, _, err = run(capsys, "hooks", "uninstall", "--qmgr", str(qmgr))
     assert code == 1 and "delete hook softwalltime" in err
 

@@ -10,8 +10,10 @@ from helpers_history import EPOCH, FreezableProxy, HangingServer, add_jobs, clos
 from psycopg2.extensions import make_dsn, parse_dsn
 
 from softwalltime.errors import ConfigError, DatabaseError
-from softwalltime.hookpath import lookup
+from softwalltime.hookpath import lookup, pgwire
 from softwalltime.hookpath.config import load_settings
+from softwalltime.hookpath.decide import JobEvent
+from softwalltime.hookpath.state import STATE
 
 
 @pytest.fixture(autouse=True)
@@ -28,14 +30,14 @@ def _admin(dsn):
 
 
 def _terminate(dsn, pid):
-    """End the backend ``pid`` as an admin would (pg_terminate_backend), and let it go."""
+    """End the backend ``pid`` as an admin would, and wait (up to 5 s) until it is gone."""
     admin = _admin(dsn)
     try:
         with admin.cursor() as cur:
-            cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            cur.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+            assert cur.fetchone()[0] is True
     finally:
         admin.close()
-    time.sleep(0.05)
 
 
 def test_last_n_by_end_time_ties_by_job_seq(fresh_dsn):
@@ -113,25 +115,25 @@ def test_query_is_an_index_only_scan(fresh_dsn, sql):
 def test_connection_is_cached_and_session_is_bounded_and_read_only(fresh_dsn):
     add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
     lookup.recent_jobs(fresh_dsn, "alice", 2, statement_timeout_ms=321)
-    first = lookup._cache["conn"]
+    first = STATE.conn
     pid = first.backend_pid
     lookup.recent_jobs(fresh_dsn, "alice", 2, statement_timeout_ms=321)
-    assert lookup._cache["conn"] is first and first.backend_pid == pid
+    assert STATE.conn is first and first.backend_pid == pid
     deadline = time.monotonic() + 5
     assert lookup._query(first, "SHOW statement_timeout", (), deadline) == [("321ms",)]
     assert lookup._query(first, "SHOW transaction_read_only", (), deadline) == [("on",)]
     # other parameters: a different session, not the cached one
     lookup.recent_jobs(fresh_dsn, "alice", 2, statement_timeout_ms=500)
-    assert lookup._cache["conn"] is not first and first.closed
+    assert STATE.conn is not first and first.closed
 
 
 def test_reconnects_when_the_cached_connection_died(fresh_dsn):
     add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
     assert lookup.recent_jobs(fresh_dsn, "alice", 2) == [(100, 1000)]
-    pid = lookup._cache["conn"].backend_pid
+    pid = STATE.conn.backend_pid
     _terminate(fresh_dsn, pid)
     assert lookup.recent_jobs(fresh_dsn, "alice", 2) == [(100, 1000)]
-    assert lookup._cache["conn"].backend_pid != pid
+    assert STATE.conn.backend_pid != pid
 
 
 def test_closed_port_fails_fast_without_password():
@@ -175,7 +177,7 @@ def test_server_that_hangs_mid_session_is_bounded(fresh_dsn):
         proxy.close()
     # the whole call (stuck query, then one reconnect attempt) within connect + statement + grace
     assert elapsed < 0.3 + 0.1 + lookup.STATEMENT_GRACE_S + 0.15, elapsed
-    assert lookup._cache["conn"] is None
+    assert STATE.conn is None
 
 
 def test_statement_timeout_cancels_a_blocked_query(fresh_dsn):
@@ -271,11 +273,11 @@ def test_a_socket_numbered_above_1023_works(fresh_dsn):
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-# -- lookups kept while the history is unchanged (migration 0005's NOTIFY) --------------
+# -- lookups kept while the history is unchanged (migration 0006's change counter) -------
 
 
-def _add_unnotified(dsn, user, jobs, start_seq):
-    """Rows the hook is not told about: written with triggers off (replica role), as no
+def _add_uncounted(dsn, user, jobs, start_seq):
+    """Rows the counter does not count: written with triggers off (replica role), as no
     writer of ours ever does; what a kept lookup returns then shows it was not re-read."""
     conn = psycopg2.connect(dsn)
     try:
@@ -297,35 +299,26 @@ def _kept(dsn, user, entries=10):
     return lookup.recent_jobs(dsn, user, 5, cache_entries=entries)
 
 
-def _until(check, seconds=5.0):
-    """Call ``check`` until it returns true or ``seconds`` passed (notifications are async)."""
-    deadline = time.monotonic() + seconds
-    while not check() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return check()
-
-
 def test_a_lookup_is_kept_until_the_history_changes(fresh_dsn):
     add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
     assert _kept(fresh_dsn, "alice") == [(100, 1000)]
-    pid = lookup._cache["conn"].backend_pid
-    _add_unnotified(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
+    pid = STATE.conn.backend_pid
+    _add_uncounted(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
     assert _kept(fresh_dsn, "alice") == [(100, 1000)]  # kept: not read again
     # the same connection, without the cache, sees the row
     assert lookup.recent_jobs(fresh_dsn, "alice", 5) == [(200, 2000), (100, 1000)]
-    assert lookup._cache["conn"].backend_pid == pid
-    # any committed change to finished_jobs (here another user's) is notified: read again
+    assert STATE.conn.backend_pid == pid
+    # any committed change to finished_jobs (here another user's) moves the counter
     add_jobs(fresh_dsn, "bob", [(1, 1, 1)], start_seq=60)
-    assert _until(lambda: len(_kept(fresh_dsn, "alice")) == 2)
     assert _kept(fresh_dsn, "alice") == [(200, 2000), (100, 1000)]
     # a returned list is the caller's: changing it changes nothing kept
     _kept(fresh_dsn, "alice").clear()
     assert _kept(fresh_dsn, "alice") == [(200, 2000), (100, 1000)]
-    assert lookup._cache["conn"].backend_pid == pid
+    assert STATE.conn.backend_pid == pid
 
 
 @pytest.mark.parametrize("change", ["delete", "update", "truncate"])
-def test_every_kind_of_change_is_notified(fresh_dsn, change):
+def test_every_kind_of_change_is_counted(fresh_dsn, change):
     add_jobs(fresh_dsn, "alice", [(100, 1000, 10), (200, 2000, 20)])
     assert _kept(fresh_dsn, "alice") == [(200, 2000), (100, 1000)]
     admin = _admin(fresh_dsn)
@@ -341,39 +334,40 @@ def test_every_kind_of_change_is_notified(fresh_dsn, change):
     finally:
         admin.close()
     expected = {"delete": [(100, 1000)], "update": [(150, 2000), (100, 1000)], "truncate": []}
-    assert _until(lambda: _kept(fresh_dsn, "alice") == expected[change])
+    assert _kept(fresh_dsn, "alice") == expected[change]
 
 
-def test_nothing_is_kept_without_the_trigger_or_with_zero_entries(fresh_dsn, caplog):
+def test_nothing_is_kept_without_the_counter_or_with_zero_entries(fresh_dsn, caplog):
     add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
     assert _kept(fresh_dsn, "alice", entries=0) == [(100, 1000)]
-    _add_unnotified(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
+    _add_uncounted(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
     assert _kept(fresh_dsn, "alice", entries=0) == [(200, 2000), (100, 1000)]
-    # a database not upgraded to 0005: no notification would come, so nothing is kept
+    # a database not upgraded to 0006: no counter, so nothing is kept
     lookup.close_cached()
     admin = _admin(fresh_dsn)
     try:
         with admin.cursor() as cur:
-            cur.execute("DROP TRIGGER softwalltime_history_notify ON finished_jobs")
+            cur.execute("DROP TRIGGER softwalltime_history_version ON finished_jobs")
+            cur.execute("DROP TABLE history_version")
     finally:
         admin.close()
     caplog.set_level("DEBUG", logger="softwalltime")
     assert _kept(fresh_dsn, "alice") == [(200, 2000), (100, 1000)]
-    assert "no trigger on finished_jobs" in caplog.text
-    _add_unnotified(fresh_dsn, "alice", [(300, 3000, 30)], start_seq=51)
+    assert "no history_version table" in caplog.text
+    _add_uncounted(fresh_dsn, "alice", [(300, 3000, 30)], start_seq=51)
     assert _kept(fresh_dsn, "alice")[0] == (300, 3000)
 
 
 def test_a_connection_opened_without_the_cache_keeps_lookups_once_asked(fresh_dsn):
-    """The connection the calibration read (or a config with 0 entries) opened never listened,
-    so nothing was ever kept on it (bench-hook: 'kept' as slow as a query per decision)."""
+    """The connection the calibration read (or a config with 0 entries) opened keeps lookups
+    as soon as one is asked to (0.3: it never listened, so nothing was ever kept on it)."""
     add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
     assert _kept(fresh_dsn, "alice", entries=0) == [(100, 1000)]
-    pid = lookup._cache["conn"].backend_pid
+    pid = STATE.conn.backend_pid
     assert _kept(fresh_dsn, "alice") == [(100, 1000)]
-    _add_unnotified(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
+    _add_uncounted(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
     assert _kept(fresh_dsn, "alice") == [(100, 1000)]
-    assert lookup._cache["conn"].backend_pid == pid
+    assert STATE.conn.backend_pid == pid
 
 
 def test_the_least_recently_used_lookup_goes_first(fresh_dsn):
@@ -382,27 +376,58 @@ def test_the_least_recently_used_lookup_goes_first(fresh_dsn):
     for user in ("a", "b", "a", "c"):  # two entries: c pushes out b, a was used after b
         _kept(fresh_dsn, user, entries=2)
     for seq, user in enumerate(("a", "b", "c")):
-        _add_unnotified(fresh_dsn, user, [(200, 2000, 20)], start_seq=seq + 10)
+        _add_uncounted(fresh_dsn, user, [(200, 2000, 20)], start_seq=seq + 10)
     assert len(_kept(fresh_dsn, "a", entries=2)) == 1
     assert len(_kept(fresh_dsn, "c", entries=2)) == 1
     assert len(_kept(fresh_dsn, "b", entries=2)) == 2  # read again
 
 
-def test_a_connection_lost_while_idle_empties_what_was_kept(fresh_dsn):
+def test_a_connection_lost_while_idle_is_replaced_and_what_was_kept_stays(fresh_dsn):
+    """The counter lives in the database, not the connection: a new connection reads it and
+    the lookups kept stay valid while it did not move (the FATAL the server sent the idle
+    connection is not read: it is dropped unread)."""
     add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
     assert _kept(fresh_dsn, "alice") == [(100, 1000)]
-    pid = lookup._cache["conn"].backend_pid
-    _add_unnotified(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
+    pid = STATE.conn.backend_pid
+    _add_uncounted(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
     _terminate(fresh_dsn, pid)
-    # what changed while nobody listened is unknown: read again on a new connection
+    assert _kept(fresh_dsn, "alice") == [(100, 1000)]
+    assert STATE.conn.backend_pid != pid
+    add_jobs(fresh_dsn, "bob", [(1, 1, 1)], start_seq=60)  # the counter moves
     assert _kept(fresh_dsn, "alice") == [(200, 2000), (100, 1000)]
-    assert lookup._cache["conn"].backend_pid != pid
+
+
+def test_an_event_reads_the_counter_once_and_ends_by_its_deadline(fresh_dsn, monkeypatch):
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
+    settings = load_settings(environ={}, overrides={"dsn": fresh_dsn})
+    fetch = lookup.fetcher(settings)
+    sent = []
+    real = pgwire.Connection.query
+
+    def counting(self, sql, *args, **kwargs):
+        sent.append(sql)
+        return real(self, sql, *args, **kwargs)
+
+    monkeypatch.setattr(pgwire.Connection, "query", counting)
+    with lookup.event(time.monotonic() + 5):
+        assert fetch("alice", 5, True) == [(100, 1000)]
+        assert fetch("alice", 3, False) == [(100, 1000)]
+    assert sent.count(lookup.VERSION_SQL) == 1 and len(sent) == 3
+    with lookup.event(time.monotonic() + 5):
+        assert fetch("alice", 5, True) == [(100, 1000)]  # kept: the counter alone
+    assert sent[3:] == [lookup.VERSION_SQL]
+    # one deadline for the event, whatever it reads: a past one fails at once
+    with lookup.event(time.monotonic() - 1):
+        start = time.monotonic()
+        with pytest.raises(DatabaseError):
+            fetch("bob", 5, True)
+        assert time.monotonic() - start < 0.05
 
 
 def test_kept_lookups_expire(fresh_dsn, monkeypatch):
     add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
     _kept(fresh_dsn, "alice")
-    _add_unnotified(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
+    _add_uncounted(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
     assert len(_kept(fresh_dsn, "alice")) == 1
     monkeypatch.setattr(lookup, "HISTORY_CACHE_MAX_AGE_S", 0.0)
     assert len(_kept(fresh_dsn, "alice")) == 2
@@ -415,7 +440,7 @@ def test_the_hooks_reader_keeps_lookups_by_its_setting(fresh_dsn):
     fetch = lookup.fetcher(settings)
     assert lookup.fetcher(settings) is fetch  # made once while the settings are the same
     assert fetch("alice", 5, True) == [(100, 1000)]
-    _add_unnotified(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
+    _add_uncounted(fresh_dsn, "alice", [(200, 2000, 20)], start_seq=50)
     assert fetch("alice", 5, True) == [(100, 1000)]
     off = settings._replace(history_cache_entries=0)
     assert lookup.fetcher(off) is not fetch
@@ -431,14 +456,14 @@ def test_a_decision_is_kept_with_the_lookups_it_came_from(fresh_dsn):
         made.append(lookup.fetcher(settings)("alice", 15, True))
         return len(made)
 
-    key = ("queuejob", "alice", "", 36000, None, False, None, False, "")
-    assert lookup.decided(settings, key, decide) == 1  # no listening connection yet
+    key = JobEvent("queuejob", "alice", "", 36000, None)
+    assert lookup.decided(settings, key, decide) == 1  # no connection yet
     assert lookup.decided(settings, key, decide) == 2  # now there is: kept
     assert lookup.decided(settings, key, decide) == 2
-    assert lookup.decided(settings, key[:3] + (7200,) + key[4:], decide) == 3  # other inputs
+    assert lookup.decided(settings, key._replace(walltime_s=7200), decide) == 3  # other inputs
     assert lookup.decided(settings, None, decide) == 4  # None: never kept
     add_jobs(fresh_dsn, "bob", [(1, 1, 1)], start_seq=60)  # the history changed
-    assert _until(lambda: lookup.decided(settings, key, decide) != 2)
+    assert lookup.decided(settings, key, decide) == 5
     assert made[-1] == [(100, 1000)]
     # the predictor calibrated and a zero-entry cache keep nothing
     for other in (
@@ -449,7 +474,7 @@ def test_a_decision_is_kept_with_the_lookups_it_came_from(fresh_dsn):
         lookup.decided(other, key, decide)
         lookup.decided(other, key, decide)
         assert len(made) == before + 2
-    # a lost connection forgets them too
+    # close_cached() forgets them too
     kept = lookup.decided(settings, key, decide)
     assert lookup.decided(settings, key, decide) == kept
     lookup.close_cached()

@@ -66,31 +66,44 @@ def _notify_triggers(conn: sa.Connection) -> list[str]:
     )
 
 
-def test_revision_0005_notifies_changes_to_the_history(empty_dsn):
+def _version(conn: sa.Connection) -> int:
+    return int(conn.execute(sa.text("SELECT version FROM history_version")).scalar_one())
+
+
+_INSERT = (
+    "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username, ended_at)"
+    " VALUES ('s', :job, now(), 1, 'alice', now())"
+)
+
+
+def test_revision_0006_counts_changes_to_the_history_in_their_transaction(empty_dsn):
     engine = db.make_engine(empty_dsn)
-    with engine.connect() as conn:
+    with engine.connect() as conn, engine.connect() as other:
         db.upgrade(conn, "head")
         conn.commit()
+        assert _notify_triggers(conn) == ["softwalltime_history_version"]
+        before = _version(conn)
+        conn.commit()
+        conn.execute(sa.text(_INSERT), {"job": "1.s"})
+        assert _version(other) == before  # not before the commit
+        other.commit()
+        conn.commit()
+        assert _version(other) == before + 1
+        other.commit()
+        conn.execute(sa.text(_INSERT), {"job": "2.s"})
+        conn.rollback()
+        assert _version(conn) == before + 1  # a rolled back change is no change
+        conn.execute(sa.text("UPDATE finished_jobs SET runtime_s = 5"))
+        conn.execute(sa.text("DELETE FROM finished_jobs"))
+        conn.execute(sa.text("TRUNCATE finished_jobs"))
+        conn.commit()
+        assert _version(conn) == before + 4  # one per statement
+        conn.commit()
+        db.downgrade(conn, "0005")
+        conn.commit()
         assert _notify_triggers(conn) == ["softwalltime_history_notify"]
-        conn.execute(sa.text("LISTEN softwalltime_history"))
-        conn.commit()
-        raw = conn.connection.dbapi_connection
-        conn.execute(
-            sa.text(
-                "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username, ended_at)"
-                " VALUES ('s', '1.s', now(), 1, 'alice', now())"
-            )
-        )
-        assert raw.notifies == []  # not before the commit
-        conn.commit()
-        assert [n.channel for n in raw.notifies] == ["softwalltime_history"]
-        conn.execute(sa.text("UNLISTEN *"))
-        conn.commit()
+        assert "history_version" not in _tables(conn)
         db.downgrade(conn, "0004")
         conn.commit()
         assert _notify_triggers(conn) == []
-        assert (
-            conn.execute(sa.text("SELECT to_regproc('softwalltime_history_changed')")).scalar()
-            is None
-        )
     engine.dispose()

@@ -1,10 +1,10 @@
-"""tests/conftest.py's need_runtime: an optional interpreter is a skip locally, a failure in
+"""tests/helpers_runtime.py's need_runtime: an optional interpreter is a skip locally, a failure in
 CI, never a silent pass."""
 
 import sys
 
 import pytest
-from conftest import need_runtime
+from helpers_runtime import need_runtime
 
 
 def test_a_missing_runtime_skips_locally_and_fails_in_ci(tmp_path, monkeypatch):

@@ -571,12 +571,11 @@ PY36 = Path(os.path.expanduser("~/.pyenv/versions/3.6.15/bin/python3.6"))
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_runs_on_python36_if_available(auth_cluster, fresh_dsn):
+def test_runs_on_python36(auth_cluster, fresh_dsn):
     """pgwire, dsn and lookup on Python 3.6: every auth method, TLS, a history lookup."""
-    if not os.access(str(PY36), os.X_OK):
-        if os.environ.get("CI"):
-            pytest.fail(f"{PY36} is missing: CI must run the hook path on Python 3.6")
-        pytest.skip(f"{PY36} is not installed (pyenv install 3.6.15)")
+    from helpers_runtime import need_runtime
+
+    need_runtime(PY36, "pgwire, dsn and lookup on Python 3.6 (EL8)")
     from helpers_history import add_jobs
     from test_dsn import CASES
 

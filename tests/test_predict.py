@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import need_runtime
+from helpers_runtime import need_runtime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

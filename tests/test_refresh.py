@@ -16,19 +16,20 @@ from softwalltime.pbsserver.commands import Pbs, PbsError, parse_qstat_json, rea
 
 H = 3600
 
-# Recorded from OpenPBS 23.06.06 (`qstat -f -F json`, trimmed): qstat prints a variable
-# that looks like a number as a JSON number.
+# Recorded from OpenPBS 23.06.06 (`qstat -f -F json`, trimmed): the hook's mark is the custom
+# resource softwalltime_set (type long), printed as a JSON number; a -v variable of the user
+# that looks like the 0.3 mark (SOFTWALLTIME_SET in Variable_List) means nothing.
 QSTAT = """{"timestamp":1795919601,"pbs_version":"23.06.06","pbs_server":"pbshost","Jobs":{
 "70.pbshost":{"Job_Name":"STDIN","Job_Owner":"alice@pbshost","job_state":"Q","queue":"workq",
  "qtime":1795919500,"ctime":1795919500,
  "Resource_List":{"ncpus":1,"nodect":1,"select":"1:ncpus=1","soft_walltime":"02:45:00",
-  "walltime":"10:00:00"},
- "euser":"alice","Variable_List":{"PBS_O_HOME":"/home/alice","SOFTWALLTIME_SET":9900}},
+  "walltime":"10:00:00","softwalltime_set":9900},
+ "euser":"alice","Variable_List":{"PBS_O_HOME":"/home/alice"}},
 "71.pbshost":{"Job_Owner":"alice@pbshost","job_state":"R","queue":"workq",
  "Resource_List":{"walltime":"00:10:00"}},
 "72.pbshost":{"Job_Owner":"bob@pbshost","job_state":"H","queue":"workq","qtime":1795919400,
- "Resource_List":{"soft_walltime":"05:00:00","walltime":"10:00:00"},
- "Variable_List":{"SOFTWALLTIME_SET":9900}}}}"""
+ "Resource_List":{"soft_walltime":"05:00:00","walltime":"10:00:00","softwalltime_set":9900},
+ "Variable_List":{"SOFTWALLTIME_SET":18000}}}}"""
 
 
 def settings(**over):

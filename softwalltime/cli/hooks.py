@@ -32,6 +32,7 @@ from ..hookpath.config import (
     redact_dsn,
     require_dsn,
 )
+from ..hookpath.decide import MARK_RESOURCE
 
 HOOK_FILE = "softwalltime_hook.py"
 # queuejob: first prediction; runjob: refreshed with the final walltime; modifyjob: a
@@ -62,6 +63,9 @@ HOOK_KEYS = (
     "server",
     "history_cache_entries",
 )
+# The hook's mark (the soft walltime it set): a long that only managers and hooks may set
+# (flag r: users see it in qstat -f, cannot request or alter it; checked on OpenPBS 23.06).
+MARK_DIRECTIVE = f"create resource {MARK_RESOURCE} type=long, flag=r"
 # qmgr object names: letters, digits, '_' and '-' (hook names are file names in
 # server_priv/hooks, NAME.PY / NAME.CF / NAME.HK).
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
@@ -217,6 +221,12 @@ def _run_qmgr(qmgr: str, directive: str) -> None:
         raise SoftwalltimeError(f"qmgr -c {directive!r} failed ({proc.returncode}): {detail}")
 
 
+def _qmgr_ok(qmgr: str, directive: str) -> bool:
+    """Whether ``qmgr -c directive`` succeeds (``list ...``: the object exists)."""
+    proc = subprocess.run([qmgr, "-c", directive], capture_output=True, check=False, timeout=60)
+    return proc.returncode == 0
+
+
 def install(args: Any, settings: Settings) -> int:
     """Print (``--dry-run``) or run the qmgr sequence that installs the hook.
 
@@ -248,7 +258,9 @@ def install(args: Any, settings: Settings) -> int:
         print("cat > \"$config\" <<'EOF'")
         print(json.dumps(shown, indent=2))
         print("EOF")
-        print("# 2. the hook")
+        print(f"# 2. the hook's mark (skipped if 'list resource {MARK_RESOURCE}' finds it)")
+        print(shlex.join([qmgr, "-c", MARK_DIRECTIVE]))
+        print("# 3. the hook")
         for directive in install_commands(args.name, args.order, args.alarm, script, "CONFIG"):
             line = shlex.join([qmgr, "-c", directive])
             print(line.replace(" CONFIG'", ' \'"$config"').replace("CONFIG", "$config"))
@@ -260,15 +272,12 @@ def install(args: Any, settings: Settings) -> int:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(config, fh, indent=2)
         directives = install_commands(args.name, args.order, args.alarm, script, tmp)
-        exists = (
-            subprocess.run(
-                [qmgr, "-c", f"list hook {args.name}"], capture_output=True, check=False
-            ).returncode
-            == 0
-        )
+        exists = _qmgr_ok(qmgr, f"list hook {args.name}")
         if exists:
             print(f"hook {args.name} exists; updating it")
             directives = directives[2:]
+        if not _qmgr_ok(qmgr, f"list resource {MARK_RESOURCE}"):
+            directives.insert(0, MARK_DIRECTIVE)
         for directive in directives:
             _run_qmgr(qmgr, directive)
             print(f"qmgr -c {shlex.quote(directive)}")
@@ -286,9 +295,21 @@ def uninstall(args: Any, settings: Settings) -> int:
     _validate(args)
     qmgr = _qmgr(args)
     directive = f"delete hook {args.name}"
+    mark = f"delete resource {MARK_RESOURCE}"
     if args.dry_run:
         print(shlex.join([qmgr, "-c", directive]))
+        print(shlex.join([qmgr, "-c", mark]) + "  # refused while a job has it: kept then")
         return 0
     _run_qmgr(qmgr, directive)
     print(f"hook {args.name} deleted")
+    if _qmgr_ok(qmgr, f"list resource {MARK_RESOURCE}"):
+        try:
+            _run_qmgr(qmgr, mark)
+            print(f"resource {MARK_RESOURCE} deleted")
+        except SoftwalltimeError as err:  # jobs still carry the mark
+            print(
+                f"resource {MARK_RESOURCE} kept ({err}); when no job has it:"
+                f" {shlex.join([qmgr, '-c', mark])}",
+                file=sys.stderr,
+            )
     return 0

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..hookpath import calibrated, lookup
 from ..hookpath.config import PREDICTORS, Settings
-from ..hookpath.decide import EVENTS, decide
+from ..hookpath.decide import EVENTS, JobEvent, decide
 from ..hookpath.predict import HistoryRow, PredictorParams
 from ..units import format_duration
 from .argtypes import positive_duration
@@ -76,20 +76,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return rows
 
     ncpus = calibrated.ncpus_of({"ncpus": args.ncpus, "select": args.select})
-    decision = decide(
-        args.event,
-        args.user,
-        args.queue,
-        args.walltime,
-        None,
-        False,
-        None,
-        settings,
-        recording_fetch,
-        params=params,
-        ncpus=ncpus,
-        site=calibrated.SiteFetch(recording_history, site.calibration),
-    )
+    this = JobEvent(args.event, args.user, args.queue, args.walltime, None, ncpus=ncpus)
+    site_readers = calibrated.SiteFetch(recording_history, site.calibration)
+    decision = decide(this, settings, recording_fetch, params=params, site=site_readers)
     prediction = decision.prediction
     if decision.soft_walltime_s is not None:
         soft = decision.soft_walltime_s

@@ -156,3 +156,20 @@ calibration_state = sa.Table(
     sa.CheckConstraint("id = 1", name="one_row"),
     comment="Predictor calibrated: lambda, totals and the rule per bin (one row).",
 )
+
+# Migration 0006: the history's change counter. A statement trigger on finished_jobs
+# increments it in the writer's transaction; the hook keeps lookups while it is unchanged.
+history_version = sa.Table(
+    "history_version",
+    metadata,
+    sa.Column("one", sa.Boolean, primary_key=True, server_default=sa.true(), comment="always true"),
+    sa.Column(
+        "version",
+        sa.BigInteger,
+        nullable=False,
+        server_default="0",
+        comment="changes to finished_jobs committed so far",
+    ),
+    sa.CheckConstraint("one", name="one_row"),
+    comment="Change counter of finished_jobs (one row; the hook's kept lookups use it).",
+)

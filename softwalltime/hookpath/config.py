@@ -55,6 +55,7 @@ from typing import Any, Dict, Mapping, NamedTuple, Optional, Set, Tuple
 
 from ..errors import ConfigError
 from . import dsn as dsnlib
+from .state import STATE
 
 PREDICTORS = ("v1", "v2", "v3", "calibrated")
 DEFAULT_CONFIG_FILE = "/etc/softwalltime.json"
@@ -133,8 +134,8 @@ DEFAULTS: Dict[str, Any] = {
     # whose finished jobs a prediction uses: every server's in the database, or only those
     # of the server the job belongs to
     "history_scope": "all",
-    # lookups whose rows the hook keeps until the database notifies a change to the
-    # history (see softwalltime.hookpath.lookup); 0 queries at every event
+    # lookups whose rows the hook keeps while the history's change counter does not move
+    # (see softwalltime.hookpath.lookup); 0 queries at every event
     "history_cache_entries": 1000,
 }
 HISTORY_SCOPES = ("all", "server")
@@ -348,10 +349,6 @@ def load_settings(
     return Settings(source=", ".join(sources), origins=tuple(origins.items()), **values)
 
 
-# The hook's settings and the identity of the file they came from (see hook_settings).
-_HOOK_CACHE = {}  # type: Dict[str, Any]
-
-
 def hook_settings(path: Optional[str], stamp: Any = None) -> Settings:
     """The hook's settings from its config file alone, parsed again only when it changed.
 
@@ -365,20 +362,21 @@ def hook_settings(path: Optional[str], stamp: Any = None) -> Settings:
     """
     if path is None:
         return load_settings(None, environ={})
-    if stamp is not None and _HOOK_CACHE.get("stamp") == (path, stamp):
-        kept = _HOOK_CACHE["settings"]  # type: Settings
-        return kept
+    kept = STATE.settings  # the settings and the identity of the file they came from
+    if stamp is not None and kept.get("stamp") == (path, stamp):
+        same = kept["settings"]  # type: Settings
+        return same
     try:
         with open(path, "rb") as fh:
             content = fh.read()  # type: Optional[bytes]
     except OSError:
         content = None  # load_settings says what is wrong
-    if content is not None and _HOOK_CACHE.get("key") == (path, content):
-        cached = _HOOK_CACHE["settings"]  # type: Settings
-        _HOOK_CACHE["stamp"] = (path, stamp)
+    if content is not None and kept.get("key") == (path, content):
+        cached = kept["settings"]  # type: Settings
+        kept["stamp"] = (path, stamp)
         return cached
     settings = load_settings(path, environ={})
-    _HOOK_CACHE.update(key=(path, content), stamp=(path, stamp), settings=settings)
+    kept.update(key=(path, content), stamp=(path, stamp), settings=settings)
     return settings
 
 

@@ -30,9 +30,58 @@ from . import calibrated as cal
 from .predict import HistoryRow, Prediction, PredictorParams, predict
 
 EVENTS = ("queuejob", "runjob", "modifyjob")
+# The hook's mark: the soft walltime it set, in seconds, in a custom resource of this name
+# (type long, flag r: users can neither set nor alter it; `softwalltime hooks install`
+# creates it). A soft walltime that the mark does not match is a manager's: kept.
+MARK_RESOURCE = "softwalltime_set"
 
 # fetch(username, limit, with_walltime_only) -> [(runtime_s, walltime_s or None), ...]
 HistoryFetch = Callable[[str, int, bool], Sequence[HistoryRow]]
+
+
+def marked(resources: Any, soft: Any) -> bool:
+    """Whether the job's ``Resource_List`` carries the hook's mark for soft walltime
+    ``soft``: the value the hook set (a resource users cannot set, and that pbs_server logs
+    alone; a ``Variable_List`` entry made it log the user's whole environment). False when
+    unset, or when the resource is not defined (PBS raises its own types then)."""
+    if soft is None:
+        return False
+    try:
+        mark = resources[MARK_RESOURCE]
+        return mark is not None and int(mark) == int(soft)
+    except Exception:  # noqa: BLE001 - undefined resource, odd value: not ours
+        return False
+
+
+class JobEvent(NamedTuple):
+    kind: str
+    user: Optional[str]
+    queue: Optional[str]
+    walltime_s: Optional[int]
+    existing_soft_s: Optional[int]
+    existing_is_ours: bool = False
+    shrink_to_fit: bool = False
+    wait_s: Optional[float] = None
+    ncpus: Optional[int] = None
+    server: Optional[str] = None
+
+
+JobEvent.__doc__ = """What the hook knows of one job at one event: plain values, no ``pbs``.
+
+``kind``: ``"queuejob"``, ``"runjob"`` or ``"modifyjob"`` (anything else: leave alone).
+``user``: the job's user (queuejob: the requestor; runjob, modifyjob: euser).
+``queue``: the queue as the event shows it; ``""`` or None if not known yet.
+``walltime_s``: the requested walltime in seconds, None if unset (modifyjob: the new one).
+``existing_soft_s``: the soft_walltime already on the job in seconds, None if unset.
+``existing_is_ours``: that soft_walltime is the value this hook set (its mark says so).
+``shrink_to_fit``: the job has ``min_walltime`` (PBS forbids soft_walltime then).
+``wait_s``: seconds since the job was created (runjob), None if unknown.
+``ncpus``: the job's processors (predictor ``calibrated``), None if unknown.
+``server``: the job's PBS server (``history_scope = server``), None if unknown.
+
+Hashable: a user's burst of identical ``queuejob`` requests is decided once
+(:func:`softwalltime.hookpath.lookup.decided` keys the kept decisions by it).
+"""
 
 
 class Decision(NamedTuple):
@@ -70,41 +119,25 @@ def _listed(name: str, allow: Sequence[str], deny: Sequence[str]) -> Optional[st
 
 
 def decide(
-    event: str,
-    user: Optional[str],
-    queue: Optional[str],
-    walltime_s: Optional[int],
-    existing_soft_s: Optional[int],
-    shrink_to_fit: bool,
-    wait_s: Optional[float],
+    job: JobEvent,
     settings: Any,
     fetch: HistoryFetch,
-    existing_is_ours: bool = False,
     params: Optional[PredictorParams] = None,
-    ncpus: Optional[int] = None,
     site: Optional[cal.SiteFetch] = None,
 ) -> Decision:
     """Decide what to set on one job.
 
-    :param event: ``"queuejob"``, ``"runjob"`` or ``"modifyjob"`` (anything else: leave
-        alone)
-    :param user: the job's user (queuejob: the requestor; runjob, modifyjob: euser)
-    :param queue: the queue as the event shows it; ``""`` or None if not known yet
-    :param walltime_s: the requested walltime in seconds, None if unset (modifyjob: the new
-        walltime)
-    :param existing_soft_s: the soft_walltime already on the job in seconds, None if unset
-    :param shrink_to_fit: the job has ``min_walltime`` (PBS forbids soft_walltime then)
-    :param wait_s: seconds since the job was created (runjob), None if unknown
+    :param job: the job at this event
     :param settings: :class:`softwalltime.hookpath.config.Settings`
     :param fetch: ``fetch(user, limit, with_walltime_only)`` returning history rows, most
         recent first; its exceptions propagate (the hook fails open on them)
-    :param existing_is_ours: the existing soft_walltime was set by this hook at queuejob
     :param params: predictor parameters (default: built from ``settings``)
-    :param ncpus: the job's processors (predictor ``calibrated``), None if unknown
     :param site: history and calibration readers for predictor ``calibrated`` (default:
         ``fetch.site``, which :func:`softwalltime.hookpath.lookup.fetcher` provides)
     :returns: the decision; ``reason`` is one line for the debug log
     """
+    event, user, queue = job.kind, job.user, job.queue
+    walltime_s, existing_soft_s = job.walltime_s, job.existing_soft_s
     who = "{} user={!r} queue={!r} walltime={}".format(
         event, user, queue, "unset" if walltime_s is None else f"{walltime_s} s"
     )
@@ -125,7 +158,7 @@ def decide(
         excluded = _listed(queue, settings.queues_allow, settings.queues_deny)
         if excluded:
             return leave("queue " + excluded)
-    if shrink_to_fit:
+    if job.shrink_to_fit:
         return leave("shrink-to-fit job (min_walltime set)")
     if walltime_s is None:
         if event == "queuejob":
@@ -134,8 +167,9 @@ def decide(
     if walltime_s <= 0:
         return leave("walltime is not positive")
     if existing_soft_s is not None:
-        if not (settings.override_existing or existing_is_ours):
+        if not (settings.override_existing or job.existing_is_ours):
             return leave(f"soft_walltime already set to {existing_soft_s} s")
+        wait_s = job.wait_s
         if (
             event == "runjob"
             and settings.runjob_min_wait_s
@@ -156,7 +190,7 @@ def decide(
         if site is None:
             return leave("predictor calibrated needs the site readers (site=...)")
         rows = site.history(user, cal.HISTORY_ROWS)
-        choice = site.calibration().predict(walltime_s, ncpus, rows)
+        choice = site.calibration().predict(walltime_s, job.ncpus, rows)
         prediction = Prediction(
             choice.soft_walltime_s, predictor, choice.outcome.class_jobs, None, cal.describe(choice)
         )

@@ -6,11 +6,11 @@ Hook path: Python 3.6+ syntax, standard library only.
 
 import logging
 import time
-from typing import Any, Callable, List
+from typing import Callable
+
+from .state import STATE
 
 HANDLER_NAME = "softwalltime-hook"
-# The route forward_logging set last: (logmsg, levels), the logger, its handler.
-_ROUTE: List[Any] = [None, None, None]
 
 
 def one_line(text: str) -> str:
@@ -23,6 +23,15 @@ def decision_line(reason: str, start: float) -> str:
     (``time.monotonic()``), e.g. ``softwalltime: queuejob user='alice' ...: set ... [0.21 ms]``.
     """
     return f"softwalltime: {one_line(reason)} [{(time.monotonic() - start) * 1000:.2f} ms]"
+
+
+def unmarked_line(resource: str, err: BaseException) -> str:
+    """The warning for a soft walltime set without the hook's mark (its resource missing)."""
+    return (
+        f"softwalltime: soft_walltime set but not marked as the hook's ({type(err).__name__}:"
+        f" {one_line(str(err))}): runjob and refresh will keep it as a manager's value;"
+        f" run 'softwalltime hooks install' to create resource {resource}"
+    )
 
 
 class CallbackHandler(logging.Handler):
@@ -66,8 +75,9 @@ def forward_logging(
     :returns: the ``softwalltime`` logger
     """
     route = (logmsg, debug, warning, error)
-    if _ROUTE[0] == route and _ROUTE[2] in _ROUTE[1].handlers:
-        return _ROUTE[1]  # type: ignore[no-any-return]  # the previous event's: in place
+    last = STATE.log_route  # the route set last: (logmsg, levels), the logger, its handler
+    if last[0] == route and last[2] in last[1].handlers:
+        return last[1]  # type: ignore[no-any-return]  # the previous event's: in place
     logger = logging.getLogger("softwalltime")
     for old in [h for h in logger.handlers if h.get_name() == HANDLER_NAME]:
         if isinstance(old, CallbackHandler) and old.routes_to(logmsg, debug, warning, error):
@@ -78,5 +88,5 @@ def forward_logging(
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     logger.propagate = False
-    _ROUTE[:] = [route, logger, handler]
+    STATE.log_route = [route, logger, handler]
     return logger

@@ -17,30 +17,36 @@ interpreter restart the modules are imported afresh (pure Python: see :mod:`.pgw
 and the first event connects again.
 
 The rows of recent lookups are kept too (``history_cache_entries``, least recently used
-first out), and only while they are known to be current: a new connection first sends
-``LISTEN softwalltime_history`` and checks that the trigger of migration 0005 is there,
-which notifies that channel at the commit of any change to ``finished_jobs``. Each event
-reads what the server sent meanwhile, without waiting (one ``poll``); a notification
-empties the cache, and so does a new connection (what was sent before it listened is
-lost). A user's burst of jobs thus costs one query, and no job is predicted from rows
-older than the last commit to the history, give or take the milliseconds a notification
-takes to arrive. Where LISTEN fails (a standby) or the trigger is missing (schema not
-upgraded), nothing is kept. Entries also expire after ``HISTORY_CACHE_MAX_AGE_S``, a
-bound for a pooler that would hand the notifications to another session.
+first out), and only while they are known to be current: migration 0006 keeps a change
+counter, ``history_version``, that a statement trigger on ``finished_jobs`` increments in
+the same transaction as any insert, update, delete or truncate. Each event reads the
+counter (one small prepared query on the cached connection) and uses what was kept only
+while it still reads the same value: a user's burst of jobs costs one indexed lookup, and
+no job is predicted from rows older than the last commit to the history. The counter is a
+row only the history's writer may update: a role that can merely connect cannot make the
+hook do more work or wait longer (``NOTIFY`` needs no privilege at all, so 0.3 listened
+to a channel that anyone could flood). Entries also expire after
+``HISTORY_CACHE_MAX_AGE_S``, a bound for a writer that bypasses triggers
+(``session_replication_role = replica``). Where the counter is missing (schema not
+upgraded) nothing is kept.
+
+The hook runs each event inside :func:`event`, which sets the event's one deadline: every
+read of the event, whatever it looks up, ends by then, and the counter is read once.
 
 Hook path: Python 3.6+ syntax, standard library only.
 """
 
+import contextlib
 import json
 import logging
 import time
-from collections import OrderedDict
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from ..errors import UNDEFINED_TABLE, ConfigError, DatabaseError, SchemaMissingError
 from . import pgwire
 from .calibrated import Choices, ClassRow, SiteFetch
 from .config import STATEMENT_GRACE_S, redact_dsn, require_dsn
+from .state import STATE
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -48,15 +54,17 @@ T = TypeVar("T")
 # Served by ix_finished_jobs_user_recent (username, ended_at DESC, job_seq DESC) INCLUDE
 # (runtime_s, walltime_s) as an Index Only Scan: every column referenced is in the index,
 # and the ORDER BY matches its order, so PostgreSQL reads at most LIMIT matching entries.
+# Rows that cannot be true (negative durations) are filtered here, not after the LIMIT:
+# v1 must average v1_jobs usable jobs, not fewer.
 RECENT_JOBS_SQL = (
     "SELECT runtime_s, walltime_s FROM finished_jobs"
-    " WHERE username = $1 AND runtime_s IS NOT NULL"
+    " WHERE username = $1 AND runtime_s >= 0 AND (walltime_s IS NULL OR walltime_s >= 0)"
     " ORDER BY ended_at DESC, job_seq DESC LIMIT $2"
 )
 # v3 only looks at jobs that requested a walltime; filtering in SQL keeps LIMIT exact.
 RECENT_JOBS_WITH_WALLTIME_SQL = (
     "SELECT runtime_s, walltime_s FROM finished_jobs"
-    " WHERE username = $1 AND runtime_s IS NOT NULL AND walltime_s > 0"
+    " WHERE username = $1 AND runtime_s >= 0 AND walltime_s > 0"
     " ORDER BY ended_at DESC, job_seq DESC LIMIT $2"
 )
 
@@ -64,7 +72,8 @@ RECENT_JOBS_WITH_WALLTIME_SQL = (
 # also an Index Only Scan of ix_finished_jobs_user_recent (ncpus is in its INCLUDE list).
 CLASS_JOBS_SQL = (
     "SELECT runtime_s, walltime_s, ncpus FROM finished_jobs"
-    " WHERE username = $1 AND runtime_s IS NOT NULL AND walltime_s > 0"
+    " WHERE username = $1 AND runtime_s >= 0 AND walltime_s > 0"
+    " AND (ncpus IS NULL OR ncpus > 0)"
     " ORDER BY ended_at DESC, job_seq DESC LIMIT $2"
 )
 # The site calibration table's decisions, read at most every CALIBRATION_TTL_S seconds:
@@ -72,29 +81,27 @@ CLASS_JOBS_SQL = (
 CALIBRATION_SQL = "SELECT lam, jobs, under_jobs, choices FROM calibration_state"
 CALIBRATION_TTL_S = 60.0
 
-# Migration 0005: NOTIFY on this channel at the commit of any change to finished_jobs.
-HISTORY_CHANNEL = "softwalltime_history"
-HISTORY_TRIGGER_SQL = (
-    "SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = to_regclass('finished_jobs')"
-    " AND tgname = 'softwalltime_history_notify' AND tgenabled <> 'D'"
-)
-# The longest a cached lookup is used, even when no notification came.
+# Migration 0006: a one-row counter the history's writer increments with every change.
+VERSION_SQL = "SELECT version FROM history_version"
+# The longest a cached lookup is used, even when the counter did not move.
 HISTORY_CACHE_MAX_AGE_S = 300.0
-
-# The cached connection, the parameters it was opened with, and whether it is notified
-# of changes to the history (LISTEN, and the trigger is there; None: not asked yet).
-_cache: Dict[str, Any] = {"conn": None, "key": None, "listening": None}
-# (sql, params) -> (monotonic time read, rows) of lookups on the cached connection, valid
-# while it listens and no notification came; least recently used first.
-_history = OrderedDict()  # type: OrderedDict[Tuple[str, Tuple[Any, ...]], Tuple[float, Any]]
-# Decisions made from kept lookups (see decided()): valid as long as those are.
-_decisions = OrderedDict()  # type: OrderedDict[Tuple[Any, ...], Tuple[float, Any, Any]]
-# The calibration table's decisions last read, when (monotonic) and from which database.
-_calibration: Dict[str, Any] = {"table": None, "at": 0.0, "dsn": None}
 
 
 def _close(conn: Any) -> None:
     conn.close()  # pgwire's close never raises
+
+
+@contextlib.contextmanager
+def event(deadline: float) -> Iterator[None]:
+    """Run one hook event: every database read inside ends by ``deadline`` (a
+    ``time.monotonic()`` value), and the history's change counter is read at most once."""
+    STATE.event = object()
+    STATE.deadline = deadline
+    try:
+        yield
+    finally:
+        STATE.event = None
+        STATE.deadline = None
 
 
 def connect(
@@ -142,27 +149,9 @@ def _query(
 
 
 def close_cached() -> None:
-    """Close and forget the cached connection and the lookups kept on it (tests, and after
-    any failure)."""
-    conn = _cache["conn"]
-    _cache.update(conn=None, key=None, listening=None)
-    _history.clear()
-    _decisions.clear()
-    if conn is not None:
-        _close(conn)
-
-
-def _listen(conn: pgwire.Connection, deadline: float) -> bool:
-    """Ask for notifications of changes to the history; True if they will come."""
-    try:
-        conn.query("LISTEN " + HISTORY_CHANNEL, (), deadline)
-        listening = bool(conn.query(HISTORY_TRIGGER_SQL, (), deadline)[0][0])
-    except pgwire.PgError as err:  # e.g. a standby: cannot execute LISTEN during recovery
-        log.debug("lookups not cached: %s", _one_line(err))
-        return False
-    if not listening:
-        log.debug("lookups not cached: no trigger on finished_jobs (softwalltime db upgrade)")
-    return listening
+    """Close and forget the cached connection and the lookups kept (tests, ``refresh``)."""
+    STATE.forget_connection()
+    STATE.forget_lookups()
 
 
 def _conn_key(dsn: str, connect_timeout_s: float, statement_timeout_ms: int) -> Tuple[Any, ...]:
@@ -170,75 +159,120 @@ def _conn_key(dsn: str, connect_timeout_s: float, statement_timeout_ms: int) -> 
     return (dsn, connect_timeout_s, statement_timeout_ms)
 
 
-def _listening(key: Tuple[Any, ...]) -> bool:
-    """Whether the cached connection of ``key`` listens, with what its server sent meanwhile
-    read: a notification empties what was kept; a connection lost while idle is forgotten
-    (False)."""
-    conn = _cache["conn"]
-    if conn is None or not _cache["listening"] or _cache["key"] != key or conn.closed:
-        return False
-    try:
-        changed = conn.notifications()
-    except DatabaseError as err:
-        log.debug("cached connection failed (%s); reconnecting", _one_line(err))
+def _cached(key: Tuple[Any, ...]) -> Optional[pgwire.Connection]:
+    """The cached connection for ``key`` if it is open and the server sent nothing since
+    its last reply; else None (an idle connection that received anything, a FATAL or a
+    stream of notices, is dropped unread: reading it would cost what the server chooses).
+    Another ``key`` (another database or timeouts) forgets what was kept too."""
+    if STATE.conn_key != key:
         close_cached()
-        return False
-    if changed:
-        _history.clear()
-        _decisions.clear()
-    return True
+        return None
+    conn: Optional[pgwire.Connection] = STATE.conn
+    if conn is None:
+        return None
+    if conn.closed or not conn.quiet():
+        log.debug("cached connection closed or not quiet while idle; reconnecting")
+        STATE.forget_connection()
+        return None
+    return conn
+
+
+def _deadline(connect_timeout_s: float, statement_timeout_ms: int) -> float:
+    """The event's deadline inside :func:`event`, else one from now."""
+    if STATE.deadline is not None:
+        return STATE.deadline
+    return time.monotonic() + connect_timeout_s + statement_timeout_ms / 1000.0 + STATEMENT_GRACE_S
+
+
+def _version(conn: pgwire.Connection, deadline: float) -> Optional[int]:
+    """The history's change counter (once per :func:`event` and connection); None when the
+    database has none (nothing is kept then). A new value forgets what was kept."""
+    read = STATE.version_read
+    if read is not None and STATE.event is not None and read[0] is STATE.event:
+        if read[1] is conn:
+            return read[2]
+    if STATE.counter is False:
+        return None
+    try:
+        rows = conn.query(VERSION_SQL, (), deadline, prepare=True)
+    except pgwire.PgError as err:
+        if err.sqlstate != UNDEFINED_TABLE:
+            raise
+        log.debug("lookups not kept: no history_version table (softwalltime db upgrade)")
+        STATE.counter = False
+        return None
+    value = rows[0][0] if len(rows) == 1 and len(rows[0]) == 1 else None
+    version = value if type(value) is int else None
+    STATE.counter = version is not None
+    if version != STATE.version:
+        STATE.forget_lookups()
+        STATE.version = version
+    STATE.version_read = (STATE.event, conn, version)
+    return version
 
 
 def _kept(wanted: Tuple[str, Tuple[Any, ...]]) -> Optional[List[Any]]:
-    """The rows kept for ``wanted`` (after :func:`_listening` said they are current), or None."""
-    kept = _history.get(wanted)
+    """The rows kept for ``wanted`` (after :func:`_version` said they are current), or None."""
+    kept = STATE.lookups.get(wanted)
     if kept is None:
         return None
     if time.monotonic() - kept[0] > HISTORY_CACHE_MAX_AGE_S:
-        del _history[wanted]
+        del STATE.lookups[wanted]
         return None
-    _history.move_to_end(wanted)
+    STATE.lookups.move_to_end(wanted)
     return list(kept[1])
 
 
-def decided(settings: Any, key: Optional[Tuple[Any, ...]], decide: Callable[[], T]) -> T:
-    """``decide()``, or what it returned for the same ``key`` and ``settings`` while nothing
-    changed in the history since (a user's burst of identical jobs: no call chain at all).
+def _keep(wanted: Tuple[str, Tuple[Any, ...]], rows: List[Any], entries: int) -> None:
+    STATE.lookups[wanted] = (time.monotonic(), tuple(rows))
+    while len(STATE.lookups) > entries:
+        STATE.lookups.popitem(last=False)
 
-    Only while lookups are kept (``history_cache_entries``, a listening connection) and for
-    the predictors whose answer depends on the history alone (not ``calibrated``, whose
-    site table changes on its own); ``key`` must hold every other input of the decision
-    (None: decide now, keep nothing).
+
+def decided(settings: Any, key: Optional[Tuple[Any, ...]], decide: Callable[[], T]) -> T:
+    """``decide()``, or what it returned for the same ``key`` and ``settings`` while the
+    history's change counter did not move (a user's burst of identical jobs: one round
+    trip, no call chain).
+
+    Only while lookups are kept (``history_cache_entries``, a database with the counter)
+    and for the predictors whose answer depends on the history alone (not ``calibrated``,
+    whose site table changes on its own); ``key`` must hold every other input of the
+    decision (None: decide now, keep nothing).
     """
     entries = settings.history_cache_entries
     if key is None or entries <= 0 or settings.predictor == "calibrated":
         return decide()
-    conn_key = _conn_key(settings.dsn, settings.connect_timeout_s, settings.statement_timeout_ms)
-    if not _listening(conn_key):
+    conn = _cached(
+        _conn_key(settings.dsn, settings.connect_timeout_s, settings.statement_timeout_ms)
+    )
+    if conn is None:
+        return decide()  # the lookup connects, within the event's deadline
+    try:
+        version = _version(
+            conn, _deadline(settings.connect_timeout_s, settings.statement_timeout_ms)
+        )
+    except DatabaseError as err:
+        log.debug("cached connection failed (%s); reconnecting", _one_line(err))
+        STATE.forget_connection()
         return decide()
-    conn = _cache["conn"]
+    if version is None:
+        return decide()
     full = (id(settings), key)  # hashing the settings' 30-odd fields would cost more
-    kept = _decisions.get(full)
+    kept = STATE.decisions.get(full)
     if (
         kept is not None
         and kept[2] is settings
         and time.monotonic() - kept[0] <= HISTORY_CACHE_MAX_AGE_S
     ):
-        _decisions.move_to_end(full)
+        STATE.decisions.move_to_end(full)
         answer: T = kept[1]
         return answer
     answer = decide()
-    if _cache["listening"] and _cache["conn"] is conn:  # still the connection it was made on
-        _decisions[full] = (time.monotonic(), answer, settings)
-        while len(_decisions) > entries:
-            _decisions.popitem(last=False)
+    if STATE.version == version:  # what it was decided from is still what was kept
+        STATE.decisions[full] = (time.monotonic(), answer, settings)
+        while len(STATE.decisions) > entries:
+            STATE.decisions.popitem(last=False)
     return answer
-
-
-def _keep(wanted: Tuple[str, Tuple[Any, ...]], rows: List[Any], entries: int) -> None:
-    _history[wanted] = (time.monotonic(), tuple(rows))
-    while len(_history) > entries:
-        _history.popitem(last=False)
 
 
 def recent_jobs(
@@ -263,8 +297,8 @@ def recent_jobs(
         also stops waiting ``STATEMENT_GRACE_S`` after it
     :param reuse: keep the connection in the module cache for the next call
     :param server: only jobs of this PBS server (None: every server's)
-    :param cache_entries: lookups kept on the cached connection while the database
-        notifies changes to the history (0: none; see the module's description)
+    :param cache_entries: lookups kept while the history's change counter does not move
+        (0: none; see the module's description)
     :returns: ``[(runtime_s, walltime_s or None), ...]`` most recent first
     :raises DatabaseError: connection or query failed or timed out; the hook fails open
     """
@@ -273,6 +307,26 @@ def recent_jobs(
     return _fetch(
         dsn, sql, params, connect_timeout_s, statement_timeout_ms, reuse, cache_entries, _clean
     )
+
+
+def _run(
+    conn: pgwire.Connection,
+    wanted: Tuple[str, Tuple[Any, ...]],
+    deadline: float,
+    cache_entries: int,
+    clean: Callable[[List[Tuple[Any, ...]]], List[T]],
+) -> List[T]:
+    """``clean(rows)`` of one lookup on ``conn``: kept rows while the counter did not move
+    (``cache_entries`` > 0), else the query's (then kept)."""
+    version = _version(conn, deadline) if cache_entries > 0 else None
+    if version is not None:
+        kept = _kept(wanted)
+        if kept is not None:
+            return kept
+    rows = clean(_query(conn, wanted[0], wanted[1], deadline))
+    if version is not None and STATE.version == version:
+        _keep(wanted, rows, cache_entries)
+    return rows
 
 
 def _fetch(
@@ -291,65 +345,43 @@ def _fetch(
     :raises SchemaMissingError: a table is missing (schema not migrated)
     :raises DatabaseError: connection or query failed or timed out
     """
-    deadline = time.monotonic() + connect_timeout_s + statement_timeout_ms / 1000.0
-    deadline += STATEMENT_GRACE_S
+    deadline = _deadline(connect_timeout_s, statement_timeout_ms)
     key = _conn_key(dsn, connect_timeout_s, statement_timeout_ms)
     wanted = (sql, tuple(params))
-    keep = reuse and cache_entries > 0
-
-    conn = _cache["conn"] if reuse and _cache["key"] == key else None
-    if conn is not None and conn.closed:
-        close_cached()
-        conn = None
-    if conn is not None and keep and _cache["listening"]:
-        if _listening(key):
-            kept = _kept(wanted)
-            if kept is not None:
-                return kept
-        else:  # lost while idle: forgotten
-            conn = None
+    entries = cache_entries if reuse else 0
+    conn = _cached(key) if reuse else None
     if conn is not None:
         try:
-            if keep and _cache["listening"] is None:  # opened by a lookup that kept nothing
-                _cache["listening"] = _listen(conn, deadline)
-            rows = clean(_query(conn, sql, params, deadline))
-            if keep and _cache["listening"]:
-                _keep(wanted, rows, cache_entries)
-            return rows
+            return _run(conn, wanted, deadline, entries, clean)
         except pgwire.PgError as err:
             if err.sqlstate == UNDEFINED_TABLE:
                 raise SchemaMissingError() from err
-            if err.sqlstate == pgwire.QUERY_CANCELED:
-                # statement_timeout: the connection is still usable, the history is not.
-                raise DatabaseError(f"history query failed: {_one_line(err)}") from err
-            close_cached()
+            if err.sqlstate != pgwire.QUERY_CANCELED:
+                STATE.forget_connection()
+            # statement_timeout (QUERY_CANCELED): the connection is still usable
             raise DatabaseError(f"history query failed: {_one_line(err)}") from err
         except DatabaseError as err:
             # The cached connection died since the last event (server restart, idle
             # timeout) or hangs: drop it and try once with a fresh one in the time left.
             log.debug("cached connection failed (%s); reconnecting", _one_line(err))
-            close_cached()
-    elif reuse:
-        close_cached()
+            STATE.forget_connection()
 
     conn = connect(dsn, connect_timeout_s, statement_timeout_ms, deadline=deadline)
+    if reuse:
+        STATE.conn, STATE.conn_key = conn, key
     try:
-        # LISTEN before the query: a change committed after it is notified, and one
-        # committed before is in the rows.
-        listening = _listen(conn, deadline) if keep else None
-        rows = clean(_query(conn, sql, params, deadline))
+        return _run(conn, wanted, deadline, entries, clean)
     except DatabaseError as err:
-        _close(conn)
+        if reuse:
+            STATE.forget_connection()
+        else:
+            _close(conn)
         if isinstance(err, pgwire.PgError) and err.sqlstate == UNDEFINED_TABLE:
             raise SchemaMissingError() from err
         raise DatabaseError(f"history query failed: {_one_line(err)}") from err
-    if reuse:
-        _cache.update(conn=conn, key=key, listening=listening)
-        if listening:
-            _keep(wanted, rows, cache_entries)
-    else:
-        _close(conn)
-    return rows
+    finally:
+        if not reuse:
+            _close(conn)
 
 
 def _clean(rows: List[Tuple[Any, ...]]) -> List[Tuple[int, Optional[int]]]:
@@ -411,19 +443,16 @@ def fetcher(
     :param server: the job's PBS server; used when ``history_scope`` is ``server``
     :raises ConfigError: no DSN configured; scope ``server`` without a server
     """
-    last = _last_fetch[0]
+    last = STATE.fetch
     if last is None or last.settings is not settings or last.server != server:
-        last = _last_fetch[0] = _Fetch(settings, server)
-    return last
-
-
-# The reader fetcher() made last: the hook asks for one at every event, with the same
-# (immutable) settings object while its config file is unchanged.
-_last_fetch: List[Optional["_Fetch"]] = [None]
+        last = STATE.fetch = _Fetch(settings, server)
+    return last  # type: ignore[no-any-return]
 
 
 class _Fetch:
-    """The history reader of :func:`fetcher` (a callable with a ``site`` attribute)."""
+    """The history reader of :func:`fetcher` (a callable with a ``site`` attribute); the
+    hook asks for one at every event, with the same (immutable) settings object while its
+    config file is unchanged, so it is made once."""
 
     def __init__(self, settings: Any, server: Optional[str]) -> None:
         self.dsn = require_dsn(settings)
@@ -431,11 +460,6 @@ class _Fetch:
         self.settings = settings
         self.server = server
         self._site = None  # type: Optional[SiteFetch]
-        # what _fetch would compute at every call, for the kept lookups' short way
-        self._key = _conn_key(self.dsn, settings.connect_timeout_s, settings.statement_timeout_ms)
-        self._sql = tuple(
-            scoped(q, self.only) for q in (RECENT_JOBS_SQL, RECENT_JOBS_WITH_WALLTIME_SQL)
-        )
 
     @property
     def site(self) -> SiteFetch:
@@ -447,13 +471,6 @@ class _Fetch:
     def __call__(
         self, username: str, limit: int, with_walltime_only: bool
     ) -> List[Tuple[int, Optional[int]]]:
-        if self.settings.history_cache_entries > 0:  # a kept lookup: no call chain, one poll
-            sql = self._sql[1 if with_walltime_only else 0]
-            only = self.only
-            params = (username, int(limit)) if only is None else (username, int(limit), only)
-            kept = _kept((sql, params)) if _listening(self._key) else None
-            if kept is not None:
-                return kept
         return recent_jobs(
             self.dsn,
             username,
@@ -521,8 +538,9 @@ def calibration(
     :raises DatabaseError: the read failed (e.g. the schema lacks revision 0004)
     """
     now = time.monotonic()
-    cached = _calibration["table"]
-    if cached is not None and _calibration["dsn"] == dsn and now - _calibration["at"] < max_age_s:
+    kept = STATE.calibration
+    cached = kept["table"]
+    if cached is not None and kept["dsn"] == dsn and now - kept["at"] < max_age_s:
         table: Choices = cached
         return table
     rows: List[Tuple[Any, ...]] = _fetch(
@@ -536,13 +554,13 @@ def calibration(
             raise DatabaseError(
                 f"calibration_state.choices: {err}; run 'softwalltime calibrate'"
             ) from err
-    _calibration.update(table=table, at=now, dsn=dsn)
+    kept.update(table=table, at=now, dsn=dsn)
     return table
 
 
 def forget_calibration() -> None:
     """Drop the cached calibration table (tests; ``softwalltime calibrate`` in-process)."""
-    _calibration.update(table=None, at=0.0, dsn=None)
+    STATE.calibration.update(table=None, at=0.0, dsn=None)
 
 
 def site_fetcher(settings: Any, server: Optional[str] = None) -> SiteFetch:

@@ -2,7 +2,7 @@
 
 A job queued for days keeps the prediction made at ``qsub`` from the history of that day.
 Refresh looks at every queued (``Q``) or held (``H``) job whose soft walltime the hook set
-(its ``SOFTWALLTIME_SET`` mark in ``Variable_List`` equals the value; a manager's value
+(its mark, the custom resource ``softwalltime_set``, equals the value; a manager's value
 never matches), predicts again with the hook's own code and configuration, and when the
 prediction moved by more than ``refresh_min_change_pct`` % and ``refresh_min_change_s``
 seconds, has it applied.
@@ -10,10 +10,9 @@ seconds, has it applied.
 How a value is applied: ``qalter -l walltime=W`` as manager with the job's current walltime
 ``W`` (so nothing the user asked for changes). That request fires the hook's ``modifyjob``
 event, and the hook predicts again and sets ``soft_walltime`` together with its mark, as it
-does for a user's ``qalter``. ``qalter`` cannot alter ``Variable_List`` (it has no ``-v``),
-and a ``qalter -l soft_walltime=N`` would look like a manager's value to the hook from then
-on (never refreshed or re-predicted at runjob again): going through the hook keeps one
-writer of the mark. The value is read back afterwards with ``qstat``.
+does for a user's ``qalter``. A ``qalter -l soft_walltime=N`` would look like a manager's
+value to the hook from then on (never refreshed or re-predicted at runjob again): going
+through the hook keeps one writer of the mark. The value is read back afterwards with ``qstat``.
 
 :func:`plan_job` and :func:`significant` are pure; :func:`refresh` talks to PBS.
 """
@@ -31,12 +30,12 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from ..errors import ConfigError, DatabaseError, ParseError, SoftwalltimeError
 from ..hookpath import lookup
 from ..hookpath.config import Settings, load_settings
-from ..hookpath.decide import decide
+from ..hookpath.decide import MARK_RESOURCE, JobEvent, decide
 from ..hookpath.predict import HistoryRow
 from ..units import format_duration, parse_duration
 from .commands import Pbs, PbsError, chunks
 
-MARK = "SOFTWALLTIME_SET"  # the hook's Variable_List entry (hooks/softwalltime_hook.py)
+MARK = MARK_RESOURCE  # the hook's mark: a custom resource in Resource_List
 QUEUED_STATES = ("Q", "H")
 DEFAULT_LOCK = "/run/lock/softwalltime-refresh.lock"
 # after this many database errors in a row the history is unreachable: stop the run
@@ -80,12 +79,10 @@ def _seconds(value: Any) -> Optional[int]:
 def job_from_qstat(job_id: str, attrs: dict[str, Any]) -> QueuedJob:
     """Build a :class:`QueuedJob` from one entry of qstat's ``Jobs`` object.
 
-    qstat's JSON prints a numeric-looking variable as a number (``"SOFTWALLTIME_SET": 60``),
-    so the mark is kept as text of what was printed.
+    The mark is kept as text of what qstat printed (a number in its JSON).
     """
     res = attrs.get("Resource_List") or {}
-    variables = attrs.get("Variable_List") or {}
-    mark = variables.get(MARK) if isinstance(variables, dict) else None
+    mark = res.get(MARK) if isinstance(res, dict) else None
     user = attrs.get("euser") or str(attrs.get("Job_Owner") or "").split("@")[0]
     walltime = res.get("walltime")
     try:
@@ -175,18 +172,8 @@ def plan_job(job: QueuedJob, settings: Settings, fetch: Fetch) -> Plan:
         return Plan(job, "skip", "set by a manager")
     if job.walltime_s is None or not job.walltime:
         return Plan(job, "skip", "no walltime")
-    decision = decide(
-        "modifyjob",
-        job.user,
-        job.queue,
-        job.walltime_s,
-        job.soft_s,
-        job.shrink_to_fit,
-        None,
-        settings._replace(dry_run=False),
-        fetch,
-        existing_is_ours=True,
-    )
+    this = JobEvent("modifyjob", job.user, job.queue, job.walltime_s, job.soft_s, True)
+    decision = decide(this, settings._replace(dry_run=False), fetch)
     new = decision.soft_walltime_s
     if new is None:
         predicted = decision.prediction.soft_walltime_s if decision.prediction else None

@@ -9,11 +9,12 @@ CREATE DATABASE; the benchmark database is dropped afterwards), else a private c
 started with initdb/pg_ctl in ``.bench/pg`` (removed afterwards). Prints figures to stdout.
 
 Timed path = what the hook runs per event after its imports: ``decide.decide(...)`` with
-``lookup.fetcher(settings)``, with ``history_cache_entries=0``: one indexed query per
-decision (random users: the hook's kept lookups help bursts, not this).
+``lookup.fetcher(settings)`` inside ``lookup.event(deadline)``, with
+``history_cache_entries=0``: one indexed query per decision (random users: the hook's kept
+lookups help bursts, not this).
 * warm: the module-level cached connection is reused (pbs_server keeps modules alive);
 * kept: one user's burst with the default ``history_cache_entries`` (one query, then the
-  lookup kept until the database notifies a change to the history);
+  lookup kept while the history's change counter, read once per event, does not move);
 * cold: the cache is dropped before every decision (a new connection each time);
 * hook script: the whole hook file run with runpy and the fake pbs module, warm (an upper
   bound: runpy recompiles the file each time, pbs_server caches the compiled script).
@@ -44,7 +45,7 @@ from psycopg2.extensions import make_dsn
 from softwalltime.db import engine as db
 from softwalltime.db.localpg import LocalCluster
 from softwalltime.hookpath import calibrated, decide, lookup, pgwire
-from softwalltime.hookpath.config import load_settings, redact_dsn
+from softwalltime.hookpath.config import hook_bound_s, load_settings, redact_dsn
 from softwalltime.hookpath.predict import PREDICTORS, predict
 from softwalltime.replay.calibrate import store_table
 
@@ -190,8 +191,9 @@ def _decisions(
         if reread:
             lookup.forget_calibration()
         start = time.perf_counter()
-        d = decide.decide("queuejob", user, "workq", wall, None, False, None, settings, fetch,
-                          ncpus=ncpus, site=site)  # fmt: skip
+        with lookup.event(time.monotonic() + hook_bound_s(settings)):
+            job = decide.JobEvent("queuejob", user, "workq", wall, None, ncpus=ncpus)
+            d = decide.decide(job, settings, fetch, site=site)
         samples.append(time.perf_counter() - start)
         sets += d.soft_walltime_s is not None
     if sets != n:

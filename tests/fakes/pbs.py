@@ -17,6 +17,11 @@ Behaviour copied from OpenPBS (``src/modules/python/pbs/v1/_base_types.py``,
 * ``duration``: an ``int`` subclass; accepts an int or ``[[H:]M:]S[.ms]``; ``int()`` gives
   seconds (fraction >= .5 rounds up); ``str()`` returns the original text.
 * ``Variable_List`` is a dict (``pbs_env``); PBS-reserved names are read-only in hooks.
+* Custom resources: ``softwalltime_set`` (type long, what ``softwalltime hooks install``
+  creates) is defined; :func:`define_resource` / :func:`undefine_resource` change that.
+* ``server_log``: the lines pbs_server itself writes when a hook sets job attributes, as
+  seen on OpenPBS 23.06: one line per resource (``hook set job's Resource_List.X = v``),
+  and the *whole* list for ``Variable_List`` (every variable the user passed with ``-v``).
 * ``run_hook(path)`` runs a hook file the way pbs_server does (fresh globals; SystemExit
   is a normal end; any other exception or a KeyboardInterrupt rejects) and then applies
   the server's own soft_walltime checks (``resc_attr.c``), returning the outcome: at
@@ -132,6 +137,7 @@ RESOURCE_TYPES = {
     "select": str,
     "place": str,
     "software": str,
+    "softwalltime_set": int,  # custom (hooks install); see define_resource()
 }
 
 
@@ -189,6 +195,10 @@ class pbs_env(dict):  # noqa: N801 - PBS's name
         if name in _READONLY_ENV:
             raise BadAttributeValueError(f"env variable '{name}' is readonly")
         dict.__setitem__(self, name, value)
+        self.__dict__["hook_set"] = True
+
+    def __str__(self):
+        return ",".join(f"{k}={v}" for k, v in self.items())
 
 
 class job:  # noqa: N801 - PBS's name
@@ -259,6 +269,20 @@ def server():
     return _Server()
 
 
+# What pbs_server logged itself (not through logmsg) for the current event.
+server_log = []
+
+
+def define_resource(name, kind=int):
+    """``qmgr -c "create resource NAME type=long"`` (test helper)."""
+    RESOURCE_TYPES[name] = kind
+
+
+def undefine_resource(name):
+    """``qmgr -c "delete resource NAME"`` (test helper)."""
+    RESOURCE_TYPES.pop(name, None)
+
+
 def logmsg(level, msg):
     logged.append((level, msg))
 
@@ -275,10 +299,23 @@ def new_event(type, requestor, job=None, job_o=None):  # noqa: A002
     ev = _Event(type, requestor, job, job_o=job_o)
     _current[0] = ev
     del logged[:]
+    del server_log[:]
     return ev
 
 
 Outcome = dict
+
+
+def _log_hook_sets(ev):
+    """What pbs_server logs of the attributes an accepted hook set (hook_func.c)."""
+    if ev.job is None:
+        return
+    who = f"'{ev.hook_name}' hook set job's"
+    for name, value in ev.job.Resource_List.hook_set.items():
+        server_log.append(f"{who} Resource_List.{name} = {value}")
+    env = ev.job.Variable_List
+    if env is not None and env.__dict__.get("hook_set"):
+        server_log.append(f"{who} Variable_List = {env}")
 
 
 def run_hook(path):
@@ -300,6 +337,7 @@ def run_hook(path):
         }
     if ev.accepted is False:
         return {"accepted": False, "message": ev.reject_msg or "", "soft_walltime": None}
+    _log_hook_sets(ev)
     rl = ev.job.Resource_List if ev.job is not None else None
     soft = rl["soft_walltime"] if rl is not None else None
     # The server's own checks on values a queuejob hook set (resc_attr.c); runjob: none.

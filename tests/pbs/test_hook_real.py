@@ -59,7 +59,8 @@ def test_user_qalter_of_walltime_down_and_up(install, hook_db, jobs):
 
 def test_managers_soft_walltime_is_kept(install, hook_db, jobs):
     install(dsn=hook_db)
-    jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
+    # the 0.3 mark was a Variable_List entry: a user could forge it for a manager's value
+    jobs.append(pbsctl.qsub("-h -l walltime=10:00:00 -v SOFTWALLTIME_SET=18000"))
     pbsctl.run("qalter", "-l", "soft_walltime=05:00:00", jobs[0])
     pbsctl.as_user(f"qalter -l walltime=12:00:00 {jobs[0]}")
     assert soft(jobs[0]) == 5 * H
@@ -248,9 +249,24 @@ def _hook_backend(dsn: str) -> tuple[int, object]:
         conn.close()
 
 
+def _last_statement(dsn: str) -> str:
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT query FROM pg_stat_activity WHERE application_name ="
+                " 'softwalltime-hook' AND datname = current_database()"
+            )
+            (row,) = cur.fetchall()
+            return str(row[0])
+    finally:
+        conn.close()
+
+
 def test_a_burst_of_one_users_jobs_reads_the_history_once(install, hook_db, jobs):
-    """The hook keeps a lookup while the database notifies no change to the history: a
-    user's burst of qsub costs one query; a commit to the history is seen by the next job."""
+    """The hook keeps a lookup while the history's change counter does not move: each job
+    of a user's burst reads the counter alone; a commit to the history is seen by the next
+    job."""
     # no interpreter restart in the burst: it would connect (and read) afresh
     for name in ("python_restart_max_hooks", "python_restart_max_objects"):
         pbsctl.qmgr(f"set server {name} = 1000000")
@@ -258,13 +274,63 @@ def test_a_burst_of_one_users_jobs_reads_the_history_once(install, hook_db, jobs
     install(dsn=hook_db)
     jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
     first = _hook_backend(hook_db)
+    assert "FROM finished_jobs" in _last_statement(hook_db)
     for _ in range(5):
         jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
+        # the event's last (and only) statement: the counter, never the history
+        assert _last_statement(hook_db) == "SELECT version FROM history_version"
     assert [soft(j) for j in jobs] == [v3(10 * H)] * 6
-    assert _hook_backend(hook_db) == first  # no statement since the first job
-    seed(hook_db, "alice", [(5 * H, 10 * H)], start=100)  # its commit notifies the hook
-    time.sleep(0.2)
+    seed(hook_db, "alice", [(5 * H, 10 * H)], start=100)  # its commit moves the counter
     jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
     assert soft(jobs[-1]) == 10 * H // 2 + 900
+    assert "FROM finished_jobs" in _last_statement(hook_db)
     pid, when = _hook_backend(hook_db)
     assert pid == first[0] and when != first[1]  # read again, on the same connection
+
+
+def test_a_silent_first_host_leaves_time_for_the_next(install, hook_db, hook_cluster, jobs):
+    """A libpq host list whose first host accepts and never answers: each host gets a fair
+    part of the connect time, so the second one answers within the bound (issue 16: the
+    first host took the whole bound, 53 jobs unchanged in an hour)."""
+    silent = SilentSocketServer()
+    try:
+        c = hook_cluster
+        dsn = f"host={silent.dir},{c.directory} port=5432,{c.port} user={c.superuser} dbname=hook"
+        install(dsn=dsn)
+        for _ in range(3):
+            log = pbsctl.ServerLog()
+            jobid, elapsed = pbsctl.qsub_timed("-h -l walltime=10:00:00")
+            jobs.append(jobid)
+            assert soft(jobid) == v3(10 * H), log.hook_lines()
+            assert elapsed <= 1.0 + 0.25 + 0.1 + 0.5, elapsed
+        assert silent.accepted, "the hook never tried the silent host"
+    finally:
+        silent.close()
+
+
+def test_no_server_log_line_holds_a_users_variable(install, hook_db, jobs):
+    """pbs_server logs a job's whole Variable_List when a hook sets an entry of it (0.3's
+    mark did, at runjob: a -v value in server_logs, mode 0644). The mark is now a resource
+    users can neither set nor alter, and pbs_server logs it alone."""
+    install(dsn=hook_db)
+    # a user's own mark: refused where the hook leaves the job alone (no walltime yet)...
+    refused = pbsctl.as_user("echo 'sleep 1' | qsub -h -l softwalltime_set=5", check=False)
+    assert refused.returncode != 0 and "softwalltime_set" in refused.stderr
+    # ...and replaced by the hook's where it predicts (what pbs_server does, seen here)
+    forged = pbsctl.qsub("-h -l walltime=01:00:00 -l softwalltime_set=5")
+    jobs.append(forged)
+    assert int(pbsctl.resource(forged, "softwalltime_set") or 0) == soft(forged) == v3(H)
+    log = pbsctl.ServerLog()
+    job = pbsctl.qsub("-h -l walltime=10:00:00 -v MY_TOKEN=hunter2secret", script="sleep 1")
+    jobs.append(job)
+    assert soft(job) == v3(10 * H)
+    pbsctl.as_user(f"qalter -l walltime=08:00:00 {job}")  # modifyjob predicts again
+    assert soft(job) == v3(8 * H)
+    seed(hook_db, "alice", [(4 * H, 8 * H)], start=100)  # runjob predicts anew: 0.5
+    pbsctl.run("qrls", job)
+    pbsctl.wait_state(job, "F", timeout=90)
+    assert soft(job) == 8 * H // 2 + 900
+    assert int(pbsctl.resource(job, "softwalltime_set") or 0) == 8 * H // 2 + 900
+    lines = log.lines()
+    assert any("hook set job's Resource_List.softwalltime_set" in x for x in lines), lines
+    assert [x for x in lines if "hunter2" in x] == []
