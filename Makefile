@@ -103,3 +103,8 @@ bench-evaluate: $(VENV)/.installed
 .PHONY: bench-simulate
 bench-simulate: $(VENV)/.installed
 	$(BIN)/python tests/benchmarks/bench_simulate.py
+
+## bench-soak: pbs_server's memory over 20,000 hook events, softwalltime vs an empty hook (root)
+.PHONY: bench-soak
+bench-soak: $(VENV)/.installed
+	$(BIN)/python tests/benchmarks/bench_soak.py

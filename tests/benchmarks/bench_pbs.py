@@ -46,7 +46,7 @@ _TIME_RE = re.compile(r"softwalltime: queuejob user='alice'.*\[([0-9.]+) ms\]$")
 _RESTART = "Restarting Python interpreter"
 
 
-def _submit(n: int) -> float:
+def submit(n: int) -> float:
     """qsubs per second for ``n`` held jobs, one qsub process each, timed in alice's shell."""
     out = pbsctl.as_user(
         "s=$(date +%s.%N); for i in $(seq " + str(n) + "); do"
@@ -57,7 +57,7 @@ def _submit(n: int) -> float:
     return n / (float(out[1]) - float(out[0]))
 
 
-def _clear_jobs() -> None:
+def clear_jobs() -> None:
     ids = pbsctl.run("qselect", "-u", pbsctl.USER).stdout.split()
     for i in range(0, len(ids), 200):
         pbsctl.qdel(*ids[i : i + 200])
@@ -128,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
                 for kind in kinds if rnd % 2 == 0 else kinds[::-1]:
                     _enable(kind)
                     if args.warmup:
-                        _submit(args.warmup)
+                        submit(args.warmup)
                     log = pbsctl.ServerLog()
-                    rate = _submit(args.jobs)
+                    rate = submit(args.jobs)
                     rates[kind].append(rate)
                     restarts[kind] += sum(_RESTART in line for line in log.lines())
                     if kind == "softwalltime hook":
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                             elif m := _TIME_RE.search(line):
                                 (cold_ms if cold else hook_ms).append(float(m.group(1)))
                                 cold = False
-                    _clear_jobs()
+                    clear_jobs()
                 print(
                     f"  round {rnd + 1:2}: "
                     + ", ".join(f"{kind} {rates[kind][-1]:5.1f}" for kind in kinds)
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
         finally:
             _remove()
-            _clear_jobs()
+            clear_jobs()
             cluster.destroy()
             shutil.rmtree(workdir, ignore_errors=True)
     print("qsub throughput (median of rounds, one qsub process per job):")
