@@ -143,10 +143,21 @@ class ArchiveTruncated(EOFError):
     """A gzip archive ends inside a member: what came before it was read."""
 
 
+class TrailingJunk(Exception):
+    """Bytes after the last gzip member that are neither another member nor zero padding
+    (gzip(1): "trailing garbage ignored"): everything before them was read."""
+
+    def __init__(self, offset: int, size: int) -> None:
+        Exception.__init__(self, f"{size} bytes of trailing junk at byte {offset}")
+        self.offset = offset  # in the file as stored (compressed)
+        self.size = size
+
+
 def _gunzip(raw: IO[bytes]) -> Iterator[bytes]:
     """Decompressed data of every member of a gzip file, in pieces of CHUNK_BYTES at most.
 
     :raises ArchiveTruncated: at the end, if the archive ends inside a member
+    :raises TrailingJunk: at the end, if what follows the last member is not gzip data
     :raises zlib.error: corrupt data
     """
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -161,11 +172,9 @@ def _gunzip(raw: IO[bytes]) -> Iterator[bytes]:
             if out:
                 yield out
             if d.eof:
-                buf = d.unused_data
+                buf = _after_member(raw, d.unused_data)
                 d = zlib.decompressobj(16 + zlib.MAX_WBITS)
                 in_member = False
-                if not buf.strip(b"\0"):
-                    buf = b""  # zero padding after the last member, as gzip allows
             else:
                 buf = d.unconsumed_tail
     if in_member:
@@ -175,17 +184,40 @@ def _gunzip(raw: IO[bytes]) -> Iterator[bytes]:
         raise ArchiveTruncated("the archive is truncated (it ends inside a gzip member)")
 
 
+def _after_member(raw: IO[bytes], rest: bytes) -> bytes:
+    """What follows a gzip member (``rest``: read already): the start of the next member,
+    or b"" at the end of the file, zero padding (which gzip allows) included.
+
+    :raises TrailingJunk: anything else follows
+    """
+    while len(rest) < len(_GZIP_MAGIC):
+        more = raw.read(1 << 20)
+        if not more:
+            break
+        rest += more
+    if not rest or rest.startswith(_GZIP_MAGIC):
+        return rest
+    offset = raw.tell() - len(rest)
+    while rest:
+        if rest.strip(b"\0"):
+            raise TrailingJunk(offset, os.fstat(raw.fileno()).st_size - offset)
+        rest = raw.read(1 << 20)
+    return b""
+
+
 class _Gunzip(io.RawIOBase):
     """A readable file of every member of a gzip archive (GzipFile reads them too, but
-    refuses a truncated archive whole): a truncated one gives all its readable data, and
-    ArchiveTruncated only when that is used up."""
+    refuses a truncated archive whole): a truncated or corrupt one gives all its readable
+    data, and the error only when that is used up. Trailing junk ends the data, and is
+    kept in ``junk``."""
 
     def __init__(self, path: str) -> None:
         self._raw = open(path, "rb")
         self._pieces = _gunzip(self._raw)
         self._buf = b""
         self._end = False
-        self._error: Optional[ArchiveTruncated] = None
+        self._error: Optional[Exception] = None
+        self.junk: Optional[TrailingJunk] = None
 
     def readable(self) -> bool:
         return True
@@ -197,7 +229,9 @@ class _Gunzip(io.RawIOBase):
                 self._buf += next(self._pieces)
             except StopIteration:
                 self._end = True
-            except ArchiveTruncated as err:
+            except TrailingJunk as junk:
+                self.junk, self._end = junk, True
+            except (ArchiveTruncated, zlib.error) as err:
                 self._error = err
         if not self._buf and self._error is not None:
             raise self._error
@@ -384,13 +418,14 @@ class Reader:
 
     After iteration, ``pending`` is the number of bytes of an incomplete last line left
     for the next run (plain files only: an archive is final, so its last line counts even
-    without a newline).
+    without a newline), and ``junk`` what followed an archive's last member, if not gzip.
     """
 
     def __init__(self, f: LogFile, offset: int) -> None:
         self.file = f
         self.offset = offset
         self.pending = 0
+        self.junk: Optional[TrailingJunk] = None  # after the last member of an archive
 
     def chunks(self) -> Iterator[Tuple[int, bytes, int]]:
         """``(start_offset, data, end_offset)``: ``data`` is whole lines; each ends in ``\\n``
@@ -443,6 +478,7 @@ class Reader:
                         yield pos, carry, pos + len(carry)
                     else:
                         self.pending = len(carry)
+                self.junk = getattr(fh, "junk", None)
         except (OSError, EOFError, zlib.error) as err:
             raise FileError(f"{f.path}: cannot read: {_reason(err)}") from err
 

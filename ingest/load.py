@@ -6,12 +6,14 @@ checkpoint or neither, and the upsert on the natural key makes any re-read harml
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
 import queue
+import sys
 import threading
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import psycopg2
 import psycopg2.errors
@@ -151,6 +153,33 @@ def connect(dsn: str) -> Any:
         from softwalltime.db.engine import describe_connect_error
 
         raise DatabaseError(describe_connect_error(dsn, err)) from err
+
+
+@contextlib.contextmanager
+def psycopg2_prints_muted() -> Iterator[None]:
+    """While in the block, drop the exception chain psycopg2 prints when the server ends
+    the session during a COPY (a stopped server, pg_terminate_backend).
+
+    psycopg2 (2.9, ``_pq_copy_in_v3``) raises the server's error, then reads the next result
+    of the dead connection and decodes its message while that error is still set: the
+    decoder's SystemError ("returned a result with an exception set") chained to it goes to
+    ``PyErr_Print``, that is to ``sys.excepthook``, on stderr. copy_expert() then raises an
+    OperationalError as usual, which the batch reports in one line: the printed chain says
+    nothing more. Any other exception still reaches the previous hook.
+    """
+    previous = sys.excepthook
+
+    def hook(kind: Any, value: Any, tb: Any) -> None:
+        if isinstance(value, SystemError) and isinstance(value.__cause__, psycopg2.Error):
+            log.debug("psycopg2 printed %s: %s", type(value.__cause__).__name__, value)
+            return
+        previous(kind, value, tb)
+
+    sys.excepthook = hook
+    try:
+        yield
+    finally:
+        sys.excepthook = previous
 
 
 def _db_error(what: str, err: BaseException) -> DatabaseError:

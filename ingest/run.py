@@ -31,6 +31,7 @@ from .files import (
     LogFile,
     Plan,
     Reader,
+    TrailingJunk,
     archive_read,
     find_files,
     index_checkpoints,
@@ -38,7 +39,7 @@ from .files import (
     looks_like_accounting_name,
     plan,
 )
-from .load import Committer, Loader, LockHolder, connect
+from .load import Committer, Loader, LockHolder, connect, psycopg2_prints_muted
 from .parse import MALFORMED_TYPE, SHOW_MALFORMED, Chunk, copy_text, parse_chunk
 
 log = logging.getLogger(__name__)
@@ -198,6 +199,7 @@ class _FileEnd(NamedTuple):
     pending: int
     state: str
     error: Optional[str]
+    junk: Optional[TrailingJunk]  # what followed an archive's last member, if not gzip data
 
 
 class _ChunkJob(NamedTuple):
@@ -373,7 +375,7 @@ class Ingester:
                 self.summary.bytes_read += end - start
         except FileError as err:
             error = str(err)
-        self._push(_FileEnd(f, pos, lineno, reader.pending, p.state, error))
+        self._push(_FileEnd(f, pos, lineno, reader.pending, p.state, error, reader.junk))
 
     def _push(self, item: Union[_ChunkJob, _FileEnd]) -> None:
         self.inflight.append(item)
@@ -385,25 +387,7 @@ class Ingester:
         item = self.inflight.popleft()
         s = self.summary
         if isinstance(item, _FileEnd):
-            f = item.f
-            fingerprint = f.fingerprint or ""
-            if f.compressed and item.error is None and fingerprint:
-                # read to its end: known by its size on disk (its trailer covers the last
-                # member only)
-                fingerprint = archive_read(fingerprint, f.size)
-            if item.end != 0 or f.path in self.checkpoints:
-                self.checkpoints[f.path] = Checkpoint(
-                    f.path, f.inode, fingerprint, item.end, item.lineno
-                )
-            if item.error is not None:
-                self._fail(item.error)
-            else:
-                self._state(item.state)
-            if item.pending:
-                s.notes.append(
-                    f"{f.path}:{item.lineno + 1}: incomplete last line ({item.pending} bytes) "
-                    "left for the next run"
-                )
+            self._end_file(item)
             return
         chunk = item.result if isinstance(item.result, Chunk) else self._result(item.result)
         f = item.f
@@ -444,6 +428,35 @@ class Ingester:
             self._flush()
         self.progress.update(s.bytes_read, s.records)
 
+    def _end_file(self, item: _FileEnd) -> None:
+        """A file read to its end: its checkpoint, its state and what to tell about it."""
+        f = item.f
+        fingerprint = f.fingerprint or ""
+        if f.compressed and item.error is None and fingerprint:
+            # read to its end: known by its size on disk (its trailer covers the last
+            # member only)
+            fingerprint = archive_read(fingerprint, f.size)
+        if item.end != 0 or f.path in self.checkpoints:
+            self.checkpoints[f.path] = Checkpoint(
+                f.path, f.inode, fingerprint, item.end, item.lineno
+            )
+        if item.error is not None:
+            self._fail(item.error)
+        else:
+            self._state(item.state)
+        if item.pending:
+            self.summary.notes.append(
+                f"{f.path}:{item.lineno + 1}: incomplete last line ({item.pending} bytes) "
+                "left for the next run"
+            )
+        if item.junk is not None:
+            note = (
+                f"{f.path}: {item.junk.size:,} byte(s) at byte {item.junk.offset:,}, after the"
+                " last gzip member, are not gzip data: ignored (all before them was read)"
+            )
+            log.warning("%s", note)
+            self.summary.notes.append(note)
+
     def _flush(self) -> None:
         """Hand the current batch (rows and checkpoints) to the committer."""
         if not (self.jobs or self.reruns or self.checkpoints):
@@ -477,7 +490,8 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _worker_init(parent: int, inherited_db_fd: int) -> None:
-    """Bind a parse worker's life to the ingester's, and drop its copy of the DB socket.
+    """Bind a parse worker's life to the ingester's, drop its copy of the DB socket, and
+    leave Ctrl-C to the ingester.
 
     A forked worker inherits the parent's database socket. If the parent is killed, that
     copy kept the session, and so the advisory lock, alive while the worker blocked on a
@@ -489,6 +503,9 @@ def _worker_init(parent: int, inherited_db_fd: int) -> None:
         os.close(inherited_db_fd)
     except OSError:
         pass
+    # Ctrl-C reaches the whole process group: the parent ends the run (its pool, the batch
+    # in flight) and says so in one line; a worker would print a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -514,6 +531,7 @@ def run(opts: Options, progress_stream: Optional[IO[str]] = None) -> Summary:
             summary.locked_out = True
             summary.lock_holder = loader.lock_holder()
             return summary
-        return Ingester(opts, loader, progress_stream or sys.stderr).run()
+        with psycopg2_prints_muted():
+            return Ingester(opts, loader, progress_stream or sys.stderr).run()
     finally:
         loader.close()

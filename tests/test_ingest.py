@@ -549,6 +549,122 @@ def test_a_table_lock_held_elsewhere_fails_with_one_line(
     assert ingest(capsys, fresh_dsn, str(log))[0] == 0 and count(fresh_dsn) == 1
 
 
+def wait_until(condition, timeout=60.0):
+    """Poll ``condition`` until it gives something true or ``timeout`` seconds passed: its
+    last value. What another process does arrives when it does: no fixed sleep fits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(0.002)
+
+
+def _copying_backend(dsn: str, proc: subprocess.Popen) -> int | None:
+    """The backend of ``proc``'s session while it runs a COPY, else None."""
+    rows = query(
+        dsn,
+        "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND state = 'active'"
+        " AND query LIKE 'COPY %%'",
+        f"softwalltime-ingest pid={proc.pid}",
+    )
+    return rows[0][0] if rows else None
+
+
+def test_a_session_ended_during_a_copy_is_one_line_and_the_next_run_completes(fresh_dsn, big_log):
+    """Issue 16 case 10: a database stopped mid-run printed psycopg2's SystemError chain
+    (its COPY reads the dead connection's next result with the first error still set)."""
+    path, n = big_log
+    proc = _ingest_process(fresh_dsn, "--batch-size", "4000", str(path))
+    backend = wait_until(lambda: proc.poll() is None and _copying_backend(fresh_dsn, proc))
+    assert backend, "the run ended before a COPY was seen"
+    assert query(fresh_dsn, "SELECT pg_terminate_backend(%s)", backend) == [(True,)]
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("softwalltime-ingest: error: batch rolled back (")
+    rerun = _ingest_process(fresh_dsn, str(path))
+    assert rerun.wait(timeout=120) == 0
+    assert count(fresh_dsn) == n
+
+
+def _idle_workers(proc: subprocess.Popen, path: Path) -> list[int]:
+    """``proc``'s parse workers that sleep (wait for a chunk; parsing one keeps them running)."""
+    idle = []
+    for pid in _live_processes_reading(path):
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if pid != proc.pid and state == "S":
+            idle.append(pid)
+    return idle
+
+
+def test_ctrl_c_during_a_parallel_run_is_one_line_and_exit_130(fresh_dsn, parallel_log):
+    """Issue 16 case 10: Ctrl-C reaches the whole process group, and each parse worker
+    printed a KeyboardInterrupt traceback after the ingester's own line."""
+    path, n = parallel_log
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "softwalltime_ingest", "--dsn", fresh_dsn, "--no-progress"]
+        # one row per transaction: the workers parse ahead, then wait for the commits
+        + ["--workers", "2", "--batch-size", "1", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell gives a command
+    )
+    _SPAWNED.append(proc)
+    started = wait_until(
+        lambda: proc.poll() is None and count(fresh_dsn) and len(_idle_workers(proc, path)) == 2
+    )
+    assert started, "the run did not get going with its two workers waiting for work"
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends for Ctrl-C
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (130, "softwalltime-ingest: interrupted\n"), out
+    assert wait_until(lambda: not _live_processes_reading(path), timeout=10)
+    # what was committed is exact: the next run completes the log
+    assert _ingest_process(fresh_dsn, str(path)).wait(timeout=180) == 0
+    assert count(fresh_dsn) == n
+
+
+# Runs the console script's two lines; the first import of the ingester's loading code
+# blocks until a signal arrives, and a file says it is there.
+_SLOW_IMPORT = """
+import pathlib, signal, sys
+class SlowImport:
+    def find_spec(self, name, path=None, target=None):
+        if name == "softwalltime_ingest.run":
+            pathlib.Path(sys.argv[1]).write_text("importing")
+            signal.pause()
+        return None
+sys.meta_path.insert(0, SlowImport())
+from softwalltime_ingest.__main__ import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_ctrl_c_while_the_modules_load_is_one_line_and_exit_130(tmp_path, template_e):
+    """Issue 16 case 10: the console script imported psycopg2 and the parser before main()
+    could catch anything, so Ctrl-C in the first fifth of a second was a traceback."""
+    log = tmp_path / "acct"
+    log.write_text(e_line(template_e, 1))
+    mark = tmp_path / "importing"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_IMPORT, str(mark), "--dsn", "postgresql://", str(log)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _SPAWNED.append(proc)
+    assert wait_until(lambda: mark.exists() or proc.poll() is not None), "no import seen"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert (proc.returncode, out, err) == (130, "", "softwalltime-ingest: interrupted\n")
+
+
 # -- unusable database -------------------------------------------------------------------
 
 
@@ -788,6 +904,53 @@ def test_a_truncated_archive_gives_its_readable_part_and_an_error(
     stored = count(fresh_dsn)
     offset, lines = checkpoint(fresh_dsn, archive)
     assert lines == stored  # and checkpointed exactly
+
+
+def test_trailing_junk_after_an_archive_keeps_its_rows_and_is_reported(
+    capsys, caplog, fresh_dsn, tmp_path, big_log, template_e
+):
+    """Issue 16 case 10: junk after the last gzip member lost the archive's valid rows (all
+    of a small one: its first line could not even be read; the last 4 MiB of a big one)."""
+    path, n = big_log
+    data = gzip.compress(path.read_bytes())
+    junk = b"appended by a broken copy\n" * 40
+    archive = tmp_path / "20261122.gz"
+    archive.write_bytes(data + junk)
+    small = tmp_path / "20261123.gz"
+    small.write_bytes(gzip.compress(e_line(template_e, n + 1).encode()) + b"x")
+    code, out, err = ingest(capsys, fresh_dsn, str(archive), str(small))
+    assert code == 0, err
+    assert count(fresh_dsn) == n + 1
+    expected = (
+        f"{archive}: {len(junk):,} byte(s) at byte {len(data):,}, after the last gzip member,"
+        " are not gzip data: ignored (all before them was read)"
+    )
+    assert expected in out and expected in caplog.text
+    assert f"{small}: 1 byte(s) at byte " in out
+    assert checkpoint(fresh_dsn, archive) == (path.stat().st_size, n)
+    code, out, _ = ingest(capsys, fresh_dsn, str(archive), str(small))  # read to its end
+    assert code == 0 and "(2 unchanged)" in out and "gzip" not in out
+
+
+def test_zero_padding_after_an_archive_is_no_junk(capsys, fresh_dsn, tmp_path, template_e):
+    archive = tmp_path / "20261122.gz"
+    lines = "".join(e_line(template_e, i) for i in range(10))
+    archive.write_bytes(gzip.compress(lines.encode()) + bytes(3 << 20))  # as tar pads
+    code, out, err = ingest(capsys, fresh_dsn, str(archive))
+    assert (code, count(fresh_dsn)) == (0, 10), err
+    assert "gzip" not in out + err
+
+
+def test_a_corrupt_member_after_a_good_one_keeps_the_good_rows(
+    capsys, caplog, fresh_dsn, tmp_path, template_e
+):
+    archive = tmp_path / "20261122.gz"
+    good = gzip.compress("".join(e_line(template_e, i) for i in range(10)).encode())
+    archive.write_bytes(good + b"\x1f\x8b\x08\x00garbage that is no deflate stream")
+    code, out, err = ingest(capsys, fresh_dsn, str(archive))
+    assert code == 1 and "1 file(s) could not be read" in err
+    assert f"{archive}: cannot read: Error -3 while decompressing" in caplog.text
+    assert count(fresh_dsn) == 10
 
 
 def test_odd_entries_named_like_logs_in_the_directory_are_reported(
