@@ -70,9 +70,9 @@ def test_refresh_follows_newer_history_and_keeps_a_managers_value(install, hook_
     for job in (ours, held):
         assert soft(job) == 5 * H + 900
         info = pbsctl.job(job)
-        assert int(info["Variable_List"]["SOFTWALLTIME_SET"]) == 5 * H + 900  # still ours
+        assert int(info["Resource_List"]["softwalltime_set"]) == 5 * H + 900  # still ours
         assert info["Resource_List"]["walltime"] == "10:00:00"
-        assert info["Variable_List"]["PBS_O_LOGNAME"] == "alice"  # other variables kept
+        assert info["Variable_List"]["PBS_O_LOGNAME"] == "alice"  # variables untouched
     assert pbsctl.job(held)["job_state"] == "H"
     assert soft(managers) == 5 * H
 
