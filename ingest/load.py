@@ -32,8 +32,11 @@ CONNECT_TIMEOUT_S = 5
 # Waits of the ingester's session: on a table lock another session holds (an ALTER, a
 # VACUUM FULL) it gives up after LOCK_TIMEOUT_S with one line instead of waiting forever
 # with the ingest lock held; no statement runs longer than STATEMENT_TIMEOUT_S (a batch
-# takes seconds).
+# takes seconds). 60 s rides out the short locks of routine work (a migration's ALTER takes
+# milliseconds) and ends a blocked run well before cron starts the next (every 5 minutes),
+# which then finds the ingest lock free and reads the same lines again.
 LOCK_TIMEOUT_S = 60
+_LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE of a lock_timeout
 STATEMENT_TIMEOUT_S = 600
 # The holder of the ingest lock, from pg_locks (a bigint advisory key is classid:objid,
 # objsubid 1) and pg_stat_activity; backend_start: the holder locks right after connecting.
@@ -184,6 +187,11 @@ def psycopg2_prints_muted() -> Iterator[None]:
 
 def _db_error(what: str, err: BaseException) -> DatabaseError:
     first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    if getattr(err, "pgcode", None) == _LOCK_NOT_AVAILABLE:
+        first += (
+            f" after {LOCK_TIMEOUT_S} s: another session holds a lock on the history tables;"
+            " nothing of this run's uncommitted work is kept, the next run reads it again"
+        )
     return DatabaseError(f"{what}: {first}")
 
 

@@ -544,7 +544,7 @@ def test_a_table_lock_held_elsewhere_fails_with_one_line(
         locker.close()
     assert code == 1 and elapsed < 10, (code, elapsed, err)
     errors = [line for line in err.splitlines() if line.startswith("softwalltime: error:")]
-    assert len(errors) == 1 and "lock timeout" in errors[0], err
+    assert len(errors) == 1 and "lock timeout after 1 s: another session holds" in errors[0], err
     assert "Traceback" not in err
     assert ingest(capsys, fresh_dsn, str(log))[0] == 0 and count(fresh_dsn) == 1
 
