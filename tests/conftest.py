@@ -191,3 +191,19 @@ def pbs(monkeypatch):
         logger.removeHandler(h)
     logger.propagate = True
     logger.setLevel(logging.NOTSET)
+
+
+@pytest.fixture()
+def fake():
+    """``fake(script, **kw)`` starts a FakeServer, closed after the test."""
+    servers = []
+
+    def start(script, **kw):
+        from helpers_fakepg import FakeServer
+
+        servers.append(FakeServer(script, **kw))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
