@@ -226,8 +226,12 @@ def run(build: Callable[[], argparse.ArgumentParser], argv: list[str] | None, pr
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    parser = build()
-    args = parser.parse_args(argv)
+    try:  # building the parser imports every command module: Ctrl-C may land there
+        parser = build()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
     if not args.debug:
         # alembic and SQLAlchemy narrate every step at INFO; admins want our lines only.
         logging.getLogger("alembic").setLevel(logging.WARNING)
