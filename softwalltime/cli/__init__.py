@@ -33,6 +33,7 @@ _COMMAND_MODULES = (
     "softwalltime.cli.simulate",
     "softwalltime.cli.refresh",
     "softwalltime.cli.status",
+    "softwalltime.cli.report",
 )
 _ENTRY_POINT_GROUP = "softwalltime.commands"
 
@@ -247,6 +248,13 @@ def run(build: Callable[[], argparse.ArgumentParser], argv: list[str] | None, pr
     except SoftwalltimeError as err:
         if args.debug:
             raise
+        # a command may answer its own errors (status --nagios: one UNKNOWN line, exit 3)
+        on_error: Callable[[argparse.Namespace, str], int | None] | None = getattr(
+            args, "on_error", None
+        )
+        answered = on_error(args, str(err)) if on_error else None
+        if answered is not None:
+            return answered
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
