@@ -23,14 +23,16 @@ def make_report(
     server: Optional[str] = None,
     queue: Optional[str] = None,
 ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """The report's numbers and what they cover, read in one snapshot.
+    """The report's numbers and what they cover.
+
+    The caller owns the transaction: make it REPEATABLE READ for one consistent snapshot
+    (the command does).
 
     :param deployed_at: when soft walltimes were deployed; default: the creation time of
         the first job with a soft walltime (on ``server`` if given)
     :raises NothingToReportError: no finished job in the scope, or none with a soft walltime
         after the deployment
     """
-    conn.execute(sa.text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"))
     conn.execute(sa.text("SELECT set_config('work_mem', :v, true)"), {"v": WORK_MEM})
     how = "given with --deployed-at"
     if deployed_at is None:

@@ -1,0 +1,224 @@
+"""``softwalltime report``: its numbers against independent SQL, its refusals, its page.
+
+The demo history is the CERIT-SC 2013 trace replayed through predictor v3 from 2013-02-01
+(softwalltime.report.synthetic), loaded once per module into its own database.
+"""
+
+import datetime as dt
+import json
+import os
+
+import pytest
+import sqlalchemy as sa
+from helpers_history import add_jobs
+
+from softwalltime.cli import main
+from softwalltime.db import engine as db
+from softwalltime.report import NothingToReportError, build, html, synthetic
+from softwalltime.report.queries import Scope, queue_fit, under_estimates
+
+DEPLOYED = synthetic.DEFAULT_DEPLOYED_AT
+CLASS = (
+    "CASE WHEN runtime_s <= 7200 THEN 'short' WHEN runtime_s <= 86400 THEN 'medium' ELSE 'long' END"
+)
+
+
+@pytest.fixture(scope="module")
+def demo_dsn(pg_server, template_db):
+    name = f"swt_report_{os.getpid()}"
+    dsn = pg_server.create_database(name, template=template_db)
+    engine = db.make_engine(dsn, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        synthetic.load(conn)
+    engine.dispose()
+    yield dsn
+    pg_server.drop_database(name)
+
+
+@pytest.fixture(scope="module")
+def demo(demo_dsn):
+    engine = db.make_engine(demo_dsn, poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        data, meta = build.make_report(conn)
+        deployed = conn.execute(
+            sa.text("SELECT min(ctime) FROM finished_jobs WHERE soft_walltime_s IS NOT NULL")
+        ).scalar()
+    yield data, meta, engine, deployed
+    engine.dispose()
+
+
+def _sql(engine, statement, **params):
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(sa.text(statement), params)]
+
+
+def test_synthetic_history_has_soft_walltimes_only_after_deployment(demo):
+    _, _, engine, deployed = demo
+    [(before_soft, after_soft, over_wall)] = _sql(
+        engine,
+        "SELECT count(*) FILTER (WHERE ctime < :d AND soft_walltime_s IS NOT NULL),"
+        " count(*) FILTER (WHERE ctime >= :d AND soft_walltime_s IS NOT NULL),"
+        " count(*) FILTER (WHERE soft_walltime_s > walltime_s) FROM finished_jobs",
+        d=DEPLOYED,
+    )
+    assert before_soft == 0 and over_wall == 0
+    assert after_soft > 10000
+    assert deployed >= DEPLOYED
+
+
+def test_deployment_found_and_synthetic_said(demo):
+    data, meta, _, deployed = demo
+    assert meta["deployed_at"] == deployed.isoformat()
+    assert meta["deployed_how"] == "the first job with a soft walltime"
+    assert data["totals"]["synthetic"] == data["totals"]["jobs"]
+    page = html.render(data, meta)
+    assert "Synthetic data: " in page and "replayed through predictor v3" in page
+
+
+def test_per_class_medians_and_under_estimates_equal_independent_sql(demo):
+    data, _, engine, deployed = demo
+    expected = {
+        cls: (wall, soft, under)
+        for cls, wall, soft, under in _sql(
+            engine,
+            f"SELECT {CLASS}, percentile_cont(0.5) WITHIN GROUP"
+            " (ORDER BY (walltime_s - runtime_s) / 3600.0),"
+            " percentile_cont(0.5) WITHIN GROUP (ORDER BY (soft_walltime_s - runtime_s) / 3600.0),"
+            " 100.0 * count(*) FILTER (WHERE runtime_s > soft_walltime_s) / count(*)"
+            " FROM finished_jobs WHERE ctime >= :d AND soft_walltime_s IS NOT NULL"
+            " AND walltime_s > 0 AND runtime_s IS NOT NULL GROUP BY 1",
+            d=deployed,
+        )
+    }
+    got = {r["cls"]: r for r in data["by_class"] if r["after"]}
+    assert set(got) == set(expected) == {"short", "medium", "long"}
+    for cls, (wall, soft, under) in expected.items():
+        assert got[cls]["median_wall_error_h"] == pytest.approx(wall, abs=1e-9), cls
+        assert got[cls]["median_soft_error_h"] == pytest.approx(soft, abs=1e-9), cls
+        assert got[cls]["under_pct"] == pytest.approx(float(under), abs=1e-9), cls
+    # Soft walltimes of the replayed v3 beat the users' walltimes in every class.
+    for r in got.values():
+        assert abs(r["median_soft_error_h"]) < r["median_wall_error_h"]
+
+
+def test_mean_wait_per_class_before_and_after_equal_independent_sql(demo):
+    data, _, engine, deployed = demo
+    expected = {
+        (cls, after): wait
+        for cls, after, wait in _sql(
+            engine,
+            f"SELECT {CLASS}, ctime >= :d, avg(extract(epoch FROM started_at - ctime)) / 3600"
+            " FROM finished_jobs WHERE walltime_s > 0 AND runtime_s IS NOT NULL"
+            " AND (ctime < :d OR soft_walltime_s IS NOT NULL) GROUP BY 1, 2",
+            d=deployed,
+        )
+    }
+    got = {(r["cls"], r["after"]): r["mean_wait_h"] for r in data["by_class"]}
+    assert len(got) == 6 and set(got) == set(expected)
+    for key, wait in expected.items():
+        assert got[key] == pytest.approx(float(wait), rel=1e-12), key
+
+
+def test_share_of_users_improved_equals_independent_sql(demo):
+    data, _, engine, deployed = demo
+    [(users, improved)] = _sql(
+        engine,
+        "SELECT count(*), count(*) FILTER (WHERE w > s) FROM ("
+        " SELECT username, sum(abs(walltime_s - runtime_s)) AS w,"
+        " sum(abs(soft_walltime_s - runtime_s)) AS s FROM finished_jobs"
+        " WHERE ctime >= :d AND soft_walltime_s IS NOT NULL GROUP BY username) per_user",
+        d=deployed,
+    )
+    summary = data["users"]["summary"]
+    assert summary["users"] == users == len(data["users"]["per_user"])
+    assert summary["improved_pct"] == pytest.approx(100.0 * improved / users, abs=1e-9)
+    assert 50 < summary["improved_pct"] < 100
+
+
+def test_heatmap_shares_cover_every_job_once(demo):
+    data, _, _, _ = demo
+    t = data["totals"]
+    for axis in ("runtime", "walltime"):
+        before = sum(r["jobs"] for r in data["heatmaps"] if r["axis"] == axis and not r["after"])
+        after = sum(r["jobs"] for r in data["heatmaps"] if r["axis"] == axis and r["after"])
+        assert (before, after) == (t["before"], t["after_soft"])
+
+
+def test_scope_filters_are_bound_values(demo_dsn, capsys):
+    queue = "q_2h'; DROP TABLE finished_jobs; --"
+    code = main(["--dsn", demo_dsn, "report", "--queue", queue, "--json"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "no finished jobs" in err and "in queue q_2h'; DROP" in err
+    code = main(["--dsn", demo_dsn, "report", "--queue", "q_2h", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and {r["queue"] for r in out["by_queue"]} == {"q_2h"}
+
+
+def test_cli_writes_the_page_and_json(demo_dsn, tmp_path, capsys):
+    out = tmp_path / "r.html"
+    assert main(["--dsn", demo_dsn, "report", "--out", str(out)]) == 0
+    page = out.read_text()
+    assert page.count("<svg") >= 10 and page.count("<figcaption>") == 8
+    # Self-contained: nothing fetched (the only URL is the SVG namespace).
+    assert "src=" not in page and "href=" not in page
+    assert page.replace("http://www.w3.org/2000/svg", "").count("http") == 0
+    capsys.readouterr()
+    assert main(["--dsn", demo_dsn, "report", "--json", "--since", "2013-03-01"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["meta"]["scope"]["since"] == "2013-03-01T00:00:00+00:00"
+    assert {r["month"] for r in data["error_by_month_class"]} == {"2013-03", "2013-04"}
+
+
+def test_empty_database_is_one_line_and_exit_1(fresh_dsn, tmp_path, capsys):
+    out = tmp_path / "r.html"
+    assert main(["--dsn", fresh_dsn, "report", "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["softwalltime: error: no finished jobs with a walltime and a run time in the"
+                   " history"]  # fmt: skip
+    assert not out.exists()
+
+
+def test_pre_deployment_database_says_so(fresh_dsn, capsys):
+    add_jobs(fresh_dsn, "alice", [(600, 3600, 1000), (700, 3600, 2000)])
+    assert main(["--dsn", fresh_dsn, "report", "--json"]) == 1
+    err = capsys.readouterr().err
+    assert "no job has a soft walltime in the history: soft walltimes were not deployed" in err
+    assert "(2 finished jobs)" in err
+    assert main(["--dsn", fresh_dsn, "report", "--json", "--deployed-at", "2030-01-01"]) == 1
+    assert "nothing to compare yet (2 jobs before)" in capsys.readouterr().err
+
+
+def _job(seq, queue, wall, soft, run, ctime):
+    end = ctime + dt.timedelta(seconds=run + 60)
+    return {
+        "server": "s", "job_id": f"{seq}.s", "ctime": ctime, "job_seq": seq, "username": "u",
+        "queue": queue, "walltime_s": wall, "soft_walltime_s": soft, "runtime_s": run,
+        "started_at": ctime + dt.timedelta(seconds=60), "ended_at": end, "ncpus": 1,
+    }  # fmt: skip
+
+
+def test_extensions_and_shorter_queue_on_hand_made_jobs(conn):
+    from softwalltime.db.schema import finished_jobs
+
+    t0 = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
+    conn.execute(
+        sa.insert(finished_jobs),
+        [
+            _job(1, "short", 3600, None, 100, t0 - dt.timedelta(days=1)),  # before: limit 1 h
+            _job(2, "long", 86400, 1800, 1000, t0),  # fits "short"
+            _job(3, "long", 86400, 1000, 2500, t0),  # 2 extensions (2000, 3000)
+            _job(4, "long", 86400, 7200, 7000, t0),  # does not fit "short"
+            _job(5, "long", 86400, 1000, 90000, t0),  # capped at walltime: 86 extensions
+        ],
+    )
+    scope = Scope(deployed_at=t0)
+    ext = {r["extensions"]: r["jobs"] for r in under_estimates(conn, scope)["extensions"]}
+    assert ext == {0: 2, 2: 1, 5: 1}
+    deepest = under_estimates(conn, scope)["deepest"]
+    assert [r["job_id"] for r in deepest] == ["5.s", "3.s"]
+    fit = {r["queue"]: r for r in queue_fit(conn, scope)}
+    assert fit["long"]["jobs"] == 4 and fit["long"]["fit_shorter"] == 3
+    assert fit["long"]["usual_target"] == "short" and fit["long"]["limit_s"] == 86400
+    with pytest.raises(NothingToReportError, match="on server other"):
+        build.make_report(conn, server="other")
