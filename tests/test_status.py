@@ -9,7 +9,12 @@ import datetime as dt
 import json
 import os
 import time
+from collections import Counter
 
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from softwalltime.errors import SoftwalltimeError
 from softwalltime.hookpath import pgwire
 from softwalltime.pbsserver import status as s
 
@@ -47,19 +52,55 @@ def test_hook_log_counts_by_outcome_and_reason():
 
 def test_activity_any_failure_warns_a_high_rate_is_critical():
     activity = s.parse_hook_log(LOG.splitlines(), SINCE)
-    assert s.judge_activity(activity, 3600, 50.0).state == s.WARNING  # 1 of 7 = 14 %
-    check = s.judge_activity(activity, 3600, 10.0)
+    activity.set += 13  # 1 failure in 20 events: enough for the rate to count
+    assert s.judge_activity(activity, 3600, 50.0).state == s.WARNING  # 5 %
+    check = s.judge_activity(activity, 3600, 4.0)
     assert check.state == s.CRITICAL
-    assert check.summary.startswith("last hour: 2 set, 3 left alone (")
+    assert check.summary.startswith("last hour: 15 set, 3 left alone (")
     assert (
-        "1 failures (14.3 %; first: job left unchanged after 1001 ms: DatabaseError"
-        in check.summary
+        "1 failures (5.0 %; first: job left unchanged after 1001 ms: DatabaseError" in check.summary
     )
     quiet = s.parse_hook_log(LOG.splitlines()[:3], SINCE)
     assert s.judge_activity(quiet, 3600, 5.0).state == s.OK
     assert s.judge_activity(s.Activity(), 1800, 5.0).summary == (
         "last 30 min: 0 set, 0 left alone, 0 failures"
     )
+
+
+def test_activity_rate_needs_20_events_or_3_failures():
+    """Found on the real server: one failure in 17 events (5.9 % > 5 %) was CRITICAL."""
+    one_in_17 = s.Activity(set=16, failures=Counter({"DatabaseError": 1}))
+    check = s.judge_activity(one_in_17, 3600, 5.0)
+    assert check.state == s.WARNING, check.summary
+    assert "5.9 % of 17 events, too few for a rate" in check.summary
+    one_in_20 = s.Activity(set=19, failures=Counter({"DatabaseError": 1}))
+    assert s.judge_activity(one_in_20, 3600, 4.9).state == s.CRITICAL
+    three_of_3 = s.Activity(failures=Counter({"DatabaseError": 3}))
+    assert s.judge_activity(three_of_3, 3600, 5.0).state == s.CRITICAL
+    two_of_2 = s.Activity(failures=Counter({"DatabaseError": 2}))
+    assert s.judge_activity(two_of_2, 3600, 5.0).state == s.WARNING
+
+
+def test_activity_counts_only_the_named_hook():
+    """Found on the real server: every softwalltime line counted, whatever --hook said."""
+    other = LOG.replace("softwalltime: ", "softwalltime[swt_bench]: ")
+    mine = LOG.replace("softwalltime: ", "softwalltime[softwalltime_test]: ")
+    lines = (other + mine).splitlines()
+    test = s.parse_hook_log(lines, SINCE, "softwalltime_test")
+    assert (test.set, test.dry_run, test.events) == (2, 1, 7)
+    assert s.parse_hook_log(lines, SINCE, "softwalltime").events == 0
+    assert s.parse_hook_log(lines, SINCE, "swt_bench").events == 7
+    # an untagged line is the hook named softwalltime's
+    assert s.parse_hook_log((LOG + mine).splitlines(), SINCE).events == 7
+
+
+def test_activity_counts_the_calibrated_predictor_too():
+    line = (
+        "11/23/2026 02:39:54;0080;Server@pbshost;Hook;Server@pbshost;softwalltime: queuejob"
+        " user='alice' queue='' walltime=36000 s: set calibrated soft_walltime=9900 s"
+        " (bin 3, rule v3) [0.9 ms]"
+    )
+    assert s.parse_hook_log([line], SINCE).set == 1
 
 
 def test_log_files_cover_the_window(tmp_path):
@@ -113,18 +154,73 @@ def test_embedded_python_from_ldd():
 def test_ingester_judgement():
     base = s.IngestState("/acct/20261123", 1000, 1000, 0, 7200.0, None)
     assert s.judge_ingester(base, 3600).state == s.OK  # nothing new: an old checkpoint is fine
-    behind = s.IngestState("/acct/20261123", 5000, 1000, 12, 7200.0, None)
+    behind = s.IngestState("/acct/20261123", 5000, 1000, 12, 7200.0, None, 7000.0)
     check = s.judge_ingester(behind, 3600)
     assert check.state == s.WARNING
     assert check.summary == (
-        "20261123: 4000 bytes / 12 records behind; last checkpoint 2.0 h ago (behind)"
+        "20261123: 4000 bytes / 12 records unread, the oldest 117 min old;"
+        " its checkpoint written 2.0 h ago (behind)"
     )
+    # the records arrived a minute ago: the next run takes them, whatever the checkpoint's age
+    fresh = s.IngestState("/acct/20261123", 5000, 1000, 12, 7200.0, None, 60.0)
+    assert s.judge_ingester(fresh, 3600).state == s.OK
     recent = s.IngestState("/acct/20261123", 5000, 1000, 12, 60.0, None)
-    assert s.judge_ingester(recent, 3600).state == s.OK  # behind, but it ran a minute ago
+    assert s.judge_ingester(recent, 3600).state == s.OK  # no timestamp: by the checkpoint
     running = s.IngestState("/acct/20261123", 5000, 1000, 12, 7200.0, "pid 7 (x@local, y, 3 s)")
     assert s.judge_ingester(running, 3600).state == s.OK
     never = s.IngestState("/acct/20261123", 5000, None, 40, None, None)
-    assert "last checkpoint never" in s.judge_ingester(never, 3600).summary
+    check = s.judge_ingester(never, 3600)
+    assert check.state == s.WARNING and "never read" in check.summary
+    partial = s.IngestState("/acct/20261123", 5000, 4990, 0, 7200.0, None)
+    assert s.judge_ingester(partial, 3600).state == s.OK  # an unfinished line is no record
+
+
+RECORD = "11/23/2026 {}:00:00;E;{}.pbshost;user=alice ctime=1 end=2\n"
+
+
+def _checkpoint(pg, path, offset, age, deadline):
+    pg.query(
+        "INSERT INTO ingest_checkpoints (path, fingerprint, byte_offset, line_number,"
+        " updated_at) VALUES ($1, 'x', $2, 1, now() - $3::float8 * interval '1 second')",
+        (str(path), offset, age),
+        deadline,
+    )
+
+
+def test_ingester_looks_at_the_newest_files_own_checkpoint(migrated_dsn, tmp_path):
+    """Found on the real server: the newest accounting file was never read, and the check
+    said OK because another file's checkpoint had been written a minute ago."""
+    acct = tmp_path / "accounting"
+    acct.mkdir()
+    yesterday = acct / "20261122"
+    yesterday.write_text(RECORD.format("23", 1))
+    newest = acct / "20261123"
+    newest.write_text(RECORD.format("01", 2) + RECORD.format("02", 3))
+    now = dt.datetime(2026, 11, 23, 4, 0, 0)
+    deadline = time.monotonic() + 10
+    pg = pgwire.connect(migrated_dsn, deadline)
+    try:
+        _checkpoint(pg, yesterday, yesterday.stat().st_size, 60, deadline)
+        state = s.ingest_state(pg, str(acct), deadline, now)
+        assert (state.newest_file, state.offset, state.checkpoint_age_s) == (
+            str(newest),
+            None,
+            None,
+        )
+        assert (state.lag_records, state.oldest_unread_age_s) == (2, 3 * 3600)
+        check = s.judge_ingester(state, 3600)
+        assert check.state == s.WARNING, check.summary
+        assert "never read" in check.summary and "the oldest 3.0 h old" in check.summary
+        # read up to its second record an hour ago: that record is 2 h old
+        _checkpoint(pg, newest, len(RECORD.format("01", 2)), 3600, deadline)
+        state = s.ingest_state(pg, str(acct), deadline, now)
+        assert (state.lag_records, state.oldest_unread_age_s) == (1, 2 * 3600)
+        assert 3500 < (state.checkpoint_age_s or 0) < 3700
+        assert s.judge_ingester(state, 3600).state == s.WARNING
+        assert s.judge_ingester(state, 3 * 3600).state == s.OK
+    finally:
+        pg.query("DELETE FROM ingest_checkpoints", (), deadline)
+        pg.close()
 
 
 def test_ingest_state_reads_checkpoints_and_the_lock(migrated_dsn, tmp_path, conn):
@@ -137,12 +233,7 @@ def test_ingest_state_reads_checkpoints_and_the_lock(migrated_dsn, tmp_path, con
     pg = pgwire.connect(migrated_dsn, deadline)
     holder = pgwire.connect(migrated_dsn, deadline)
     try:
-        pg.query(
-            "INSERT INTO ingest_checkpoints (path, fingerprint, byte_offset, line_number,"
-            " updated_at) VALUES ($1, 'x', 4, 2, now() - interval '2 hours')",
-            (str(newest),),
-            deadline,
-        )
+        _checkpoint(pg, newest, 4, 7200, deadline)
         state = s.ingest_state(pg, str(acct), deadline)
         assert (state.newest_file, state.size, state.offset, state.lag_records) == (
             str(newest),
@@ -150,7 +241,8 @@ def test_ingest_state_reads_checkpoints_and_the_lock(migrated_dsn, tmp_path, con
             4,
             2,
         )
-        assert 7100 < (state.last_update_age_s or 0) < 7300 and state.lock_holder is None
+        assert state.oldest_unread_age_s is None  # no record with a timestamp
+        assert 7100 < (state.checkpoint_age_s or 0) < 7300 and state.lock_holder is None
         holder.query("SELECT pg_advisory_lock($1)", (s.INGEST_LOCK_KEY,), deadline)
         locked = s.ingest_state(pg, str(acct), deadline)
         assert locked.lock_holder is not None and locked.lock_holder.startswith("pid ")
@@ -162,7 +254,7 @@ def test_ingest_state_reads_checkpoints_and_the_lock(migrated_dsn, tmp_path, con
 
 def test_history_judgement():
     now = 1_800_000_000.0
-    check = s.judge_history([("pbs01", 120, now - 600)], (10, 20.0, 3.5, 1.25), now)
+    check = s.judge_history([("pbs01", 120, now - 600)], (10, 0.2, 3.5 * 3600, 4500.0), now)
     assert check.state == s.OK
     assert check.summary == (
         "pbs01 120 rows, newest 10 min ago; "
@@ -210,23 +302,201 @@ def test_prometheus_file_is_replaced_atomically(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["softwalltime.prom"]
 
 
-def test_cli_without_pbs_is_critical_and_says_why(capsys, tmp_path):
+def test_a_failed_prometheus_write_leaves_no_temporary_file(tmp_path):
+    target = tmp_path / "softwalltime.prom"
+    target.mkdir()  # the rename over it fails after the temporary file was written
+    with pytest.raises(SoftwalltimeError, match=f"cannot write {target}: Is a directory"):
+        s.write_atomically(str(target), "softwalltime_status 0\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["softwalltime.prom"]
+    assert list(target.iterdir()) == []
+
+
+def _all_checks() -> list[s.Check]:
+    """One of each check, as run_checks gives them, from recorded inputs."""
+    activity = s.parse_hook_log(LOG.splitlines(), SINCE)
+    ingest = s.IngestState("/acct/20261123", 5000, 1000, 12, 7200.5, None, 7000.25)
+    return [
+        s.judge_hook("softwalltime", LISTING),
+        s.judge_hook_config(json.dumps({"dsn": "host=/x"}))[0],
+        s.Check(
+            "database",
+            s.OK,
+            "answers",
+            [s.Metric("softwalltime_database_connect_seconds", 0.0031415926535, "connect")],
+        ),
+        s.judge_activity(activity, 3600, 5.0),
+        s.judge_ingester(ingest, 3600),
+        s.judge_history(
+            [("pbs01", 123456789, 1700153660.0), ("vm", 3, 1700000000.5)],
+            (10, 0.2, 12600.0, 4500.123456789),
+            1700157260.0,
+        ),
+    ]
+
+
+def test_prometheus_names_units_and_full_precision():
+    """Found on the real server: values printed with %g (6 digits), 1700153660 as
+    1.70015e+09, 3,660 s off; counts over a window named _total; hours and percent."""
+    text = s.render_prometheus(_all_checks(), now=1700157260.125)
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    samples = {
+        (x.name, tuple(sorted(x.labels.items()))): x.value
+        for f in families.values()
+        for x in f.samples
+    }
+    newest = ("softwalltime_history_newest_end_timestamp_seconds", (("server", "pbs01"),))
+    assert samples[newest] == 1700153660
+    assert samples[newest[0], (("server", "vm"),)] == 1700000000.5
+    assert samples["softwalltime_status_timestamp_seconds", ()] == 1700157260.125
+    assert samples["softwalltime_history_rows", (("server", "pbs01"),)] == 123456789
+    assert samples["softwalltime_database_connect_seconds", ()] == 0.0031415926535
+    assert samples["softwalltime_accuracy_soft_walltime_mae_seconds", ()] == 4500.123456789
+    assert samples["softwalltime_accuracy_underestimated_ratio", ()] == 0.2
+    assert samples["softwalltime_ingest_checkpoint_age_seconds", ()] == 7200.5
+    assert samples["softwalltime_hook_jobs_set", ()] == 2
+    assert samples["softwalltime_hook_window_seconds", ()] == 3600
+    assert samples["softwalltime_status", ()] == s.WARNING
+    # conventions: every family a gauge, no _total on a gauge, no hours or percent
+    assert {f.type for f in families.values()} == {"gauge"}
+    for name in families:
+        assert not name.endswith("_total") and not name.endswith(("_hours", "_pct")), name
+        assert name.startswith("softwalltime_"), name
+    assert "e+" not in text  # no value in exponent notation where %g would have put one
+
+
+def test_prometheus_special_values():
+    assert s.prometheus_value(float("nan")) == "NaN"
+    assert s.prometheus_value(float("inf")) == "+Inf"
+    assert s.prometheus_value(True) == "1"
+    assert s.prometheus_value(1700153660) == "1700153660"
+    assert float(s.prometheus_value(1e-300)) == 1e-300
+
+
+def test_nagios_one_line_and_four_states():
+    checks = _all_checks()
+    line = s.render_nagios(checks)
+    assert "\n" not in line
+    assert line.startswith("SOFTWALLTIME WARNING - activity WARNING: last hour: 2 set, ")
+    text, perf = line.split(" | ")
+    assert "ingester WARNING: 20261123: 4000 bytes" in text
+    assert "status=1 hook_enabled=1 database_connect_seconds=0.0031415926535s" in perf
+    assert "history_newest_end_timestamp_seconds_pbs01=1700153660.0 " in perf
+    assert "ingest_lag_bytes=4000B " in perf
+    ok = [s.Check("hook", s.OK, "fine"), s.Check("config", s.OK, "fine")]
+    assert s.render_nagios(ok) == "SOFTWALLTIME OK - 2 checks OK: hook, config | status=0"
+    critical = ok + [s.Check("database", s.CRITICAL, "down | really"), checks[3]]
+    line = s.render_nagios(critical)
+    assert line.startswith("SOFTWALLTIME CRITICAL - database CRITICAL: down / really; activity")
+    assert line.count("|") == 1
+    unknown = ok + [s.Check("hook", s.UNKNOWN, "cannot ask PBS"), checks[3]]
+    assert s.render_nagios(unknown).startswith(
+        "SOFTWALLTIME UNKNOWN - hook UNKNOWN: cannot ask PBS; activity WARNING"
+    )
+    assert s.overall(unknown + [s.Check("x", s.CRITICAL, "")]) == s.CRITICAL
+    assert s.overall(unknown) == s.UNKNOWN
+
+
+def _status(capsys, tmp_path, *args, pbs_home=None, config=None):
+    """``softwalltime status`` with no PBS commands (pbs_exec points nowhere)."""
     from softwalltime.cli import main
 
     cfg = tmp_path / "cfg.json"
-    cfg.write_text(json.dumps({"pbs_exec": str(tmp_path / "nopbs")}))
-    code = main(["--config", str(cfg), "status", "--json"])
-    data = json.loads(capsys.readouterr().out)
-    assert code == 2 and data["exit_code"] == 2
+    cfg.write_text(json.dumps(config or {"pbs_exec": str(tmp_path / "nopbs")}))
+    code = main(["--config", str(cfg), "status", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture()
+def pbs_home(tmp_path, monkeypatch):
+    """A PBS_HOME of its own: the tests never read the machine's server logs."""
+    home = tmp_path / "pbs_home"
+    (home / "server_logs").mkdir(parents=True)
+    monkeypatch.setenv("PBS_HOME", str(home))
+    monkeypatch.delenv("SOFTWALLTIME_DSN", raising=False)
+    return home
+
+
+def test_cli_without_pbs_is_unknown_and_says_why(capsys, tmp_path, pbs_home):
+    code, out, _ = _status(capsys, tmp_path, "--json")
+    data = json.loads(out)
+    assert code == 3 and data["exit_code"] == 3 and data["status"] == "UNKNOWN"
     assert data["checks"][0] == {
         "name": "hook",
-        "state": "CRITICAL",
+        "state": "UNKNOWN",
         "summary": f"cannot ask PBS: {tmp_path}/nopbs/bin/qmgr: not found"
         " (set pbs_exec or PBS_EXEC in /etc/pbs.conf)",
         "details": {},
         "metrics": {},
     }
+    states = {c["name"]: c["state"] for c in data["checks"]}
+    assert states == {
+        "hook": "UNKNOWN",
+        "activity": "OK",
+        "ingester": "UNKNOWN",
+        "history": "UNKNOWN",
+    }
+    code, out, _ = _status(capsys, tmp_path, "--nagios")
+    assert code == 3 and out.startswith("SOFTWALLTIME UNKNOWN - hook UNKNOWN: cannot ask PBS")
+    assert out.count("\n") == 1
+
+
+def test_cli_status_honours_pbs_home_from_the_environment(capsys, tmp_path, pbs_home):
+    """Found on the real server: status read /etc/pbs.conf's PBS_HOME, ingest the env's."""
+    now = dt.datetime.now()
+    failure = LOG.splitlines()[6].split(";", 1)[1]
+    day = pbs_home / "server_logs" / now.strftime("%Y%m%d")
+    day.write_text(f"{now:%m/%d/%Y %H:%M:%S};{failure}\n")
+    code, out, _ = _status(capsys, tmp_path, "--json")
+    activity = next(c for c in json.loads(out)["checks"] if c["name"] == "activity")
+    assert activity["state"] == "WARNING" and activity["details"]["failures"] == {
+        "DatabaseError": 1
+    }
+    os.chmod(day, 0)
+    if os.geteuid() != 0:  # root reads it anyway
+        code, out, _ = _status(capsys, tmp_path, "--json")
+        activity = next(c for c in json.loads(out)["checks"] if c["name"] == "activity")
+        assert activity["state"] == "UNKNOWN"
+
+
+def test_pbs_location_environment_over_pbs_conf(tmp_path):
+    from softwalltime.cli.status import pbs_location
+    from softwalltime.hookpath.config import load_settings
+
+    conf = tmp_path / "pbs.conf"
+    conf.write_text("PBS_EXEC=/opt/pbs\nPBS_HOME=/var/spool/pbs\n")
+    settings = load_settings(None, environ={})
+    where = pbs_location(settings, {"PBS_CONF_FILE": str(conf)})
+    assert (where.exec_dir, where.home) == ("/opt/pbs", "/var/spool/pbs")
+    env = {"PBS_CONF_FILE": str(conf), "PBS_HOME": "/srv/pbs", "PBS_EXEC": "/usr/pbs"}
+    assert (pbs_location(settings, env).exec_dir, pbs_location(settings, env).home) == (
+        "/usr/pbs",
+        "/srv/pbs",
+    )
+
+
+def test_cli_prometheus_write_fails_unknown_and_no_temporary_file(capsys, tmp_path, pbs_home):
     prom = tmp_path / "missing-dir" / "x.prom"
-    code = main(["--config", str(cfg), "status", "--prometheus", str(prom)])
-    err = capsys.readouterr().err
-    assert code == 2 and err.startswith(f"softwalltime status: error: cannot write {prom}:")
+    code, _, err = _status(capsys, tmp_path, "--prometheus", str(prom))
+    assert code == 3 and err.startswith(f"softwalltime status: error: cannot write {prom}:")
+    target = tmp_path / "isdir.prom"
+    target.mkdir()
+    code, out, err = _status(capsys, tmp_path, "--nagios", "--prometheus", str(target))
+    assert code == 3 and err == ""
+    assert f"prometheus UNKNOWN: cannot write {target}: Is a directory" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "cfg.json",
+        "isdir.prom",
+        "pbs_home",
+    ]
+
+
+def test_cli_nagios_error_before_the_checks_is_unknown(capsys, tmp_path, pbs_home):
+    code, out, err = _status(capsys, tmp_path, "--nagios", config={"predictor": "v9"})
+    assert code == 3 and err == ""
+    assert out == (
+        f"SOFTWALLTIME UNKNOWN - {tmp_path}/cfg.json: key 'predictor': must be one of"
+        " v1, v2, v3, calibrated, got 'v9'\n"
+    )
+    code, out, err = _status(capsys, tmp_path, "--json", config={"predictor": "v9"})
+    assert code == 1 and out == "" and "key 'predictor'" in err

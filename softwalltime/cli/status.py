@@ -1,15 +1,17 @@
-"""``softwalltime status``: is the hook, its database and the ingester working? (Nagios 0/1/2)"""
+"""``softwalltime status``: is the hook, its database and the ingester working?
+(Nagios 0/1/2/3)"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import SoftwalltimeError
 from ..hookpath.config import Settings
 from ..pbsserver import status as lib
-from ..pbsserver.commands import Pbs
+from ..pbsserver.commands import PBS_CONF, Pbs, read_pbs_conf
 from .argtypes import positive_duration
 
 
@@ -20,8 +22,12 @@ def register(sub: Any) -> None:
         help="check the hook, its config, database and imports, its recent work, the ingester",
         description=(
             "One look at everything softwalltime needs on a PBS server host (as root). "
-            "Exit 0 OK, 1 warning, 2 critical (Nagios). Any hook failure in the window is a "
-            "warning; a failure rate above status_failure_rate_pct (5) is critical."
+            "Exit 0 OK, 1 warning, 2 critical, 3 unknown: a check could not run (Nagios). "
+            "Any hook failure in the window is a warning; a failure rate above "
+            f"status_failure_rate_pct (5) is critical once the window holds "
+            f"{lib.MIN_EVENTS_FOR_RATE} events or {lib.MIN_FAILURES_FOR_RATE} failures. "
+            "PBS_HOME and PBS_EXEC are taken from the environment, else from "
+            "PBS_CONF_FILE or /etc/pbs.conf, as PBS's own commands do."
         ),
     )
     parser.add_argument(
@@ -39,22 +45,46 @@ def register(sub: Any) -> None:
         type=positive_duration,
         default=3600,
         metavar="DURATION",
-        help="the ingester is behind when unread records wait and no checkpoint was written "
-        "for this long (default: 1:00:00)",
+        help="the ingester is behind when the oldest unread record of the newest accounting "
+        "file has waited this long and no ingest runs (default: 1:00:00)",
     )
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    out.add_argument(
+        "--nagios",
+        action="store_true",
+        help="print one line for Nagios/Icinga, 'SOFTWALLTIME STATE - text | perfdata'; "
+        "an error that stops the check is UNKNOWN (exit 3)",
+    )
     parser.add_argument(
         "--prometheus",
         metavar="FILE",
         help="also write the metrics to FILE (node_exporter textfile collector; atomic rename)",
     )
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, on_error=_on_error)
+
+
+def _on_error(args: argparse.Namespace, message: str) -> int | None:
+    """With --nagios, an error that stopped the check is one UNKNOWN line (exit 3)."""
+    if not getattr(args, "nagios", False):
+        return None
+    print(f"SOFTWALLTIME UNKNOWN - {' '.join(message.replace('|', '/').split())}")
+    return lib.UNKNOWN
+
+
+def pbs_location(settings: Settings, environ: Mapping[str, str] | None = None) -> Pbs:
+    """Where PBS is, as PBS's own commands find it: ``PBS_HOME`` and ``PBS_EXEC`` in the
+    environment win over the file ``PBS_CONF_FILE`` (default /etc/pbs.conf); the
+    ``pbs_exec`` setting wins over both."""
+    env = os.environ if environ is None else environ
+    conf = read_pbs_conf(env.get("PBS_CONF_FILE") or PBS_CONF)
+    conf.update({k: env[k] for k in ("PBS_HOME", "PBS_EXEC") if env.get(k)})
+    return Pbs.from_settings(settings, conf)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Print the checks; the exit status is the worst state."""
-    pbs = Pbs.from_settings(settings)
+    pbs = pbs_location(settings)
     checks = lib.run_checks(
         pbs,
         settings,
@@ -65,10 +95,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         try:
             lib.write_atomically(args.prometheus, lib.render_prometheus(checks))
         except SoftwalltimeError as err:
-            print(f"softwalltime status: error: {err}", file=sys.stderr)
-            code = lib.CRITICAL
+            checks.append(lib.Check("prometheus", lib.UNKNOWN, str(err)))
+            code = lib.overall(checks)
+            if not args.nagios:
+                print(f"softwalltime status: error: {err}", file=sys.stderr)
     if args.json:
         print(lib.render_json(checks))
+    elif args.nagios:
+        print(lib.render_nagios(checks))
     else:
         print(lib.render_table(checks, color=sys.stdout.isatty()))
     return code

@@ -1,16 +1,17 @@
-"""Is softwalltime working? The checks behind ``softwalltime status`` (Nagios 0/1/2).
+"""Is softwalltime working? The checks behind ``softwalltime status`` (Nagios 0/1/2/3).
 
-Each check returns a :class:`Check`: a state (OK, WARNING, CRITICAL), one line for a
-person, and metrics for Prometheus. The parsers and judgements (:func:`judge_hook`,
-:func:`parse_hook_log`, :func:`judge_activity`, :func:`judge_ingester`, ...) are pure and
-tested on recorded inputs; :func:`run_checks` gathers the inputs from PBS, the server logs,
-the accounting directory and the database.
+Each check returns a :class:`Check`: a state (OK, WARNING, CRITICAL, or UNKNOWN when the
+check itself could not run), one line for a person, and metrics for Prometheus. The
+parsers and judgements (:func:`judge_hook`, :func:`parse_hook_log`, :func:`judge_activity`,
+:func:`judge_ingester`, ...) are pure and tested on recorded inputs; :func:`run_checks`
+gathers the inputs from PBS, the server logs, the accounting directory and the database.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import re
 import subprocess
@@ -27,8 +28,15 @@ from ..hookpath.config import Settings, load_settings, redact_dsn
 from .commands import Pbs, PbsError
 from .refresh import leave_label, parse_qmgr_hook
 
-OK, WARNING, CRITICAL = 0, 1, 2
-STATE_NAMES = ("OK", "WARNING", "CRITICAL")
+OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
+STATE_NAMES = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
+# How states combine: a check that could not run (UNKNOWN) may hide a failure, so it ranks
+# above WARNING; CRITICAL, a failure seen, ranks above everything.
+_RANK = {OK: 0, WARNING: 1, UNKNOWN: 2, CRITICAL: 3}
+# The activity check's failure rate counts only from this many events, or this many
+# failures, in the window: one failure in 17 events is a warning, not an outage.
+MIN_EVENTS_FOR_RATE = 20
+MIN_FAILURES_FOR_RATE = 3
 EXPECTED_EVENTS = ("queuejob", "runjob", "modifyjob")
 # The ingester's advisory lock key (ingest/load.py LOCK_KEY, ASCII "swtingst"); PostgreSQL
 # shows a bigint key as classid (high 32 bits) and objid (low 32 bits).
@@ -75,7 +83,7 @@ def judge_hook(name: str, listing: dict[str, str]) -> Check:
         f"{'enabled' if enabled else 'DISABLED'}, events {','.join(events) or 'none'}, "
         f"order {listing.get('order', '?')}, alarm {listing.get('alarm', '?')} s"
     )
-    metrics = [Metric("softwalltime_hook_enabled", 1.0 if enabled else 0.0, "hook enabled")]
+    metrics = [Metric("softwalltime_hook_enabled", 1 if enabled else 0, "hook enabled")]
     missing = [e for e in EXPECTED_EVENTS if e not in events]
     if not enabled:
         return Check("hook", CRITICAL, f"{name}: {what}", metrics, details)
@@ -170,10 +178,14 @@ def check_imports(pbs: Pbs, sys_path: Sequence[str]) -> Check:
 # -------------------------------------------------------------------- what the hook did
 
 # 11/23/2026 02:39:54;0080;Server@pbshost;Hook;Server@pbshost;softwalltime: queuejob ...
+# pbs.logmsg puts no hook name in the line: a hook installed under another name than
+# "softwalltime" tags its lines "softwalltime[NAME]: " (hooklog.line_prefix).
 _LOG_LINE = re.compile(
-    r"^(\d\d/\d\d/\d{4} \d\d:\d\d:\d\d);[0-9a-fA-F]{4};[^;]*;Hook;[^;]*;softwalltime: (.*)$"
+    r"^(\d\d/\d\d/\d{4} \d\d:\d\d:\d\d);[0-9a-fA-F]{4};[^;]*;Hook;[^;]*;"
+    r"softwalltime(?:\[([^\]]*)\])?: (.*)$"
 )
 _FAILED = re.compile(r"^job left unchanged after \d+ ms: (\w+)")
+_SET = re.compile(r": set (?:v\d|calibrated) soft_walltime=")
 
 
 @dataclass
@@ -192,19 +204,31 @@ class Activity:
     def total_failures(self) -> int:
         return sum(self.failures.values())
 
+    def add(self, other: Activity) -> None:
+        self.set += other.set
+        self.dry_run += other.dry_run
+        self.left_alone.update(other.left_alone)
+        self.failures.update(other.failures)
+        self.first = self.first or other.first
 
-def parse_hook_log(lines: Iterable[str], since: dt.datetime) -> Activity:
-    """Count the hook's lines at or after ``since`` (naive local time, as PBS logs).
+
+def parse_hook_log(
+    lines: Iterable[str], since: dt.datetime, hook: str = "softwalltime"
+) -> Activity:
+    """Count the lines of the hook named ``hook`` at or after ``since`` (naive local time,
+    as PBS logs).
 
     Decisions are logged at PBS's debug level (event class 0x0080, in the default
-    ``log_events`` 511); failures ("job left unchanged after ...") as warnings.
+    ``log_events`` 511); failures ("job left unchanged after ...") as warnings. The
+    lines of other hooks that run softwalltime (tagged ``softwalltime[OTHER]: ``) are
+    not counted.
     """
     out = Activity()
     for line in lines:
-        if ";Hook;" not in line or "softwalltime: " not in line:
+        if ";Hook;" not in line or "softwalltime" not in line:
             continue
         match = _LOG_LINE.match(line.rstrip("\n"))
-        if not match:
+        if not match or (match.group(2) or "softwalltime") != hook:
             continue
         try:
             when = dt.datetime.strptime(match.group(1), "%m/%d/%Y %H:%M:%S")
@@ -212,7 +236,7 @@ def parse_hook_log(lines: Iterable[str], since: dt.datetime) -> Activity:
             continue
         if when < since:
             continue
-        text = match.group(2)
+        text = match.group(3)
         failed = _FAILED.match(text)
         if failed:
             out.failures[failed.group(1)] += 1
@@ -221,7 +245,7 @@ def parse_hook_log(lines: Iterable[str], since: dt.datetime) -> Activity:
             out.left_alone[leave_label(text)] += 1
         elif ": dry run, would set " in text:
             out.dry_run += 1
-        elif re.search(r": set v\d soft_walltime=", text):
+        elif _SET.search(text):
             out.set += 1
     return out
 
@@ -238,22 +262,33 @@ def log_files(server_logs: Path, since: dt.datetime, now: dt.datetime) -> list[P
 
 
 def judge_activity(activity: Activity, since_s: float, max_failure_pct: float) -> Check:
-    """Any failure is a warning; a failure rate above ``max_failure_pct`` is critical."""
+    """Any failure is a warning. A failure rate above ``max_failure_pct`` is critical once
+    the window holds :data:`MIN_EVENTS_FOR_RATE` events or :data:`MIN_FAILURES_FOR_RATE`
+    failures (fewer say too little about a rate)."""
     window = _span(since_s)
+    in_window = f"in the last {window} (softwalltime_hook_window_seconds)"
     metrics = [
-        Metric("softwalltime_hook_set_total", activity.set, f"soft walltimes set, last {window}"),
-        Metric("softwalltime_hook_dry_run_total", activity.dry_run, "dry-run decisions"),
+        Metric("softwalltime_hook_window_seconds", since_s, "the window the counts cover"),
+        Metric("softwalltime_hook_jobs_set", activity.set, f"soft walltimes set {in_window}"),
         Metric(
-            "softwalltime_hook_failures_total",
+            "softwalltime_hook_jobs_dry_run", activity.dry_run, f"dry-run decisions {in_window}"
+        ),
+        Metric(
+            "softwalltime_hook_jobs_failed",
             activity.total_failures,
-            "jobs left unchanged by a failure",
+            f"jobs left unchanged by a failure {in_window}",
         ),
     ]
     metrics += [
-        Metric("softwalltime_hook_left_alone_total", n, "jobs left alone", {"reason": reason})
+        Metric(
+            "softwalltime_hook_jobs_left_alone",
+            n,
+            f"jobs left alone {in_window}, by reason",
+            {"reason": reason},
+        )
         for reason, n in sorted(activity.left_alone.items())
     ]
-    details = {
+    details: dict[str, Any] = {
         "set": activity.set,
         "dry_run": activity.dry_run,
         "left_alone": dict(activity.left_alone),
@@ -269,11 +304,23 @@ def judge_activity(activity: Activity, since_s: float, max_failure_pct: float) -
     )
     if not activity.total_failures:
         return Check("activity", OK, summary, metrics, details)
-    rate = 100.0 * activity.total_failures / activity.events
+    ratio = activity.total_failures / activity.events
+    metrics.append(
+        Metric("softwalltime_hook_failure_ratio", ratio, f"failed / all events {in_window}")
+    )
     first = activity.first or ""
     first = first if len(first) <= 160 else first[:159] + "…"
-    summary += f" ({rate:.1f} %; first: {first})"
-    state = CRITICAL if rate > max_failure_pct else WARNING
+    enough = (
+        activity.events >= MIN_EVENTS_FOR_RATE or activity.total_failures >= MIN_FAILURES_FOR_RATE
+    )
+    rate = f"{100 * ratio:.1f} %"
+    if not enough:
+        rate += (
+            f" of {activity.events} events, too few for a rate: it counts from"
+            f" {MIN_EVENTS_FOR_RATE} events or {MIN_FAILURES_FOR_RATE} failures"
+        )
+    summary += f" ({rate}; first: {first})"
+    state = CRITICAL if enough and 100 * ratio > max_failure_pct else WARNING
     return Check("activity", state, summary, metrics, details)
 
 
@@ -289,12 +336,22 @@ def _span(seconds: float) -> str:
 
 @dataclass
 class IngestState:
+    """The newest accounting file against its own checkpoint (never another file's).
+
+    :param offset: the checkpoint's byte offset; None: the file was never read
+    :param checkpoint_age_s: seconds since that checkpoint was written; None: never read
+    :param oldest_unread_age_s: age of the first unread record, by its own timestamp
+        (how long the oldest unread data has waited); None: nothing unread, or no
+        readable timestamp
+    """
+
     newest_file: Optional[str]
     size: int
-    offset: Optional[int]  # the checkpoint's byte offset, None if there is none
+    offset: Optional[int]
     lag_records: int
-    last_update_age_s: Optional[float]
+    checkpoint_age_s: Optional[float]
     lock_holder: Optional[str]
+    oldest_unread_age_s: Optional[float] = None
 
 
 def count_records(path: str, offset: int, limit_bytes: int = 64 << 20) -> int:
@@ -304,10 +361,31 @@ def count_records(path: str, offset: int, limit_bytes: int = 64 << 20) -> int:
         return fh.read(limit_bytes).count(b"\n")
 
 
+_RECORD_TIME = re.compile(rb"^(\d\d/\d\d/\d{4} \d\d:\d\d:\d\d);")
+
+
+def first_record_time(path: str, offset: int, max_lines: int = 100) -> Optional[dt.datetime]:
+    """The timestamp (naive local time, as PBS writes it) of the first complete record
+    after ``offset``; None if none of the next ``max_lines`` complete lines has one."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        for _ in range(max_lines):
+            line = fh.readline(1 << 16)
+            if not line.endswith(b"\n"):
+                return None  # end of file, an unfinished line, or a huge one
+            match = _RECORD_TIME.match(line)
+            if match:
+                try:
+                    return dt.datetime.strptime(match.group(1).decode(), "%m/%d/%Y %H:%M:%S")
+                except ValueError:
+                    continue
+    return None
+
+
 def judge_ingester(state: IngestState, max_age_s: float) -> Check:
-    """Behind = unread bytes and no checkpoint written for ``max_age_s``: a warning
-    (critical when the newest file was never read at all and is older than that)."""
-    metrics = []
+    """Behind: the newest file holds unread records, the oldest of them has waited longer
+    than ``max_age_s`` (by its timestamp; else by the age of the file's checkpoint; a
+    file never read with no readable timestamp counts as waiting), and no ingest runs."""
     holder = f"; lock held by {state.lock_holder}" if state.lock_holder else ""
     if state.newest_file is None:
         return Check("ingester", WARNING, "no accounting file found" + holder)
@@ -315,32 +393,49 @@ def judge_ingester(state: IngestState, max_age_s: float) -> Check:
     metrics = [
         Metric("softwalltime_ingest_lag_bytes", lag, "unread bytes of the newest accounting file"),
         Metric("softwalltime_ingest_lag_records", state.lag_records, "unread records"),
-        Metric(
-            "softwalltime_ingest_lock_held", 1.0 if state.lock_holder else 0.0, "an ingest runs"
-        ),
+        Metric("softwalltime_ingest_lock_held", 1 if state.lock_holder else 0, "an ingest runs"),
     ]
-    if state.last_update_age_s is not None:
+    if state.checkpoint_age_s is not None:
         metrics.append(
             Metric(
                 "softwalltime_ingest_checkpoint_age_seconds",
-                state.last_update_age_s,
-                "seconds since the newest checkpoint was written",
+                state.checkpoint_age_s,
+                "seconds since the newest accounting file's checkpoint was written",
+            )
+        )
+    if state.oldest_unread_age_s is not None:
+        metrics.append(
+            Metric(
+                "softwalltime_ingest_oldest_unread_age_seconds",
+                state.oldest_unread_age_s,
+                "age of the newest accounting file's first unread record",
             )
         )
     name = os.path.basename(state.newest_file)
-    age = "never" if state.last_update_age_s is None else f"{_ago(state.last_update_age_s)} ago"
-    summary = (
-        f"{name}: {lag} bytes / {state.lag_records} records behind; last checkpoint {age}{holder}"
+    if state.offset is None:
+        where = "never read"
+    else:
+        where = f"its checkpoint written {_ago(state.checkpoint_age_s or 0.0)} ago"
+    oldest = (
+        f", the oldest {_ago(state.oldest_unread_age_s)} old"
+        if state.oldest_unread_age_s is not None and state.lag_records
+        else ""
     )
+    summary = f"{name}: {lag} bytes / {state.lag_records} records unread{oldest}; {where}{holder}"
     details = {
         "file": state.newest_file,
         "lag_bytes": lag,
         "lag_records": state.lag_records,
-        "last_checkpoint_age_s": state.last_update_age_s,
+        "never_read": state.offset is None,
+        "checkpoint_age_s": state.checkpoint_age_s,
+        "oldest_unread_age_s": state.oldest_unread_age_s,
         "lock_holder": state.lock_holder,
     }
-    stale = state.last_update_age_s is None or state.last_update_age_s > max_age_s
-    if lag > 0 and stale and not state.lock_holder:
+    waited = state.oldest_unread_age_s
+    if waited is None:
+        waited = state.checkpoint_age_s
+    stale = waited is None or waited > max_age_s
+    if state.lag_records > 0 and stale and not state.lock_holder:
         return Check("ingester", WARNING, summary + " (behind)", metrics, details)
     return Check("ingester", OK, summary, metrics, details)
 
@@ -354,10 +449,11 @@ def _ago(seconds: float) -> str:
 
 
 def newest_accounting_file(directory: str) -> Optional[str]:
-    try:
-        names = [n for n in os.listdir(directory) if re.fullmatch(r"\d{8}", n)]
-    except OSError:
-        return None
+    """The newest ``YYYYMMDD`` file in ``directory``; None if there is none.
+
+    :raises OSError: the directory cannot be listed
+    """
+    names = [n for n in os.listdir(directory) if re.fullmatch(r"\d{8}", n)]
     return os.path.join(directory, max(names)) if names else None
 
 
@@ -369,7 +465,13 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.classid::bigint = $1 AND l.obj
 """
 
 
-def ingest_state(conn: Any, directory: str, deadline: float) -> IngestState:
+def ingest_state(
+    conn: Any, directory: str, deadline: float, now: Optional[dt.datetime] = None
+) -> IngestState:
+    """The newest accounting file in ``directory``, its own checkpoint and the lock.
+
+    :param now: naive local time, as PBS writes its records (default: now)
+    """
     newest = newest_accounting_file(directory)
     rows = conn.query(
         "SELECT byte_offset, extract(epoch FROM now() - updated_at)::float8"
@@ -377,22 +479,22 @@ def ingest_state(conn: Any, directory: str, deadline: float) -> IngestState:
         (newest or "",),
         deadline,
     )
-    last = conn.query(
-        "SELECT extract(epoch FROM now() - max(updated_at))::float8 FROM ingest_checkpoints",
-        (),
-        deadline,
-    )[0][0]
     held = conn.query(_LOCK_SQL, (INGEST_LOCK_KEY >> 32, INGEST_LOCK_KEY & 0xFFFFFFFF), deadline)
     holder = None
     if held:
         pid, user, addr, app, age = held[0]
         holder = f"pid {pid} ({user}@{addr}, {app or 'no application name'}, {_ago(age)})"
-    size = offset_records = 0
     offset = int(rows[0][0]) if rows else None
+    checkpoint_age = float(rows[0][1]) if rows else None
+    size = records = 0
+    oldest = None
     if newest:
         size = os.path.getsize(newest)
-        offset_records = count_records(newest, offset or 0)
-    return IngestState(newest, size, offset, offset_records, last, holder)
+        records = count_records(newest, offset or 0)
+        first = first_record_time(newest, offset or 0) if records else None
+        if first is not None:
+            oldest = max(0.0, ((now or dt.datetime.now()) - first).total_seconds())
+    return IngestState(newest, size, offset, records, checkpoint_age, holder, oldest)
 
 
 # --------------------------------------------------------------------------- history
@@ -403,13 +505,14 @@ FROM finished_jobs GROUP BY server ORDER BY server
 """
 
 # The definitions of the view soft_walltime_accuracy_by_user (migration 0002), over the jobs
-# that ended in the last 24 h of all users together (the view itself has no time window).
+# that ended in the last 24 h of all users together (the view itself has no time window),
+# unrounded and in base units: a ratio, seconds.
 _ACCURACY_SQL = """
 SELECT count(*) FILTER (WHERE compared),
-       round(100.0 * count(*) FILTER (WHERE compared AND soft_walltime_s < runtime_s)
-             / NULLIF(count(*) FILTER (WHERE compared), 0), 1)::float8,
-       round(avg(abs(walltime_s - runtime_s)) FILTER (WHERE compared) / 3600.0, 2)::float8,
-       round(avg(abs(soft_walltime_s - runtime_s)) FILTER (WHERE compared) / 3600.0, 2)::float8
+       (count(*) FILTER (WHERE compared AND soft_walltime_s < runtime_s))::float8
+             / NULLIF(count(*) FILTER (WHERE compared), 0),
+       (avg(abs(walltime_s - runtime_s)) FILTER (WHERE compared))::float8,
+       (avg(abs(soft_walltime_s - runtime_s)) FILTER (WHERE compared))::float8
 FROM (SELECT f.*, (f.soft_walltime_s IS NOT NULL AND f.walltime_s IS NOT NULL
                    AND f.runtime_s IS NOT NULL) AS compared
       FROM finished_jobs f WHERE f.ended_at > now() - interval '24 hours') AS jobs
@@ -421,7 +524,9 @@ def judge_history(
     accuracy: tuple[int, Optional[float], Optional[float], Optional[float]],
     now: float,
 ) -> Check:
-    """Rows and newest end time per server; accuracy of the last 24 h. No rows: warning."""
+    """Rows and newest end time per server; accuracy of the last 24 h (``accuracy``: jobs
+    compared, ratio underestimated, MAE of the walltimes and of the soft walltimes in
+    seconds). No rows: warning."""
     metrics: list[Metric] = []
     parts = []
     for server, rows, newest in servers:
@@ -433,22 +538,36 @@ def judge_history(
                 Metric(
                     "softwalltime_history_newest_end_timestamp_seconds",
                     newest,
-                    "end time of the newest stored job",
+                    "end time of the newest stored job (Unix time)",
                     {"server": server},
                 )
             )
         parts.append(f"{server} {rows} rows, newest {_ago(now - newest) if newest else '?'} ago")
     jobs, under, wall_mae, soft_mae = accuracy
+    under, wall_mae, soft_mae = under or 0.0, wall_mae or 0.0, soft_mae or 0.0
     if jobs:
+        last24_help = "jobs that ended in the last 24 h with a soft walltime"
         metrics += [
-            Metric("softwalltime_accuracy_jobs", jobs, "jobs compared, last 24 h"),
-            Metric("softwalltime_accuracy_underestimated_pct", under or 0.0, "soft < run time, %"),
-            Metric("softwalltime_accuracy_soft_mae_hours", soft_mae or 0.0, "MAE of soft walltime"),
-            Metric("softwalltime_accuracy_walltime_mae_hours", wall_mae or 0.0, "MAE of walltime"),
+            Metric("softwalltime_accuracy_jobs", jobs, last24_help),
+            Metric(
+                "softwalltime_accuracy_underestimated_ratio",
+                under,
+                "share of those jobs whose soft walltime was below their run time",
+            ),
+            Metric(
+                "softwalltime_accuracy_soft_walltime_mae_seconds",
+                soft_mae,
+                "mean absolute error of their soft walltimes",
+            ),
+            Metric(
+                "softwalltime_accuracy_walltime_mae_seconds",
+                wall_mae,
+                "mean absolute error of their requested walltimes",
+            ),
         ]
         last24 = (
-            f"last 24 h: {jobs} jobs, {under:.1f} % under, MAE {soft_mae:.2f} h"
-            f" (walltime {wall_mae:.2f} h)"
+            f"last 24 h: {jobs} jobs, {100 * under:.1f} % under, MAE {soft_mae / 3600:.2f} h"
+            f" (walltime {wall_mae / 3600:.2f} h)"
         )
     else:
         last24 = "last 24 h: no job with a soft walltime"
@@ -456,9 +575,9 @@ def judge_history(
         "servers": [{"server": s, "rows": r, "newest_end": n} for s, r, n in servers],
         "last_24h": {
             "jobs": jobs,
-            "underestimated_pct": under,
-            "walltime_mae_hours": wall_mae,
-            "soft_walltime_mae_hours": soft_mae,
+            "underestimated_ratio": under if jobs else None,
+            "walltime_mae_s": wall_mae if jobs else None,
+            "soft_walltime_mae_s": soft_mae if jobs else None,
         },
     }
     if not servers:
@@ -491,7 +610,7 @@ def run_checks(pbs: Pbs, cli: Settings, opts: Options) -> list[Check]:
             config, hook_settings = judge_hook_config(exported)
             checks.append(config)
     except PbsError as err:
-        checks.append(Check("hook", CRITICAL, f"cannot ask PBS: {err}"))
+        checks.append(Check("hook", UNKNOWN, f"cannot ask PBS: {err}"))
     if hook_settings is not None and hook_settings.dsn:
         checks.append(check_database(hook_settings.dsn))
         checks.append(check_imports(pbs, hook_settings.sys_path))
@@ -500,19 +619,26 @@ def run_checks(pbs: Pbs, cli: Settings, opts: Options) -> list[Check]:
     since = now - dt.timedelta(seconds=opts.since_s)
     activity = Activity()
     logs = Path(pbs.home) / "server_logs"
-    for path in log_files(logs, since, now):
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            part = parse_hook_log(fh, since)
-        activity.set += part.set
-        activity.dry_run += part.dry_run
-        activity.left_alone.update(part.left_alone)
-        activity.failures.update(part.failures)
-        activity.first = activity.first or part.first
-    checks.append(judge_activity(activity, opts.since_s, cli.status_failure_rate_pct))
+    try:
+        for path in log_files(logs, since, now):
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                activity.add(parse_hook_log(fh, since, opts.hook))
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        checks.append(Check("activity", UNKNOWN, f"cannot read {err.filename}: {reason}"))
+    else:
+        checks.append(judge_activity(activity, opts.since_s, cli.status_failure_rate_pct))
 
     dsn = cli.dsn or (hook_settings.dsn if hook_settings else None)
     if not dsn:
-        checks.append(Check("ingester", WARNING, "no database to read the checkpoints from"))
+        for name in ("ingester", "history"):
+            checks.append(
+                Check(
+                    name,
+                    UNKNOWN,
+                    "no database: give --dsn or SOFTWALLTIME_DSN (or install the hook)",
+                )
+            )
         return checks
     accounting = cli.accounting_dir or os.path.join(pbs.home, "server_priv", "accounting")
     start = time.monotonic()
@@ -529,8 +655,11 @@ def run_checks(pbs: Pbs, cli: Settings, opts: Options) -> list[Check]:
             checks.append(
                 judge_ingester(ingest_state(conn, accounting, deadline), opts.ingest_max_age_s)
             )
-        except (DatabaseError, OSError) as err:
+        except DatabaseError as err:
             checks.append(Check("ingester", CRITICAL, " ".join(str(err).split())))
+        except OSError as err:
+            reason = err.strerror or type(err).__name__
+            checks.append(Check("ingester", UNKNOWN, f"cannot read {err.filename}: {reason}"))
         try:
             servers = [
                 (str(s), int(n), None if t is None else float(t))
@@ -545,13 +674,18 @@ def run_checks(pbs: Pbs, cli: Settings, opts: Options) -> list[Check]:
     return checks
 
 
+def worst(states: Iterable[int]) -> int:
+    """The state of several together: CRITICAL > UNKNOWN > WARNING > OK."""
+    return max(states, key=_RANK.__getitem__, default=OK)
+
+
 def overall(checks: Sequence[Check]) -> int:
-    return max((c.state for c in checks), default=OK)
+    return worst(c.state for c in checks)
 
 
 # ------------------------------------------------------------------------------ output
 
-_COLORS = {OK: "\033[32m", WARNING: "\033[33m", CRITICAL: "\033[31m"}
+_COLORS = {OK: "\033[32m", WARNING: "\033[33m", CRITICAL: "\033[31m", UNKNOWN: "\033[35m"}
 
 
 def render_table(checks: Sequence[Check], color: bool) -> str:
@@ -600,44 +734,115 @@ def _label_value(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def render_prometheus(checks: Sequence[Check]) -> str:
-    """The text exposition format, for node_exporter's textfile collector."""
+def prometheus_value(value: float) -> str:
+    """A sample value at full precision: ``int`` as is, ``float`` by ``repr`` (the shortest
+    text that reads back as the same float), never ``%g`` (6 digits: 1700153660 would be
+    ``1.70015e+09``, 3,660 s off)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def render_prometheus(checks: Sequence[Check], now: Optional[float] = None) -> str:
+    """The text exposition format, for node_exporter's textfile collector.
+
+    Every metric is a gauge: each value is the state when the command ran or a count over
+    the ``--since`` window, never a counter that only grows, so no name ends in ``_total``;
+    times are in seconds, sizes in bytes, shares as ratios (0 to 1).
+    """
+    states = "0 OK, 1 warning, 2 critical, 3 unknown (the check could not run)"
+    ran = time.time() if now is None else now
     out = [
-        "# HELP softwalltime_status overall state: 0 OK, 1 warning, 2 critical",
+        f"# HELP softwalltime_status overall state: {states}",
         "# TYPE softwalltime_status gauge",
         f"softwalltime_status {overall(checks)}",
-        "# HELP softwalltime_check_state state per check: 0 OK, 1 warning, 2 critical",
+        f"# HELP softwalltime_check_state state per check: {states}",
         "# TYPE softwalltime_check_state gauge",
     ]
     out += [f'softwalltime_check_state{{check="{c.name}"}} {c.state}' for c in checks]
-    seen: set[str] = set()
+    out += [
+        "# HELP softwalltime_status_timestamp_seconds when softwalltime status ran (Unix time)",
+        "# TYPE softwalltime_status_timestamp_seconds gauge",
+        f"softwalltime_status_timestamp_seconds {prometheus_value(ran)}",
+    ]
     by_name: dict[str, list[Metric]] = {}
     for c in checks:
         for m in c.metrics:
             by_name.setdefault(m.name, []).append(m)
     for name, metrics in by_name.items():
-        if name not in seen:
-            out.append(f"# HELP {name} {metrics[0].help}")
-            out.append(f"# TYPE {name} gauge")
-            seen.add(name)
+        out.append(f"# HELP {name} {_help_text(metrics[0].help)}")
+        out.append(f"# TYPE {name} gauge")
         for m in metrics:
             labels = ",".join(f'{k}="{_label_value(v)}"' for k, v in sorted(m.labels.items()))
-            out.append(f"{name}{{{labels}}} {m.value:g}" if labels else f"{name} {m.value:g}")
+            value = prometheus_value(m.value)
+            out.append(f"{name}{{{labels}}} {value}" if labels else f"{name} {value}")
     return "\n".join(out) + "\n"
+
+
+def _help_text(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _perf_label(m: Metric) -> str:
+    name = m.name.removeprefix("softwalltime_")
+    for _key, value in sorted(m.labels.items()):
+        name += "_" + re.sub(r"[^A-Za-z0-9_.-]+", "_", value)
+    return name
+
+
+def _perf_value(m: Metric) -> str:
+    if m.name.endswith("_seconds") and not m.name.endswith("_timestamp_seconds"):
+        return prometheus_value(m.value) + "s"
+    if m.name.endswith("_bytes"):
+        return prometheus_value(m.value) + "B"
+    return prometheus_value(m.value)
+
+
+def render_nagios(checks: Sequence[Check]) -> str:
+    """One line for Nagios/Icinga: ``SOFTWALLTIME STATE - text | perfdata``.
+
+    The text names the checks that are not OK, worst first (all of them OK: how many); the
+    perfdata are the metrics, ``label=value[unit]`` (s, B), in the plugin guidelines' form.
+    """
+    state = overall(checks)
+    bad = sorted((c for c in checks if c.state != OK), key=lambda c: -_RANK[c.state])
+    if bad:
+        text = "; ".join(f"{c.name} {STATE_NAMES[c.state]}: {c.summary}" for c in bad)
+    else:
+        text = f"{len(checks)} checks OK: " + ", ".join(c.name for c in checks)
+    text = " ".join(text.replace("|", "/").split())
+    perf = [f"status={state}"]
+    perf += [f"{_perf_label(m)}={_perf_value(m)}" for c in checks for m in c.metrics]
+    return f"SOFTWALLTIME {STATE_NAMES[state]} - {text} | {' '.join(perf)}"
 
 
 def write_atomically(path: str, text: str) -> None:
     """Write ``text`` to a temporary file beside ``path`` and rename it over ``path``
-    (node_exporter never reads a half-written file).
+    (node_exporter never reads a half-written file). A failed write leaves no
+    temporary file behind.
 
     :raises SoftwalltimeError: the directory cannot be written
     """
     directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=".softwalltime-", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
+        tmp = None
     except OSError as err:
         raise SoftwalltimeError(f"cannot write {path}: {err.strerror}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
