@@ -1,0 +1,91 @@
+"""The report page as a person sees it: rendered by headless Chromium (Debian's ``chromium``).
+
+A copy of the page gets a probe script: the first one in <head> records uncaught errors and
+``console.error`` calls; the last one in <body> writes each SVG's rendered size and the
+records into a <pre id="probe">, which ``--dump-dom`` prints once the page has loaded. The
+browser's own console log (``--enable-logging=stderr``) must hold no message from the page
+either (a failed resource load is logged there).
+"""
+
+import datetime as dt
+import json
+import re
+import subprocess
+
+import pytest
+import sqlalchemy as sa
+from helpers_runtime import need_runtime
+
+from softwalltime.db import engine as db
+from softwalltime.report import build, html, synthetic
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+)  # fmt: skip
+HEAD_PROBE = """<script>
+window.__problems = [];
+window.addEventListener("error", function (e) { __problems.push("error: " + e.message); });
+var __consoleError = console.error;
+console.error = function () { __problems.push("console.error: " + [].join.call(arguments, " "));
+  __consoleError.apply(console, arguments); };
+</script>"""
+BODY_PROBE = """<script>
+var sizes = [].map.call(document.querySelectorAll("svg"), function (s) {
+  var r = s.getBoundingClientRect(); return [r.width, r.height]; });
+var pre = document.createElement("pre"); pre.id = "probe";
+pre.textContent = JSON.stringify({sizes: sizes, problems: __problems});
+document.body.appendChild(pre);
+</script>"""
+
+
+@pytest.fixture()
+def page(fresh_dsn, tmp_path):
+    engine = db.make_engine(fresh_dsn, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        synthetic.load(conn, deployed_at=dt.datetime(2013, 2, 1, tzinfo=dt.timezone.utc))
+    with engine.connect() as conn:
+        data, meta = build.make_report(conn)
+    engine.dispose()
+    text = html.render(data, meta)
+    path = tmp_path / "report.html"
+    path.write_text(text)
+    return path, text
+
+
+def _chromium(tmp_path, *args):
+    profile = tmp_path / "profile"
+    cmd = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_page_renders_in_chromium_with_every_figure_drawn(page, tmp_path):
+    need_runtime(CHROMIUM, "that the report renders in a browser (apt-get install chromium)")
+    path, text = page
+    probed = tmp_path / "probed.html"
+    probed.write_text(
+        text.replace("<head>", "<head>" + HEAD_PROBE, 1).replace("</body>", BODY_PROBE + "</body>")
+    )
+    done = _chromium(tmp_path, "--enable-logging=stderr", "--v=0", "--dump-dom", probed.as_uri())
+    assert done.returncode == 0, done.stderr[-2000:]
+    m = re.search(r'<pre id="probe">(.*?)</pre>', done.stdout, re.S)
+    assert m, done.stdout[-2000:]
+    probe = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert probe["problems"] == []
+    assert len(probe["sizes"]) == text.count("<svg") >= 10
+    assert all(w > 0 and h > 0 for w, h in probe["sizes"]), probe["sizes"]
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == []
+
+
+def test_screenshot_is_written(page, tmp_path):
+    need_runtime(CHROMIUM, "that the report renders in a browser (apt-get install chromium)")
+    path, _ = page
+    shot = tmp_path / "report.png"
+    done = _chromium(
+        tmp_path, "--hide-scrollbars", f"--screenshot={shot}", "--window-size=1280,4000",
+        path.as_uri(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
