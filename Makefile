@@ -108,3 +108,8 @@ bench-simulate: $(VENV)/.installed
 .PHONY: bench-soak
 bench-soak: $(VENV)/.installed
 	$(BIN)/python tests/benchmarks/bench_soak.py
+
+## deb: dist/softwalltime_VERSION_ARCH.deb (dpkg-deb; a self-contained venv under /opt/softwalltime)
+.PHONY: deb
+deb: $(VENV)/.installed
+	PIP=$(BIN)/pip packaging/build-deb.sh dist
