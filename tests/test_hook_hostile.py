@@ -19,6 +19,7 @@ from helpers_fakepg import (
     notice,
     notification,
 )
+from helpers_wait import wait_until
 
 from softwalltime.hookpath.state import STATE
 
@@ -119,10 +120,7 @@ def test_a_server_streaming_while_idle(fake, hook):
     assert out["soft_walltime"] == DAY // 4 + 900 and warnings == []
     first = STATE.conn
     go.set()
-    deadline = time.monotonic() + 5
-    while first.quiet() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert not first.quiet()
+    assert wait_until(lambda: not first.quiet())
     out, elapsed, warnings = hook(server.dsn())
     assert out["soft_walltime"] == DAY // 4 + 900 and warnings == []
     assert elapsed < BOUND_S + RUNPY_S and STATE.conn is not first and first.closed

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psycopg2
 import pytest
+from helpers_wait import wait_until
 from psycopg2 import sql
 
 from softwalltime.db.localpg import LocalCluster
@@ -325,17 +326,6 @@ def test_types_nulls_and_errors_keep_the_connection_usable(auth_cluster):
         conn.close()
 
 
-def _wait_until(condition, timeout=5.0):
-    """Poll ``condition`` until it is true or ``timeout`` seconds passed; its last value.
-    What the server sends arrives asynchronously: no fixed sleep is long enough."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() >= deadline:
-            return condition()
-        time.sleep(0.005)
-    return True
-
-
 def test_terminated_backend_marks_the_connection_closed(auth_cluster):
     conn = pgwire.connect(auth_cluster.cluster.dsn("postgres"), _deadline())
     admin = auth_cluster.admin()
@@ -344,7 +334,7 @@ def test_terminated_backend_marks_the_connection_closed(auth_cluster):
         with admin.cursor() as cur:
             cur.execute("SELECT pg_terminate_backend(%s)", (conn.backend_pid,))
         # the backend's FATAL (and end of stream) arrives while idle: no longer quiet
-        assert _wait_until(lambda: not conn.quiet())
+        assert wait_until(lambda: not conn.quiet())
         assert not conn.closed  # quiet() never reads: the next query finds out
         with pytest.raises(DatabaseError):
             conn.query("SELECT 1", (), _deadline())
@@ -373,7 +363,7 @@ def test_quiet_until_a_notification_arrives_while_idle(
         assert conn.quiet() and conn.quiet()  # asking reads nothing, changes nothing
         with admin.cursor() as cur:
             cur.execute("NOTIFY swt_test")
-        assert _wait_until(lambda: not conn.quiet())
+        assert wait_until(lambda: not conn.quiet())
         assert not conn.quiet()  # still there: quiet() did not consume it
         # the next statement reads it before its own reply; then quiet again
         assert conn.query("SELECT $1::int", (7,), _deadline()) == [(7,)]

@@ -32,6 +32,7 @@ from helpers_fakepg import (
     row_description,
 )
 from helpers_runtime import need_runtime
+from helpers_wait import wait_until
 
 from softwalltime.errors import DatabaseError
 from softwalltime.hookpath import dsn as dsnlib
@@ -51,16 +52,6 @@ def _fails_within(call, seconds, match=None):
     elapsed = time.monotonic() - start
     assert elapsed < seconds + SLACK_S, elapsed
     return err.value, elapsed
-
-
-def _wait_until(condition, timeout=5.0):
-    """Poll ``condition`` until it is true or ``timeout`` seconds passed; its last value."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() >= deadline:
-            return condition()
-        time.sleep(0.005)
-    return True
 
 
 def _connected(server, extra=""):
@@ -142,7 +133,7 @@ def test_a_server_streaming_while_idle_is_not_quiet(fake):
     assert conn.query("SELECT 1", (), time.monotonic() + 1.0) == [(1,)]
     assert conn.quiet()
     go.set()
-    assert _wait_until(lambda: not conn.quiet())
+    assert wait_until(lambda: not conn.quiet())
     # the next event's query ends at the cap, long before its deadline
     _, elapsed = _fails_within(_query(conn), 1.0, "more than 100 messages")
     assert elapsed < 0.5
@@ -279,7 +270,7 @@ def test_scram_iterations_beyond_the_cap_fail_at_once(fake, iterations):
     err, elapsed = _fails_within(_connect(server), 1.0, "iterations")
     assert elapsed < 0.1, elapsed  # refused before pbkdf2, not by the deadline
     assert "more than the 100000" in str(err)
-    assert _wait_until(server.done.is_set)
+    assert wait_until(server.done.is_set)
     sent = [k for k, _ in server.peers[0].received if k == b"p"]
     assert sent == [b"p"]  # the client-first only: no client-final was computed
 
@@ -428,7 +419,7 @@ def test_a_cleartext_password_request_over_plain_tcp_is_refused(fake):
     for sslmode in ("disable", "prefer", "allow"):  # prefer and allow: the server says N
         extra = f"sslmode={sslmode}"
         _fails_within(_connect(server, extra), 1.0, "clear text over TCP without TLS")
-        assert _wait_until(server.done.is_set)
+        assert wait_until(server.done.is_set)
         assert not [k for k, _ in server.peers[-1].received if k == b"p"]  # nothing sent
     for rule in ("!md5", "!scram-sha-256,!none"):  # allows it only by omission
         _fails_within(_connect(server, "require_auth=" + rule), 1.0, "clear text")
@@ -450,7 +441,7 @@ def test_sslrootcert_system_never_falls_back_to_plaintext(fake):
     _fails_within(
         _connect(server, "sslrootcert=system"), 1.0, r"does not support TLS \(sslmode=verify-full"
     )
-    assert _wait_until(server.done.is_set)
+    assert wait_until(server.done.is_set)
     assert server.peers[-1].startup is None  # no startup packet in clear
     start = time.monotonic()
     _fails_within(_connect(server, "sslrootcert=system sslmode=prefer"), 1.0, "weak sslmode")

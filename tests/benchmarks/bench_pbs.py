@@ -87,6 +87,20 @@ def _remove() -> None:
     pbsctl.qmgr("delete hook swt_empty", check=False)
 
 
+def history_database(cluster: LocalCluster) -> str:
+    """The DSN of ``cluster``'s postgres database, migrated, with alice's history."""
+    from conftest import ALICE_HISTORY, seed
+
+    dsn = cluster.dsn("postgres")
+    engine = db.make_engine(dsn, poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        db.upgrade(conn, "head")
+        conn.commit()
+    engine.dispose()
+    seed(dsn, pbsctl.USER, ALICE_HISTORY)
+    return dsn
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -103,8 +117,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench-pbs: {why}", file=sys.stderr)
         return 1
 
-    from conftest import ALICE_HISTORY, seed
-
     kinds = ["no hook", "empty hook", "softwalltime hook"]
     rates: dict[str, list[float]] = {k: [] for k in kinds}
     restarts = dict.fromkeys(kinds, 0)
@@ -115,13 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     with pbsctl.exclusive():
         cluster.start()
         try:
-            dsn = cluster.dsn("postgres")
-            engine = db.make_engine(dsn, poolclass=sa.pool.NullPool)
-            with engine.connect() as conn:
-                db.upgrade(conn, "head")
-                conn.commit()
-            engine.dispose()
-            seed(dsn, pbsctl.USER, ALICE_HISTORY)
+            dsn = history_database(cluster)
             print(f"OpenPBS 23.06 at pbshost; {args.jobs} held jobs per configuration and round")
             _install(workdir, dsn)
             for rnd in range(args.rounds):

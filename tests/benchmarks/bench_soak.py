@@ -26,10 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "tests" / "pbs"), str(REPO / "tests"), str(Path(__file__).parent)]
 
 import pbsctl  # noqa: E402
-import sqlalchemy as sa  # noqa: E402
-from bench_pbs import clear_jobs, submit  # noqa: E402
+from bench_pbs import clear_jobs, history_database, submit  # noqa: E402
 
-from softwalltime.db import engine as db  # noqa: E402
 from softwalltime.db.localpg import LocalCluster  # noqa: E402
 
 SOFTWALLTIME = str(Path(sys.executable).with_name("softwalltime"))
@@ -89,8 +87,6 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"bench-soak: {why}", file=sys.stderr)
         return 1
-    from conftest import ALICE_HISTORY, seed
-
     workdir = Path(tempfile.mkdtemp(prefix="swt-bench-soak-"))
     cluster = LocalCluster(tempfile.mkdtemp(prefix="swt-bench-pg-"))
     curves = {}
@@ -99,13 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         pbsctl.qmgr("set server job_history_enable = false")
         cluster.start()
         try:
-            dsn = cluster.dsn("postgres")
-            engine = db.make_engine(dsn, poolclass=sa.pool.NullPool)
-            with engine.connect() as conn:
-                db.upgrade(conn, "head")
-                conn.commit()
-            engine.dispose()
-            seed(dsn, pbsctl.USER, ALICE_HISTORY)
+            dsn = history_database(cluster)
             print(f"OpenPBS 23.06 at pbshost; {args.events} held jobs per configuration")
             script = workdir / "empty.py"
             script.write_text(EMPTY_HOOK)
