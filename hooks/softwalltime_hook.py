@@ -83,15 +83,17 @@ def _main(e):
         except Exception as err:  # noqa: BLE001 - not defined: the value stays, unmarked
             pbs.logmsg(pbs.LOG_WARNING, hooklog.unmarked_line(decide.MARK_RESOURCE, err))
     # straight to pbs.logmsg: a record of the logging module costs more than the lookup
-    pbs.logmsg(pbs.EVENT_DEBUG, hooklog.decision_line(decision.reason, _start))
+    pbs.logmsg(pbs.EVENT_DEBUG, hooklog.decision_line(decision.reason, _start, _hook))
 
 
-_event, _start = pbs.event(), time.monotonic()
+_event, _start, _hook = pbs.event(), time.monotonic(), "softwalltime"
 try:
+    _hook = str(_event.hook_name or _hook)  # a hook of another name tags its lines with it
     _main(_event)
 except Exception as err:  # noqa: BLE001 - fail open; never BaseException: accept() raises SystemExit
     _hint = " (check sys_path in the hook config)" if isinstance(err, ImportError) else ""
     _why = "%s: %s%s" % (type(err).__name__, " ".join(str(err).split()), _hint)
     _ms = (time.monotonic() - _start) * 1000
-    pbs.logmsg(pbs.LOG_WARNING, "softwalltime: job left unchanged after %.0f ms: %s" % (_ms, _why))
+    _tag = "softwalltime: " if _hook == "softwalltime" else "softwalltime[%s]: " % _hook
+    pbs.logmsg(pbs.LOG_WARNING, "%sjob left unchanged after %.0f ms: %s" % (_tag, _ms, _why))
 _event.accept()

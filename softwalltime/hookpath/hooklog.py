@@ -18,11 +18,18 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def decision_line(reason: str, start: float) -> str:
+def line_prefix(hook: str = "softwalltime") -> str:
+    """What starts the hook's decision and failure lines: ``softwalltime: `` for the hook
+    named softwalltime, ``softwalltime[NAME]: `` for a hook installed under another name
+    (pbs.logmsg puts no hook name in the line; ``status --hook NAME`` counts by this)."""
+    return "softwalltime: " if hook == "softwalltime" else f"softwalltime[{hook}]: "
+
+
+def decision_line(reason: str, start: float, hook: str = "softwalltime") -> str:
     """The hook's debug line for one event: its decision and the time since ``start``
     (``time.monotonic()``), e.g. ``softwalltime: queuejob user='alice' ...: set ... [0.21 ms]``.
     """
-    return f"softwalltime: {one_line(reason)} [{(time.monotonic() - start) * 1000:.2f} ms]"
+    return f"{line_prefix(hook)}{one_line(reason)} [{(time.monotonic() - start) * 1000:.2f} ms]"
 
 
 def unmarked_line(resource: str, err: BaseException) -> str:

@@ -42,7 +42,7 @@ from softwalltime.db.localpg import LocalCluster  # noqa: E402
 
 SOFTWALLTIME = str(Path(sys.executable).with_name("softwalltime"))
 EMPTY_HOOK = "import pbs\npbs.event().accept()\n"
-_TIME_RE = re.compile(r"softwalltime: queuejob user='alice'.*\[([0-9.]+) ms\]$")
+_TIME_RE = re.compile(r"softwalltime(?:\[[^]]*\])?: queuejob user='alice'.*\[([0-9.]+) ms\]$")
 _RESTART = "Restarting Python interpreter"
 
 
