@@ -113,3 +113,8 @@ bench-soak: $(VENV)/.installed
 .PHONY: deb
 deb: $(VENV)/.installed
 	PIP=$(BIN)/pip packaging/build-deb.sh dist
+
+## bench-report: softwalltime report over 1,000,000 finished jobs (target <= 5 s)
+.PHONY: bench-report
+bench-report: $(VENV)/.installed
+	$(BIN)/python tests/benchmarks/bench_report.py
