@@ -147,11 +147,27 @@ def test_libpq_dsn_strips_sqlalchemy_driver():
     assert libpq_dsn("host=h dbname=d") == "host=h dbname=d"
 
 
-def test_a_readable_config_file_with_a_password_gets_a_warning(tmp_path, caplog):
-    """Issue 9 item 11: once per file, naming it and the fix; never the password."""
+@pytest.fixture()
+def public_dir():
+    """A directory every user can search (pytest's tmp_path is under a 0700 one)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    path = Path(tempfile.mkdtemp(prefix="swt-config-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+def test_a_readable_config_file_with_a_password_gets_a_warning(public_dir, caplog):
+    """Issue 9 item 11: once per file, naming it and the fix; never the password. (The
+    directories on the way count too: tests/test_config_exposure.py.)"""
     import logging
 
     from softwalltime.hookpath import config as config_module
+
+    tmp_path = public_dir
 
     secret = _write(tmp_path, {"dsn": "postgresql://u:hunter2@db/h"})
     os.chmod(secret, 0o644)

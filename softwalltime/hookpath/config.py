@@ -268,21 +268,56 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
 _warned: Set[str] = set()
 
 
+def readable_by(path: str) -> Optional[str]:
+    """Who besides its owner and root can read ``path``: "others", "its group" or None.
+
+    The directories on the way count: one that a user can search neither as owner, group
+    nor other keeps that user out, whatever the file's mode. PBS writes a hook's config
+    (``server_priv/hooks/NAME.CF``) 0644 at every import, inside a 0750 directory of
+    root's: nobody but root and group root reads it. Group root (gid 0) is not counted:
+    its members are administrators.
+
+    :raises OSError: the file or a directory on the way cannot be looked at
+    """
+    st = os.stat(path)
+    others = bool(st.st_mode & 0o004)
+    group = bool(st.st_mode & 0o040) and st.st_gid != 0
+    directory = os.path.dirname(os.path.abspath(path))
+    while others or group:
+        ds = os.stat(directory)
+        mode = ds.st_mode
+        # who may search it besides root: anyone (o+x); its group, who may be the file's
+        # group or "others" to it (g+x); its owner when not the file's (u+x)
+        by_other = bool(mode & 0o001)
+        by_group = bool(mode & 0o010) and ds.st_gid != 0
+        by_owner = bool(mode & 0o100) and ds.st_uid not in (0, st.st_uid)
+        group = group and (by_other or by_group)
+        others = others and (by_other or by_owner or (by_group and ds.st_gid != st.st_gid))
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    if others:
+        return "others"
+    return "its group" if group else None
+
+
 def _warn_if_exposed(path: str, dsn: Any) -> None:
-    """Warn (once per file) when a config file holding a password is readable by others."""
+    """Warn (once per file) when a config file holding a password is readable by others
+    (:func:`readable_by`)."""
     if not isinstance(dsn, str) or path in _warned:
         return
     try:
         secret = any(dsnlib.is_secret(k) and v for k, v in dsnlib.parse(dsn).items())
-        mode = os.stat(path).st_mode
+        who = readable_by(path) if secret else None
     except (ConfigError, OSError):
         return
-    if secret and mode & 0o077:
+    if who:
         _warned.add(path)
         logging.getLogger(__name__).warning(
             "%s holds a database password and is readable by %s: chmod 600 %s",
             path,
-            "others" if mode & 0o007 else "its group",
+            who,
             path,
         )
 
