@@ -77,6 +77,10 @@ def _add_db_commands(sub: Any) -> None:
 
     add_check_command(dbsub)
 
+    from .dbgrant import add_grant_command
+
+    add_grant_command(dbsub)
+
 
 def _add_config_commands(sub: Any) -> None:
     cfg = sub.add_parser(

@@ -1,0 +1,202 @@
+"""``softwalltime db grant``: the database roles of least privilege (issue 21).
+
+Two roles, each allowed what its program does and nothing more:
+
+- the **hook's** role reads the history: ``SELECT`` on ``finished_jobs`` (the lookup),
+  ``history_version`` (the kept lookups' change counter) and ``calibration_state`` (the
+  predictor ``calibrated``). It can write nothing, so a hook's DSN that leaks (it lives in
+  the hook's config on the PBS server) cannot change predictions.
+- the **ingester's** role writes the history: ``INSERT`` into ``finished_jobs`` and
+  ``job_reruns`` (``SELECT`` for ``ON CONFLICT``), its checkpoints, ``UPDATE`` of
+  ``history_version`` (the trigger of migration 0006 runs as the writer), and ``TEMPORARY``
+  on the database (its ``COPY`` staging tables). Never ``DELETE``, ``TRUNCATE`` or DDL.
+
+Each run first revokes every table privilege the roles hold in the schema, then grants the
+list above: running it again (after a ``db upgrade`` added a table) converges. The SQL is
+one text that ``--print`` shows and the command runs in one transaction, so an admin can
+review it or hand it to ``psql``. Roles are created ``LOGIN`` without a password (peer or
+certificate authentication, or ``ALTER ROLE ... PASSWORD``); an existing role is left as is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any, List, NamedTuple, Sequence, Tuple
+
+from ..errors import SoftwalltimeError
+from ..hookpath.config import Settings, require_dsn
+
+HOOK_ROLE = "softwalltime_hook"
+INGEST_ROLE = "softwalltime_ingest"
+# (privileges, tables) per role; the hook's list is what hookpath/lookup.py queries.
+HOOK_GRANTS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
+    ("SELECT", ("finished_jobs", "history_version", "calibration_state")),
+)
+INGEST_GRANTS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
+    ("SELECT, INSERT", ("finished_jobs", "job_reruns")),
+    ("SELECT, INSERT, UPDATE", ("ingest_checkpoints",)),
+    ("SELECT, UPDATE", ("history_version",)),
+)
+# Lower-case SQL identifiers only: the names go into SQL text and string literals unquoted
+# by any driver (the same text is printed for psql).
+_ROLE_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+class Role(NamedTuple):
+    name: str
+    what: str  # for people: "the hook (read-only)"
+    grants: Tuple[Tuple[str, Tuple[str, ...]], ...]
+    temporary: bool  # TEMPORARY on the database (COPY staging tables)
+
+
+def add_grant_command(dbsub: Any) -> None:
+    """Add ``db grant`` to the ``db`` command group."""
+    grant = dbsub.add_parser(
+        "grant",
+        help="create the hook's read-only role and the ingester's writer role",
+        description=(
+            f"Create (if missing) the role of the hook, which may only read the history "
+            f"(SELECT on {', '.join(HOOK_GRANTS[0][1])}), and the role of the ingester, which "
+            "may write it (INSERT, never DELETE), and grant exactly that in this database. "
+            "Run with a DSN that may create roles and owns the tables (the one of 'db "
+            "upgrade'), after every 'db upgrade'. Example: softwalltime db grant --print"
+        ),
+    )
+    grant.add_argument(
+        "--hook-role", default=HOOK_ROLE, metavar="NAME", help=f"default {HOOK_ROLE}"
+    )
+    grant.add_argument(
+        "--ingest-role", default=INGEST_ROLE, metavar="NAME", help=f"default {INGEST_ROLE}"
+    )
+    grant.add_argument(
+        "--print",
+        action="store_true",
+        dest="print_sql",
+        help="print the SQL (for psql) instead of running it; needs no database",
+    )
+    grant.set_defaults(func=run)
+
+
+def roles(hook_role: str, ingest_role: str) -> List[Role]:
+    """The two roles, names checked.
+
+    :raises SoftwalltimeError: a name that is not a lower-case SQL identifier, or both equal
+    """
+    for name in (hook_role, ingest_role):
+        if not _ROLE_RE.match(name):
+            raise SoftwalltimeError(
+                f"role name {name!r}: use lower-case letters, digits and _ (at most 63)"
+            )
+    if hook_role == ingest_role:
+        raise SoftwalltimeError(
+            f"the hook and the ingester need two roles, got {hook_role!r} twice"
+        )
+    return [
+        Role(hook_role, "the hook (read-only)", HOOK_GRANTS, False),
+        Role(ingest_role, "the ingester (writer)", INGEST_GRANTS, True),
+    ]
+
+
+def _execute(template: str) -> str:
+    """A DO block running ``template`` with the current database and schema filled in."""
+    text = template.replace("{database}", "' || quote_ident(current_database()) || '").replace(
+        "{schema}", "' || quote_ident(current_schema()) || '"
+    )
+    return f"DO $$BEGIN EXECUTE '{text}'; END$$"
+
+
+def role_sql(role: Role) -> List[str]:
+    """The statements for one role, in order, for this database and its current schema.
+
+    No ``%`` and no bind parameter: the same text runs through psycopg2 and psql.
+    """
+    ident = f'"{role.name}"'
+    out = [
+        f"DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{role.name}')"
+        f" THEN CREATE ROLE {ident} LOGIN; END IF; END$$"
+    ]
+    if role.temporary:
+        out.append(_execute(f"GRANT CONNECT, TEMPORARY ON DATABASE {{database}} TO {ident}"))
+    else:
+        out.append(_execute(f"GRANT CONNECT ON DATABASE {{database}} TO {ident}"))
+        out.append(_execute(f"REVOKE TEMPORARY ON DATABASE {{database}} FROM {ident}"))
+    out.append(_execute(f"GRANT USAGE ON SCHEMA {{schema}} TO {ident}"))
+    out.append(_execute(f"REVOKE ALL ON ALL TABLES IN SCHEMA {{schema}} FROM {ident}"))
+    out.append(_execute(f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {{schema}} FROM {ident}"))
+    for privileges, tables in role.grants:
+        out.append(f"GRANT {privileges} ON TABLE {', '.join(tables)} TO {ident}")
+    return out
+
+
+def script(selected: Sequence[Role]) -> str:
+    """The statements as a psql script: one transaction, with what each part is for."""
+    lines = [
+        "-- softwalltime db grant: run as the owner of the history tables, with CREATEROLE,",
+        "-- in the history database (psql -v ON_ERROR_STOP=1 -f FILE).",
+        "BEGIN;",
+    ]
+    for role in selected:
+        lines.append(f"-- {role.name}: {role.what}")
+        lines += [statement + ";" for statement in role_sql(role)]
+    lines += [
+        "COMMIT;",
+        "-- Every role also has what PostgreSQL grants PUBLIC (CONNECT and TEMPORARY on the",
+        "-- database; before PostgreSQL 15 also CREATE on schema public): revoke those from",
+        "-- PUBLIC if no other role should have them.",
+    ]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """``softwalltime db grant [--print]``."""
+    selected = roles(args.hook_role, args.ingest_role)
+    if args.print_sql:
+        print(script(selected))
+        return 0
+    import psycopg2
+
+    from ..db import engine as db
+
+    dsn = require_dsn(settings)
+    with db.connect(db.make_engine(dsn), dsn) as conn:
+        current, head = db.current_revision(conn), db.head_revision()
+        if current != head:
+            raise SoftwalltimeError(
+                f"the schema of {db.dsn_target(dsn)} is at {current or 'base (empty)'}, not at"
+                f" {head}: run 'softwalltime db upgrade' first (grants are given on its tables)"
+            )
+        raw: Any = conn.connection.driver_connection  # psycopg2: the same text psql runs
+        existed = {}
+        try:
+            with raw.cursor() as cur:
+                for role in selected:
+                    cur.execute(
+                        "SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = %s)", (role.name,)
+                    )
+                    existed[role.name] = bool(cur.fetchone()[0])
+                for role in selected:
+                    for statement in role_sql(role):
+                        cur.execute(statement)
+            raw.commit()
+        except psycopg2.Error as err:
+            raw.rollback()
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            hint = ""
+            if err.pgcode == "42501":  # insufficient_privilege
+                hint = (
+                    ": connect as a role with CREATEROLE that owns the tables (the one that"
+                    " ran 'db upgrade'), or give 'db grant --print' to a superuser's psql"
+                )
+            raise SoftwalltimeError(f"db grant on {db.dsn_target(dsn)}: {first}{hint}") from err
+    for role in selected:
+        state = "exists, privileges reset" if existed[role.name] else "created (LOGIN, no password)"
+        granted = "; ".join(f"{p} on {', '.join(t)}" for p, t in role.grants)
+        print(f"{role.name:<22} {role.what}: {state}: {granted}")
+    new = [role.name for role in selected if not existed[role.name]]
+    if new:
+        print(
+            "give them a password (psql: \\password NAME) or use peer/certificate"
+            f" authentication in pg_hba.conf: {', '.join(new)}"
+        )
+    return 0

@@ -1,0 +1,286 @@
+"""``softwalltime db grant`` against a real PostgreSQL: the hook's role reads and can never
+write; the ingester's role ingests and can never delete (issue 21, least privilege)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import psycopg2
+import pytest
+from psycopg2 import errors, sql
+from psycopg2.extensions import make_dsn
+
+from softwalltime import cli
+from softwalltime.cli import dbgrant
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "softwalltime" / "data" / "openpbs-23.06-local.log"
+BIN = Path(sys.executable).parent
+PASSWORD = "grant-test"  # the test server may authenticate by password (testcontainers)
+PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
+_names = itertools.count()
+
+
+class Roles(NamedTuple):
+    hook: str
+    ingest: str
+    admin_dsn: str
+    hook_dsn: str
+    ingest_dsn: str
+
+
+def _admin(dsn: str, statement: sql.Composable | str) -> None:
+    conn = psycopg2.connect(dsn)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(statement)
+    finally:
+        conn.close()
+
+
+@pytest.fixture()
+def roles(fresh_dsn: str) -> Iterator[Roles]:
+    """Role names of this test only (roles are cluster-wide); dropped afterwards."""
+    n = next(_names)
+    hook, ingest = f"swt_hook_{os.getpid()}_{n}", f"swt_ingest_{os.getpid()}_{n}"
+    try:
+        yield Roles(
+            hook,
+            ingest,
+            fresh_dsn,
+            make_dsn(fresh_dsn, user=hook, password=PASSWORD),
+            make_dsn(fresh_dsn, user=ingest, password=PASSWORD),
+        )
+    finally:
+        for role in (hook, ingest):
+            exists = psycopg2.connect(fresh_dsn)
+            try:
+                with exists.cursor() as cur:
+                    cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,))
+                    found = cur.fetchone() is not None
+            finally:
+                exists.close()
+            if found:  # privileges in this database (and on it), then the role
+                _admin(fresh_dsn, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+                _admin(fresh_dsn, sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def grant(r: Roles, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
+    argv = ["--dsn", r.admin_dsn, "db", "grant", "--hook-role", r.hook, "--ingest-role", r.ingest]
+    code = cli.main([*argv, *extra])
+    out, err = capsys.readouterr()
+    if code == 0 and "--print" not in extra:
+        for role in (r.hook, r.ingest):
+            _admin(
+                r.admin_dsn,
+                sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                    sql.Identifier(role), sql.Literal(PASSWORD)
+                ),
+            )
+    return code, out, err
+
+
+def table_privileges(dsn: str, role: str) -> set[tuple[str, str]]:
+    """(table or view, privilege) the role holds in the schema, by has_table_privilege."""
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT c.relname, p FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " CROSS JOIN unnest(%s::text[]) AS p"
+                " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'm', 'p', 'S')"
+                " AND has_table_privilege(%s, c.oid, p)",
+                (list(PRIVILEGES), role),
+            )
+            return {(str(t), str(p)) for t, p in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+def run_sql(dsn: str, statement: str) -> list[tuple[object, ...]]:
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute(statement)
+            return list(cur.fetchall()) if cur.description else []
+    finally:
+        conn.close()
+
+
+def test_the_hooks_role_reads_the_history_and_cannot_write_it(roles, capsys):
+    code, out, err = grant(roles, capsys)
+    assert code == 0, err
+    assert f"{roles.hook} " in out and "created (LOGIN, no password)" in out
+    run_sql(
+        roles.admin_dsn,
+        "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username, walltime_s,"
+        " runtime_s, ended_at) VALUES ('s', '1.s', now(), 1, 'alice', 7200, 1800, now())",
+    )
+    assert run_sql(roles.hook_dsn, "SELECT username, runtime_s FROM finished_jobs") == [
+        ("alice", 1800)
+    ]
+    assert run_sql(roles.hook_dsn, "SELECT count(*) FROM calibration_state") == [(0,)]
+    assert len(run_sql(roles.hook_dsn, "SELECT version FROM history_version")) == 1
+    with pytest.raises(errors.InsufficientPrivilege):
+        run_sql(
+            roles.hook_dsn,
+            "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username, ended_at)"
+            " VALUES ('s', '2.s', now(), 2, 'mallory', now())",
+        )
+    for statement in (
+        "UPDATE finished_jobs SET runtime_s = 1",
+        "DELETE FROM finished_jobs",
+        "UPDATE history_version SET version = version + 1",
+        "SELECT * FROM ingest_checkpoints",
+        "SELECT * FROM job_reruns",
+    ):
+        with pytest.raises(errors.InsufficientPrivilege):
+            run_sql(roles.hook_dsn, statement)
+    # nothing else on any table or view of the schema
+    assert table_privileges(roles.admin_dsn, roles.hook) == {
+        ("finished_jobs", "SELECT"),
+        ("history_version", "SELECT"),
+        ("calibration_state", "SELECT"),
+    }
+
+
+def test_the_hooks_own_lookup_works_with_its_role(roles, capsys):
+    """``predict`` runs the hook's lookup code (pgwire, the change counter, calibration)."""
+    assert grant(roles, capsys)[0] == 0
+    run_sql(
+        roles.admin_dsn,
+        "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username, walltime_s,"
+        " runtime_s, ended_at) VALUES ('s', '1.s', now(), 1, 'alice', 7200, 1800, now())",
+    )
+    for predictor in ("v3", "calibrated"):
+        code = cli.main(
+            [
+                "--dsn",
+                roles.hook_dsn,
+                "predict",
+                "--user",
+                "alice",
+                "--walltime",
+                "02:00:00",
+                "--predictor",
+                predictor,
+            ]
+        )
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        if predictor == "v3":  # 1800/7200 x 7200 + 900
+            assert "soft_walltime: 00:45:00 (2700 s)" in out
+
+
+def test_the_ingesters_role_ingests_and_cannot_delete(roles, capsys):
+    assert grant(roles, capsys)[0] == 0
+    before = run_sql(roles.admin_dsn, "SELECT version FROM history_version")
+    proc = subprocess.run(
+        [str(BIN / "softwalltime-ingest"), "--dsn", roles.ingest_dsn, "--no-progress", SAMPLE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert run_sql(roles.admin_dsn, "SELECT count(*) FROM finished_jobs") == [(13,)]
+    assert run_sql(roles.admin_dsn, "SELECT count(*) FROM ingest_checkpoints") == [(1,)]
+    assert run_sql(roles.admin_dsn, "SELECT version FROM history_version") != before
+    for statement in (
+        "DELETE FROM finished_jobs",
+        "TRUNCATE finished_jobs",
+        "UPDATE finished_jobs SET runtime_s = 1",
+        "DROP TABLE finished_jobs",
+        "UPDATE calibration_state SET lam = 0",
+        "DELETE FROM ingest_checkpoints",
+    ):
+        with pytest.raises((errors.InsufficientPrivilege, errors.DependentObjectsStillExist)):
+            run_sql(roles.ingest_dsn, statement)
+    assert table_privileges(roles.admin_dsn, roles.ingest) == {
+        ("finished_jobs", "SELECT"),
+        ("finished_jobs", "INSERT"),
+        ("job_reruns", "SELECT"),
+        ("job_reruns", "INSERT"),
+        ("ingest_checkpoints", "SELECT"),
+        ("ingest_checkpoints", "INSERT"),
+        ("ingest_checkpoints", "UPDATE"),
+        ("history_version", "SELECT"),
+        ("history_version", "UPDATE"),
+    }
+
+
+def test_running_it_again_takes_back_what_was_added(roles, capsys):
+    assert grant(roles, capsys)[0] == 0
+    _admin(
+        roles.admin_dsn,
+        sql.SQL("GRANT DELETE ON finished_jobs, job_reruns TO {}").format(
+            sql.Identifier(roles.hook)
+        ),
+    )
+    assert ("finished_jobs", "DELETE") in table_privileges(roles.admin_dsn, roles.hook)
+    code, out, err = grant(roles, capsys)
+    assert code == 0, err
+    assert "exists, privileges reset" in out
+    assert table_privileges(roles.admin_dsn, roles.hook) == {
+        ("finished_jobs", "SELECT"),
+        ("history_version", "SELECT"),
+        ("calibration_state", "SELECT"),
+    }
+
+
+def test_print_is_the_same_grants_for_psql(roles, capsys):
+    code, out, err = grant(roles, capsys, "--print")
+    assert code == 0, err
+    assert out.startswith("-- softwalltime db grant") and "BEGIN;" in out and "COMMIT;" in out
+    run_sql(roles.admin_dsn, out)  # the printed script, as psql would send it
+    assert table_privileges(roles.admin_dsn, roles.hook) == {
+        ("finished_jobs", "SELECT"),
+        ("history_version", "SELECT"),
+        ("calibration_state", "SELECT"),
+    }
+
+
+def test_print_needs_no_database(capsys, monkeypatch):
+    monkeypatch.delenv("SOFTWALLTIME_DSN", raising=False)
+    assert cli.main(["db", "grant", "--print"]) == 0
+    out = capsys.readouterr().out
+    assert 'CREATE ROLE "softwalltime_hook" LOGIN' in out
+    assert (
+        "GRANT SELECT ON TABLE finished_jobs, history_version, calibration_state"
+        ' TO "softwalltime_hook"'
+    ) in out
+
+
+def test_a_schema_behind_head_is_refused_in_one_line(empty_dsn, capsys):
+    code = cli.main(["--dsn", empty_dsn, "db", "grant"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "run 'softwalltime db upgrade' first" in err
+
+
+@pytest.mark.parametrize(
+    "flags", [["--hook-role", "Robert'); DROP"], ["--hook-role", "same", "--ingest-role", "same"]]
+)
+def test_bad_role_names_are_refused(flags, capsys):
+    assert cli.main(["db", "grant", "--print", *flags]) == 1
+    assert "softwalltime: error: " in capsys.readouterr().err
+
+
+def test_the_hooks_grants_are_what_the_hook_queries():
+    """Every table the hook path's SQL reads is granted to the hook's role, and no other."""
+    from softwalltime.hookpath import lookup
+
+    texts = " ".join(
+        v for k, v in vars(lookup).items() if k.endswith("_SQL") and isinstance(v, str)
+    )
+    read = {t for t in ("finished_jobs", "history_version", "calibration_state") if t in texts}
+    others = {"job_reruns", "ingest_checkpoints", "calibration_cells"}
+    assert read == set(dbgrant.HOOK_GRANTS[0][1])
+    assert not any(t in texts for t in others)
