@@ -55,7 +55,8 @@ def boxplots(groups: Sequence[Tuple[str, Sequence[Box]]], y_label: str, log: boo
     hi = max([scale(v) for v in values] + [1.0 if not log else symlog(1.0)])
     per_group = max((len(b) for _, b in groups), default=1)
     gw = 18 * per_group + 26
-    width, height, left, top, bottom = 70 + gw * max(len(groups), 1), 300, 60, 14, 60
+    # A wide left margin: the first rotated x label reaches left of its group.
+    width, height, left, top, bottom = 130 + gw * max(len(groups), 1), 350, 120, 14, 110
     plot_h = height - top - bottom
 
     def y(v: float) -> float:
@@ -87,8 +88,8 @@ def _axis_y(
             f'<text x="{left - 4}" y="{yy + 4:.1f}" {_FONT} text-anchor="end">{_fmt(t)}</text>'
         )
     out.append(
-        f'<text x="12" y="{mid:.1f}" {_FONT} text-anchor="middle"'
-        f' transform="rotate(-90 12 {mid:.1f})">{escape(label)}</text>'
+        f'<text x="{left - 40}" y="{mid:.1f}" {_FONT} text-anchor="middle"'
+        f' transform="rotate(-90 {left - 40} {mid:.1f})">{escape(label)}</text>'
     )
     return "".join(out)
 
@@ -198,7 +199,7 @@ def legend(items: Sequence[Tuple[str, str]]) -> str:
             f'<rect x="{x}" y="4" width="12" height="12" fill="{colour}" fill-opacity="0.6"/>'
             f'<text x="{x + 16}" y="14" {_FONT}>{escape(label)}</text>'
         )
-    return _svg(150 * len(items) + 8, 20, parts)
+    return "<div>" + _svg(150 * len(items) + 8, 20, parts) + "</div>"
 
 
 def _svg(width: float, height: float, parts: Sequence[str]) -> str:
