@@ -43,7 +43,7 @@ def test_db_help(capsys):
 
 def test_db_upgrade_downgrade_current(capsys, empty_dsn):
     code, out, _ = run(capsys, "--dsn", empty_dsn, "db", "current")
-    assert code == 0 and "base (empty)" in out and "run 'softwalltime db upgrade'" in out
+    assert code == 1 and "base (empty)" in out and "run 'softwalltime db upgrade'" in out
     code, out, _ = run(capsys, "--dsn", empty_dsn, "db", "upgrade")
     assert code == 0, out
     assert f"is at revision {db.head_revision()}" in out

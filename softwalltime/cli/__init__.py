@@ -109,19 +109,27 @@ def _engine(settings: Settings) -> Any:
 
 
 def _db_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    """``db upgrade`` and ``db downgrade``: args.migrate is db.upgrade or db.downgrade."""
+    """``db upgrade`` and ``db downgrade``: args.migrate is db.upgrade or db.downgrade.
+
+    A downgrade runs in one transaction and is rolled back, unless ``--yes`` (or a
+    confirmation on a terminal), when it dropped a table that held rows: only then, so a
+    downgrade that removes a trigger or a view never asks.
+    """
     from ..db import engine as db
 
     dsn = require_dsn(settings)
     with db.connect(_engine(settings), dsn) as conn:
-        if args.migrate == "downgrade" and not args.yes:
-            held = db.history_rows(conn)
-            if held and not _confirmed(f"downgrade to {args.revision} with {held}"):
+        before = db.table_rows(conn) if args.migrate == "downgrade" else {}
+        getattr(db, args.migrate)(conn, args.revision)
+        lost = db.dropped_rows(conn, before)
+        if lost and not args.yes:
+            held = ", ".join(f"{n} rows in {table}" for table, n in lost.items())
+            if not _confirmed(f"downgrade to {args.revision} drops {held}"):
+                conn.rollback()
                 raise SoftwalltimeError(
                     f"db downgrade {args.revision} drops tables and the rows they hold ({held});"
                     " nothing done: pass --yes to go ahead"
                 )
-        getattr(db, args.migrate)(conn, args.revision)
         conn.commit()
         print(f"database {db.dsn_target(dsn)} is at revision {db.current_revision(conn) or 'base'}")
     return 0
@@ -136,15 +144,22 @@ def _confirmed(what: str) -> bool:
 
 
 def _db_current(args: argparse.Namespace, settings: Settings) -> int:
+    """Where the database is against this version's newest revision: exit 0 only when
+    they are the same (a script or a package's postinst can test it)."""
     from ..db import engine as db
 
     dsn = require_dsn(settings)
     with db.connect(_engine(settings), dsn) as conn:
         current = db.current_revision(conn)
     head = db.head_revision()
-    state = "up to date" if current == head else "run 'softwalltime db upgrade'"
+    if current == head:
+        state, code = "up to date", 0
+    elif current is not None and current not in db.known_revisions():
+        state, code = f"revision {current} is newer than this version of softwalltime knows", 1
+    else:
+        state, code = "behind: run 'softwalltime db upgrade'", 1
     print(f"current: {current or 'base (empty)'}\nhead:    {head}\n{state}")
-    return 0
+    return code
 
 
 # How a setting left unset reads (what the tools then use).

@@ -103,18 +103,46 @@ def alembic_config(connection: Connection | None = None) -> Any:
     return cfg
 
 
-def upgrade(connection: Connection, revision: str = "head") -> None:
-    """Upgrade the schema to ``revision`` on this connection (committed by the caller)."""
-    from alembic import command
+def _migrate(connection: Connection, how: str, revision: str) -> None:
+    """Run alembic's upgrade or downgrade; its refusals become one line.
 
-    command.upgrade(alembic_config(connection), revision)
+    :raises DatabaseError: an unknown revision, or one that is no target from here
+    """
+    from alembic import command
+    from alembic.util import CommandError
+
+    try:
+        getattr(command, how)(alembic_config(connection), revision)
+    except CommandError as err:
+        known = ", ".join(known_revisions())
+        reason = " ".join(str(err).split())
+        raise DatabaseError(
+            f"db {how} {revision}: {reason} (revisions: base, {known}, head)"
+        ) from None
+
+
+def upgrade(connection: Connection, revision: str = "head") -> None:
+    """Upgrade the schema to ``revision`` on this connection (committed by the caller).
+
+    :raises DatabaseError: no such revision, or below the current one
+    """
+    _migrate(connection, "upgrade", revision)
 
 
 def downgrade(connection: Connection, revision: str) -> None:
-    """Downgrade the schema to ``revision`` (``base`` removes everything)."""
-    from alembic import command
+    """Downgrade the schema to ``revision`` (``base`` removes everything).
 
-    command.downgrade(alembic_config(connection), revision)
+    :raises DatabaseError: no such revision, or above the current one
+    """
+    _migrate(connection, "downgrade", revision)
+
+
+def known_revisions() -> list[str]:
+    """The revisions shipped with this version, oldest first."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config())
+    return [r.revision for r in reversed(list(script.walk_revisions()))]
 
 
 def current_revision(connection: Connection) -> str | None:
@@ -131,10 +159,21 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-def history_rows(connection: Connection) -> str:
-    """What the history tables hold, e.g. "1234 rows in finished_jobs"; "" when empty."""
-    held = []
-    for table in ("finished_jobs", "job_reruns", "ingest_checkpoints"):
+# The tables whose rows a downgrade must not drop unasked: the history and what was
+# learned from it (history_version is a counter the next upgrade starts again).
+DATA_TABLES = (
+    "finished_jobs",
+    "job_reruns",
+    "ingest_checkpoints",
+    "calibration_cells",
+    "calibration_state",
+)
+
+
+def table_rows(connection: Connection) -> dict[str, int]:
+    """Rows in each of :data:`DATA_TABLES` that exists and holds any."""
+    held = {}
+    for table in DATA_TABLES:
         exists = connection.execute(
             sa.text("SELECT to_regclass(:name) IS NOT NULL"), {"name": table}
         ).scalar()
@@ -142,5 +181,22 @@ def history_rows(connection: Connection) -> str:
             # the table name comes from the fixed tuple above, never from input
             count = connection.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar()  # noqa: S608
             if count:
-                held.append(f"{count} rows in {table}")
-    return ", ".join(held)
+                held[table] = int(count)
+    return held
+
+
+def history_rows(connection: Connection) -> str:
+    """What the history tables hold, e.g. "1234 rows in finished_jobs"; "" when empty."""
+    return ", ".join(f"{n} rows in {t}" for t, n in table_rows(connection).items())
+
+
+def dropped_rows(connection: Connection, before: dict[str, int]) -> dict[str, int]:
+    """Of ``before`` (:func:`table_rows` earlier in this transaction), the tables that are
+    gone now, with the rows they held."""
+    return {
+        table: n
+        for table, n in before.items()
+        if not connection.execute(
+            sa.text("SELECT to_regclass(:name) IS NOT NULL"), {"name": table}
+        ).scalar()
+    }
