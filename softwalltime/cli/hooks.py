@@ -191,8 +191,17 @@ def _usage(parser: Any) -> int:
 
 
 def _qmgr(args: Any) -> str:
+    """The qmgr to run: ``--qmgr`` (checked before anything is done), qmgr on PATH, or
+    /opt/pbs/bin/qmgr.
+
+    :raises SoftwalltimeError: none found, or ``--qmgr`` is no executable file
+    """
     if args.qmgr:
-        return str(args.qmgr)
+        path = str(args.qmgr)
+        if not args.dry_run and not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            why = "not an executable file" if os.path.exists(path) else "no such file"
+            raise SoftwalltimeError(f"--qmgr {path}: {why}")
+        return path
     if args.dry_run:
         return "qmgr"
     found = shutil.which("qmgr") or (
@@ -212,10 +221,23 @@ def _validate(args: Any) -> None:
         raise SoftwalltimeError(f"--alarm must be at least 1 second, got {args.alarm}")
 
 
+def _qmgr_run(qmgr: str, directive: str) -> subprocess.CompletedProcess[str]:
+    """``qmgr -c directive``; its exit status is the caller's to judge.
+
+    :raises SoftwalltimeError: qmgr cannot be started or does not finish in 60 s
+    """
+    try:
+        return subprocess.run(
+            [qmgr, "-c", directive], capture_output=True, text=True, check=False, timeout=60
+        )
+    except OSError as err:
+        raise SoftwalltimeError(f"cannot run {qmgr}: {err.strerror}") from None
+    except subprocess.TimeoutExpired:
+        raise SoftwalltimeError(f"qmgr -c {directive!r} did not finish within 60 s") from None
+
+
 def _run_qmgr(qmgr: str, directive: str) -> None:
-    proc = subprocess.run(
-        [qmgr, "-c", directive], capture_output=True, text=True, check=False, timeout=60
-    )
+    proc = _qmgr_run(qmgr, directive)
     if proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().replace("\n", " ")
         raise SoftwalltimeError(f"qmgr -c {directive!r} failed ({proc.returncode}): {detail}")
@@ -223,8 +245,7 @@ def _run_qmgr(qmgr: str, directive: str) -> None:
 
 def _qmgr_ok(qmgr: str, directive: str) -> bool:
     """Whether ``qmgr -c directive`` succeeds (``list ...``: the object exists)."""
-    proc = subprocess.run([qmgr, "-c", directive], capture_output=True, check=False, timeout=60)
-    return proc.returncode == 0
+    return _qmgr_run(qmgr, directive).returncode == 0
 
 
 def install(args: Any, settings: Settings) -> int:
