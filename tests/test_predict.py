@@ -231,3 +231,40 @@ def test_params_from_settings_follow_the_values():
     other = PredictorParams.from_settings(settings._replace(v3_jobs=7, long_walltime_factor=1.5))
     assert (other.v3_jobs, other.factor_num, other.factor_den) == (7, 3, 2)
     assert PredictorParams.from_settings(settings) == params == DEFAULT_PARAMS
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (
+            ["--walltime", "99999999999999999999"],
+            "argument --walltime: more than 10 years (315360000 s) is no job's walltime",
+        ),
+        (["--walltime", "1:00:00", "--ncpus", "-4"], "argument --ncpus: must be at least 1"),
+        (["--walltime", "1:00:00", "--ncpus", "0"], "argument --ncpus: must be at least 1"),
+        (["--walltime", "1:00:00", "--ncpus", "100000001"], "must be at most 100000000"),
+        (["--walltime", "1:00:00", "--select", "garbage"], "argument --select: not a select"),
+        (["--walltime", "1:00:00", "--select", "2:ncpus=4+"], "argument --select: not a select"),
+        (["--walltime", "1:00:00", "--select", "0:ncpus=4"], "argument --select: not a select"),
+        (["--walltime", "1:00:00", "--select", "ncpus=-1"], "argument --select: a select's ncpus"),
+        (["--walltime", "1:00:00", "--select", "2:ncpus=x"], "argument --select: a select's ncpus"),
+    ],
+)
+def test_predict_refuses_arguments_no_job_has(capsys, args, error):
+    """Found on a fresh clone: a 16-digit soft walltime for --walltime 99999999999999999999,
+    --ncpus -4 and --select garbage accepted."""
+    from softwalltime import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--dsn", "host=/nowhere", "predict", "--user", "alice", *args])
+    assert exit_.value.code == 2
+    assert error in capsys.readouterr().err.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "text", ["2", "2:ncpus=4", "2:ncpus=4+1:ncpus=2:mem=4gb", "ncpus=8:host=n1"]
+)
+def test_predict_accepts_real_selects(text):
+    from softwalltime.cli.predict import select
+
+    assert select(text) == text

@@ -3,14 +3,58 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
+from ..accounting import FIELD_BOUNDS
 from ..hookpath import calibrated, lookup
 from ..hookpath.config import PREDICTORS, Settings
 from ..hookpath.decide import EVENTS, JobEvent, decide
 from ..hookpath.predict import HistoryRow, PredictorParams
 from ..units import format_duration
-from .argtypes import positive_duration
+from .argtypes import positive_duration, whole_number
+
+# The bounds the ingester holds stored records to (accounting.FIELD_BOUNDS): a walltime of
+# more than 10 years, or more than 10^8 processors, is no job's.
+_WALLTIME_MAX_S = next(b.high for b in FIELD_BOUNDS if b.key == "Resource_List.walltime")
+_NCPUS_MAX = next(b.high for b in FIELD_BOUNDS if b.key == "Resource_List.ncpus")
+_RESOURCE = r"[A-Za-z_]\w*=[^:+=\s]+"
+_CHUNK = re.compile(rf"(?:[1-9]\d*(?::{_RESOURCE})*|{_RESOURCE}(?::{_RESOURCE})*)")
+
+
+def walltime(text: str) -> int:
+    """An argparse type: a PBS duration > 0 and at most 10 years."""
+    seconds = positive_duration(text)
+    if seconds > _WALLTIME_MAX_S:
+        raise argparse.ArgumentTypeError(
+            f"more than 10 years ({_WALLTIME_MAX_S} s) is no job's walltime: {text!r}"
+        )
+    return seconds
+
+
+def ncpus(text: str) -> int:
+    """An argparse type: processors, 1 to 10^8."""
+    value = whole_number(1)(text)
+    if value > _NCPUS_MAX:
+        raise argparse.ArgumentTypeError(f"must be at most {_NCPUS_MAX}, got {value}")
+    return value
+
+
+def select(text: str) -> str:
+    """An argparse type: a PBS select, chunks ``[N:]res=value[:res=value...]`` joined by
+    ``+`` (``2:ncpus=4+1:ncpus=2:mem=4gb``), with whole ``ncpus`` from 1 to 10^8."""
+    for chunk in text.split("+"):
+        if not _CHUNK.fullmatch(chunk):
+            raise argparse.ArgumentTypeError(
+                f"not a select (chunks [N:]res=value[:res=value...] joined by +): {text!r}"
+            )
+        for part in chunk.split(":"):
+            name, _, value = part.partition("=")
+            if name.lower() == "ncpus" and not (value.isdigit() and 1 <= int(value) <= _NCPUS_MAX):
+                raise argparse.ArgumentTypeError(
+                    f"a select's ncpus must be a whole number, 1 to {_NCPUS_MAX}: {text!r}"
+                )
+    return text
 
 
 def register(sub: Any) -> None:
@@ -26,7 +70,10 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--user", required=True, help="PBS user name (euser)")
     parser.add_argument(
-        "--walltime", required=True, type=positive_duration, help="requested walltime, [[H:]M:]S"
+        "--walltime",
+        required=True,
+        type=walltime,
+        help="requested walltime, [[H:]M:]S (at most 10 years)",
     )
     parser.add_argument(
         "--predictor", choices=PREDICTORS, help="predictor (default: from the settings, v3)"
@@ -34,11 +81,13 @@ def register(sub: Any) -> None:
     parser.add_argument("--queue", default="", help="queue name, for the allow/deny lists")
     parser.add_argument(
         "--ncpus",
-        type=int,
+        type=ncpus,
         help="requested processors (predictor calibrated; default: from --select, else 1)",
     )
     parser.add_argument(
-        "--select", help="requested select, e.g. 2:ncpus=4 (predictor calibrated: its ncpus)"
+        "--select",
+        type=select,
+        help="requested select, e.g. 2:ncpus=4 (predictor calibrated: its ncpus)",
     )
     parser.add_argument(
         "--server",
