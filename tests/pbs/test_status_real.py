@@ -11,12 +11,13 @@ from pathlib import Path
 import pbsctl
 import psycopg2
 from conftest import HOOK, SOFTWALLTIME
+from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "softwalltime" / "data" / "openpbs-23.06-local.log"
 
 
-def status(tmp_path, dsn: str, accounting: Path, since_s: float, *args: str):
+def status(tmp_path, dsn: str, accounting: Path, since_s: float, *args: str, form="--json"):
     cfg = tmp_path / "status.json"
     cfg.write_text(
         json.dumps(
@@ -29,7 +30,7 @@ def status(tmp_path, dsn: str, accounting: Path, since_s: float, *args: str):
     )
     return subprocess.run(
         [SOFTWALLTIME, "--config", str(cfg), "status", "--hook", HOOK]
-        + ["--since", str(int(since_s) + 2), "--json", *args],
+        + ["--since", str(int(since_s) + 2), form, *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -92,6 +93,41 @@ def test_status_healthy_then_hook_disabled_then_ingester_behind(install, hook_db
     assert table.returncode == 0
     assert "softwalltime_status 0\n" in prom.read_text()
     assert 'softwalltime_check_state{check="imports"} 0' in prom.read_text()
+    # parsed by Prometheus's own parser, the newest end time exact to the second
+    samples = {
+        (x.name, x.labels.get("server")): x.value
+        for family in text_string_to_metric_families(prom.read_text())
+        for x in family.samples
+    }
+    conn = psycopg2.connect(hook_db)
+    with conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT extract(epoch FROM max(ended_at))::bigint FROM finished_jobs"
+            " WHERE server = 'vm'"
+        )
+        (newest_end,) = cur.fetchone()
+    conn.close()
+    assert samples["softwalltime_history_newest_end_timestamp_seconds", "vm"] == newest_end
+    assert samples["softwalltime_hook_jobs_set", None] >= 1
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".softwalltime-")] == []
+    # the Nagios form: one line, exit 0
+    nagios = status(tmp_path, hook_db, directory, time.monotonic() - start, form="--nagios")
+    assert nagios.returncode == 0, nagios.stdout + nagios.stderr
+    assert nagios.stdout.startswith("SOFTWALLTIME OK - 7 checks OK: hook, config, ")
+    assert nagios.stdout.count("\n") == 1 and nagios.stdout.count(" | ") == 1
+
+    # a newer accounting file that was never read, while the older file's checkpoint is
+    # fresh: behind (found on the real server: OK, by the age of any checkpoint)
+    unread = directory / "99991231"
+    unread.write_text(newest.read_text())
+    proc = status(tmp_path, hook_db, directory, time.monotonic() - start)
+    assert proc.returncode == 1, proc.stdout
+    ingester = next(c for c in json.loads(proc.stdout)["checks"] if c["name"] == "ingester")
+    assert ingester["state"] == "WARNING" and "99991231" in ingester["summary"]
+    assert "never read" in ingester["summary"] and ingester["details"]["never_read"] is True
+    nagios = status(tmp_path, hook_db, directory, time.monotonic() - start, form="--nagios")
+    assert nagios.returncode == 1 and nagios.stdout.startswith("SOFTWALLTIME WARNING - ingester")
+    unread.unlink()
 
     # the ingester behind: new records and no checkpoint written for two hours
     with open(newest, "a") as fh:
@@ -112,6 +148,8 @@ def test_status_healthy_then_hook_disabled_then_ingester_behind(install, hook_db
     assert proc.returncode == 2, proc.stdout
     assert states(proc)["hook"] == "CRITICAL"
     assert "DISABLED" in json.loads(proc.stdout)["checks"][0]["summary"]
+    nagios = status(tmp_path, hook_db, directory, time.monotonic() - start, form="--nagios")
+    assert nagios.returncode == 2 and nagios.stdout.startswith("SOFTWALLTIME CRITICAL - hook")
 
 
 def test_status_database_down(install, hook_db, jobs, tmp_path):
@@ -128,7 +166,23 @@ def test_status_database_down(install, hook_db, jobs, tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     st = states(proc)
     assert st["database"] == "CRITICAL" and st["hook"] == "OK" and st["config"] == "OK"
-    # the job the hook left unchanged: 1 failure of 1 event
-    assert st["activity"] == "CRITICAL"
+    # the job the hook left unchanged: 1 failure of 1 event, too few for a rate: a warning
+    assert st["activity"] == "WARNING"
     activity = next(c for c in json.loads(proc.stdout)["checks"] if c["name"] == "activity")
     assert activity["details"]["failures"] == {"DatabaseError": 1}
+    assert "too few for a rate" in activity["summary"]
+
+
+def test_status_unknown_when_pbs_cannot_be_asked(hook_db, tmp_path):
+    """Nagios: a check that cannot run is UNKNOWN (3), not CRITICAL."""
+    cfg = tmp_path / "status.json"
+    cfg.write_text(json.dumps({"pbs_exec": str(tmp_path / "nopbs"), "dsn": hook_db}))
+    proc = subprocess.run(
+        [SOFTWALLTIME, "--config", str(cfg), "status", "--nagios", "--hook", HOOK],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("SOFTWALLTIME UNKNOWN - hook UNKNOWN: cannot ask PBS")
