@@ -64,6 +64,10 @@ demo: $(VENV)/.installed
 	echo "$$ softwalltime simulate --procs 2176 --estimates users,v3,perfect softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz"; \
 	$(BIN)/softwalltime simulate --procs 2176 --estimates users,v3,perfect \
 	  softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz; \
+	mkdir -p .demo; \
+	echo "$$ softwalltime report --out .demo/report.html"; \
+	$(BIN)/softwalltime report --out .demo/report.html; \
+	echo "# open $$PWD/.demo/report.html in a browser: what soft walltimes did in this history"; \
 	echo "# to run further commands on this database:"; \
 	echo "#   export SOFTWALLTIME_DSN='$$SOFTWALLTIME_DSN' PATH=\"$$PWD/$(BIN):\$$PATH\""
 
