@@ -1,0 +1,311 @@
+"""The .deb on the real OpenPBS host (issue 21): ``dpkg -i`` of the file ``make deb`` builds,
+the hook installed through it with the read-only role of ``db grant``, a job predicted, the
+ingester run as the package's user on the real accounting directory, a reinstall, then
+``dpkg --purge``: no hook, no file of the package, no user, the ACLs as before.
+
+The package is built here, before the PBS lock is taken (``packaging/build-deb.sh``, about
+a minute; ``SOFTWALLTIME_TEST_DEB=FILE`` uses a file built already). dpkg runs inside PBS's
+namespaces (``pbsx``), as it would on a PBS server host: its scripts reach the server.
+
+systemd: when it is not PID 1 (a container), the units are checked with ``systemd-analyze
+verify`` and the ingester's unit is run by hand as its ``User=`` with its
+``EnvironmentFile=``; timers firing, the sandboxing options and the journal are not tested.
+"""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import pwd
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pbsctl
+import psycopg2
+import pytest
+from conftest import _new_database, seed, v3
+
+from softwalltime.db.localpg import LocalCluster
+from softwalltime.units import parse_duration
+
+H = 3600
+REPO = Path(__file__).resolve().parents[2]
+NAME = "softwalltime"
+UNITS = Path("/lib/systemd/system")
+TIMERS = ("softwalltime-ingest.timer", "softwalltime-refresh.timer", "softwalltime-status.timer")
+# Where a package's files or its side effects could be; walked before and after.
+ROOTS = ("/opt", "/etc", "/lib/systemd", "/usr/lib/systemd", "/usr/bin", "/usr/share/doc",
+         "/var/lib", "/run/lock")  # fmt: skip
+SKIP = ("/var/lib/dpkg", "/var/lib/apt")  # dpkg's own database
+PBS_HOME = pbsctl.PBS_HOME
+
+
+def _files() -> set[str]:
+    out: set[str] = set()
+    for root in ROOTS:
+        for here, dirs, names in os.walk(root):
+            if here.startswith(SKIP):
+                dirs[:] = []
+                continue
+            out.update(os.path.join(here, n) for n in dirs + names)
+    return out
+
+
+def _ours(paths: set[str], package_files: set[str]) -> list[str]:
+    """The paths that belong to the package. The machine is shared: another engineer's
+    ``apt-get install`` may add files meanwhile, which are not ours to judge."""
+    return sorted(p for p in paths if p in package_files or NAME in p)
+
+
+def _acls(paths: list[Path]) -> dict[str, str]:
+    out = {}
+    for path in paths:
+        proc = subprocess.run(
+            ["getfacl", "-p", str(path)], capture_output=True, text=True, check=False
+        )
+        out[str(path)] = proc.stdout
+    return out
+
+
+def _exists(kind: str, name: str) -> bool:
+    try:
+        (pwd.getpwnam if kind == "user" else grp.getgrnam)(name)
+        return True
+    except KeyError:
+        return False
+
+
+def _hooks() -> set[str]:
+    out = pbsctl.qmgr("list hook").stdout
+    return set(re.findall(r"^Hook (\S+)$", out, re.M))
+
+
+def _mark_exists() -> bool:
+    return bool(pbsctl.qmgr("list resource softwalltime_set", check=False).returncode == 0)
+
+
+def _installed() -> bool:
+    proc = subprocess.run(
+        ["dpkg-query", "-W", "-f=${db:Status-Abbrev}", NAME],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.returncode == 0 and proc.stdout.startswith(("ii", "iF", "iU", "rc", "ic"))
+
+
+@pytest.fixture(scope="session")
+def deb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The .deb of this checkout. Session-scoped and first in the test's arguments, so that it
+    is built before the PBS lock is taken when this file runs alone; in a whole ``make
+    test-pbs`` session an earlier file holds the lock already (a minute more of it)."""
+    given = os.environ.get("SOFTWALLTIME_TEST_DEB")
+    if given:
+        return Path(given)
+    for tool in ("dpkg-deb", "setfacl", "getfacl", "systemd-analyze"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is missing: apt-get install dpkg acl systemd", pytrace=False)
+    out = tmp_path_factory.mktemp("deb")
+    proc = subprocess.run(
+        [str(REPO / "packaging" / "build-deb.sh"), str(out)],
+        env=dict(os.environ, PIP=str(Path(sys.executable).with_name("pip"))),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture()
+def machine(deb: Path, pbs_server: None) -> Iterator[dict[str, object]]:
+    """What the machine looks like without the package; restored whatever happens."""
+    if _installed():
+        pytest.fail(f"package {NAME} is installed on this host: this test would purge it")
+    if _exists("user", NAME) or _exists("group", NAME):
+        pytest.fail(f"user or group {NAME} exists on this host: this test would delete it")
+    if NAME in _hooks():
+        pytest.fail(f"a PBS hook named {NAME} is installed: this test would delete it")
+    accounting = pbsctl.ACCOUNTING
+    acl_paths = [PBS_HOME, PBS_HOME / "server_priv", accounting, *sorted(accounting.iterdir())]
+    before = {
+        "files": _files(),
+        "acls": _acls(acl_paths),
+        "acl_paths": acl_paths,
+        "mark": _mark_exists(),
+        "hooks": _hooks(),
+    }
+    try:
+        yield before
+    finally:
+        if _installed():
+            pbsctl.run("dpkg", "--purge", NAME, check=False, timeout=300)
+        if NAME in _hooks():
+            pbsctl.qmgr(f"delete hook {NAME}", check=False)
+        if before["mark"] and not _mark_exists():
+            pbsctl.qmgr("create resource softwalltime_set type=long, flag=r", check=False)
+        for tool, kind in (("userdel", "user"), ("groupdel", "group")):
+            if _exists(kind, NAME):
+                subprocess.run([tool, NAME], check=False)
+
+
+def _unit(name: str) -> dict[str, list[str]]:
+    """``Key=value`` lines of an installed unit (every value of a repeated key)."""
+    out: dict[str, list[str]] = {}
+    for line in (UNITS / name).read_text().splitlines():
+        if "=" in line and not line.startswith(("#", "[")):
+            key, _, value = line.partition("=")
+            out.setdefault(key.strip(), []).append(value.strip())
+    return out
+
+
+def _run_unit_by_hand(name: str) -> subprocess.CompletedProcess[str]:
+    """Run a oneshot unit's ExecStart as systemd would without systemd: as its User=, with
+    only the variables of its Environment= and EnvironmentFile= (``-``: may be missing)."""
+    unit = _unit(name)
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+    for item in unit.get("Environment", []):
+        key, _, value = item.partition("=")
+        env[key] = value
+    for item in unit.get("EnvironmentFile", []):
+        path = Path(item.lstrip("-"))
+        if not path.exists():
+            assert item.startswith("-"), f"{name}: {path} missing"
+            continue
+        for line in path.read_text().splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                key, _, value = line.partition("=")
+                env[key.strip()] = value.strip()
+    (command,) = unit["ExecStart"]
+    argv = [re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], a) for a in shlex.split(command)]
+    user = unit.get("User", ["root"])[0]
+    return subprocess.run(
+        ["runuser", "-u", user, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()), *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _soft(jobid: str) -> int | None:
+    value = pbsctl.resource(jobid, "soft_walltime")
+    return None if value is None else parse_duration(value)
+
+
+def _count(dsn: str, table: str) -> int:
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT count(*) FROM {table}")
+        return int(cur.fetchone()[0])
+
+
+def test_deb_install_predict_ingest_purge(
+    deb: Path, machine: dict[str, object], hook_cluster: LocalCluster, jobs: list[str]
+) -> None:
+    admin_dsn = _new_database(hook_cluster, "pkg")
+    seed(admin_dsn, pbsctl.USER, [(H, 4 * H), (2 * H, 10 * H)])
+    sock_dir = hook_cluster.directory
+
+    # install, inside PBS's namespaces as on a server host
+    proc = pbsctl.run("dpkg", "-i", str(deb), timeout=300)
+    assert _installed(), proc.stdout + proc.stderr
+    package_files = set(pbsctl.run("dpkg", "-L", NAME).stdout.split("\n")) - {"", "/."}
+    user = pwd.getpwnam(NAME)
+    assert user.pw_uid < 1000 and user.pw_shell == "/usr/sbin/nologin"
+    assert user.pw_dir == "/var/lib/softwalltime" and os.path.isdir(user.pw_dir)
+    config = Path("/etc/softwalltime.json")
+    assert (config.stat().st_mode & 0o777, grp.getgrgid(config.stat().st_gid).gr_name) == (
+        0o640,
+        NAME,
+    )
+    assert os.path.realpath("/usr/bin/softwalltime") == "/opt/softwalltime/bin/softwalltime"
+
+    # the units: systemd-analyze verify resolves every executable and directive
+    units = sorted(p.name for p in UNITS.glob("softwalltime-*"))
+    assert len(units) == 6, units
+    verify = subprocess.run(
+        ["systemd-analyze", "verify", *(str(UNITS / u) for u in units)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert verify.returncode == 0, verify.stderr
+    assert _unit("softwalltime-ingest.service")["User"] == [NAME]
+    assert _unit("softwalltime-ingest.timer")["OnCalendar"] == ["*:0/5"]
+    assert "User" not in _unit("softwalltime-refresh.service")  # root: qalter as manager
+    subprocess.run(["systemctl", "enable", TIMERS[0]], capture_output=True, check=True)
+    wants = Path("/etc/systemd/system/timers.target.wants") / TIMERS[0]
+    assert wants.is_symlink()
+
+    # the roles, with the package's own command; the admin's settings in the conffiles
+    grant = subprocess.run(
+        ["/usr/bin/softwalltime", "--dsn", admin_dsn, "db", "grant"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert grant.returncode == 0, grant.stderr
+    port = hook_cluster.port
+    hook_dsn = f"postgresql://softwalltime_hook@/pkg?host={sock_dir}&port={port}"
+    ingest_dsn = f"postgresql://softwalltime_ingest@/pkg?host={sock_dir}&port={port}"
+    settings = json.loads(config.read_text())
+    config.write_text(json.dumps(dict(settings, dsn=hook_dsn), indent=2))
+    env_file = Path("/etc/default/softwalltime")
+    env_file.write_text(env_file.read_text() + f"SOFTWALLTIME_DSN={ingest_dsn}\n")
+
+    # the hook, installed through the package, predicts with the read-only role
+    out = pbsctl.run("/usr/bin/softwalltime", "hooks", "install", timeout=120).stdout
+    assert f"hook {NAME} installed" in out and "/opt/softwalltime/lib/python3" in (
+        pbsctl.qmgr(f"export hook {NAME} application/x-config default").stdout
+    )
+    jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
+    assert _soft(jobs[-1]) == v3(10 * H)
+
+    # the ingester's unit, as its user: reads the real accounting directory through the
+    # package's ACL and the config through its group; reaches the database socket by an ACL
+    # of the test's own
+    socket_path = str(hook_cluster.socket_path)
+    subprocess.run(["setfacl", "-m", f"u:{NAME}:x", str(sock_dir)], check=True)
+    subprocess.run(["setfacl", "-m", f"u:{NAME}:rw", socket_path], check=True)
+    try:
+        before = _count(admin_dsn, "finished_jobs")
+        ran = _run_unit_by_hand("softwalltime-ingest.service")
+        assert ran.returncode == 0, ran.stderr
+        assert "softwalltime ingest:" in ran.stdout
+        assert _count(admin_dsn, "finished_jobs") > before
+        assert _count(admin_dsn, "ingest_checkpoints") >= 1
+    finally:
+        subprocess.run(["setfacl", "-x", f"u:{NAME}", str(sock_dir), socket_path], check=False)
+
+    # a reinstall (the upgrade path) keeps the admin's config and re-imports the hook script
+    proc = pbsctl.run("dpkg", "-i", str(deb), timeout=300)
+    assert "hook 'softwalltime' updated" in proc.stderr
+    assert json.loads(config.read_text())["dsn"] == hook_dsn
+    jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
+    assert _soft(jobs[-1]) is not None
+
+    # purge: jobs first (their mark would keep the resource), history too
+    pbsctl.qdel(*jobs)
+    pbsctl.run("qdel", "-x", "-Wforce", *jobs, check=False)
+    proc = pbsctl.run("dpkg", "--purge", NAME, timeout=300)
+    assert not _installed(), proc.stdout + proc.stderr
+    assert _hooks() == machine["hooks"]
+    if not machine["mark"]:
+        assert not _mark_exists()
+    assert not _exists("user", NAME) and not _exists("group", NAME)
+    assert not wants.is_symlink()
+    after = _files()
+    before_files = machine["files"]
+    assert isinstance(before_files, set)
+    assert _ours(after - before_files, package_files) == []
+    assert _ours(before_files - after, package_files) == []
+    acl_paths = machine["acl_paths"]
+    assert isinstance(acl_paths, list)
+    assert _acls(acl_paths) == machine["acls"]
