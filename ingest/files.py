@@ -327,6 +327,9 @@ def inspect(path: str) -> LogFile:
             start = fh.read(HEAD_BYTES)
             if len(start) == HEAD_BYTES and b"\n" not in start:  # a first line this long
                 start += fh.read(FINGERPRINT_MAX - HEAD_BYTES)
+        why = not_a_log(start[:HEAD_BYTES])
+        if why:
+            raise FileError(f"{path}: not an accounting log ({why}); nothing read")
         fingerprint = _first_line_hash(start)
         if fingerprint is not None:
             head = start[:HEAD_BYTES]
@@ -340,6 +343,27 @@ def inspect(path: str) -> LogFile:
     except (OSError, EOFError, zlib.error) as err:
         raise FileError(f"{path}: cannot read: {_reason(err)}") from err
     return LogFile(db_path(path), compressed, st.st_ino, st.st_size, fingerprint, isize, path)
+
+
+_RECORD_START = re.compile(rb"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;", re.MULTILINE)
+
+
+def not_a_log(head: bytes) -> Optional[str]:
+    """Why a file that starts with ``head`` (its first bytes, uncompressed) is no
+    accounting log, or None: binary data (a NUL byte, or bytes that are not UTF-8) and not
+    one line that starts like a record. A log with records first is read whatever follows
+    (a crash can leave NUL bytes in one); its bad lines are reported one by one."""
+    if _RECORD_START.search(head):
+        return None
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        return f"binary data: a NUL byte at byte {nul}"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if err.start < len(head) - 3:  # not a character cut at the end of the head
+            return f"binary data: not UTF-8 text at byte {err.start}"
+    return None
 
 
 def _reason(err: BaseException) -> str:

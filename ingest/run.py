@@ -147,7 +147,7 @@ class Summary:
         if self.malformed > SHOW_MALFORMED:
             out.append(
                 f"{self.malformed:,} malformed line(s) in all; "
-                f"the first {SHOW_MALFORMED} are shown above"
+                f"the first {SHOW_MALFORMED} went to stderr"
             )
         if self.impossible:
             rules = sorted(self.impossible.items(), key=lambda kv: (-kv[1], kv[0]))
