@@ -170,7 +170,19 @@ _UNSET = {
 }
 
 
+def _pbs_exec_unset() -> str:
+    """What the PBS commands use when ``pbs_exec`` is not set: /etc/pbs.conf's PBS_EXEC."""
+    from ..pbsserver.commands import DEFAULT_PBS_EXEC, PBS_CONF, read_pbs_conf
+
+    found = read_pbs_conf().get("PBS_EXEC")
+    if found:
+        return f"{found} (PBS_EXEC of {PBS_CONF})"
+    return f"{DEFAULT_PBS_EXEC} (no PBS_EXEC in {PBS_CONF})"
+
+
 def _shown(key: str, value: Any) -> str:
+    if value is None and key == "pbs_exec":
+        return _pbs_exec_unset()
     if value is None:
         return _UNSET.get(key, "(none)")
     if key == "dsn":
