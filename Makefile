@@ -122,3 +122,8 @@ deb: $(VENV)/.installed
 .PHONY: bench-report
 bench-report: $(VENV)/.installed
 	$(BIN)/python tests/benchmarks/bench_report.py
+
+## rpm: dist/softwalltime-VERSION-1.ARCH.rpm (rpmbuild of packaging/softwalltime.spec; apt-get install rpm)
+.PHONY: rpm
+rpm: $(VENV)/.installed
+	PIP=$(BIN)/pip packaging/build-rpm.sh dist
