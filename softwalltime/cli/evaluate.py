@@ -169,6 +169,24 @@ def _nothing_evaluated(source: str, report: dict[str, Any], start_from_submit: b
     return text
 
 
+def check_plot_dir(directory: str) -> None:
+    """Before a long run: matplotlib is there, and ``directory`` exists and is writable or
+    can be created (its nearest existing parent is a writable directory).
+
+    :raises SoftwalltimeError: either is not so (one line saying what to do)
+    """
+    from ..replay.plots import _matplotlib
+
+    _matplotlib()
+    path = os.path.abspath(directory)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    if not os.path.isdir(path):
+        raise SoftwalltimeError(f"--plot {directory}: {path} is not a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise SoftwalltimeError(f"--plot {directory}: {path} is not writable")
+
+
 def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     """Handle ``softwalltime evaluate``; see DESCRIPTION for what it does.
 
@@ -189,6 +207,8 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("give SOURCE files or --db, not both")
     if not args.db and not args.sources:
         raise ConfigError("nothing to evaluate: give SOURCE files/directories, or --db")
+    if args.plot:
+        check_plot_dir(args.plot)  # before the work, not after it
     started = time.perf_counter()
     if args.db:
         trace = _read_db(settings)
