@@ -28,10 +28,12 @@ def reference(work: sim.Workload, source: sim.EstimateSource, total: int, policy
         return when if when < start[j] + work.run[j] else inf
 
     while a < n or running:
-        t = min(
-            [work.submit[a] if a < n else inf]
-            + [start[j] + work.run[j] for j in running]
-            + [step_time(j) for j in running]
+        t = int(
+            min(
+                [work.submit[a] if a < n else inf]
+                + [start[j] + work.run[j] for j in running]
+                + [step_time(j) for j in running]
+            )
         )
         for j in [j for j in running if start[j] + work.run[j] == t]:
             running.remove(j)

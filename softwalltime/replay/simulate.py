@@ -740,7 +740,7 @@ def simulate(
         # (until then corrections change no decision and are applied lazily).
         #
         # Tracking: when the job whose end is the shadow is corrected under pbs, the shadow
-        # moves with it (now + its increment) and extra stays, until its end passes the next
+        # moves with it (now + its increment) and extra stays, until its end reaches the next
         # running job's; if no candidate of the last scan could start then (shortest
         # estimate > increment, fewest processors > extra), those passes are no-ops too.
         nonlocal track
@@ -768,7 +768,8 @@ def simulate(
             if e > shadow:
                 break
             if j == track:
-                c = crossing(j, limit) if limit < inf else inf
+                # Reaching the next end (not only passing it) adds that job to extra.
+                c = crossing(j, limit - 1) if limit < inf else inf
             else:
                 c = crossing(j, shadow)
             if c < best:
