@@ -29,6 +29,7 @@ _COMMAND_MODULES = (
     "softwalltime.cli.predict",
     "softwalltime.cli.hooks",
     "softwalltime.cli.evaluate",
+    "softwalltime.cli.wait",
     "softwalltime.cli.calibrate",
     "softwalltime.cli.simulate",
     "softwalltime.cli.refresh",

@@ -1,0 +1,212 @@
+"""Queue-wait prediction (softwalltime.wait): each PQStar rule on hand-made workloads whose
+answer is known, the baselines against plain reference code, the paper's measures."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from softwalltime.wait import baselines, metrics, pqstar
+from softwalltime.wait.pqstar import FAR, IBL, MID, NEAR, WaitParams, replay_waits
+from softwalltime.wait.workload import WaitJob, large_job_procs
+
+# A 16-processor machine: "large" jobs request 4 or more.
+M = 16
+
+
+def job(submit, start, end, procs=2, ert=1000, user="u"):
+    return WaitJob(submit, start, end, procs, ert, user)
+
+
+def rule_of_last(jobs, machine=M, **kw):
+    """The rule PQStar applies to the last job of ``jobs`` (the only target)."""
+    params = WaitParams(first_target=len(jobs) - 1, last_target=len(jobs), **kw)
+    res = replay_waits(jobs, machine, params)
+    assert res.targets == [len(jobs) - 1]
+    return res.rule[0], res
+
+
+@pytest.mark.parametrize(
+    ("machine", "large"), [(1, 1), (16, 4), (64, 8), (100, 16), (128, 16), (240, 16), (338, 32)]
+)
+def test_large_job_is_the_next_power_of_two_of_the_square_root(machine, large):
+    assert large_job_procs(machine) == large
+
+
+def test_near_term_similar_job_started_marks_a_quick_starter():
+    jobs = [job(0, 10, 500), job(100, 20_000, 30_000, ert=1200)]
+    rule, res = rule_of_last(jobs)
+    assert rule == NEAR
+    assert res.predicted_s["pqstar"] == [3600]
+    assert res.near_jobs == [1]
+
+
+def test_a_setting_changes_the_bound():
+    jobs = [job(0, 10, 500), job(100, 200, 300)]
+    _rule, res = rule_of_last(jobs, quick_s=600)
+    assert res.predicted_s["pqstar"] == [600]
+
+
+@pytest.mark.parametrize(
+    ("procs", "ert"), [(1, 1000), (4, 1000), (2, 4601 + 1000)], ids=["size", "size", "ert"]
+)
+def test_near_term_needs_a_similar_job(procs, ert):
+    """Same request size and ERT within 1 h: otherwise the near rule does not apply."""
+    jobs = [job(0, 10, 500, procs=procs, ert=ert), job(100, 200, 300)]
+    assert rule_of_last(jobs)[0] == IBL
+
+
+def test_near_term_needs_the_similar_job_to_have_started():
+    jobs = [job(0, 5000, 6000), job(100, 200, 300)]
+    assert rule_of_last(jobs)[0] == IBL
+
+
+def test_a_similar_job_queued_for_more_than_an_hour_blocks_the_mark():
+    started = job(0, 10, 500)
+    queued = job(100, 9000, 9100)  # at t = 5000 it has waited 4900 s so far
+    target = job(5000, 5100, 5200)
+    assert rule_of_last([started, queued, target])[0] == IBL
+    # ... but not when it has waited less than the threshold so far
+    assert rule_of_last([started, job(2000, 9000, 9100), target])[0] == NEAR
+
+
+def test_a_change_in_running_large_jobs_ends_the_near_term_history():
+    similar = job(0, 10, 500)
+    big = job(50, 60, 100_000, procs=4, ert=90_000)  # large: starts before the target
+    target = job(1000, 1100, 1200)
+    rule, res = rule_of_last([similar, big, target])
+    assert res.near_jobs == [0]  # big was submitted with no large job running
+    # `similar` and `big` were submitted before big, the only running job, started: no
+    # running job in common, so both are far-term history, and `similar` waited 10 s
+    assert rule == FAR
+
+
+def _mid_workload(filler_procs):
+    # R runs from 0 on (small), A is a similar quick job submitted while R runs, X is a
+    # large job that starts before the target: the near-term history is empty (L went
+    # 0 -> 1), the mid-term history (R still running) holds R, A and X.
+    r = job(0, 0, 100_000, procs=filler_procs, ert=100_000)
+    a = job(10, 20, 500)
+    x = job(30, 40, 100_000, procs=4, ert=100_000)
+    target = job(1000, 1100, 1200)
+    return [r, a, x, target]
+
+
+def test_mid_term_free_node_criterion():
+    rule, res = rule_of_last(_mid_workload(1))  # free: 16 - 1 - 4 = 11 > 2
+    assert res.near_jobs == [0]
+    assert rule == MID
+
+
+def test_mid_term_without_free_nodes_falls_to_ibl():
+    assert rule_of_last(_mid_workload(11))[0] == IBL  # free: 16 - 11 - 4 = 1 < 2
+
+
+def test_far_term_all_similar_jobs_quick():
+    far = job(0, 10, 50)
+    r = job(1000, 1000, 1_000_000, procs=1, ert=10**6)
+    x = job(1500, 1500, 1_000_000, procs=4, ert=10**6)
+    target = job(2000, 2100, 2200)
+    assert rule_of_last([far, r, x, target])[0] == FAR
+    slow = job(0, 4000, 4050)
+    assert rule_of_last([slow, r, x, target])[0] == IBL
+
+
+def test_rank_criterion():
+    ranks = [(0.2, True), (0.5, True), (0.7, False)]
+    assert pqstar.rank_threshold_met(0.5, ranks)
+    assert not pqstar.rank_threshold_met(0.6, ranks)  # above every quick job's rank
+    assert not pqstar.rank_threshold_met(0.5, [(0.5, True), (0.5, False)])
+    assert pqstar.rank_threshold_met(0.9, [(0.95, True)])
+    assert not pqstar.rank_threshold_met(0.0, [(0.1, False)])  # no quick job: no threshold
+
+
+def test_free_node_criterion():
+    queued = [(1, 5000), (8, 100), (8, 9000), (2, 9000)]
+    # ahead of a (4 procs, ERT 1000) job: 1 (smaller), 8 (shorter), not the (8, 9000) one,
+    # 2 (smaller): 11 processors
+    assert pqstar.free_node_criterion(16, 4, 1000, queued)  # 16 - 11 = 5 > 4
+    assert not pqstar.free_node_criterion(15, 4, 1000, queued)  # 4 is not > 4
+
+
+def test_only_started_jobs_teach_the_baselines():
+    """A wait is learned when the job starts: a job still queued at the target's submit
+    contributes nothing, however its wait ends."""
+    early = [job(0, 10, 20, ert=50) for _ in range(3)]
+    pending = job(30, 100_000, 100_010)
+    target = job(40, 50, 60)
+    res = replay_waits(early + [pending, target], M, WaitParams(first_target=4, last_target=5))
+    assert res.predicted_s["ibl"] == [10]
+    assert res.predicted_s["qbets"] == [10]
+
+
+def test_ibl_matches_the_plain_reference():
+    rng = random.Random(7)
+    ibl = baselines.Ibl(k=5, window=50)
+    history = []
+    for n in range(120):
+        feats = baselines.features(
+            rng.choice("abc"), rng.randint(1, 64), rng.randint(0, 10**5),
+            rng.randint(0, 300), rng.randint(0, 2000), rng.randint(-5, 128), 128,
+        )  # fmt: skip
+        if n > 10:
+            expected = baselines.ibl_predict_reference(history[-50:], feats, k=5)
+            assert ibl.predict(feats) == expected
+        wait = rng.randint(0, 50_000)
+        ibl.observe(feats, wait)
+        history.append((feats, wait))
+
+
+def test_order_statistic_of_the_quantile_bound():
+    # 0.95 ** 59 = 0.0485: 59 observations are the fewest whose maximum bounds the 95th
+    # percentile with 95 % confidence
+    assert baselines.order_statistic(58, 0.95, 0.95) is None
+    assert baselines.order_statistic(59, 0.95, 0.95) == 59
+    exact = baselines.order_statistic(200, 0.95, 0.95)
+    approx = baselines.order_statistic(201, 0.95, 0.95)
+    assert exact is not None and approx is not None and abs(approx - exact) <= 2
+
+
+def test_quantile_bound_and_loguniform():
+    qb = baselines.QuantileBound(window=100)
+    for w in range(100):
+        qb.observe(1, w * 10)
+    k = baselines.order_statistic(100, 0.95, 0.95)
+    assert qb.bound(1) == (k - 1) * 10
+    assert qb.bound(64) == (k - 1) * 10  # no jobs of that class: all jobs
+    assert qb.loguniform(1, 0.5) == round(math.expm1(math.log1p(990) / 2))
+    assert baselines.loguniform_bound(0, 0, 0.95) == 0
+
+
+@pytest.mark.parametrize(
+    ("wait", "slab"),
+    [(0, 0), (3600, 0), (3601, 1), (3 * 3600, 1), (6 * 3600, 2), (12 * 3600, 3),
+     (24 * 3600, 4), (48 * 3600, 5), (48 * 3600 + 1, 6)],
+)  # fmt: skip
+def test_slabs(wait, slab):
+    assert metrics.slab(wait) == slab
+
+
+def test_measures_on_known_numbers():
+    # quick starters: jobs 0, 1 (marked: 0); misguided: job 2 (waited 2 h < 4 h)
+    predicted = [3600, 7200, 3600, 36_000]
+    waits = [600, 1800, 7200, 36_000]
+    runs = [3000, 1800, 800, 0]
+    m = metrics.measure(predicted, waits, runs, 3600)
+    assert m.targets == 4 and m.quick_starters == 2
+    assert m.marked_pct == 50.0
+    assert m.misguiding_pct == 25.0 and m.misguiding_under_4h_pct == 100.0
+    errors = [3000, 5400, -3600, 0]
+    assert m.rms_hours == pytest.approx(math.sqrt(sum(e * e for e in errors) / 4) / 3600)
+    assert m.nrms == pytest.approx(math.sqrt(sum((e / w) ** 2 for e, w in zip(errors, waits)) / 4))
+    ppe = [3000 / 3600, 5400 / 3600, 3600 / 8000, 0.0]
+    assert m.mean_ppe_rt == pytest.approx(sum(ppe) / 4)
+    # good: job 0 (same slab), job 3 (exact); job 1: 2 h vs 30 min; job 2: 1 h vs 2 h
+    assert m.good_pct == 50.0
+
+
+def test_no_targets():
+    m = metrics.measure([], [], [], 3600)
+    assert m.targets == 0 and m.marked_pct is None and m.good_pct is None
