@@ -201,7 +201,7 @@ def replay_waits(
     pred_ibl, pred_pq = out.predicted_s["ibl"], out.predicted_s["pqstar"]
     heappush, heappop = heapq.heappush, heapq.heappop
 
-    for i in range(n):
+    for i in range(last):  # jobs submitted after the last target change nothing
         t = sub[i]
         while events and events[0][0] <= t:
             _time, kind, j = heappop(events)

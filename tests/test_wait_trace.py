@@ -1,0 +1,97 @@
+"""The wait replay on a real trace slice (the paper's Figure 3 uses 5,000 CTC-SP2 jobs),
+and ``softwalltime evaluate-wait`` run in-process on real files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from softwalltime.cli import main
+from softwalltime.wait.evaluate import evaluate_sources
+from softwalltime.wait.pqstar import WaitParams
+
+TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "traces"
+CTC = TRACES / "CTC-SP2-1996-3.1-cln.swf.gz"
+
+
+@pytest.fixture(scope="module")
+def ctc_5000():
+    if not CTC.is_file():
+        pytest.fail(f"{CTC} is missing: clone the repository next to shared/")
+    return evaluate_sources(
+        [str(CTC)], params=WaitParams(last_target=15_000), ert_sources=["walltime"]
+    )
+
+
+def test_ctc_slice_figures(ctc_5000):
+    """The figures of this version on jobs 10,001-15,000 (a change in any rule moves them)."""
+    r = ctc_5000
+    assert (r["jobs"], r["machine_procs"], r["large_procs"], r["targets"]) == (77216, 338, 32, 5000)
+    assert r["quick_starter_pct"] == pytest.approx(49.7, abs=0.05)
+    part = r["by_ert"]["walltime"]
+    got = {
+        name: (m["marked_pct"], m["misguiding_pct"], m["good_pct"])
+        for name, m in part["methods"].items()
+    }
+    assert got["pqstar"] == pytest.approx((84.9, 18.1, 54.6), abs=0.05)
+    assert got["ibl"] == pytest.approx((64.0, 12.6, 45.3), abs=0.05)
+    assert got["qbets"] == pytest.approx((0.0, 0.0, 9.1), abs=0.05)
+    rules = {k: v["jobs"] for k, v in part["pqstar_rules"].items()}
+    assert rules == {"near": 1534, "mid": 777, "far": 20, "ibl": 2669}
+
+
+def test_ctc_slice_keeps_the_papers_ordering(ctc_5000):
+    """Table 3 and 7's ordering: PQStar marks more quick starters than IBL, IBL more than
+    QBETS and log-uniform; PQStar has the most good predictions and the least NRMS error."""
+    m = ctc_5000["by_ert"]["walltime"]["methods"]
+    assert m["pqstar"]["marked_pct"] > m["ibl"]["marked_pct"] > m["qbets"]["marked_pct"]
+    assert m["qbets"]["marked_pct"] >= m["loguniform"]["marked_pct"]
+    assert m["pqstar"]["good_pct"] == max(x["good_pct"] for x in m.values())
+    assert m["pqstar"]["nrms"] == min(x["nrms"] for x in m.values())
+    # the near-term history marks most of PQStar's quick starters (Table 2)
+    rules = ctc_5000["by_ert"]["walltime"]["pqstar_rules"]
+    assert rules["near"]["jobs"] > rules["mid"]["jobs"] > rules["far"]["jobs"]
+
+
+def _swf(path: Path, jobs: int) -> Path:
+    lines = ["; MaxProcs: 16"]
+    for k in range(jobs):
+        submit, wait, run = 100 * k, (k % 3) * 2000, 500
+        lines.append(f"{k + 1} {submit} {wait} {run} 2 -1 -1 2 1000 -1 1 {k % 4} -1 -1 -1 -1 -1 -1")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_cli_table_and_json(tmp_path, capsys):
+    trace = _swf(tmp_path / "small.swf", 40)
+    assert main(["evaluate-wait", "--first", "21", "--targets", "10", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "targets: jobs 21-30 (10)" in out
+    assert "machine: 16 processors (large job: >= 4)" in out
+    assert "estimated run time: soft walltimes" in out
+    for title in ("log-uniform", "QBETS-style", "IBL", "PQStar"):
+        assert f"  {title} " in out
+    assert main(["evaluate-wait", "--json", "--ert", "walltime", "--first", "21", str(trace)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["targets"] == 20 and list(report["by_ert"]) == ["walltime"]
+    pq = report["by_ert"]["walltime"]["methods"]["pqstar"]
+    assert set(pq) >= {"marked_pct", "misguiding_pct", "rms_hours", "mean_ppe_rt", "good_pct"}
+
+
+def test_cli_too_few_jobs_is_one_error_line(tmp_path, capsys):
+    trace = _swf(tmp_path / "tiny.swf", 5)
+    assert main(["evaluate-wait", str(trace)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"softwalltime: error: {trace}: 5 usable jobs, none from job 10,001 on; nothing to"
+        " predict (--first sets the first target)"
+    ]
+
+
+def test_cli_refuses_a_bad_threshold(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["evaluate-wait", "--quick", "0", "x.swf"])
+    assert exc.value.code == 2
+    assert "--quick" in capsys.readouterr().err
