@@ -210,3 +210,11 @@ def test_measures_on_known_numbers():
 def test_no_targets():
     m = metrics.measure([], [], [], 3600)
     assert m.targets == 0 and m.marked_pct is None and m.good_pct is None
+
+
+def test_quick_similar_counts_only_similar_jobs_that_started_within_the_threshold():
+    """Not in the paper (off by default): a similar job that started after waiting 2 h
+    proves nothing about backfilling."""
+    jobs = [job(0, 7200, 7300), job(8000, 8100, 8200)]
+    assert rule_of_last(jobs)[0] == NEAR
+    assert rule_of_last(jobs, quick_similar=True)[0] == IBL

@@ -58,6 +58,9 @@ class WaitParams(NamedTuple):
     """Quick-starter threshold and the bound a marked job gets."""
     similar_s: int = 3600
     """Similar jobs: same request, ERTs at most this far apart."""
+    quick_similar: bool = False
+    """Not in the paper: the near- and mid-term rules count only similar jobs that started
+    within ``quick_s`` (the paper: any similar job that started)."""
     first_target: int = 10_000
     """0-based index of the first target job (the paper: the 10,001st)."""
     last_target: int = 50_000
@@ -100,14 +103,21 @@ def _similar_started_in(
     r: int,
     similar_s: int,
     t: int,
+    submit: Sequence[int],
+    max_wait_s: Optional[int],
 ) -> bool:
     """Whether a job of ``indexes`` (one request size, ascending) in [lo, hi) has an ERT
-    within ``similar_s`` of ``r`` and started by ``t``; scans from the most recent."""
+    within ``similar_s`` of ``r`` and started by ``t`` (after waiting at most
+    ``max_wait_s``, unless None); scans from the most recent."""
     k = bisect.bisect_left(indexes, hi) - 1
     first = bisect.bisect_left(indexes, lo)
     while k >= first:
         j = indexes[k]
-        if start[j] <= t and -similar_s <= ert[j] - r <= similar_s:
+        if (
+            start[j] <= t
+            and -similar_s <= ert[j] - r <= similar_s
+            and (max_wait_s is None or start[j] - submit[j] <= max_wait_s)
+        ):
             return True
         k -= 1
     return False
@@ -259,7 +269,7 @@ def replay_waits(
             out.near_jobs.append(i - b)
 
             rule = _decide(
-                i, t, b, mid_from, free, quick_s, similar_s,
+                i, t, b, mid_from, free, quick_s, similar_s, params.quick_similar,
                 sub, st, procs, ert, by_size, queue, queued_by_size,
                 rank_size, rank_ert, far_all, far_slow,
             )  # fmt: skip
@@ -283,6 +293,7 @@ def _decide(
     free: int,
     quick_s: int,
     similar_s: int,
+    quick_similar: bool,
     sub: Sequence[int],
     st: Sequence[int],
     procs: Sequence[int],
@@ -305,12 +316,13 @@ def _decide(
     for j in queued_by_size.get(p, ()):
         if t - sub[j] > quick_s and -similar_s <= ert[j] - r <= similar_s and j > blocked:
             blocked = j
-    if blocked < b and _similar_started_in(same, b, i, ert, st, r, similar_s, t):
+    max_wait = quick_s if quick_similar else None
+    if blocked < b and _similar_started_in(same, b, i, ert, st, r, similar_s, t, sub, max_wait):
         return NEAR
     if (
         mid_from < b
         and blocked < mid_from
-        and _similar_started_in(same, mid_from, b, ert, st, r, similar_s, t)
+        and _similar_started_in(same, mid_from, b, ert, st, r, similar_s, t, sub, max_wait)
     ):
         known: List[Tuple[int, bool]] = []
         for j in range(b, i):
