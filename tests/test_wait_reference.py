@@ -110,3 +110,24 @@ def test_fast_replay_agrees_with_the_reference(kth_slice, quick_s):
     assert fast == slow
     # the slice exercises every rule
     assert {NEAR, MID, FAR, IBL} <= set(fast)
+
+
+def test_only_what_was_known_at_submit_matters(kth_slice):
+    """A job's wait is used only once it started: with every start and end after a
+    target's submit replaced by "unknown", each method predicts exactly the same."""
+    params = WaitParams(first_target=600, last_target=1400)
+    res = replay_waits(kth_slice, 100, params)
+    for k in range(0, len(res.targets), 37):
+        i = res.targets[k]
+        t = kth_slice[i].submit_s
+        known = [
+            j._replace(
+                start_s=j.start_s if j.start_s <= t else pqstar.UNKNOWN_S,
+                end_s=j.end_s if j.end_s <= t else pqstar.UNKNOWN_S,
+            )
+            for j in kth_slice[:i]
+        ]
+        answer = pqstar.predict_one(known, kth_slice[i], 100, params)
+        assert answer.rule == res.rule[k]
+        assert answer.predicted_s == {m: p[k] for m, p in res.predicted_s.items()}
+        assert answer.near_jobs == res.near_jobs[k]

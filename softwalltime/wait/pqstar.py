@@ -356,3 +356,38 @@ def _decide(
     if total > 0 and slow == 0:
         return FAR
     return IBL
+
+
+# A start or end time not known yet (a queued job's start, a running job's end): later
+# than any instant a prediction is made at.
+UNKNOWN_S = 1 << 62
+
+
+class WaitAnswer(NamedTuple):
+    """One job's predicted wait by every method, and the PQStar rule that decided."""
+
+    rule: str
+    predicted_s: Dict[str, int]
+    near_jobs: int
+
+
+def predict_one(
+    history: Sequence[WaitJob],
+    job: WaitJob,
+    machine_procs: int,
+    params: Optional[WaitParams] = None,
+) -> WaitAnswer:
+    """Predict the wait of ``job`` from the jobs submitted before it (live use).
+
+    :param history: jobs in submit order, all submitted at or before ``job``; a queued
+        job's start and a running job's end are :data:`UNKNOWN_S`
+    :param job: the job to predict (its start and end are not used)
+    :param machine_procs: the machine's processors
+    :param params: settings; the target range is ignored
+    """
+    params = (params or WaitParams())._replace(
+        first_target=len(history), last_target=len(history) + 1
+    )
+    target = job._replace(start_s=UNKNOWN_S, end_s=UNKNOWN_S)
+    res = replay_waits(list(history) + [target], machine_procs, params)
+    return WaitAnswer(res.rule[0], {m: res.predicted_s[m][0] for m in METHODS}, res.near_jobs[0])
