@@ -1,0 +1,181 @@
+"""PBS's scheduler knobs (softwalltime.replay.pbsched): each unit alone, then the loop
+against the naive reference and its own slow path."""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import pytest
+from simulate_reference import reference
+from test_simulate import _check_invariants
+from test_simulate_reference import SLOW, first_mismatch, workload
+
+from softwalltime.replay import pbsched
+from softwalltime.replay import simulate as sim
+
+# --- job_sort_formula
+
+
+@pytest.mark.parametrize("name", ["sjf", "xfactor", "small"])
+def test_named_sorts_equal_their_formula(name: str) -> None:
+    # The fast key of a named sort is the value PBS computes from its expression.
+    fast = pbsched.sort_formula(name)
+    assert fast.expression is not None and fast.value is not None
+    slow = pbsched._compiled(fast.expression)
+    for est, wall, waited, ncpus in [(60, 3600, 0, 1), (0, 7200, 500, 8), (3600, 3600, 99, 64)]:
+        assert fast.value(est, wall, waited, ncpus) == slow(est, wall, waited, ncpus)
+
+
+def test_formula_expressions_and_errors() -> None:
+    custom = pbsched.sort_formula("ncpus * walltime")
+    assert custom.value is not None and custom.value(1, 10, 0, 4) == 40.0
+    assert not custom.time_dependent and pbsched.sort_formula("xfactor").time_dependent
+    assert pbsched.sort_formula("1 / (soft_walltime - 60)").value(60, 60, 0, 1) == 0.0  # type: ignore[misc]
+    with pytest.raises(ValueError, match="unknown mem"):
+        pbsched.sort_formula("mem + 1")
+    with pytest.raises(ValueError, match="job_sort_formula"):
+        pbsched.sort_formula("walltime +")
+
+
+def test_parse_policy_and_pbs_settings() -> None:
+    assert pbsched.parse_policy("sjf-bf4") == pbsched.Policy("sjf", 4, True)
+    assert pbsched.parse_policy("fcfs") == pbsched.Policy()
+    assert pbsched.parse_policy("small-greedy").strict_ordering is False
+    assert pbsched.parse_policy("fcfs-strict").backfill_depth == 0
+    assert pbsched.parse_policy("xfactor-bf2").name == "xfactor-bf2"
+    with pytest.raises(ValueError):
+        pbsched.parse_policy("fcfs-bfx")
+    lines = pbsched.pbs_settings(pbsched.parse_policy("xfactor-bf2"))
+    assert lines[0].startswith("qmgr -c \"set sched job_sort_formula = '(eligible_time + ")
+    assert 'qmgr -c "set server eligible_time_enable = True"' in lines
+    assert 'qmgr -c "set server backfill_depth = 2"' in lines
+    assert 'qmgr -c "set sched scheduler_iteration = 600"' in lines
+    assert lines[-1].endswith("strict_ordering: True ALL")
+
+
+# --- one cycle: 10 processors, 6 free; running jobs end at 100 (2 procs) and 200 (2 procs)
+
+ENDS = [(100, 2), (200, 2)]
+
+
+def cycle(
+    order: List[int], procs: List[int], est: List[int], depth: int = 1, strict: bool = True
+) -> Tuple[List[int], List[Tuple[int, int]]]:
+    return pbsched.schedule_cycle(0, order, 6, ENDS, procs, est, depth, strict)
+
+
+def test_cycle_starts_in_order_then_reserves_the_first_blocked() -> None:
+    # J0 (4 procs, 1000 s) starts (2 free); J1 (9) is blocked: 9 free only at 1000, its
+    # reservation; J2 (2, 50 s) ends by then: starts; no processor is left for J3.
+    procs, est = [4, 9, 2, 1], [1000, 100, 50, 500]
+    assert cycle([0, 1, 2, 3], procs, est) == ([0, 2], [(1, 1000)])
+    # Without J0: J1 reserved at 200 (10 free, extra 1); J3 (1, 500 s) runs past 200 on
+    # the extra processor; J2 then still ends by 200.
+    assert cycle([1, 3, 2], procs, est) == ([3, 2], [(1, 200)])
+    # J1 reserved at 100 if it needed 8 (extra 0): J3 must wait.
+    assert cycle([1, 3], [4, 8, 2, 1], est) == ([], [(1, 100)])
+
+
+def test_cycle_strict_without_backfill_and_greedy() -> None:
+    procs, est = [8, 2], [100, 50]
+    assert cycle([0, 1], procs, est, depth=0) == ([], [])
+    assert cycle([0, 1], procs, est, depth=0, strict=False) == ([1], [])
+    # greedy: a job that fits runs even if it delays a wider one forever
+    assert cycle([0, 1], [8, 2], [100, 5000], strict=False) == ([1], [])
+
+
+def test_cycle_depth_two_protects_both() -> None:
+    # J0 (7, 100 s) reserved at 100 (extra 1 from then on); J1 (10) at 200 (extra 0);
+    # J2 (1, 250 s) fits J0's extra but would delay J1: it starts at depth 1 only; J3
+    # (1, 150 s) ends by J1's reservation: it starts at depth 2.
+    procs, est = [7, 10, 1, 1], [100, 100, 250, 150]
+    assert cycle([0, 1, 2], procs, est, depth=2) == ([], [(0, 100), (1, 200)])
+    assert cycle([0, 1, 2], procs, est, depth=1) == ([2], [(0, 100)])
+    assert cycle([0, 1, 3], procs, est, depth=2) == ([3], [(0, 100), (1, 200)])
+
+
+# --- estimates of running jobs
+
+
+def _pbs_server(soft: int, wall: int, elapsed: int) -> int:
+    # openpbs src/scheduler/job_info.cpp extend_soft_walltime(), for elapsed > soft
+    return min(soft + (elapsed // soft) * soft, wall)
+
+
+@pytest.mark.parametrize("correction", sim.CORRECTIONS)
+def test_extended_estimate_closed_form_equals_steps(correction: str) -> None:
+    for orig, wall in [(60, 7200), (1, 500), (900, 900), (1000, 86400)]:
+        for elapsed in range(0, wall + 10, max(1, wall // 97)):
+            est, n = pbsched.extended_estimate(correction, orig, orig, 0, wall, elapsed)
+            e, c = orig, 0  # one correction at a time, as the reference does
+            margin = 60 if correction == "simple" else 0
+            while e < wall and elapsed >= e - margin:
+                c += 1
+                e = {
+                    "pbs": min(e + max(orig, 1), wall),
+                    "simple": min(e + 3600, wall),
+                    "power": min(e + (450 << (c - 1)), wall),
+                    "walltime": wall,
+                }[correction]
+            assert (est, n) == (e, c)
+            if correction == "pbs" and elapsed > orig and elapsed % orig:
+                assert est == _pbs_server(orig, wall, elapsed)
+
+
+# --- the loop
+
+
+@pytest.mark.parametrize(
+    "source,correction",
+    [("v3", "pbs"), ("v3", "simple"), ("fixed10", "power"), ("perfect", "walltime")]
+    + (
+        [(s, c) for s in ("users", "v1", "v2", "calibrated") for c in sim.CORRECTIONS]
+        if SLOW
+        else []
+    ),
+)
+def test_easy_with_correction_events_is_the_reference(source: str, correction: str) -> None:
+    # fcfs, backfill_depth 1, strict ordering, a cycle at every event and extension: the
+    # model of the naive reference, start for start on whole KTH-SP2.
+    work = workload("kth")
+    policy = pbsched.Policy(scheduler_iteration=0, correction_events=True)
+    got = pbsched.simulate_pbs(work, sim.make_source(source), 100, policy, correction).start
+    want = reference(work, sim.make_source(source), 100, correction)
+    assert first_mismatch(work, got, want) == ""
+
+
+@pytest.mark.parametrize("policy", ["fcfs-bf1", "sjf-bf2", "small-greedy", "fcfs-strict"])
+def test_skipping_idle_cycles_changes_nothing(policy: str) -> None:
+    work = workload("kth")
+    p = pbsched.parse_policy(policy, 600)
+    fast = pbsched.simulate_pbs(work, sim.make_source("v3"), 100, p)
+    slow = pbsched.simulate_pbs(work, sim.make_source("v3"), 100, p, skip_idle_cycles=False)
+    assert fast.start == slow.start and fast.corrections == slow.corrections
+    assert fast.passes < slow.passes
+    _check_invariants(work, fast, 100)
+
+
+def test_xfactor_and_iteration_invariants() -> None:
+    work = workload("kth")
+    for policy in ("xfactor-bf1", "sjf-bf4"):
+        p = pbsched.parse_policy(policy, 300)
+        result = pbsched.simulate_pbs(work, sim.make_source("v1"), 100, p)
+        _check_invariants(work, result, 100)
+        assert sum(result.corrections) > 0
+
+
+def test_lazy_cycle_delays_nothing_past_the_next_cycle() -> None:
+    # One wide job waits behind a job with a 1-second estimate that runs 1000 s; with
+    # cycles every 600 s and no extension events, it starts at the end (an event).
+    rows = [("a", 0, 5000, 1000, 2), ("b", 10, 500, 50, 2)]
+    work = sim.make_workload("t", rows, 2)
+
+    class One(sim.EstimateSource):
+        name = "one"
+
+        def on_submit(self, j: int, now: int) -> int:
+            return 1
+
+    result = pbsched.simulate_pbs(work, One(), 2, pbsched.Policy(scheduler_iteration=600))
+    assert result.start == [0, 1000]
+    assert result.corrections[0] == 999
