@@ -234,13 +234,14 @@ def test_queue_default_walltime_is_predicted_at_runjob(install, hook_db, jobs):
         pbsctl.qmgr(f"delete queue {queue}", check=False)
 
 
-def _hook_backend(dsn: str) -> tuple[int, object]:
-    """The hook's database session: its pid and when its last statement ended."""
+def _hook_session(dsn: str) -> tuple[int, object, str]:
+    """The hook's database session: its pid, when its last statement ended, and that
+    statement's text."""
     conn = psycopg2.connect(dsn)
     try:
         with conn.cursor() as cur:
             cur.execute(
-                "SELECT pid, state_change FROM pg_stat_activity WHERE application_name ="
+                "SELECT pid, state_change, query FROM pg_stat_activity WHERE application_name ="
                 " 'softwalltime-hook' AND datname = current_database()"
             )
             (row,) = cur.fetchall()
@@ -250,17 +251,7 @@ def _hook_backend(dsn: str) -> tuple[int, object]:
 
 
 def _last_statement(dsn: str) -> str:
-    conn = psycopg2.connect(dsn)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT query FROM pg_stat_activity WHERE application_name ="
-                " 'softwalltime-hook' AND datname = current_database()"
-            )
-            (row,) = cur.fetchall()
-            return str(row[0])
-    finally:
-        conn.close()
+    return str(_hook_session(dsn)[2])
 
 
 def test_a_burst_of_one_users_jobs_reads_the_history_once(install, hook_db, jobs):
@@ -273,7 +264,7 @@ def test_a_burst_of_one_users_jobs_reads_the_history_once(install, hook_db, jobs
     pbsctl.qmgr("set server python_restart_min_interval = 86400")
     install(dsn=hook_db)
     jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
-    first = _hook_backend(hook_db)
+    first = _hook_session(hook_db)[:2]
     assert "FROM finished_jobs" in _last_statement(hook_db)
     for _ in range(5):
         jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
@@ -284,7 +275,7 @@ def test_a_burst_of_one_users_jobs_reads_the_history_once(install, hook_db, jobs
     jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
     assert soft(jobs[-1]) == 10 * H // 2 + 900
     assert "FROM finished_jobs" in _last_statement(hook_db)
-    pid, when = _hook_backend(hook_db)
+    pid, when, _ = _hook_session(hook_db)
     assert pid == first[0] and when != first[1]  # read again, on the same connection
 
 
