@@ -101,6 +101,30 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--procs", type=whole_number(1), metavar="N", help="processors of the machine")
     p.add_argument(
+        "--policies",
+        metavar="LIST",
+        help="policy search: PBS scheduler policies, comma-separated, each SORT[-bfK|-strict|"
+        "-greedy] with SORT fcfs, sjf (shortest estimate first), xfactor (largest expansion "
+        "factor first), small (fewest processors first) or a job_sort_formula expression "
+        "(e.g. fcfs-bf1,sjf-bf1,xfactor-bf4); runs every policy x estimate source and "
+        "recommends one",
+    )
+    p.add_argument(
+        "--long-p95-bound",
+        type=float,
+        metavar="HOURS",
+        help="policy search: the most long jobs' (run > 24 h) p95 wait may be (default: "
+        "theirs with the users' walltimes under the first policy)",
+    )
+    p.add_argument(
+        "--scheduler-iteration",
+        type=whole_number(0),
+        default=600,
+        metavar="S",
+        help="policy search: seconds between periodic cycles (PBS scheduler_iteration; "
+        "default: %(default)s; cycles also run at every arrival and end)",
+    )
+    p.add_argument(
         "--backfill-depth",
         type=whole_number(1),
         default=1,
@@ -147,6 +171,64 @@ def register(sub: Any) -> None:
         help="parallel processes (default: 1)",
     )
     p.set_defaults(func=run_simulate)
+
+
+def _run_policy(task: Tuple[str, str, str, Dict[str, Any]]) -> Tuple[str, Any, float]:
+    from ..replay import pbsched
+    from ..replay import search as srch
+    from ..replay import simulate as sim
+
+    path, policy, name, opts = task
+    work = _WORKLOADS[path]
+    started = time.perf_counter()
+    result = pbsched.simulate_pbs(
+        work,
+        sim.make_source(name, opts["params"], opts["target_under_pct"]),
+        opts["procs"][path],
+        pbsched.parse_policy(policy, opts["iteration"]),
+        opts["correction"],
+    )
+    return path, srch.figures(policy, work, result), time.perf_counter() - started
+
+
+def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) -> int:
+    from ..replay import pbsched
+    from ..replay import search as srch
+
+    policies = [x.strip() for x in args.policies.split(",") if x.strip()]
+    for policy in policies:
+        try:
+            pbsched.parse_policy(policy)
+        except ValueError as err:
+            raise ConfigError(f"--policies: {err}") from err
+    opts["iteration"] = args.scheduler_iteration
+    tasks = [(path, pol, name, opts) for path in args.sources for pol in policies for name in names]
+    if args.jobs > 1 and len(tasks) > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(min(args.jobs, len(tasks))) as pool:
+            outcomes = pool.map(_run_policy, tasks, chunksize=1)
+    else:
+        outcomes = [_run_policy(task) for task in tasks]
+    out = []
+    for path in args.sources:
+        rows = [f for p, f, _e in outcomes if p == path]
+        for _p, f, elapsed in (o for o in outcomes if o[0] == path):
+            log.info("%s: %s %s: %.2f s", os.path.basename(path), f.policy, f.source, elapsed)
+        best = srch.recommend(rows, args.long_p95_bound)
+        if args.json:
+            obj = srch.as_json(rows, best, args.scheduler_iteration)
+            obj["source"] = path
+            out.append(obj)
+        else:
+            title = f"source: {path}   machine: {opts['procs'][path]} processors"
+            sys.stdout.write(
+                srch.format_search(title, rows, best, args.long_p95_bound, args.scheduler_iteration)
+            )
+    if args.json:
+        json.dump(out[0] if len(out) == 1 else out, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    return 0
 
 
 def _sources(text: str) -> List[str]:
@@ -225,6 +307,8 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         "refresh_pct": args.refresh_pct,
         "refresh_min_s": int(args.refresh_min * 60),
     }
+    if args.policies:
+        return _search(args, names, opts)
     tasks = [(path, name, opts) for path in args.sources for name in names]
     if args.jobs > 1 and len(tasks) > 1:
         import multiprocessing

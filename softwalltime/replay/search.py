@@ -1,0 +1,132 @@
+"""Policy search: PBS scheduler policies x estimate sources on one workload (pure).
+
+Each configuration's figures (:func:`figures`), the recommendation (:func:`recommend`: the
+best mean bounded slowdown whose long jobs' p95 wait stays within a bound) and the table.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+
+from . import pbsched
+from .simulate import BASELINE, PERFECT, SimResult, Workload, _pct, job_outcomes
+
+LONG_S = 24 * 3600  # "long" as in evaluate's classes: run time > 24 h
+WIDE_FRACTION = 0.125  # "wide": at least 1/8 of the machine's processors
+
+
+class Figures(NamedTuple):
+    policy: str
+    source: str
+    wait_mean_h: float
+    wait_p95_h: float
+    bsld_mean: float
+    long_jobs: int
+    long_wait_mean_h: float
+    long_wait_p95_h: float
+    long_wait_max_h: float
+    wide_jobs: int
+    wide_wait_mean_h: float
+    wide_wait_max_h: float
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def figures(policy: str, work: Workload, result: SimResult) -> Figures:
+    """The search's figures of one simulation (waits in hours)."""
+    waits, bslds = job_outcomes(work, result)
+    h = [w / 3600.0 for w in waits]
+    long_w = sorted(h[k] for k, r in enumerate(work.run) if r > LONG_S)
+    wide_min = WIDE_FRACTION * result.procs_total
+    wide_w = [h[k] for k, p in enumerate(work.procs) if p >= wide_min]
+    return Figures(
+        policy=policy,
+        source=result.source,
+        wait_mean_h=_mean(h),
+        wait_p95_h=_pct(sorted(h), 0.95) if h else 0.0,
+        bsld_mean=_mean(bslds),
+        long_jobs=len(long_w),
+        long_wait_mean_h=_mean(long_w),
+        long_wait_p95_h=_pct(long_w, 0.95) if long_w else 0.0,
+        long_wait_max_h=max(long_w, default=0.0),
+        wide_jobs=len(wide_w),
+        wide_wait_mean_h=_mean(wide_w),
+        wide_wait_max_h=max(wide_w, default=0.0),
+    )
+
+
+def baseline(rows: Sequence[Figures]) -> Optional[Figures]:
+    """The users' walltimes under the first policy (today's configuration), if simulated."""
+    return next((r for r in rows if r.source == BASELINE), None)
+
+
+def recommend(rows: Sequence[Figures], long_p95_bound_h: Optional[float]) -> Optional[Figures]:
+    """The configuration with the best mean bsld whose long jobs' p95 wait is within the
+    bound (default: the baseline's), among sources a site can run (not ``perfect``)."""
+    base = baseline(rows)
+    bound = long_p95_bound_h
+    if bound is None and base is not None:
+        bound = base.long_wait_p95_h
+    ok = [
+        r
+        for r in rows
+        if r.source != PERFECT and (bound is None or r.long_wait_p95_h <= bound + 1e-9)
+    ]
+    return min(ok, key=lambda r: r.bsld_mean) if ok else None
+
+
+def format_search(
+    title: str,
+    rows: Sequence[Figures],
+    best: Optional[Figures],
+    bound_h: Optional[float],
+    scheduler_iteration: int = pbsched.DEFAULT_ITERATION_S,
+) -> str:
+    """The search table, the recommendation and the PBS settings that express it."""
+    base = baseline(rows)
+    head = "{:<16}{:<12}{:>8}{:>8}{:>8}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}".format(
+        "policy", "estimates", "wait", "p95", "bsld", "vs base%", "long", "long95",
+        "longmax", "wide", "widemax",
+    )  # fmt: skip
+    lines = [title, "waits in hours; long: run > 24 h; wide: >= 1/8 of the machine", "", head]
+    for r in rows:
+        rel = (
+            format(100.0 * (r.bsld_mean - base.bsld_mean) / base.bsld_mean, "+.1f")
+            if base and base.bsld_mean
+            else "-"
+        )
+        lines.append(
+            f"{r.policy:<16}{r.source:<12}{r.wait_mean_h:>8.2f}{r.wait_p95_h:>8.2f}"
+            f"{r.bsld_mean:>8.2f}{rel:>9}{r.long_wait_mean_h:>9.2f}{r.long_wait_p95_h:>9.2f}"
+            f"{r.long_wait_max_h:>9.1f}{r.wide_wait_mean_h:>9.2f}{r.wide_wait_max_h:>9.1f}"
+        )
+    lines.append("")
+    if best is None:
+        lines.append("no configuration keeps long jobs' p95 wait within the bound")
+        return "\n".join(lines) + "\n"
+    if bound_h is None and base is not None:
+        bound_h = base.long_wait_p95_h
+    lines.append(
+        f"recommended: {best.policy} with {best.source} estimates "
+        f"(best mean bsld {best.bsld_mean:.2f} with long jobs' p95 wait "
+        f"{best.long_wait_p95_h:.2f} h <= {bound_h if bound_h is not None else 0:.2f} h)"
+    )
+    policy = pbsched.parse_policy(best.policy, scheduler_iteration)
+    lines.extend("  " + s for s in pbsched.pbs_settings(policy))
+    return "\n".join(lines) + "\n"
+
+
+def as_json(
+    rows: Sequence[Figures],
+    best: Optional[Figures],
+    scheduler_iteration: int = pbsched.DEFAULT_ITERATION_S,
+) -> Dict[str, Any]:
+    out: List[Dict[str, Any]] = [r._asdict() for r in rows]
+    rec = None
+    if best is not None:
+        rec = dict(best._asdict())
+        policy = pbsched.parse_policy(best.policy, scheduler_iteration)
+        rec["pbs_settings"] = pbsched.pbs_settings(policy)
+    return {"configurations": out, "recommended": rec}

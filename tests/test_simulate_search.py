@@ -1,0 +1,71 @@
+"""Policy search (softwalltime.replay.search and ``simulate --policies``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from softwalltime.replay import search
+from softwalltime.replay import simulate as sim
+
+CERIT = Path(__file__).resolve().parents[1] / "softwalltime" / "data"
+CERIT = CERIT / "CERIT-SC-wagap-2013.alea.swf.gz"
+
+
+def _row(policy: str, source: str, bsld: float, long95: float) -> search.Figures:
+    return search.Figures(policy, source, 1.0, 2.0, bsld, 3, 1.0, long95, 5.0, 2, 1.0, 3.0)
+
+
+def test_figures_by_hand() -> None:
+    # 4 jobs on 8 processors: one long (25 h), one wide (1 of 8 processors is 1/8).
+    rows = [
+        ("a", 0, 100000, 90000, 1),
+        ("b", 0, 1000, 600, 1),
+        ("c", 0, 1000, 300, 7),
+        ("d", 0, 1000, 1200, 2),
+    ]
+    work = sim.make_workload("t", rows, 8)
+    result = sim.SimResult("users", "pbs", 8, [0, 3600, 0, 7200], [0] * 4, [-1] * 4, 0, 1)
+    f = search.figures("fcfs-bf1", work, result)
+    assert f.wait_mean_h == pytest.approx(0.75)
+    assert f.long_jobs == 1 and f.long_wait_max_h == 0.0
+    assert f.wide_jobs == 4 and f.wide_wait_max_h == pytest.approx(2.0)
+    # bsld: a 1; b (3600+600)/600 = 7; c 1 (bound 600 s: max(1, 300/600)); d runs its
+    # 1000-s walltime (cut there): (7200+1000)/1000 = 8.2
+    assert f.bsld_mean == pytest.approx((1 + 7 + 1 + 8.2) / 4)
+
+
+def test_recommend_respects_the_bound_and_skips_perfect() -> None:
+    rows = [
+        _row("fcfs-bf1", "users", 5.0, 10.0),
+        _row("sjf-bf1", "v3", 3.0, 20.0),  # better but long jobs wait too long
+        _row("xfactor-bf1", "v3", 4.0, 9.0),
+        _row("sjf-bf1", "perfect", 2.0, 1.0),  # not something a site can run
+    ]
+    best = search.recommend(rows, None)  # bound: the baseline's 10 h
+    assert best is not None and (best.policy, best.source) == ("xfactor-bf1", "v3")
+    best = search.recommend(rows, 25.0)
+    assert best is not None and best.policy == "sjf-bf1" and best.source == "v3"
+    assert search.recommend(rows, 0.5) is None
+    text = search.format_search("t", rows, search.recommend(rows, None), None)
+    assert "recommended: xfactor-bf1 with v3 estimates" in text
+    assert "set sched job_sort_formula = '(eligible_time + " in text
+
+
+def test_cli_policy_search(capsys: pytest.CaptureFixture[str]) -> None:
+    from softwalltime import cli
+
+    argv = ["simulate", "--procs", "2176", "--estimates", "users,perfect", "--jobs", "2"]
+    argv += ["--policies", "fcfs-bf1,sjf-bf1", "--json", str(CERIT)]
+    assert cli.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    got = {(c["policy"], c["source"]) for c in out["configurations"]}
+    assert got == {(p, s) for p in ("fcfs-bf1", "sjf-bf1") for s in ("users", "perfect")}
+    rec = out["recommended"]
+    assert rec["source"] != "perfect"
+    assert any("backfill_depth = 1" in line for line in rec["pbs_settings"])
+    code = cli.main(["simulate", "--procs", "2176", "--policies", "fcfs-bfx", str(CERIT)])
+    err = capsys.readouterr().err
+    assert code == 1 and "--policies: policy 'fcfs-bfx'" in err
