@@ -16,7 +16,7 @@ from softwalltime.replay import simulate as sim
 # --- job_sort_formula
 
 
-@pytest.mark.parametrize("name", ["sjf", "xfactor", "small"])
+@pytest.mark.parametrize("name", ["sjf", "xfactor", "small", "sjfage"])
 def test_named_sorts_equal_their_formula(name: str) -> None:
     # The fast key of a named sort is the value PBS computes from its expression.
     fast = pbsched.sort_formula(name)
@@ -43,8 +43,12 @@ def test_parse_policy_and_pbs_settings() -> None:
     assert pbsched.parse_policy("small-greedy").strict_ordering is False
     assert pbsched.parse_policy("fcfs-strict").backfill_depth == 0
     assert pbsched.parse_policy("xfactor-bf2").name == "xfactor-bf2"
-    with pytest.raises(ValueError):
-        pbsched.parse_policy("fcfs-bfx")
+    expression = pbsched.parse_policy("eligible_time - walltime-bf2")
+    assert expression == pbsched.Policy("eligible_time - walltime", 2, True)
+    assert pbsched.parse_policy("-ncpus").job_sort_formula == "-ncpus"
+    for bad in ("fcfs-bfx", "sjf-", "mem-bf1"):
+        with pytest.raises(ValueError):
+            pbsched.parse_policy(bad)
     lines = pbsched.pbs_settings(pbsched.parse_policy("xfactor-bf2"))
     assert lines[0].startswith("qmgr -c \"set sched job_sort_formula = '(eligible_time + ")
     assert 'qmgr -c "set server eligible_time_enable = True"' in lines

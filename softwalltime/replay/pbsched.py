@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import functools
 import heapq
+import re
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .simulate import (
@@ -44,6 +45,9 @@ FORMULAS: Dict[str, Optional[str]] = {
     "sjf": f"-{_EST}",  # shortest estimate first
     "xfactor": f"(eligible_time + {_EST}) / {_EST}",  # largest expansion factor first
     "small": "-ncpus",  # fewest processors first
+    # shortest estimate first, aged by the wait: earliest submit + estimate first, so a job
+    # waits for newer ones no longer than its own estimate (bounded starvation)
+    "sjfage": f"eligible_time - {_EST}",
 }
 DEFAULT_ITERATION_S = 600  # PBS's default scheduler_iteration
 
@@ -88,7 +92,11 @@ def _small(est: int, wall: int, waited: int, ncpus: int) -> float:
     return -float(ncpus)
 
 
-_FAST = {"sjf": _sjf, "xfactor": _xfactor, "small": _small}
+def _sjfage(est: int, wall: int, waited: int, ncpus: int) -> float:
+    return float(waited - (est or wall))
+
+
+_FAST = {"sjf": _sjf, "xfactor": _xfactor, "small": _small, "sjfage": _sjfage}
 
 
 def sort_formula(spec: str) -> SortFormula:
@@ -135,21 +143,27 @@ class Policy(NamedTuple):
         return f"{self.job_sort_formula}-{how}"
 
 
+_HOW = re.compile(r"^(?P<sort>.+?)(?:-(?P<how>bf\d+|strict|greedy))?$")
+
+
 def parse_policy(text: str, scheduler_iteration: int = DEFAULT_ITERATION_S) -> Policy:
-    """``SORT[-bfK|-strict|-greedy]`` (e.g. ``fcfs-bf1``, ``sjf-bf4``, ``xfactor-greedy``).
+    """``SORT[-bfK|-strict|-greedy]`` (e.g. ``fcfs-bf1``, ``sjf-bf4``, ``xfactor-greedy``);
+    SORT is a name of :data:`FORMULAS` or a ``job_sort_formula`` expression.
 
     :raises ValueError: unknown sort or form
     """
-    sort, _, how = text.partition("-")
+    match = _HOW.match(text.strip())
+    if match is None:
+        raise ValueError(f"policy {text!r}: expected SORT, SORT-bfK, SORT-strict or SORT-greedy")
+    sort, how = match.group("sort"), match.group("how") or "bf1"
+    if sort not in FORMULAS and re.match(r"^\w+-", sort):
+        raise ValueError(f"policy {text!r}: expected SORT, SORT-bfK, SORT-strict or SORT-greedy")
     sort_formula(sort)  # validates
-    how = how or "bf1"
     if how == "greedy":
         return Policy(sort, 0, False, scheduler_iteration)
     if how == "strict":
         return Policy(sort, 0, True, scheduler_iteration)
-    if how.startswith("bf") and how[2:].isdigit():
-        return Policy(sort, int(how[2:]), True, scheduler_iteration)
-    raise ValueError(f"policy {text!r}: expected SORT, SORT-bfK, SORT-strict or SORT-greedy")
+    return Policy(sort, int(how[2:]), True, scheduler_iteration)
 
 
 def pbs_settings(policy: Policy) -> List[str]:
