@@ -95,3 +95,15 @@ def test_cli_refuses_a_bad_threshold(capsys):
         main(["evaluate-wait", "--quick", "0", "x.swf"])
     assert exc.value.code == 2
     assert "--quick" in capsys.readouterr().err
+
+
+def test_cli_reads_pbs_accounting(capsys):
+    """A real OpenPBS 23.06 accounting log (E records; the machine size is the most
+    processors in use at once, as no header says it)."""
+    log = Path(__file__).resolve().parents[1] / "softwalltime" / "data" / "openpbs-23.06-local.log"
+    assert main(["evaluate-wait", "--json", "--ert", "walltime", "--first", "1", str(log)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["jobs"], report["targets"], report["machine_procs"]) == (12, 12, 2)
+    assert report["quick_starter_pct"] == 100.0
+    rules = report["by_ert"]["walltime"]["pqstar_rules"]
+    assert {k: v["jobs"] for k, v in rules.items()} == {"near": 11, "mid": 0, "far": 0, "ibl": 1}
