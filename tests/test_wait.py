@@ -98,6 +98,8 @@ def test_mid_term_free_node_criterion():
     rule, res = rule_of_last(_mid_workload(1))  # free: 16 - 1 - 4 = 11 > 2
     assert res.near_jobs == [0]
     assert rule == MID
+    # the queue is empty and the near-term history too: no rank threshold, free nodes only
+    assert res.mid_criteria == ["F"]
 
 
 def test_mid_term_without_free_nodes_falls_to_ibl():

@@ -78,6 +78,14 @@ def evaluate_trace(
         for rule, wait in zip(res.rule, res.wait_s):
             rules[rule]["jobs"] += 1
             rules[rule]["waited_longer"] += wait > params.quick_s
+        criteria: Dict[str, Dict[str, int]] = {
+            c: {"jobs": 0, "waited_longer": 0} for c in ("size_rank", "ert_rank", "free_nodes")
+        }
+        for held, wait in zip(res.mid_criteria, res.wait_s):
+            for flag, name in (("S", "size_rank"), ("E", "ert_rank"), ("F", "free_nodes")):
+                if flag in held:
+                    criteria[name]["jobs"] += 1
+                    criteria[name]["waited_longer"] += wait > params.quick_s
         metrics = measure_all(res.predicted_s, res.wait_s, res.run_s, params.quick_s)
         # PQStar's own marks, without what IBL predicts <= quick_s for the jobs it leaves.
         own_marked = sum(rules[r]["jobs"] - rules[r]["waited_longer"] for r in RULES if r != "ibl")
@@ -85,6 +93,7 @@ def evaluate_trace(
         report["by_ert"][ert] = {
             "methods": {m: metrics[m]._asdict() for m in METHODS},
             "pqstar_rules": rules,
+            "pqstar_mid_criteria": criteria,
             "pqstar_rules_marked_pct": 100.0 * own_marked / quick if quick else None,
             "pqstar_rules_misguiding_pct": 100.0 * own_misguided / n if n else None,
             "near_history_mean_jobs": sum(res.near_jobs) / n if n else None,
@@ -154,6 +163,15 @@ def format_report(report: Dict[str, Any]) -> str:
                 for r in RULES
             )
             + f"; near-term history {_num(part['near_history_mean_jobs'], '.1f')} jobs on average"
+        )
+        crit = part["pqstar_mid_criteria"]
+        lines.append(
+            "  mid-term marks by criterion (several may hold): "
+            + ", ".join(
+                f"{c.replace('_', ' ')} {crit[c]['jobs']:,} ({crit[c]['waited_longer']:,} waited"
+                " longer)"
+                for c in crit
+            )
         )
         lines.append(
             "  PQStar's rules alone (no IBL): marked"

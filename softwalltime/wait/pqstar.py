@@ -84,6 +84,9 @@ class WaitPredictions(NamedTuple):
     """Which PQStar rule decided: near, mid, far or ibl."""
     near_jobs: List[int]
     """Jobs in each target's near-term history."""
+    mid_criteria: List[str]
+    """For targets marked by the mid rule, the criteria that held: ``S`` request-size
+    rank, ``E`` ERT rank, ``F`` free nodes (e.g. ``"SF"``); ``""`` for the others."""
 
 
 class Snapshot(NamedTuple):
@@ -206,7 +209,7 @@ def replay_waits(
     qbets = QuantileBound(params.quantile, params.confidence, params.window)
     ibl = Ibl(params.ibl_k, params.ibl_window)
 
-    out = WaitPredictions([], [], [], {m: [] for m in METHODS}, [], [])
+    out = WaitPredictions([], [], [], {m: [] for m in METHODS}, [], [], [])
     pred_lu, pred_qb = out.predicted_s["loguniform"], out.predicted_s["qbets"]
     pred_ibl, pred_pq = out.predicted_s["ibl"], out.predicted_s["pqstar"]
     heappush, heappop = heapq.heappush, heapq.heappop
@@ -268,12 +271,13 @@ def replay_waits(
             out.run_s.append(en[i] - st[i])
             out.near_jobs.append(i - b)
 
-            rule = _decide(
+            rule, criteria = _decide(
                 i, t, b, mid_from, free, quick_s, similar_s, params.quick_similar,
                 sub, st, procs, ert, by_size, queue, queued_by_size,
                 rank_size, rank_ert, far_all, far_slow,
             )  # fmt: skip
             out.rule.append(rule)
+            out.mid_criteria.append(criteria)
             pred_pq.append(quick_s if rule != IBL else ibl_s)
 
         queue[i] = None
@@ -305,9 +309,10 @@ def _decide(
     rank_ert: Sequence[float],
     far_all: Dict[int, List[int]],
     far_slow: Dict[int, List[int]],
-) -> str:
+) -> Tuple[str, str]:
     """PQStar's rule for target ``i`` submitted at ``t`` (near boundary ``b``, mid
-    boundary ``mid_from``): near, mid or far if marked a quick starter, else ibl."""
+    boundary ``mid_from``): near, mid or far if marked a quick starter, else ibl; and
+    for mid, which of its criteria held (see :attr:`WaitPredictions.mid_criteria`)."""
     p, r = procs[i], ert[i]
     same = by_size[p]
     # The latest similar job still queued after more than quick_s: a boundary at or
@@ -318,7 +323,7 @@ def _decide(
             blocked = j
     max_wait = quick_s if quick_similar else None
     if blocked < b and _similar_started_in(same, b, i, ert, st, r, similar_s, t, sub, max_wait):
-        return NEAR
+        return NEAR, ""
     if (
         mid_from < b
         and blocked < mid_from
@@ -330,12 +335,15 @@ def _decide(
                 known.append((j, st[j] - sub[j] <= quick_s))
             elif t - sub[j] > quick_s:
                 known.append((j, False))
+        held = ""
         if rank_threshold_met(rank_size[i], [(rank_size[j], fast) for j, fast in known]):
-            return MID
+            held += "S"
         if rank_threshold_met(rank_ert[i], [(rank_ert[j], fast) for j, fast in known]):
-            return MID
+            held += "E"
         if free_node_criterion(free, p, r, [(procs[j], ert[j]) for j in queue]):
-            return MID
+            held += "F"
+        if held:
+            return MID, held
     # Far-term: jobs before min(mid boundary, near boundary) that have started.
     lo_e, hi_e = r - similar_s, r + similar_s
     ertlist = far_all.get(p)
@@ -354,8 +362,8 @@ def _decide(
                 total -= 1
                 slow -= st[j] - sub[j] > quick_s
     if total > 0 and slow == 0:
-        return FAR
-    return IBL
+        return FAR, ""
+    return IBL, ""
 
 
 # A start or end time not known yet (a queued job's start, a running job's end): later
