@@ -107,3 +107,14 @@ def test_cli_reads_pbs_accounting(capsys):
     assert report["quick_starter_pct"] == 100.0
     rules = report["by_ert"]["walltime"]["pqstar_rules"]
     assert {k: v["jobs"] for k, v in rules.items()} == {"near": 11, "mid": 0, "far": 0, "ibl": 1}
+
+
+def test_cli_plots(tmp_path, capsys):
+    trace = _swf(tmp_path / "small.swf", 40)
+    out = tmp_path / "plots"
+    args = ["evaluate-wait", "--ert", "soft", "--first", "21", "--plot", str(out), str(trace)]
+    assert main(args) == 0
+    assert [p.name for p in out.iterdir()] == ["small.swf-soft"]
+    for name in ("wait_error_by_range", "wait_scatter_quick", "wait_predicted_ranges"):
+        png = out / "small.swf-soft" / f"{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png

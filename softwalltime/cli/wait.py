@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..hookpath.config import Settings
-from .evaluate import add_input_size
+from .evaluate import add_input_size, check_plot_dir
 
 DESCRIPTION = """\
 Replay SWF traces or PBS accounting logs through the queue-wait predictors of Kumar and
@@ -102,6 +102,12 @@ def register(sub: Any) -> None:
     )
     add_input_size(p)
     p.add_argument("--json", action="store_true", help="print JSON (one object per SOURCE)")
+    p.add_argument(
+        "--plot",
+        metavar="DIR",
+        help="also write the paper's Figures 3 and 4 (PNG, needs matplotlib) into"
+        " DIR/<source>-<ert>/",
+    )
     p.set_defaults(func=run_evaluate_wait)
 
 
@@ -116,6 +122,8 @@ def run_evaluate_wait(args: argparse.Namespace, settings: Settings) -> int:
     from ..wait.evaluate import evaluate_sources, format_report
     from ..wait.pqstar import WaitParams
 
+    if args.plot:
+        check_plot_dir(args.plot)  # before the work, not after it
     erts = ("walltime", "soft") if args.ert == "both" else (args.ert,)
     params = WaitParams(
         quick_s=args.quick,
@@ -132,6 +140,7 @@ def run_evaluate_wait(args: argparse.Namespace, settings: Settings) -> int:
             PredictorParams.from_settings(settings),
             InputLimits(args.max_input_size),
             settings.server,
+            args.plot,
         )
         if not report["targets"]:
             raise ConfigError(

@@ -8,6 +8,7 @@ estimated-run-time source (the users' walltimes, the v3 soft walltimes).
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -43,6 +44,7 @@ def evaluate_trace(
     params: Optional[WaitParams] = None,
     ert_sources: Sequence[str] = ERT_SOURCES,
     predictor_params: Optional[PredictorParams] = None,
+    plot_dir: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Replay one workload through every method, per ERT source; the report as a dict.
 
@@ -51,6 +53,8 @@ def evaluate_trace(
     :param params: wait-predictor settings and the target range
     :param ert_sources: ``"walltime"`` and/or ``"soft"``
     :param predictor_params: the v3 predictor's parameters for ``"soft"``
+    :param plot_dir: also write the paper's figures (:mod:`.plots`) into
+        ``plot_dir/<source name>-<ert>/``
     """
     if params is None:
         params = WaitParams()
@@ -90,6 +94,11 @@ def evaluate_trace(
         # PQStar's own marks, without what IBL predicts <= quick_s for the jobs it leaves.
         own_marked = sum(rules[r]["jobs"] - rules[r]["waited_longer"] for r in RULES if r != "ibl")
         own_misguided = sum(rules[r]["waited_longer"] for r in RULES if r != "ibl")
+        if plot_dir is not None:
+            from .plots import write_wait_plots
+
+            name = os.path.basename(trace.source.split(", ")[0].rstrip("/")) or "source"
+            write_wait_plots(res, os.path.join(plot_dir, f"{name}-{ert}"), f"{name}, ERT {ert}")
         report["by_ert"][ert] = {
             "methods": {m: metrics[m]._asdict() for m in METHODS},
             "pqstar_rules": rules,
@@ -110,6 +119,7 @@ def evaluate_sources(
     predictor_params: Optional[PredictorParams] = None,
     limits: Optional[InputLimits] = None,
     server: Optional[str] = None,
+    plot_dir: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Read ``paths`` as one workload and :func:`evaluate_trace` it.
 
@@ -118,7 +128,7 @@ def evaluate_sources(
     trace = read_sources(paths, server=server, limits=limits)
     if machine_procs is None:
         machine_procs = machine_size(paths, limits)
-    return evaluate_trace(trace, machine_procs, params, ert_sources, predictor_params)
+    return evaluate_trace(trace, machine_procs, params, ert_sources, predictor_params, plot_dir)
 
 
 def _num(value: Optional[float], fmt: str) -> str:
