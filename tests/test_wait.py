@@ -174,11 +174,23 @@ def test_order_statistic_of_the_quantile_bound():
 def test_quantile_bound_and_loguniform():
     qb = baselines.QuantileBound(window=100)
     for w in range(100):
-        qb.observe(1, w * 10)
+        qb.observe(1, 900, w * 10)
     k = baselines.order_statistic(100, 0.95, 0.95)
-    assert qb.bound(1) == (k - 1) * 10
-    assert qb.bound(64) == (k - 1) * 10  # no jobs of that class: all jobs
-    assert qb.loguniform(1, 0.5) == round(math.expm1(math.log1p(990) / 2))
+    assert qb.bound(1, 1000) == (k - 1) * 10  # 900 s and 1000 s: both in [10, 20) min
+    assert qb.bound(64, 900) == (k - 1) * 10  # no jobs of that class: all jobs
+    assert qb.loguniform(1, 900, 0.5) == round(math.expm1(math.log1p(990) / 2))
+    for w in range(100):
+        qb.observe(1, 3 * 3600, 50_000 + w)  # another ERT class: another bound
+    assert qb.bound(1, 3 * 3600) == 50_000 + k - 1
+    assert qb.bound(1, 900) == (k - 1) * 10
+
+
+@pytest.mark.parametrize(
+    ("procs", "ert", "cls"),
+    [(1, 0, (0, 0)), (2, 599, (1, 0)), (3, 600, (2, 1)), (4, 1199, (2, 1)), (5, 1200, (3, 2))],
+)
+def test_job_class(procs, ert, cls):
+    assert baselines.job_class(procs, ert) == cls
     assert baselines.loguniform_bound(0, 0, 0.95) == 0
 
 

@@ -37,7 +37,7 @@ def test_ctc_slice_figures(ctc_5000):
     }
     assert got["pqstar"] == pytest.approx((84.9, 18.1, 54.6), abs=0.05)
     assert got["ibl"] == pytest.approx((64.0, 12.6, 45.3), abs=0.05)
-    assert got["qbets"] == pytest.approx((0.0, 0.0, 9.1), abs=0.05)
+    assert got["qbets"] == pytest.approx((0.0, 0.0, 7.66), abs=0.05)
     rules = {k: v["jobs"] for k, v in part["pqstar_rules"].items()}
     assert rules == {"near": 1534, "mid": 777, "far": 20, "ibl": 2669}
 

@@ -4,10 +4,11 @@ All three learn only from waits already known, i.e. of jobs that have started; t
 in :mod:`.pqstar` feeds them in start order (:meth:`observe`) and asks at submit times.
 
 - :class:`QuantileBound` (after Nurmi, Brevik and Wolski, QBETS): the upper
-  ``confidence`` bound on the ``quantile`` of the recent waits of jobs of the same size
-  class (powers of two), by the binomial order-statistic method; too few observations in
-  the class: the same over all jobs. No change-point detection or clustering (QBETS has
-  both): a fixed window of the most recent ``window`` waits stands in for them.
+  ``confidence`` bound on the ``quantile`` of the recent waits of jobs of the same class,
+  by the binomial order-statistic method; too few observations in the class: the same over
+  all jobs. Classes stand in for QBETS's clustering on processors and requested time:
+  processors by powers of two x ERT by powers of two of 10 minutes. No change-point
+  detection: a fixed window of the most recent ``window`` waits per class stands in.
 - :func:`loguniform_bound`: waits modelled as log-uniform between the least and the
   greatest recent wait of the class; its ``quantile``.
 - :class:`Ibl` (Li et al., instance-based learning): the distance-weighted mean wait of the
@@ -73,8 +74,14 @@ def _normal_quantile(p: float) -> float:
 
 
 def size_class(procs: int) -> int:
-    """QBETS-style request-size class: processors by power of two (1, 2, 3-4, 5-8, ...)."""
+    """Request-size class: processors by power of two (1, 2, 3-4, 5-8, ...)."""
     return max(0, procs - 1).bit_length()
+
+
+def job_class(procs: int, ert_s: int) -> Tuple[int, int]:
+    """QBETS-style job class: the size class, and the ERT by powers of two of 10 minutes
+    (< 10 min, < 20 min, < 40 min, ...)."""
+    return size_class(procs), (max(0, ert_s) // 600).bit_length()
 
 
 class _Window:
@@ -105,34 +112,35 @@ class QuantileBound:
         self.quantile = quantile
         self.confidence = confidence
         self.window = window
-        self.classes: Dict[int, _Window] = {}
+        self.classes: Dict[Tuple[int, int], _Window] = {}
         self.all = _Window(window)
 
-    def observe(self, procs: int, wait_s: int) -> None:
-        """A job of ``procs`` processors started after waiting ``wait_s``."""
-        key = size_class(procs)
+    def observe(self, procs: int, ert_s: int, wait_s: int) -> None:
+        """A job of ``procs`` processors and ERT ``ert_s`` started after waiting ``wait_s``."""
+        key = job_class(procs, ert_s)
         win = self.classes.get(key)
         if win is None:
             win = self.classes[key] = _Window(self.window)
         win.add(wait_s)
         self.all.add(wait_s)
 
-    def _windows(self, procs: int) -> Tuple[_Window, ...]:
-        win = self.classes.get(size_class(procs))
+    def _windows(self, procs: int, ert_s: int) -> Tuple[_Window, ...]:
+        win = self.classes.get(job_class(procs, ert_s))
         return (win, self.all) if win is not None else (self.all,)
 
-    def bound(self, procs: int) -> int:
-        """The upper bound on the wait of a job of ``procs`` processors, seconds (0 with
-        no history at all; the longest wait seen when too few for the confidence)."""
-        for win in self._windows(procs):
+    def bound(self, procs: int, ert_s: int) -> int:
+        """The upper bound on the wait of a job of ``procs`` processors and ERT ``ert_s``,
+        seconds (0 with no history at all; the longest wait seen when too few for the
+        confidence)."""
+        for win in self._windows(procs, ert_s):
             k = order_statistic(len(win.sorted), self.quantile, self.confidence)
             if k is not None:
                 return win.sorted[k - 1]
         return self.all.sorted[-1] if self.all.sorted else 0
 
-    def loguniform(self, procs: int, quantile: float = 0.95) -> int:
+    def loguniform(self, procs: int, ert_s: int, quantile: float = 0.95) -> int:
         """The log-uniform model's ``quantile`` (class window, else overall), seconds."""
-        for win in self._windows(procs):
+        for win in self._windows(procs, ert_s):
             if len(win.sorted) >= 2:
                 return loguniform_bound(win.sorted[0], win.sorted[-1], quantile)
         return self.all.sorted[-1] if self.all.sorted else 0

@@ -230,7 +230,7 @@ def replay_waits(
                 heappush(events, (en[j], _END, j))
                 heappush(running_starts, (st[j], j))
                 wait = st[j] - sub[j]
-                qbets.observe(p, wait)
+                qbets.observe(p, ert[j], wait)
                 f = feats[j]
                 assert f is not None  # set when j was submitted
                 ibl.observe(f, wait)
@@ -264,8 +264,8 @@ def replay_waits(
             b = near_from[i]
             ibl_s = ibl.predict(f_i)
             pred_ibl.append(ibl_s)
-            pred_qb.append(qbets.bound(p_i))
-            pred_lu.append(qbets.loguniform(p_i, params.quantile))
+            pred_qb.append(qbets.bound(p_i, r_i))
+            pred_lu.append(qbets.loguniform(p_i, r_i, params.quantile))
             out.targets.append(i)
             out.wait_s.append(st[i] - t)
             out.run_s.append(en[i] - st[i])
