@@ -118,3 +118,21 @@ def test_cli_plots(tmp_path, capsys):
     for name in ("wait_error_by_range", "wait_scatter_quick", "wait_predicted_ranges"):
         png = out / "small.swf-soft" / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+
+
+def test_benchmark_runs_and_prints_its_figures():
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent / "benchmarks" / "bench_wait.py"
+    trace = TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
+    proc = subprocess.run(
+        [sys.executable, str(script), str(trace), "--targets", "500"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "replay of 500 targets, 4 methods" in proc.stdout
+    assert "within the 60 s budget" in proc.stdout
