@@ -6,7 +6,7 @@ best mean bounded slowdown whose long jobs' p95 wait stays within a bound) and t
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import pbsched
 from .simulate import BASELINE, PERFECT, SimResult, Workload, _pct, job_outcomes
@@ -77,6 +77,11 @@ def recommend(rows: Sequence[Figures], long_p95_bound_h: Optional[float]) -> Opt
     return min(ok, key=lambda r: r.bsld_mean) if ok else None
 
 
+def _cells(jobs: int, *values: Tuple[float, str]) -> str:
+    # "-" where the class is empty (no long or wide job), not a misleading 0.00.
+    return "".join(format(format(v, spec) if jobs else "-", ">9") for v, spec in values)
+
+
 def format_search(
     title: str,
     rows: Sequence[Figures],
@@ -97,10 +102,12 @@ def format_search(
             if base and base.bsld_mean
             else "-"
         )
+        long = _cells(r.long_jobs, (r.long_wait_mean_h, ".2f"), (r.long_wait_p95_h, ".2f"))
+        long += _cells(r.long_jobs, (r.long_wait_max_h, ".1f"))
+        wide = _cells(r.wide_jobs, (r.wide_wait_mean_h, ".2f"), (r.wide_wait_max_h, ".1f"))
         lines.append(
             f"{r.policy:<16}{r.source:<12}{r.wait_mean_h:>8.2f}{r.wait_p95_h:>8.2f}"
-            f"{r.bsld_mean:>8.2f}{rel:>9}{r.long_wait_mean_h:>9.2f}{r.long_wait_p95_h:>9.2f}"
-            f"{r.long_wait_max_h:>9.1f}{r.wide_wait_mean_h:>9.2f}{r.wide_wait_max_h:>9.1f}"
+            f"{r.bsld_mean:>8.2f}{rel:>9}{long}{wide}"
         )
     lines.append("")
     if best is None:
@@ -108,10 +115,16 @@ def format_search(
         return "\n".join(lines) + "\n"
     if bound_h is None and base is not None:
         bound_h = base.long_wait_p95_h
+    if best.long_jobs:
+        why = (
+            f"with long jobs' p95 wait {best.long_wait_p95_h:.2f} h "
+            f"<= {bound_h if bound_h is not None else 0:.2f} h"
+        )
+    else:
+        why = "no long jobs in this workload"
     lines.append(
         f"recommended: {best.policy} with {best.source} estimates "
-        f"(best mean bsld {best.bsld_mean:.2f} with long jobs' p95 wait "
-        f"{best.long_wait_p95_h:.2f} h <= {bound_h if bound_h is not None else 0:.2f} h)"
+        f"(best mean bsld {best.bsld_mean:.2f}; {why})"
     )
     policy = pbsched.parse_policy(best.policy, scheduler_iteration)
     lines.extend("  " + s for s in pbsched.pbs_settings(policy))
