@@ -15,7 +15,7 @@ from helpers_history import add_jobs
 from softwalltime.cli import main
 from softwalltime.db import engine as db
 from softwalltime.report import NothingToReportError, build, html, synthetic
-from softwalltime.report.queries import Scope, queue_fit, under_estimates
+from softwalltime.report.queries import Scope, materialise, queue_fit, under_estimates
 
 DEPLOYED = synthetic.DEFAULT_DEPLOYED_AT
 CLASS = (
@@ -212,12 +212,12 @@ def test_extensions_and_shorter_queue_on_hand_made_jobs(conn):
             _job(5, "long", 86400, 1000, 90000, t0),  # capped at walltime: 86 extensions
         ],
     )
-    scope = Scope(deployed_at=t0)
-    ext = {r["extensions"]: r["jobs"] for r in under_estimates(conn, scope)["extensions"]}
+    materialise(conn, Scope(deployed_at=t0))
+    ext = {r["extensions"]: r["jobs"] for r in under_estimates(conn)["extensions"]}
     assert ext == {0: 2, 2: 1, 5: 1}
-    deepest = under_estimates(conn, scope)["deepest"]
+    deepest = under_estimates(conn)["deepest"]
     assert [r["job_id"] for r in deepest] == ["5.s", "3.s"]
-    fit = {r["queue"]: r for r in queue_fit(conn, scope)}
+    fit = {r["queue"]: r for r in queue_fit(conn)}
     assert fit["long"]["jobs"] == 4 and fit["long"]["fit_shorter"] == 3
     assert fit["long"]["usual_target"] == "short" and fit["long"]["limit_s"] == 86400
     with pytest.raises(NothingToReportError, match="on server other"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from typing import Any, Dict, Optional, Tuple
 
 import sqlalchemy as sa
@@ -22,14 +23,18 @@ def make_report(
     until: Optional[dt.datetime] = None,
     server: Optional[str] = None,
     queue: Optional[str] = None,
+    timings: Optional[Dict[str, float]] = None,
 ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """The report's numbers and what they cover.
 
     The caller owns the transaction: make it REPEATABLE READ for one consistent snapshot
-    (the command does).
+    (the command does), and not READ ONLY (the jobs of the scope are read once into
+    temporary tables, dropped at its end).
 
     :param deployed_at: when soft walltimes were deployed; default: the creation time of
         the first job with a soft walltime (on ``server`` if given)
+    :param timings: if given, filled with the seconds each step took (``materialise``,
+        ``totals``, then each of :data:`.queries.FIGURES`)
     :raises NothingToReportError: no finished job in the scope, or none with a soft walltime
         after the deployment
     """
@@ -39,7 +44,13 @@ def make_report(
         deployed_at = queries.find_deployment(conn, server)
         how = "the first job with a soft walltime"
     scope = queries.Scope(deployed_at or _FAR_FUTURE, since, until, server, queue)
-    totals = queries.totals(conn, scope)
+    start = time.perf_counter()
+    queries.materialise(conn, scope)
+    mid = time.perf_counter()
+    totals = queries.totals(conn)
+    if timings is not None:
+        timings["materialise"] = mid - start
+        timings["totals"] = time.perf_counter() - mid
     where = _describe(scope)
     if not totals["jobs"]:
         raise NothingToReportError(f"no finished jobs with a walltime and a run time {where}")
@@ -53,7 +64,7 @@ def make_report(
             f"no job created after the deployment ({deployed_at.isoformat()}) has a soft"
             f" walltime {where}: nothing to compare yet ({totals['before']} jobs before)"
         )
-    data = queries.collect(conn, scope)
+    data = {"totals": totals, **queries.collect(conn, timings)}
     meta = {
         "deployed_at": deployed_at.isoformat(),
         "deployed_how": how,

@@ -11,14 +11,16 @@ Definitions (the same as ``softwalltime evaluate`` and the paper):
   the original soft walltime each time, never past the walltime);
 * wait = ``started_at - ctime``; bounded slowdown = max(1, (wait + run) / max(run, 10 min)).
 
-Each function takes a Connection (the caller owns the transaction) and a :class:`Scope`
-and returns plain, JSON-ready values.
+:func:`materialise` reads the jobs of a :class:`Scope` once into temporary tables; every
+figure's function then takes the Connection (the caller owns the transaction, which must
+not be READ ONLY) and returns plain, JSON-ready values.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+import time
+from typing import Any, Dict, List, NamedTuple, Optional
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -62,40 +64,47 @@ class Scope(NamedTuple):
         }
 
 
-# Jobs of the scope (ended in [since, until), server, queue) with a walltime and a run time.
-_SCOPE_WHERE = """
-    runtime_s IS NOT NULL AND walltime_s > 0
-    AND (CAST(:since AS timestamptz) IS NULL OR ended_at >= CAST(:since AS timestamptz))
-    AND (CAST(:until AS timestamptz) IS NULL OR ended_at < CAST(:until AS timestamptz))
-    AND (CAST(:server AS text) IS NULL OR server = CAST(:server AS text))
-    AND (CAST(:queue AS text) IS NULL OR queue = CAST(:queue AS text))
+# The jobs of the scope (ended in [since, until), server, queue) with a walltime and a run
+# time, read once into a narrow temporary table (:func:`materialise`) that every figure reads:
+# one scan of the wide history instead of one per figure, class and month as integers.
+# ``compared``: the compared jobs, every job before deployment and the jobs with a soft
+# walltime after it. ``wait_s`` is NULL for a job without a start time; ``under_job_id`` and
+# ``synthetic_source`` are NULL except where a figure needs them (kept narrow). Class
+# (0 short, 1 medium, 2 long) and month (year * 12 + month - 1) are integer codes.
+_MATERIALISE = """
+CREATE TEMPORARY TABLE report_jobs ON COMMIT DROP AS
+SELECT CAST(CASE WHEN runtime_s <= 7200 THEN 0 WHEN runtime_s <= 86400 THEN 1 ELSE 2 END
+            AS int2) AS cls,
+       ctime >= CAST(:deployed_at AS timestamptz) AS after,
+       (ctime < CAST(:deployed_at AS timestamptz) OR soft_walltime_s IS NOT NULL) AS compared,
+       CAST(date_part('year', ended_at AT TIME ZONE 'UTC') * 12
+            + date_part('month', ended_at AT TIME ZONE 'UTC') - 1 AS int4) AS month,
+       username, queue, ncpus, walltime_s, soft_walltime_s, runtime_s,
+       date_part('epoch', started_at - ctime) AS wait_s,
+       ended_at,
+       CASE WHEN runtime_s > soft_walltime_s THEN job_id END AS under_job_id,
+       CASE WHEN source_file LIKE :synthetic THEN source_file END AS synthetic_source
+FROM finished_jobs
+WHERE runtime_s IS NOT NULL AND walltime_s > 0
+  AND (CAST(:since AS timestamptz) IS NULL OR ended_at >= CAST(:since AS timestamptz))
+  AND (CAST(:until AS timestamptz) IS NULL OR ended_at < CAST(:until AS timestamptz))
+  AND (CAST(:server AS text) IS NULL OR server = CAST(:server AS text))
+  AND (CAST(:queue AS text) IS NULL OR queue = CAST(:queue AS text))
+"""
+# Per user after deployment (Figure 6 and the worst users), from the table above.
+_MATERIALISE_USERS = """
+CREATE TEMPORARY TABLE report_users ON COMMIT DROP AS
+SELECT username, count(*) AS jobs,
+       avg(abs(walltime_s - runtime_s)) / 3600.0 AS wall_mae_h,
+       avg(abs(soft_walltime_s - runtime_s)) / 3600.0 AS soft_mae_h,
+       100.0 * avg(CASE WHEN runtime_s > soft_walltime_s THEN 1 ELSE 0 END) AS under_pct
+FROM report_jobs WHERE compared AND after GROUP BY username
 """
 
-# The compared jobs: every job before deployment, jobs with a soft walltime after it.
-_JOBS_CTE = (
-    """
-WITH j AS (
-    SELECT job_id, username, queue, ncpus, walltime_s, soft_walltime_s, runtime_s,
-           ctime, started_at, ended_at,
-           CASE WHEN runtime_s <= 7200 THEN 'short'
-                WHEN runtime_s <= 86400 THEN 'medium' ELSE 'long' END COLLATE "C" AS cls,
-           ctime >= CAST(:deployed_at AS timestamptz) AS after
-    FROM finished_jobs
-    WHERE""",
-    _SCOPE_WHERE,
-    """
-      AND (ctime < CAST(:deployed_at AS timestamptz) OR soft_walltime_s IS NOT NULL)
-)
-""",
-)
 
-
-def _rows(
-    conn: Connection, parts: Tuple[str, ...], scope: Scope, **extra: Any
-) -> List[Dict[str, Any]]:
-    """Run the statement made of ``parts``: constant SQL of this module, never values
-    (values are bound parameters)."""
-    result = conn.execute(sa.text(" ".join(parts)), {**scope.params(), **extra})
+def _rows(conn: Connection, sql: str, **params: Any) -> List[Dict[str, Any]]:
+    """Run ``sql``: constant SQL of this module, never values (values are bound parameters)."""
+    result = conn.execute(sa.text(sql), params)
     return [dict(row._mapping) for row in result]
 
 
@@ -116,71 +125,68 @@ def find_deployment(conn: Connection, server: Optional[str] = None) -> Optional[
     return value
 
 
-def totals(conn: Connection, scope: Scope) -> Dict[str, Any]:
+def materialise(conn: Connection, scope: Scope) -> None:
+    """Read the jobs of ``scope`` into the transaction's temporary tables, which every other
+    function of this module reads (they are dropped at the end of the transaction).
+
+    Needs a transaction that may write (temporary tables; not READ ONLY) and the TEMPORARY
+    privilege on the database, which PostgreSQL grants every role unless revoked. Run it in
+    a REPEATABLE READ transaction: the figures then come from the snapshot this reads, and
+    the tables are a copy of it in any case.
+    """
+    conn.execute(sa.text("DROP TABLE IF EXISTS pg_temp.report_users, pg_temp.report_jobs"))
+    conn.execute(sa.text(_MATERIALISE), {**scope.params(), "synthetic": SYNTHETIC_PREFIX + "%"})
+    # Row counts and value distributions for the planner (hash vs sort, group estimates).
+    conn.execute(sa.text("ANALYZE report_jobs"))
+    conn.execute(sa.text(_MATERIALISE_USERS))
+
+
+def totals(conn: Connection) -> Dict[str, Any]:
     """Job counts of the scope: before, after with and without a soft walltime, synthetic."""
-    sql = (
-        """
-    SELECT count(*) AS jobs,
-           count(*) FILTER (WHERE ctime < CAST(:deployed_at AS timestamptz)) AS before,
-           count(*) FILTER (WHERE ctime >= CAST(:deployed_at AS timestamptz)
-                            AND soft_walltime_s IS NOT NULL) AS after_soft,
-           count(*) FILTER (WHERE ctime >= CAST(:deployed_at AS timestamptz)
-                            AND soft_walltime_s IS NULL) AS after_without_soft,
-           count(*) FILTER (WHERE source_file LIKE :synthetic) AS synthetic,
+    sql = """
+    SELECT count(*) AS jobs, count(*) FILTER (WHERE NOT after) AS before,
+           count(*) FILTER (WHERE after AND soft_walltime_s IS NOT NULL) AS after_soft,
+           count(*) FILTER (WHERE after AND soft_walltime_s IS NULL) AS after_without_soft,
+           count(synthetic_source) AS synthetic,
            min(ended_at) AS first_end, max(ended_at) AS last_end
-    FROM finished_jobs WHERE""",
-        _SCOPE_WHERE,
-    )
-    row = _rows(conn, sql, scope, synthetic=SYNTHETIC_PREFIX + "%")[0]
+    FROM report_jobs"""
+    row = _rows(conn, sql)[0]
     # GROUP BY (a hash) rather than count(DISTINCT) (a sort): 3x faster on 10^6 rows.
-    users_sql = ("SELECT count(*) AS users FROM (SELECT username FROM finished_jobs WHERE",
-                 _SCOPE_WHERE, "GROUP BY username) u")  # fmt: skip
-    row["users"] = _rows(conn, users_sql, scope)[0]["users"]
+    users_sql = "SELECT count(*) AS users FROM (SELECT username FROM report_jobs GROUP BY 1) u"
+    row["users"] = _rows(conn, users_sql)[0]["users"]
     sources = (
-        "SELECT DISTINCT source_file FROM finished_jobs WHERE",
-        _SCOPE_WHERE,
-        "AND source_file LIKE :synthetic ORDER BY 1 LIMIT 5",
+        "SELECT synthetic_source FROM report_jobs WHERE synthetic_source IS NOT NULL"
+        " GROUP BY 1 ORDER BY 1 LIMIT 5"
     )
-    row["synthetic_sources"] = [
-        r["source_file"] for r in _rows(conn, sources, scope, synthetic=SYNTHETIC_PREFIX + "%")
-    ]
+    row["synthetic_sources"] = [r["synthetic_source"] for r in _rows(conn, sources)]
     return row
 
 
-def error_by_month_class(conn: Connection, scope: Scope) -> List[Dict[str, Any]]:
+def error_by_month_class(conn: Connection) -> List[Dict[str, Any]]:
     """Figure 5: error quantiles (hours) of walltime and soft walltime per month x class."""
-    sql = (
-        *_JOBS_CTE,
-        """
-    SELECT to_char(date_trunc('month', ended_at AT TIME ZONE 'UTC'), 'YYYY-MM') COLLATE "C"
-               AS month,
-           cls, count(*) AS jobs, count(*) FILTER (WHERE after) AS soft_jobs,
+    sql = """
+    SELECT to_char(make_date(month / 12, month % 12 + 1, 1), 'YYYY-MM') AS month,
+           (ARRAY['short','medium','long'])[cls + 1] AS cls, jobs, soft_jobs, wall_q, soft_q
+    FROM (
+    SELECT month, cls, count(*) AS jobs, count(*) FILTER (WHERE after) AS soft_jobs,
            percentile_cont(CAST(:q AS float8[])) WITHIN GROUP
                (ORDER BY walltime_s - runtime_s) AS wall_q,
            percentile_cont(CAST(:q AS float8[])) WITHIN GROUP
                (ORDER BY soft_walltime_s - runtime_s) FILTER (WHERE after) AS soft_q
-    FROM j GROUP BY 1, 2 ORDER BY 1, array_position(ARRAY['short','medium','long'], cls)
-    """,
-    )
-    rows = _rows(conn, sql, scope, q=list(QUANTILES))
+    FROM report_jobs WHERE compared GROUP BY month, cls
+    ) g ORDER BY g.month, g.cls
+    """
+    rows = _rows(conn, sql, q=list(QUANTILES))
     for row in rows:
         row["wall_q"] = _hours(row["wall_q"])
         row["soft_q"] = _hours(row["soft_q"])
     return rows
 
 
-def by_class(conn: Connection, scope: Scope) -> List[Dict[str, Any]]:
+def by_class(conn: Connection) -> List[Dict[str, Any]]:
     """Per class, before and after: errors, under-estimates, wait and bounded slowdown."""
-    sql = (
-        *_JOBS_CTE,
-        """
-    , w AS (
-        SELECT *, extract(epoch FROM started_at - ctime) AS wait_s,
-               greatest(1.0, (extract(epoch FROM started_at - ctime) + runtime_s)
-                        / greatest(runtime_s, :floor)) AS bsld
-        FROM j
-    )
-    SELECT cls, after, count(*) AS jobs,
+    sql = """
+    SELECT (ARRAY['short','medium','long'])[cls + 1] AS cls, after, count(*) AS jobs,
            percentile_cont(0.5) WITHIN GROUP (ORDER BY walltime_s - runtime_s) / 3600.0
                AS median_wall_error_h,
            percentile_cont(0.5) WITHIN GROUP (ORDER BY soft_walltime_s - runtime_s)
@@ -192,11 +198,12 @@ def by_class(conn: Connection, scope: Scope) -> List[Dict[str, Any]]:
            percentile_cont(CAST(:q AS float8[])) WITHIN GROUP (ORDER BY wait_s) AS wait_q,
            avg(bsld) AS mean_bsld,
            percentile_cont(CAST(:q AS float8[])) WITHIN GROUP (ORDER BY bsld) AS bsld_q
-    FROM w GROUP BY cls, after
-    ORDER BY array_position(ARRAY['short','medium','long'], cls), after
-    """,
-    )
-    rows = _rows(conn, sql, scope, q=list(QUANTILES), floor=BSLD_FLOOR_S)
+    FROM (SELECT cls, after, walltime_s, soft_walltime_s, runtime_s, wait_s,
+                 greatest(1.0, (wait_s + runtime_s) / greatest(runtime_s, :floor)) AS bsld
+          FROM report_jobs WHERE compared) w
+    GROUP BY w.cls, after ORDER BY w.cls, after
+    """
+    rows = _rows(conn, sql, q=list(QUANTILES), floor=BSLD_FLOOR_S)
     for row in rows:
         row["wait_q"] = _hours(row["wait_q"])
         for key in ("median_wall_error_h", "median_soft_error_h", "under_pct", "mean_wait_h"):
@@ -205,11 +212,9 @@ def by_class(conn: Connection, scope: Scope) -> List[Dict[str, Any]]:
     return rows
 
 
-def by_queue(conn: Connection, scope: Scope) -> List[Dict[str, Any]]:
+def by_queue(conn: Connection) -> List[Dict[str, Any]]:
     """Figure 7 (right): after deployment, per queue: error quantiles and under-estimates."""
-    sql = (
-        *_JOBS_CTE,
-        """
+    sql = """
     SELECT coalesce(queue, '(none)') AS queue, count(*) AS jobs,
            percentile_cont(CAST(:q AS float8[])) WITHIN GROUP
                (ORDER BY walltime_s - runtime_s) AS wall_q,
@@ -217,10 +222,9 @@ def by_queue(conn: Connection, scope: Scope) -> List[Dict[str, Any]]:
                (ORDER BY soft_walltime_s - runtime_s) AS soft_q,
            100.0 * avg(CASE WHEN runtime_s > soft_walltime_s THEN 1 ELSE 0 END) AS under_pct,
            max(walltime_s) AS max_walltime_s
-    FROM j WHERE after GROUP BY 1 ORDER BY max(walltime_s), 1
-    """,
-    )
-    rows = _rows(conn, sql, scope, q=list(QUANTILES))
+    FROM report_jobs WHERE compared AND after GROUP BY 1 ORDER BY max(walltime_s), 1
+    """
+    rows = _rows(conn, sql, q=list(QUANTILES))
     for row in rows:
         row["wall_q"] = _hours(row["wall_q"])
         row["soft_q"] = _hours(row["soft_q"])
@@ -228,23 +232,9 @@ def by_queue(conn: Connection, scope: Scope) -> List[Dict[str, Any]]:
     return rows
 
 
-_USERS_CTE = """
-, u AS (
-    SELECT username, count(*) AS jobs,
-           avg(abs(walltime_s - runtime_s)) / 3600.0 AS wall_mae_h,
-           avg(abs(soft_walltime_s - runtime_s)) / 3600.0 AS soft_mae_h,
-           100.0 * avg(CASE WHEN runtime_s > soft_walltime_s THEN 1 ELSE 0 END) AS under_pct
-    FROM j WHERE after GROUP BY username
-)
-"""
-
-
-def users(conn: Connection, scope: Scope) -> Dict[str, Any]:
+def users(conn: Connection) -> Dict[str, Any]:
     """Figure 6: per user, mean absolute error of walltime vs soft walltime (after)."""
-    summary_sql = (
-        *_JOBS_CTE,
-        _USERS_CTE,
-        """
+    summary_sql = """
     SELECT count(*) AS users,
            100.0 * avg(CASE WHEN wall_mae_h > soft_mae_h THEN 1 ELSE 0 END) AS improved_pct,
            100.0 * avg(CASE WHEN wall_mae_h - soft_mae_h > 1 THEN 1 ELSE 0 END)
@@ -255,20 +245,15 @@ def users(conn: Connection, scope: Scope) -> Dict[str, Any]:
                AS median_improvement_h,
            max(soft_mae_h - wall_mae_h) FILTER (WHERE soft_mae_h > wall_mae_h)
                AS worst_deterioration_h
-    FROM u
-    """,
-    )
-    per_user_sql = (
-        *_JOBS_CTE,
-        _USERS_CTE,
-        """
+    FROM report_users
+    """
+    per_user_sql = """
     SELECT username, jobs, wall_mae_h, soft_mae_h, wall_mae_h - soft_mae_h AS improvement_h,
            under_pct
-    FROM u ORDER BY improvement_h DESC, username
-    """,
-    )
-    summary = {k: _float(v) for k, v in _rows(conn, summary_sql, scope)[0].items()}
-    per_user = [{k: _float(v) for k, v in r.items()} for r in _rows(conn, per_user_sql, scope)]
+    FROM report_users ORDER BY improvement_h DESC, username
+    """
+    summary = {k: _float(v) for k, v in _rows(conn, summary_sql)[0].items()}
+    per_user = [{k: _float(v) for k, v in r.items()} for r in _rows(conn, per_user_sql)]
     return {"summary": summary, "per_user": per_user}
 
 
@@ -279,91 +264,76 @@ def _float(value: Any) -> Any:
     return float(value)
 
 
-def worst_users(conn: Connection, scope: Scope) -> List[Dict[str, Any]]:
+def worst_users(conn: Connection) -> List[Dict[str, Any]]:
     """Users (with enough jobs) whose soft walltimes were most often under-estimated."""
-    sql = (
-        *_JOBS_CTE,
-        _USERS_CTE,
-        """
-    SELECT username, jobs, under_pct, soft_mae_h, wall_mae_h FROM u
+    sql = """
+    SELECT username, jobs, under_pct, soft_mae_h, wall_mae_h FROM report_users
     WHERE jobs >= :min_jobs AND under_pct > 0
     ORDER BY under_pct DESC, jobs DESC, username LIMIT :n
-    """,
-    )
+    """
     return [
         {k: _float(v) for k, v in r.items()}
-        for r in _rows(conn, sql, scope, min_jobs=MIN_JOBS_FOR_WORST, n=WORST_ROWS)
+        for r in _rows(conn, sql, min_jobs=MIN_JOBS_FOR_WORST, n=WORST_ROWS)
     ]
 
 
-def under_estimates(conn: Connection, scope: Scope) -> Dict[str, Any]:
+def under_estimates(conn: Connection) -> Dict[str, Any]:
     """Under-estimates after deployment: how many extensions the server made, the deepest."""
-    ext_sql = (
-        *_JOBS_CTE,
-        """
-    , e AS (
+    ext_sql = """
+    SELECT least(ext, 5) AS extensions, count(*) AS jobs FROM (
         SELECT CASE WHEN runtime_s <= soft_walltime_s THEN 0
-                    ELSE ceil(CAST(least(runtime_s, walltime_s) AS numeric)
-                              / greatest(soft_walltime_s, 1)) - 1 END AS ext
-        FROM j WHERE after
-    )
-    SELECT least(ext, 5) AS extensions, count(*) AS jobs FROM e GROUP BY 1 ORDER BY 1
-    """,
-    )
-    deep_sql = (
-        *_JOBS_CTE,
-        """
-    SELECT job_id, username, queue, walltime_s, soft_walltime_s, runtime_s,
+                    ELSE (least(runtime_s, walltime_s) + greatest(soft_walltime_s, 1) - 1)
+                         / greatest(soft_walltime_s, 1) - 1 END AS ext
+        FROM report_jobs WHERE compared AND after
+    ) e GROUP BY 1 ORDER BY 1
+    """
+    deep_sql = """
+    SELECT under_job_id AS job_id, username, queue, walltime_s, soft_walltime_s, runtime_s,
            runtime_s - soft_walltime_s AS beyond_s, ended_at
-    FROM j WHERE after AND runtime_s > soft_walltime_s
+    FROM report_jobs WHERE compared AND after AND under_job_id IS NOT NULL
     ORDER BY beyond_s DESC, job_id LIMIT :n
-    """,
-    )
-    extensions = [{k: _float(v) for k, v in r.items()} for r in _rows(conn, ext_sql, scope)]
-    deepest = _rows(conn, deep_sql, scope, n=DEEPEST_ROWS)
+    """
+    extensions = [{k: _float(v) for k, v in r.items()} for r in _rows(conn, ext_sql)]
+    deepest = _rows(conn, deep_sql, n=DEEPEST_ROWS)
     for row in deepest:
         row["ended_at"] = row["ended_at"].isoformat()
     return {"extensions": extensions, "deepest": deepest}
 
 
-def heatmaps(conn: Connection, scope: Scope) -> List[Dict[str, Any]]:
+def heatmaps(conn: Connection) -> List[Dict[str, Any]]:
     """Figure 9: jobs and CPU-hours by size x run time and size x walltime, before/after.
 
     ``axis`` is ``runtime`` or ``walltime``; ``size`` and ``bucket`` index
     :data:`SIZE_LABELS` and :data:`TIME_LABELS`.
     """
-    sql = (
-        *_JOBS_CTE,
-        """
-    , b AS (
+    sql = """
+    SELECT after, CASE WHEN GROUPING(rt) = 0 THEN 'runtime' ELSE 'walltime' END AS axis,
+           size, coalesce(rt, wt) AS bucket, count(*) AS jobs, sum(cpu_h) AS cpu_hours
+    FROM (
         SELECT after, coalesce(ncpus, 1) * runtime_s / 3600.0 AS cpu_h,
                width_bucket(coalesce(ncpus, 1), CAST(:sizes AS int[])) AS size,
                width_bucket(runtime_s, CAST(:times AS int[])) AS rt,
                width_bucket(walltime_s, CAST(:times AS int[])) AS wt
-        FROM j
-    )
-    SELECT after, CASE WHEN GROUPING(rt) = 0 THEN 'runtime' ELSE 'walltime' END AS axis,
-           size, coalesce(rt, wt) AS bucket, count(*) AS jobs, sum(cpu_h) AS cpu_hours
-    FROM b GROUP BY GROUPING SETS ((after, size, rt), (after, size, wt))
+        FROM report_jobs WHERE compared
+    ) b
+    GROUP BY GROUPING SETS ((after, size, rt), (after, size, wt))
     ORDER BY 1, 2, 3, 4
-    """,
-    )
-    rows = _rows(conn, sql, scope, sizes=list(SIZE_THRESHOLDS), times=list(TIME_THRESHOLDS))
+    """
+    rows = _rows(conn, sql, sizes=list(SIZE_THRESHOLDS), times=list(TIME_THRESHOLDS))
     return [{k: _float(v) for k, v in r.items()} for r in rows]
 
 
-def queue_fit(conn: Connection, scope: Scope) -> List[Dict[str, Any]]:
+def queue_fit(conn: Connection) -> List[Dict[str, Any]]:
     """Jobs after deployment whose soft walltime would fit a queue with a shorter limit.
 
     A queue's limit is the longest walltime of its jobs in the scope (PBS's
     ``resources_max.walltime`` is not in the history). The shorter queue is the one with the
-    smallest such limit that is at least the soft walltime.
+    smallest such limit that is at least the soft walltime. ``usual_target``: the most
+    frequent such queue (on a tie, the first by name, as ``mode()`` chooses).
     """
-    sql = (
-        *_JOBS_CTE,
-        """
-    , lim AS (SELECT queue, max(walltime_s) AS limit_s FROM j
-              WHERE queue IS NOT NULL GROUP BY queue)
+    sql = """
+    WITH lim AS (SELECT queue, max(walltime_s) AS limit_s FROM report_jobs
+                 WHERE compared AND queue IS NOT NULL GROUP BY queue)
     , ladder AS (
         SELECT array_agg(limit_s ORDER BY limit_s) AS limits,
                array_agg(queue ORDER BY limit_s) AS queues
@@ -374,28 +344,44 @@ def queue_fit(conn: Connection, scope: Scope) -> List[Dict[str, Any]]:
         SELECT j.queue, lim.limit_s,
                ladder.queues[width_bucket(j.soft_walltime_s - 1, ladder.limits) + 1] AS fit_queue,
                ladder.limits[width_bucket(j.soft_walltime_s - 1, ladder.limits) + 1] AS fit_limit
-        FROM j JOIN lim ON lim.queue = j.queue CROSS JOIN ladder
-        WHERE j.after
+        FROM report_jobs j JOIN lim ON lim.queue = j.queue CROSS JOIN ladder
+        WHERE j.compared AND j.after
     )
-    SELECT queue, limit_s, count(*) AS jobs,
-           count(*) FILTER (WHERE fit_limit < limit_s) AS fit_shorter,
-           mode() WITHIN GROUP (ORDER BY fit_queue) FILTER (WHERE fit_limit < limit_s)
+    , per_fit AS (
+        SELECT queue, limit_s, fit_queue, fit_limit < limit_s AS shorter, count(*) AS jobs
+        FROM f GROUP BY 1, 2, 3, 4
+    )
+    SELECT queue, limit_s, CAST(sum(jobs) AS bigint) AS jobs,
+           CAST(coalesce(sum(jobs) FILTER (WHERE shorter), 0) AS bigint) AS fit_shorter,
+           (array_agg(fit_queue ORDER BY jobs DESC, fit_queue) FILTER (WHERE shorter))[1]
                AS usual_target
-    FROM f GROUP BY queue, limit_s ORDER BY limit_s, queue
-    """,
-    )
-    return _rows(conn, sql, scope)
+    FROM per_fit GROUP BY queue, limit_s ORDER BY limit_s, queue
+    """
+    return _rows(conn, sql)
 
 
-def collect(conn: Connection, scope: Scope) -> Dict[str, Any]:
-    """Every figure's numbers, in one consistent snapshot of the history."""
-    data: Dict[str, Any] = {"totals": totals(conn, scope)}
-    data["error_by_month_class"] = error_by_month_class(conn, scope)
-    data["by_class"] = by_class(conn, scope)
-    data["by_queue"] = by_queue(conn, scope)
-    data["users"] = users(conn, scope)
-    data["worst_users"] = worst_users(conn, scope)
-    data["under_estimates"] = under_estimates(conn, scope)
-    data["heatmaps"] = heatmaps(conn, scope)
-    data["queue_fit"] = queue_fit(conn, scope)
+FIGURES = (
+    "error_by_month_class",
+    "by_class",
+    "by_queue",
+    "users",
+    "worst_users",
+    "under_estimates",
+    "heatmaps",
+    "queue_fit",
+)
+
+
+def collect(conn: Connection, timings: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
+    """Every figure's numbers from the tables :func:`materialise` made (then the transaction's
+    snapshot), keyed by the names in :data:`FIGURES`.
+
+    :param timings: if given, filled with the seconds each figure's statements took
+    """
+    data: Dict[str, Any] = {}
+    for name in FIGURES:
+        start = time.perf_counter()
+        data[name] = globals()[name](conn)
+        if timings is not None:
+            timings[name] = time.perf_counter() - start
     return data

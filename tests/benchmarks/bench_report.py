@@ -129,8 +129,9 @@ def _time_parts(dsn: str) -> None:
     engine = db.make_engine(dsn, poolclass=sa.pool.NullPool)
     with engine.connect() as conn:
         conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        timings: dict[str, float] = {}
         start = time.perf_counter()
-        data, meta = build.make_report(conn)
+        data, meta = build.make_report(conn, timings=timings)
         queried = time.perf_counter() - start
     engine.dispose()
     start = time.perf_counter()
@@ -140,6 +141,7 @@ def _time_parts(dsn: str) -> None:
         f"  parts: queries {queried:.2f} s, HTML {rendered:.2f} s ({len(page) // 1024} KiB,"
         f" {len(data['users']['per_user'])} users drawn)"
     )
+    print("  queries: " + ", ".join(f"{name} {took:.2f}" for name, took in timings.items()))
 
 
 def _time_command(dsn: str, out: str) -> float:
