@@ -1,5 +1,5 @@
 """The wait replay on a real trace slice (the paper's Figure 3 uses 5,000 CTC-SP2 jobs),
-and ``softwalltime evaluate-wait`` run in-process on real files."""
+and ``softwalltime eval-wait`` run in-process on real files."""
 
 from __future__ import annotations
 
@@ -66,14 +66,14 @@ def _swf(path: Path, jobs: int) -> Path:
 
 def test_cli_table_and_json(tmp_path, capsys):
     trace = _swf(tmp_path / "small.swf", 40)
-    assert main(["evaluate-wait", "--first", "21", "--targets", "10", str(trace)]) == 0
+    assert main(["eval-wait", "--first", "21", "--targets", "10", str(trace)]) == 0
     out = capsys.readouterr().out
     assert "targets: jobs 21-30 (10)" in out
     assert "machine: 16 processors (large job: >= 4)" in out
     assert "estimated run time: soft walltimes" in out
     for title in ("log-uniform", "QBETS-style", "IBL", "PQStar"):
         assert f"  {title} " in out
-    assert main(["evaluate-wait", "--json", "--ert", "walltime", "--first", "21", str(trace)]) == 0
+    assert main(["eval-wait", "--json", "--ert", "walltime", "--first", "21", str(trace)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["targets"] == 20 and list(report["by_ert"]) == ["walltime"]
     pq = report["by_ert"]["walltime"]["methods"]["pqstar"]
@@ -82,7 +82,7 @@ def test_cli_table_and_json(tmp_path, capsys):
 
 def test_cli_too_few_jobs_is_one_error_line(tmp_path, capsys):
     trace = _swf(tmp_path / "tiny.swf", 5)
-    assert main(["evaluate-wait", str(trace)]) == 1
+    assert main(["eval-wait", str(trace)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         f"softwalltime: error: {trace}: 5 usable jobs, none from job 10,001 on; nothing to"
@@ -92,7 +92,7 @@ def test_cli_too_few_jobs_is_one_error_line(tmp_path, capsys):
 
 def test_cli_refuses_a_bad_threshold(capsys):
     with pytest.raises(SystemExit) as exc:
-        main(["evaluate-wait", "--quick", "0", "x.swf"])
+        main(["eval-wait", "--quick", "0", "x.swf"])
     assert exc.value.code == 2
     assert "--quick" in capsys.readouterr().err
 
@@ -101,7 +101,7 @@ def test_cli_reads_pbs_accounting(capsys):
     """A real OpenPBS 23.06 accounting log (E records; the machine size is the most
     processors in use at once, as no header says it)."""
     log = Path(__file__).resolve().parents[1] / "softwalltime" / "data" / "openpbs-23.06-local.log"
-    assert main(["evaluate-wait", "--json", "--ert", "walltime", "--first", "1", str(log)]) == 0
+    assert main(["eval-wait", "--json", "--ert", "walltime", "--first", "1", str(log)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert (report["jobs"], report["targets"], report["machine_procs"]) == (12, 12, 2)
     assert report["quick_starter_pct"] == 100.0
@@ -112,7 +112,7 @@ def test_cli_reads_pbs_accounting(capsys):
 def test_cli_plots(tmp_path, capsys):
     trace = _swf(tmp_path / "small.swf", 40)
     out = tmp_path / "plots"
-    args = ["evaluate-wait", "--ert", "soft", "--first", "21", "--plot", str(out), str(trace)]
+    args = ["eval-wait", "--ert", "soft", "--first", "21", "--plot", str(out), str(trace)]
     assert main(args) == 0
     assert [p.name for p in out.iterdir()] == ["small.swf-soft"]
     for name in ("wait_error_by_range", "wait_scatter_quick", "wait_predicted_ranges"):
@@ -136,3 +136,10 @@ def test_benchmark_runs_and_prints_its_figures():
     assert proc.returncode == 0, proc.stderr
     assert "replay of 500 targets, 4 methods" in proc.stdout
     assert "within the 60 s budget" in proc.stdout
+
+
+def test_help_lists_eval_wait_on_one_line(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "\n    eval-wait    replay traces through the queue-wait predictors" in out

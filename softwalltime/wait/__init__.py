@@ -4,7 +4,7 @@ Kumar and Vadhiyar, *Identifying Quick Starters* (PQStar): a job is a quick star
 it waits at most an hour; PQStar marks quick starters from near-, mid- and far-term
 history bounded by processor-occupancy similarity and leaves the rest to IBL. The
 baselines it is compared with (IBL, a QBETS-style quantile bound, a log-uniform model) are
-here too, with the paper's evaluation replay (``softwalltime evaluate-wait``).
+here too, with the paper's evaluation replay (``softwalltime eval-wait``).
 
 Modules: :mod:`.workload` (jobs in, machine size), :mod:`.baselines` (IBL, quantile
 bound, log-uniform), :mod:`.pqstar` (the system state and the criteria, one replay for all

@@ -1,4 +1,4 @@
-"""A trace in, the paper's table out: ``softwalltime evaluate-wait``.
+"""A trace in, the paper's table out: ``softwalltime eval-wait``.
 
 Each source is one workload: an SWF trace (the machine size from its ``; MaxProcs:``
 header) or PBS accounting logs (the machine size = the most processors ever in use at
@@ -140,7 +140,7 @@ def _num(value: Optional[float], fmt: str) -> str:
 
 
 def format_report(report: Dict[str, Any]) -> str:
-    """The report as the text table ``evaluate-wait`` prints."""
+    """The report as the text table ``eval-wait`` prints."""
     lines: List[str] = [
         f"source: {report['source']}",
         f"jobs: {report['jobs']:,}   skipped: {report['skipped']:,}   machine:"
