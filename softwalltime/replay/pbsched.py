@@ -319,19 +319,30 @@ def extended_estimate(
 
 
 class _Machine:
-    """Running jobs: estimates, estimated ends (sorted) and the end-time heap."""
+    """Running jobs: estimates, estimated ends (sorted), the end heap and the heap of
+    extensions due (each running job has one entry there while it can still be extended)."""
 
     def __init__(self, work: Workload, procs_total: int, correction: str) -> None:
         n = len(work.submit)
         self.work = work
         self.correction = correction
+        self.margin = SIMPLE_MARGIN_S if correction == "simple" else 0
         self.free = procs_total
         self.est = [0] * n
         self.orig = [0] * n
         self.ncorr = [0] * n
         self.start = [-1] * n
-        self.running: List[int] = []
-        self.ends: List[Tuple[int, int]] = []
+        self.by_end: List[Tuple[int, int]] = []  # (estimated end, job), sorted
+        self.ends: List[Tuple[int, int]] = []  # heap (end, job)
+        self.due: List[Tuple[int, int]] = []  # heap (next extension, job)
+
+    def _watch(self, j: int) -> None:
+        # Note when running job j is next extended, if it still runs then.
+        e = self.est[j]
+        if e < self.work.wall[j]:
+            when = self.start[j] + e - self.margin
+            if when < self.start[j] + self.work.run[j]:
+                heapq.heappush(self.due, (when, j))
 
     def begin(self, j: int, now: int, estimate: int) -> int:
         """Start job ``j`` with ``estimate``; returns its estimate after any extension."""
@@ -340,14 +351,15 @@ class _Machine:
         self.orig[j] = estimate
         self.est[j] = estimate
         if self.correction == "simple":  # already within the margin at start
-            self.extend(j, now)
+            self._extend(j, now)
         self.free -= w.procs[j]
-        self.running.append(j)
+        bisect.insort(self.by_end, (now + self.est[j], j))
         heapq.heappush(self.ends, (now + w.run[j], j))
+        self._watch(j)
         return self.est[j]
 
-    def extend(self, j: int, now: int) -> bool:
-        """Apply the extensions of running job ``j`` due by ``now``; True if any."""
+    def _extend(self, j: int, now: int) -> bool:
+        # Apply the extensions of job j due by now (the estimate only; see extend).
         w = self.work
         elapsed = min(now, self.start[j] + w.run[j] - 1) - self.start[j]
         e, c = extended_estimate(
@@ -357,39 +369,64 @@ class _Machine:
         self.est[j], self.ncorr[j] = e, c
         return changed
 
-    def next_extension(self) -> float:
+    def _running(self, j: int, now: int) -> bool:
+        return 0 <= self.start[j] and now < self.start[j] + self.work.run[j]
+
+    def extend_due(self, now: int) -> bool:
+        """Apply the extensions due by ``now`` (ends at ``now`` done first); True if any."""
+        changed = False
+        while self.due and self.due[0][0] <= now:
+            _, j = heapq.heappop(self.due)
+            if not self._running(j, now):
+                continue
+            old = self.start[j] + self.est[j]
+            if self._extend(j, now):
+                changed = True
+                del self.by_end[bisect.bisect_left(self.by_end, (old, j))]
+                bisect.insort(self.by_end, (self.start[j] + self.est[j], j))
+            self._watch(j)
+        return changed
+
+    def next_extension(self, now: int) -> float:
         """When the next extension of a running job is due (inf: none before it ends)."""
-        margin = SIMPLE_MARGIN_S if self.correction == "simple" else 0
-        best = float("inf")
-        w = self.work
-        for j in self.running:
-            if self.est[j] < w.wall[j]:
-                when = self.start[j] + self.est[j] - margin
-                if when < self.start[j] + w.run[j] and when < best:
-                    best = when
-        return best
+        while self.due and not self._running(self.due[0][1], now):
+            heapq.heappop(self.due)
+        return self.due[0][0] if self.due else float("inf")
 
     def end_due(self, now: int) -> List[int]:
         done = []
         while self.ends and self.ends[0][0] == now:
             _, j = heapq.heappop(self.ends)
-            self.extend(j, now - 1)  # count the extensions before the end
-            self.running.remove(j)
+            old = self.start[j] + self.est[j]
+            self._extend(j, now - 1)  # count the extensions before the end
+            del self.by_end[bisect.bisect_left(self.by_end, (old, j))]
             self.free += self.work.procs[j]
             done.append(j)
         return done
 
     def estimated_ends(self, now: int) -> List[Tuple[int, int]]:
         p = self.work.procs
-        return sorted((max(now, self.start[j] + self.est[j]), p[j]) for j in self.running)
+        return [(e if e > now else now, p[j]) for e, j in self.by_end]
 
 
 def _order(
-    queue: List[int], formula: SortFormula, now: int, work: Workload, est: Sequence[int]
+    queue: List[int],
+    formula: SortFormula,
+    now: int,
+    work: Workload,
+    est: Sequence[int],
+    keys: Dict[int, Tuple[float, int]],
 ) -> List[int]:
-    if formula.value is None:
-        return queue
+    # The queue in job_sort_formula order (highest first, then submit order). A formula
+    # that does not depend on time is evaluated once per job (in ``keys``).
     value = formula.value
+    if value is None:
+        return queue
+    if not formula.time_dependent:
+        for j in queue:
+            if j not in keys:
+                keys[j] = (-value(est[j], work.wall[j], 0, work.procs[j]), j)
+        return sorted(queue, key=keys.__getitem__)
     return sorted(
         queue,
         key=lambda j: (-value(est[j], work.wall[j], now - work.submit[j], work.procs[j]), j),
@@ -406,9 +443,10 @@ def simulate_pbs(
 ) -> SimResult:
     """Simulate PBS's scheduler with ``policy`` and the estimates of ``source``.
 
-    ``skip_idle_cycles``: a periodic cycle with nothing changed since the last one (no
-    arrival, end or extension, and a sort that does not depend on time) is skipped: it
-    would start nothing (tests check this against running every cycle).
+    ``skip_idle_cycles``: a cycle that would start nothing is skipped: no processor free,
+    or nothing changed since the last cycle (no arrival, end, extension or job started
+    with another estimate, and a sort that does not depend on time). Tests check this
+    against running every cycle.
 
     :raises ValueError: bad parameters or a job wider than the machine
     """
@@ -429,6 +467,7 @@ def simulate_pbs(
     t = -1
     a = 0
     restarted = False
+    keys: Dict[int, Tuple[float, int]] = {}
 
     def begin(now: int, j: int) -> int:
         # A job that starts with another estimate than it was planned with leaves a state
@@ -442,7 +481,7 @@ def simulate_pbs(
     passes = 0
     reservation = [-1] * n
     while a < n or m.ends:
-        t_corr = m.next_extension() if policy.correction_events else inf
+        t_corr = m.next_extension(t) if policy.correction_events else inf
         t_end = m.ends[0][0] if m.ends else inf
         # Periodic cycles at the multiples of the period (none while the queue is empty).
         next_tick = (t // period + 1) * period if period and queue else inf
@@ -451,18 +490,19 @@ def simulate_pbs(
         for j in m.end_due(t):
             source.on_end(j, t)
             changed = True
-        for j in m.running:
-            changed = m.extend(j, t) or changed
+        changed = m.extend_due(t) or changed
         while a < n and work.submit[a] == t:
             queued_est[a] = source.on_submit(a, t)
             queue.append(a)
             a += 1
             changed = True
-        if not queue or (skip_idle_cycles and not changed and not formula.time_dependent):
+        if not queue:
             continue
+        if skip_idle_cycles and (m.free == 0 or not (changed or formula.time_dependent)):
+            continue  # nothing can start (every job needs a processor; nothing changed)
         passes += 1
         restarted = False
-        order = _order(queue, formula, t, work, queued_est)
+        order = _order(queue, formula, t, work, queued_est, keys)
         started, top = schedule_cycle(
             t,
             order,
