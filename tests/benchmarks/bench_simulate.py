@@ -2,9 +2,11 @@
 
 For each trace (default: HPC2N, 202,871 jobs on 240 processors) and each estimate source,
 one simulation with the ``pbs`` correction (or ``--correction``) on one core, trace already
-in memory: seconds, jobs/s, scheduling passes and corrections.
+in memory: seconds, jobs/s, scheduling passes and corrections. ``--policies`` times the PBS
+policy simulator (:mod:`softwalltime.replay.pbsched`, cycles every 600 s) instead.
 
     python tests/benchmarks/bench_simulate.py [TRACE ...] [--estimates LIST] [--correction C]
+        [--policies fcfs-bf1,sjf-bf1,...]
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import time
 from pathlib import Path
 
+from softwalltime.replay import pbsched
 from softwalltime.replay import simulate as sim
 
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
@@ -25,6 +28,7 @@ def main() -> None:
     parser.add_argument("traces", nargs="*", default=[str(p) for p in DEFAULT])
     parser.add_argument("--estimates", default=",".join(sim.SOURCE_NAMES))
     parser.add_argument("--correction", default="pbs", choices=sim.CORRECTIONS)
+    parser.add_argument("--policies", help="time pbsched.simulate_pbs with these policies")
     args = parser.parse_args()
     for path in args.traces:
         started = time.perf_counter()
@@ -37,15 +41,23 @@ def main() -> None:
             f"{Path(path).name}: {len(work.submit)} jobs, {procs} processors, "
             f"read in {time.perf_counter() - started:.2f} s"
         )
-        for name in args.estimates.split(","):
-            started = time.perf_counter()
-            result = sim.simulate(work, sim.make_source(name), procs, args.correction)
-            elapsed = time.perf_counter() - started
-            rate = len(work.submit) / elapsed
-            print(
-                f"  {name:<9} {args.correction:<8} {elapsed:7.2f} s {rate:10.0f} jobs/s"
-                f"   passes {result.passes:>8}   corrections {sum(result.corrections):>10}"
-            )
+        for policy in args.policies.split(",") if args.policies else [None]:
+            for name in args.estimates.split(","):
+                started = time.perf_counter()
+                source = sim.make_source(name)
+                if policy is None:
+                    result = sim.simulate(work, source, procs, args.correction)
+                else:
+                    p = pbsched.parse_policy(policy)
+                    result = pbsched.simulate_pbs(work, source, procs, p, args.correction)
+                elapsed = time.perf_counter() - started
+                rate = len(work.submit) / elapsed
+                print(
+                    f"  {policy or 'easy':<12} {name:<10} {args.correction:<8} {elapsed:7.2f} s"
+                    f" {rate:10.0f} jobs/s   passes {result.passes:>8}"
+                    f"   corrections {sum(result.corrections):>10}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":
