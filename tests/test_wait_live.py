@@ -61,3 +61,87 @@ def test_finished_kept_bounds_the_history():
     ]
     history = live.live_history(finished, [], NOW, finished_kept=3)
     assert [j.submit_s for j in history] == [NOW - 993, NOW - 992, NOW - 991]
+
+
+def _fake_qstat(tmp_path, jobs):
+    """A PBS_EXEC whose bin/qstat prints ``jobs`` as qstat -f -F json does."""
+    import json
+    import stat
+
+    bindir = tmp_path / "pbs" / "bin"
+    bindir.mkdir(parents=True)
+    data = tmp_path / "qstat.json"
+    data.write_text(json.dumps({"pbs_version": "23.06.06", "Jobs": jobs}))
+    script = bindir / "qstat"
+    script.write_text(f"#!/bin/sh\ncat '{data}'\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"pbs_exec": str(tmp_path / "pbs")}))
+    return cfg
+
+
+def _add_finished(dsn, rows):
+    """rows: (user, ctime, start, end, ncpus, walltime_s), epoch seconds."""
+    import datetime as dt
+
+    import psycopg2
+
+    def ts(s):
+        return dt.datetime.fromtimestamp(s, dt.timezone.utc)
+
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn, conn.cursor() as cur:
+            for seq, (user, ctime, start, end, ncpus, wall) in enumerate(rows, 1):
+                cur.execute(
+                    "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username,"
+                    " walltime_s, runtime_s, started_at, ended_at, ncpus)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    ("pbs01", f"{seq}.pbs01", ts(ctime), seq, user, wall, end - start,
+                     ts(start), ts(end), ncpus),
+                )  # fmt: skip
+    finally:
+        conn.close()
+
+
+def test_wait_command_on_the_database_and_qstat(fresh_dsn, tmp_path, capsys):
+    import json
+    import time
+
+    from softwalltime.cli import main
+
+    now = int(time.time())
+    jobs = {
+        "70.pbs01": {"euser": "alice", "job_state": "R", "ctime": now - 900, "stime": now - 500,
+                     "Resource_List": {"ncpus": 4, "walltime": "10:00:00"}},
+        "71.pbs01": {"euser": "bob", "job_state": "Q", "ctime": now - 3000,
+                     "Resource_List": {"ncpus": 2, "walltime": "01:00:00"}},
+    }  # fmt: skip
+    cfg = _fake_qstat(tmp_path, jobs)
+    _add_finished(fresh_dsn, [("carol", now - 400, now - 390, now - 100, 1, 1800)])
+    base = ["--dsn", fresh_dsn, "--config", str(cfg), "wait", "--machine-procs", "16"]
+    assert main([*base, "--ncpus", "1", "--walltime", "00:20:00", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["quick_starter"] is True and out["decided_by"] == "near"
+    assert out["predicted_wait_s"] == 3600
+    assert (out["queued"], out["running"], out["finished_jobs"]) == (1, 1, 1)
+    assert 95 <= out["database_newest_end_s_ago"] <= 160
+    assert main([*base, "--ncpus", "2", "--walltime", "01:00:00"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[0].startswith("quick starter: no; predicted wait ")
+    assert text[2].startswith("state: 1 queued, 1 running (qstat now); machine 16 processors")
+    assert text[3].startswith("history: 1 finished jobs, the newest ended 00:0")
+    assert text[3].endswith("ago (the database's lag)")
+
+
+def test_wait_without_qstat_is_one_error_line(fresh_dsn, tmp_path, capsys):
+    import json
+
+    from softwalltime.cli import main
+
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"pbs_exec": str(tmp_path / "nopbs")}))
+    args = ["--dsn", fresh_dsn, "--config", str(cfg), "wait", "--ncpus", "1", "--walltime", "60"]
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("softwalltime: error: ") and "qstat" in err[0]

@@ -68,8 +68,61 @@ def _duration(text: str) -> int:
     return value
 
 
+WAIT_DESCRIPTION = """\
+Predict when a job submitted now would start: PQStar's answer (quick starter, with the
+bound, and which history decided), IBL's predicted wait, the QBETS-style bound and the
+log-uniform model, as 'softwalltime eval-wait' replays them.
+
+The queued and running jobs are read from the PBS server now (qstat -f -F json: ctime,
+stime, Resource_List.ncpus, walltime, soft_walltime; held jobs are not queued), the
+finished ones from the database (the most recent --history jobs); the database's lag
+(the newest end it knows) is printed. The machine size is --machine-procs, else the
+most processors the history had in use at once.
+"""
+
+
 def register(sub: Any) -> None:
-    """Add the ``eval-wait`` command."""
+    """Add the ``eval-wait`` and ``wait`` commands."""
+    _register_wait(sub)
+    _register_eval_wait(sub)
+
+
+def _register_wait(sub: Any) -> None:
+    p = sub.add_parser(
+        "wait",
+        help="predict when a job submitted now would start (PQStar, IBL, QBETS-style)",
+        description=WAIT_DESCRIPTION,
+        epilog="example:\n  softwalltime wait --ncpus 8 --walltime 04:00:00 --user alice\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--ncpus", type=_positive, required=True, metavar="N", help="processors")
+    p.add_argument(
+        "--walltime", type=_duration, required=True, metavar="DURATION", help="e.g. 04:00:00"
+    )
+    p.add_argument("--user", default="", help="the submitting user (IBL, soft walltime)")
+    p.add_argument(
+        "--ert",
+        choices=("walltime", "soft"),
+        default="walltime",
+        help="estimated run time of every job: walltime, or soft walltime (v3 for the new"
+        " job) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--quick", type=_duration, default=3600, metavar="DURATION", help="threshold (3600 s)"
+    )
+    p.add_argument("--machine-procs", type=_positive, metavar="N", help="the machine's processors")
+    p.add_argument(
+        "--history",
+        type=_positive,
+        default=10_000,
+        metavar="N",
+        help="finished jobs used, most recently submitted (default: %(default)s)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run_wait)
+
+
+def _register_eval_wait(sub: Any) -> None:
     p = sub.add_parser(
         "eval-wait",
         help="replay traces through the queue-wait predictors (PQStar, IBL, QBETS-style)",
@@ -159,4 +212,96 @@ def run_evaluate_wait(args: argparse.Namespace, settings: Settings) -> int:
             sys.stdout.flush()
     if args.json:
         print(json.dumps(reports if len(reports) > 1 else reports[0], indent=2))
+    return 0
+
+
+def _hms(seconds: int) -> str:
+    from ..units import format_duration
+
+    return format_duration(max(0, int(seconds)))
+
+
+def run_wait(args: argparse.Namespace, settings: Settings) -> int:
+    """Handle ``softwalltime wait``; see WAIT_DESCRIPTION.
+
+    :raises ConfigError: no database configured
+    :raises DatabaseError: the history cannot be read
+    :raises PbsError: qstat cannot run or printed no JSON
+    """
+    import time
+
+    from ..db import engine as db
+    from ..hookpath.config import require_dsn
+    from ..hookpath.predict import PredictorParams, predict
+    from ..pbsserver.commands import Pbs
+    from ..replay.history import read_finished_jobs
+    from ..wait.live import jobs_from_qstat, live_history
+    from ..wait.pqstar import IBL, WaitParams, predict_one
+    from ..wait.workload import WaitJob, build
+
+    dsn = require_dsn(settings)
+    engine = db.make_engine(dsn)
+    try:
+        with db.connect(engine, dsn) as conn:
+            trace = read_finished_jobs(conn, source="database " + db.dsn_target(dsn))
+    finally:
+        engine.dispose()
+    qstat = Pbs.from_settings(settings).jobs()
+    now = int(time.time())
+    params = PredictorParams.from_settings(settings)
+    work = build(trace, args.ert, args.machine_procs, params)
+    current, left = jobs_from_qstat(qstat, args.ert)
+    history = live_history(work.jobs, current, now, args.history)
+    ert_s = args.walltime
+    if args.ert == "soft":
+        mine = sorted(
+            (j for j in trace.jobs if j.user == args.user and j.end_s is not None),
+            key=lambda j: -(j.end_s or 0),
+        )
+        rows = [(int(j.runtime_s or 0), j.walltime_s) for j in mine]
+        ert_s = predict("v3", args.walltime, rows, params).soft_walltime_s or args.walltime
+    machine = args.machine_procs or work.machine_procs
+    answer = predict_one(
+        history,
+        WaitJob(now, 0, 0, args.ncpus, ert_s, args.user),
+        machine,
+        WaitParams(quick_s=args.quick),
+    )
+    newest = max((j.end_s for j in trace.jobs if j.end_s is not None), default=None)
+    queued = sum(1 for j in current if j.start_s > now)
+    out = {
+        "quick_starter": answer.rule != IBL,
+        "decided_by": answer.rule,
+        "predicted_wait_s": answer.predicted_s["pqstar"],
+        "predicted_s": answer.predicted_s,
+        "near_history_jobs": answer.near_jobs,
+        "estimated_run_time_s": ert_s,
+        "machine_procs": machine,
+        "queued": queued,
+        "running": len(current) - queued,
+        "not_counted": left,
+        "finished_jobs": len(work.jobs),
+        "database_newest_end_s_ago": None if newest is None else now - newest,
+    }
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    p = answer.predicted_s
+    if out["quick_starter"]:
+        print(f"quick starter: yes, starts within {_hms(args.quick)} ({answer.rule}-term history)")
+    else:
+        print(f"quick starter: no; predicted wait {_hms(p['pqstar'])} (IBL)")
+    print(
+        f"other methods: IBL {_hms(p['ibl'])}, QBETS-style bound {_hms(p['qbets'])},"
+        f" log-uniform {_hms(p['loguniform'])}"
+    )
+    print(
+        f"state: {queued} queued, {out['running']} running (qstat now); machine {machine}"
+        f" processors; estimated run time {_hms(ert_s)} ({args.ert})"
+    )
+    lag = out["database_newest_end_s_ago"]
+    print(
+        f"history: {len(work.jobs):,} finished jobs"
+        + ("" if lag is None else f", the newest ended {_hms(lag)} ago (the database's lag)")
+    )
     return 0
