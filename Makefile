@@ -127,3 +127,8 @@ bench-report: $(VENV)/.installed
 .PHONY: rpm
 rpm: $(VENV)/.installed
 	PIP=$(BIN)/pip packaging/build-rpm.sh dist
+
+## bench-wait: queue-wait replay speed (HPC2N, 40,000 targets, both estimated run times)
+.PHONY: bench-wait
+bench-wait: $(VENV)/.installed
+	$(BIN)/python tests/benchmarks/bench_wait.py
