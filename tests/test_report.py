@@ -222,3 +222,54 @@ def test_extensions_and_shorter_queue_on_hand_made_jobs(conn):
     assert fit["long"]["usual_target"] == "short" and fit["long"]["limit_s"] == 86400
     with pytest.raises(NothingToReportError, match="on server other"):
         build.make_report(conn, server="other")
+
+
+def test_two_connections_give_the_numbers_of_one(demo):
+    """In a REPEATABLE READ transaction that wrote nothing, half of the figures come from a
+    second connection (same snapshot); the numbers are those of one connection."""
+    data, _, engine, _ = demo
+    timings = {}
+    with engine.connect() as conn:
+        conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        both, _ = build.make_report(conn, timings=timings)
+    assert "materialise (2nd)" in timings and "heatmaps (2nd)" in timings
+    assert "materialise (2nd)" not in _timings_of_one(engine)
+    assert json.loads(build.to_json(both, {})) == json.loads(build.to_json(data, {}))
+
+
+def _timings_of_one(engine):
+    timings = {}
+    with engine.connect() as conn:  # READ COMMITTED: one connection
+        build.make_report(conn, timings=timings)
+    return timings
+
+
+def test_second_connection_reads_the_first_ones_snapshot(fresh_dsn):
+    from softwalltime.db.schema import finished_jobs
+
+    t0 = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
+    engine = db.make_engine(fresh_dsn, poolclass=sa.pool.NullPool)
+    try:
+        with engine.begin() as setup:
+            setup.execute(sa.insert(finished_jobs), [
+                _job(1, "short", 3600, None, 100, t0 - dt.timedelta(days=1)),
+                _job(2, "long", 86400, 1800, 1000, t0),
+            ])  # fmt: skip
+        with engine.connect() as conn:
+            conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            conn.execute(sa.text("SELECT count(*) FROM finished_jobs"))  # the snapshot
+            with engine.begin() as other:  # committed after it: invisible to the report
+                other.execute(sa.insert(finished_jobs), [
+                    _job(3, "long", 86400, 1000, 2500, t0 + dt.timedelta(hours=1)),
+                    _job(4, "short", 3600, None, 100, t0 - dt.timedelta(days=2)),
+                ])  # fmt: skip
+            timings = {}
+            data, _ = build.make_report(conn, timings=timings)
+    finally:
+        engine.dispose()
+    assert "heatmaps (2nd)" in timings
+    assert (data["totals"]["before"], data["totals"]["after_soft"]) == (1, 1)
+    for axis in ("runtime", "walltime"):
+        jobs = [r["jobs"] for r in data["heatmaps"] if r["axis"] == axis]
+        assert sum(jobs) == 2, axis
+    assert sum(r["jobs"] for r in data["by_queue"]) == 1

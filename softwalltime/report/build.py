@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Dict, Optional, Tuple
 
 import sqlalchemy as sa
@@ -24,6 +26,7 @@ def make_report(
     server: Optional[str] = None,
     queue: Optional[str] = None,
     timings: Optional[Dict[str, float]] = None,
+    parallel: bool = True,
 ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """The report's numbers and what they cover.
 
@@ -35,6 +38,9 @@ def make_report(
         the first job with a soft walltime (on ``server`` if given)
     :param timings: if given, filled with the seconds each step took (``materialise``,
         ``totals``, then each of :data:`.queries.FIGURES`)
+    :param parallel: compute half of the figures on a second connection of ``conn``'s
+        engine that reads the same snapshot, when ``conn``'s transaction is REPEATABLE READ
+        and has written nothing (see :func:`_start_second`)
     :raises NothingToReportError: no finished job in the scope, or none with a soft walltime
         after the deployment
     """
@@ -44,8 +50,42 @@ def make_report(
         deployed_at = queries.find_deployment(conn, server)
         how = "the first job with a soft walltime"
     scope = queries.Scope(deployed_at or _FAR_FUTURE, since, until, server, queue)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        second = _start_second(conn, scope, pool) if parallel else None
+        try:
+            totals, data = _first(conn, scope, deployed_at, how, second, timings)
+        finally:
+            if second is not None:
+                second.cancel()
+                # Wait for it (its connection closes) even when there is nothing to report.
+                wait([second])
+    assert deployed_at is not None  # else _first raised NothingToReportError
+    meta = {
+        "deployed_at": deployed_at.isoformat(),
+        "deployed_how": how,
+        "scope": {
+            "since": since.isoformat() if since else None,
+            "until": until.isoformat() if until else None,
+            "server": server,
+            "queue": queue,
+        },
+        "generated_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+    }
+    return data, meta
+
+
+def _first(
+    conn: Connection,
+    scope: queries.Scope,
+    deployed_at: Optional[dt.datetime],
+    how: str,
+    second: Optional[Future[Tuple[Dict[str, Any], Dict[str, float]]]],
+    timings: Optional[Dict[str, float]],
+) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """Totals and the figures on ``conn``; those of :data:`.queries.SECOND_HALF` from
+    ``second`` when it runs."""
     start = time.perf_counter()
-    queries.materialise(conn, scope)
+    queries.materialise(conn, scope, None if second is None else 1)
     mid = time.perf_counter()
     totals = queries.totals(conn)
     if timings is not None:
@@ -64,19 +104,57 @@ def make_report(
             f"no job created after the deployment ({deployed_at.isoformat()}) has a soft"
             f" walltime {where}: nothing to compare yet ({totals['before']} jobs before)"
         )
-    data = {"totals": totals, **queries.collect(conn, timings)}
-    meta = {
-        "deployed_at": deployed_at.isoformat(),
-        "deployed_how": how,
-        "scope": {
-            "since": since.isoformat() if since else None,
-            "until": until.isoformat() if until else None,
-            "server": server,
-            "queue": queue,
-        },
-        "generated_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
-    }
-    return data, meta
+    names: Tuple[str, ...] = queries.FIGURES
+    if second is not None:
+        names = tuple(n for n in names if n not in queries.SECOND_HALF)
+    data = {"totals": totals, **queries.collect(conn, timings, names)}
+    if second is not None:
+        more, more_timings = second.result()
+        data.update(more)
+        if timings is not None:
+            timings.update({f"{k} (2nd)": v for k, v in more_timings.items()})
+    data = {k: data[k] for k in ("totals", *queries.FIGURES)}
+    return totals, data
+
+
+# pg_export_snapshot()'s identifiers: hexadecimal words and dashes (quoted into SQL below).
+_SNAPSHOT_RE = re.compile(r"^[0-9A-F]+(-[0-9A-F]+)+$")
+
+
+def _start_second(
+    conn: Connection, scope: queries.Scope, pool: ThreadPoolExecutor
+) -> Optional[Future[Tuple[Dict[str, Any], Dict[str, float]]]]:
+    """Compute :data:`.queries.SECOND_HALF` on a second connection that reads the same
+    snapshot (``pg_export_snapshot``), so the report's two halves run on two cores.
+
+    Only when the snapshot is the transaction's (REPEATABLE READ) and the transaction has
+    written nothing (another session cannot see its writes); otherwise ``None``: the caller
+    computes everything on ``conn``.
+    """
+    isolation, xid = conn.execute(
+        sa.text("SELECT current_setting('transaction_isolation'), txid_current_if_assigned()")
+    ).one()
+    if isolation != "repeatable read" or xid is not None:
+        return None
+    snapshot = conn.execute(sa.text("SELECT pg_export_snapshot()")).scalar()
+    if not isinstance(snapshot, str) or not _SNAPSHOT_RE.match(snapshot):
+        return None
+    engine = conn.engine
+
+    def run() -> Tuple[Dict[str, Any], Dict[str, float]]:
+        timings: Dict[str, float] = {}
+        with engine.connect() as other:
+            other = other.execution_options(isolation_level="REPEATABLE READ")
+            other.execute(sa.text(f"SET TRANSACTION SNAPSHOT '{snapshot}'"))
+            other.execute(sa.text("SELECT set_config('work_mem', :v, true)"), {"v": WORK_MEM})
+            start = time.perf_counter()
+            queries.materialise(other, scope, half=2)
+            timings["materialise"] = time.perf_counter() - start
+            data = queries.collect(other, timings, queries.SECOND_HALF)
+            other.rollback()
+        return data, timings
+
+    return pool.submit(run)
 
 
 _FAR_FUTURE = dt.datetime(9999, 1, 1, tzinfo=dt.timezone.utc)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -71,17 +71,23 @@ class Scope(NamedTuple):
 # walltime after it. ``wait_s`` is NULL for a job without a start time; ``under_job_id`` and
 # ``synthetic_source`` are NULL except where a figure needs them (kept narrow). ``cls`` is
 # an integer code (0 short, 1 medium, 2 long), ``month`` the UTC month the job ended in.
-_JOBS_SELECT = """
+_JOBS_COLUMNS = """
 SELECT CAST(CASE WHEN runtime_s <= 7200 THEN 0 WHEN runtime_s <= 86400 THEN 1 ELSE 2 END
             AS int2) AS cls,
        ctime >= CAST(:deployed_at AS timestamptz) AS after,
        (ctime < CAST(:deployed_at AS timestamptz) OR soft_walltime_s IS NOT NULL) AS compared,
-       date_trunc('month', ended_at AT TIME ZONE 'UTC') AS month,
-       username, queue, ncpus, walltime_s, soft_walltime_s, runtime_s,
-       date_part('epoch', started_at - ctime) AS wait_s,
-       ended_at,
+       queue, walltime_s, soft_walltime_s, runtime_s
+"""
+# The columns only the figures of SECOND_HALF read, and only the others.
+_SECOND_HALF_COLUMNS = """
+     , date_trunc('month', ended_at AT TIME ZONE 'UTC') AS month, ncpus
+"""
+_FIRST_HALF_COLUMNS = """
+     , username, date_part('epoch', started_at - ctime) AS wait_s, ended_at,
        CASE WHEN runtime_s > soft_walltime_s THEN job_id END AS under_job_id,
        CASE WHEN source_file LIKE :synthetic THEN source_file END AS synthetic_source
+"""
+_JOBS_FROM = """
 FROM finished_jobs
 WHERE runtime_s IS NOT NULL AND walltime_s > 0
   AND (CAST(:since AS timestamptz) IS NULL OR ended_at >= CAST(:since AS timestamptz))
@@ -122,7 +128,7 @@ def find_deployment(conn: Connection, server: Optional[str] = None) -> Optional[
     return value
 
 
-def materialise(conn: Connection, scope: Scope) -> None:
+def materialise(conn: Connection, scope: Scope, half: Optional[int] = None) -> None:
     """Read the jobs of ``scope`` into the transaction's temporary tables, which every other
     function of this module reads (they are dropped at the end of the transaction).
 
@@ -130,13 +136,21 @@ def materialise(conn: Connection, scope: Scope) -> None:
     privilege on the database, which PostgreSQL grants every role unless revoked. Run it in
     a REPEATABLE READ transaction: the figures then come from the snapshot this reads, and
     the tables are a copy of it in any case.
+
+    :param half: 2: only the columns the figures of :data:`SECOND_HALF` read; 1: only those
+        the other figures read; ``None``: all
     """
     conn.execute(sa.text("DROP TABLE IF EXISTS pg_temp.report_users, pg_temp.report_jobs"))
     create = "CREATE TEMPORARY TABLE report_jobs ON COMMIT DROP AS"
     params = {**scope.params(), "synthetic": SYNTHETIC_PREFIX + "%"}
-    conn.execute(sa.text(" ".join((create, _JOBS_SELECT))), params)
-    # Row counts and value distributions for the planner (hash vs sort, group estimates).
-    conn.execute(sa.text("ANALYZE report_jobs"))
+    columns = (
+        _JOBS_COLUMNS,
+        "" if half == 1 else _SECOND_HALF_COLUMNS,
+        "" if half == 2 else _FIRST_HALF_COLUMNS,
+    )
+    conn.execute(sa.text(" ".join((create, *columns, _JOBS_FROM))), params)
+    if half == 2:
+        return
     create = "CREATE TEMPORARY TABLE report_users ON COMMIT DROP AS"
     conn.execute(sa.text(" ".join((create, _USERS_SELECT))))
 
@@ -377,14 +391,23 @@ FIGURES = (
 )
 
 
-def collect(conn: Connection, timings: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
-    """Every figure's numbers from the tables :func:`materialise` made (then the transaction's
-    snapshot), keyed by the names in :data:`FIGURES`.
+# The figures a second connection computes when the report runs on two (build.py): about
+# half of the work each, the sorts of by_class weighing most.
+SECOND_HALF = ("error_by_month_class", "by_queue", "heatmaps", "queue_fit")
+
+
+def collect(
+    conn: Connection,
+    timings: Optional[Dict[str, float]] = None,
+    names: Sequence[str] = FIGURES,
+) -> Dict[str, Any]:
+    """Figures' numbers from the tables :func:`materialise` made (then the transaction's
+    snapshot), keyed by their names (default: all of :data:`FIGURES`).
 
     :param timings: if given, filled with the seconds each figure's statements took
     """
     data: Dict[str, Any] = {}
-    for name in FIGURES:
+    for name in names:
         start = time.perf_counter()
         data[name] = globals()[name](conn)
         if timings is not None:
