@@ -15,7 +15,7 @@ from helpers_history import add_jobs
 from softwalltime.cli import main
 from softwalltime.db import engine as db
 from softwalltime.report import NothingToReportError, build, html, synthetic
-from softwalltime.report.queries import Scope, materialise, queue_fit, under_estimates
+from softwalltime.report.queries import CLASSES, Scope, materialise, queue_fit, under_estimates
 
 DEPLOYED = synthetic.DEFAULT_DEPLOYED_AT
 CLASS = (
@@ -273,3 +273,30 @@ def test_second_connection_reads_the_first_ones_snapshot(fresh_dsn):
         jobs = [r["jobs"] for r in data["heatmaps"] if r["axis"] == axis]
         assert sum(jobs) == 2, axis
     assert sum(r["jobs"] for r in data["by_queue"]) == 1
+
+
+def test_error_quantiles_by_class_equal_independent_sql_and_fig7_reads_them(demo):
+    """Figure 7 (left): per runtime class after deployment, the error box plots."""
+    data, meta, engine, deployed = demo
+    expected = {
+        cls: (wall, soft)
+        for cls, wall, soft in _sql(
+            engine,
+            f"SELECT {CLASS}, percentile_cont(ARRAY[0.05, 0.25, 0.5, 0.75, 0.95]) WITHIN GROUP"
+            " (ORDER BY walltime_s - runtime_s), percentile_cont(ARRAY[0.05, 0.25, 0.5, 0.75,"
+            " 0.95]) WITHIN GROUP (ORDER BY soft_walltime_s - runtime_s) FROM finished_jobs"
+            " WHERE ctime >= :d AND soft_walltime_s IS NOT NULL AND walltime_s > 0"
+            " AND runtime_s IS NOT NULL GROUP BY 1",
+            d=deployed,
+        )
+    }
+    got = {r["cls"]: r for r in data["by_class"] if r["after"]}
+    for cls, (wall, soft) in expected.items():
+        assert got[cls]["wall_q"] == pytest.approx([v / 3600 for v in wall], abs=1e-4), cls
+        assert got[cls]["soft_q"] == pytest.approx([v / 3600 for v in soft], abs=1e-4), cls
+        assert got[cls]["median_wall_error_h"] == pytest.approx(wall[2] / 3600, abs=1e-12)
+    assert all(r["soft_q"] is None for r in data["by_class"] if not r["after"])
+    page = html.render(data, meta)
+    shares = [100.0 * got[c]["jobs"] / sum(r["jobs"] for r in got.values()) for c in CLASSES]
+    assert "By run time: short {:.0f} %, medium {:.0f} %, long {:.0f} %".format(*shares) in page
+    assert "in queues with a limit above 24 h: " in page
