@@ -69,3 +69,6 @@ def test_cli_policy_search(capsys: pytest.CaptureFixture[str]) -> None:
     code = cli.main(["simulate", "--procs", "2176", "--policies", "fcfs-bfx", str(CERIT)])
     err = capsys.readouterr().err
     assert code == 1 and "--policies: policy 'fcfs-bfx'" in err
+    argv = ["simulate", "--procs", "2176", "--policies", "sjf-bf1", "--sjbf", str(CERIT)]
+    assert cli.main(argv) == 1
+    assert "--policies: not with --sjbf" in capsys.readouterr().err

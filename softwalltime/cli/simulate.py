@@ -65,6 +65,21 @@ The model:
   differs by more than --refresh-pct % and at least --refresh-min minutes.
 
 Each SOURCE is simulated on its own; --jobs N runs the configurations in N processes.
+
+Policy search (--policies): PBS's own scheduler, in PBS's names, once per policy x estimate
+source. A policy is SORT[-bfK|-strict|-greedy]: SORT is the job_sort_formula (fcfs: none;
+sjf: shortest estimate first; sjfage: earliest submit + estimate first; xfactor: largest
+expansion factor first; small: fewest processors first; or an expression over
+soft_walltime, walltime, eligible_time and ncpus), bfK strict_ordering with backfill_depth
+K (top jobs with reservations), strict strict_ordering without backfilling, greedy no
+strict_ordering (jobs that do not fit are passed over). The scheduler cycles at every
+arrival and end and every --scheduler-iteration seconds; each cycle first extends the soft
+walltimes of running jobs found past theirs (--correction). Reported per configuration:
+mean and p95 wait, mean bounded slowdown, long jobs' (run > 24 h) mean, p95 and max wait,
+wide jobs' (>= 1/8 of the machine) mean and max wait; recommended: the best mean bsld
+among sources a site can run (not perfect) whose long jobs' p95 wait is at most
+--long-p95-bound hours (default: theirs with the users' walltimes under the first policy),
+with the qmgr and sched_config lines that set it.
 """
 
 EPILOG = """\
@@ -72,6 +87,7 @@ examples:
   softwalltime simulate HPC2N-2002-2.2-cln.swf.gz
   softwalltime simulate --procs 2176 --estimates users,v3 --correction power trace.swf.gz
   softwalltime simulate --procs 64 --json /var/spool/pbs/server_priv/accounting
+  softwalltime simulate --policies fcfs-bf1,sjfage-bf1,xfactor-bf4 --jobs 2 trace.swf.gz
 """
 
 
@@ -195,7 +211,22 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
     from ..replay import pbsched
     from ..replay import search as srch
 
+    other = [
+        flag
+        for flag, used in (
+            ("--backfill-depth", args.backfill_depth != 1),
+            ("--sjbf", args.sjbf),
+            ("--lazy-corrections", args.lazy_corrections),
+            ("--refresh-every", args.refresh_every),
+            ("--plot", args.plot),
+        )
+        if used
+    ]
+    if other:
+        raise ConfigError(f"--policies: not with {', '.join(other)} (a policy names its own)")
     policies = [x.strip() for x in args.policies.split(",") if x.strip()]
+    if not policies:
+        raise ConfigError("--policies: no policy given")
     for policy in policies:
         try:
             pbsched.parse_policy(policy)
