@@ -7,7 +7,7 @@ import json
 import re
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -38,9 +38,9 @@ def make_report(
         the first job with a soft walltime (on ``server`` if given)
     :param timings: if given, filled with the seconds each step took (``materialise``,
         ``totals``, then each of :data:`.queries.FIGURES`)
-    :param parallel: compute half of the figures on a second connection of ``conn``'s
-        engine that reads the same snapshot, when ``conn``'s transaction is REPEATABLE READ
-        and has written nothing (see :func:`_start_second`)
+    :param parallel: compute the figures on as many connections of ``conn``'s engine as
+        :data:`.queries.GROUPS` has groups, all reading the same snapshot, when ``conn``'s
+        transaction is REPEATABLE READ and has written nothing (see :func:`_start_others`)
     :raises NothingToReportError: no finished job in the scope, or none with a soft walltime
         after the deployment
     """
@@ -50,15 +50,15 @@ def make_report(
         deployed_at = queries.find_deployment(conn, server)
         how = "the first job with a soft walltime"
     scope = queries.Scope(deployed_at or _FAR_FUTURE, since, until, server, queue)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        second = _start_second(conn, scope, pool) if parallel else None
+    with ThreadPoolExecutor(max_workers=len(queries.GROUPS) - 1) as pool:
+        others = _start_others(conn, scope, pool) if parallel else []
         try:
-            totals, data = _first(conn, scope, deployed_at, how, second, timings)
+            totals, data = _first(conn, scope, deployed_at, others, timings)
         finally:
-            if second is not None:
-                second.cancel()
-                # Wait for it (its connection closes) even when there is nothing to report.
-                wait([second])
+            for other in others:
+                other.cancel()
+            # Wait for them (their connections close) even when there is nothing to report.
+            wait(others)
     assert deployed_at is not None  # else _first raised NothingToReportError
     meta = {
         "deployed_at": deployed_at.isoformat(),
@@ -74,18 +74,21 @@ def make_report(
     return data, meta
 
 
+_Half = Tuple[Dict[str, Any], Dict[str, float]]
+
+
 def _first(
     conn: Connection,
     scope: queries.Scope,
     deployed_at: Optional[dt.datetime],
-    how: str,
-    second: Optional[Future[Tuple[Dict[str, Any], Dict[str, float]]]],
+    others: List[Future[_Half]],
     timings: Optional[Dict[str, float]],
 ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """Totals and the figures on ``conn``; those of :data:`.queries.SECOND_HALF` from
-    ``second`` when it runs."""
+    """Totals and the figures on ``conn``: all of them, or when ``others`` run (the other
+    groups of :data:`.queries.GROUPS`), those of the first group."""
+    names = queries.GROUPS[0] if others else ("totals", *queries.FIGURES)
     start = time.perf_counter()
-    queries.materialise(conn, scope, None if second is None else 1)
+    queries.materialise(conn, scope, names)
     mid = time.perf_counter()
     totals = queries.totals(conn)
     if timings is not None:
@@ -104,57 +107,56 @@ def _first(
             f"no job created after the deployment ({deployed_at.isoformat()}) has a soft"
             f" walltime {where}: nothing to compare yet ({totals['before']} jobs before)"
         )
-    names: Tuple[str, ...] = queries.FIGURES
-    if second is not None:
-        names = tuple(n for n in names if n not in queries.SECOND_HALF)
-    data = {"totals": totals, **queries.collect(conn, timings, names)}
-    if second is not None:
-        more, more_timings = second.result()
+    mine = [n for n in names if n != "totals"]
+    data = {"totals": totals, **queries.collect(conn, timings, mine)}
+    for number, other in enumerate(others, 2):
+        more, more_timings = other.result()
         data.update(more)
         if timings is not None:
-            timings.update({f"{k} (2nd)": v for k, v in more_timings.items()})
-    data = {k: data[k] for k in ("totals", *queries.FIGURES)}
-    return totals, data
+            timings.update({f"{k} ({number})": v for k, v in more_timings.items()})
+    queries.merge_waits(data)
+    return totals, {k: data[k] for k in ("totals", *queries.FIGURES) if k in data}
 
 
 # pg_export_snapshot()'s identifiers: hexadecimal words and dashes (quoted into SQL below).
 _SNAPSHOT_RE = re.compile(r"^[0-9A-F]+(-[0-9A-F]+)+$")
 
 
-def _start_second(
+def _start_others(
     conn: Connection, scope: queries.Scope, pool: ThreadPoolExecutor
-) -> Optional[Future[Tuple[Dict[str, Any], Dict[str, float]]]]:
-    """Compute :data:`.queries.SECOND_HALF` on a second connection that reads the same
-    snapshot (``pg_export_snapshot``), so the report's two halves run on two cores.
+) -> List[Future[_Half]]:
+    """Compute the groups of :data:`.queries.GROUPS` after the first on connections of their
+    own that read the same snapshot (``pg_export_snapshot``), so the report runs on several
+    cores.
 
     Only when the snapshot is the transaction's (REPEATABLE READ) and the transaction has
-    written nothing (another session cannot see its writes); otherwise ``None``: the caller
+    written nothing (another session cannot see its writes); otherwise none: the caller
     computes everything on ``conn``.
     """
     isolation, xid = conn.execute(
         sa.text("SELECT current_setting('transaction_isolation'), txid_current_if_assigned()")
     ).one()
     if isolation != "repeatable read" or xid is not None:
-        return None
+        return []
     snapshot = conn.execute(sa.text("SELECT pg_export_snapshot()")).scalar()
     if not isinstance(snapshot, str) or not _SNAPSHOT_RE.match(snapshot):
-        return None
+        return []
     engine = conn.engine
 
-    def run() -> Tuple[Dict[str, Any], Dict[str, float]]:
+    def run(names: Sequence[str]) -> _Half:
         timings: Dict[str, float] = {}
         with engine.connect() as other:
             other = other.execution_options(isolation_level="REPEATABLE READ")
             other.execute(sa.text(f"SET TRANSACTION SNAPSHOT '{snapshot}'"))
             other.execute(sa.text("SELECT set_config('work_mem', :v, true)"), {"v": WORK_MEM})
             start = time.perf_counter()
-            queries.materialise(other, scope, half=2)
+            queries.materialise(other, scope, names)
             timings["materialise"] = time.perf_counter() - start
-            data = queries.collect(other, timings, queries.SECOND_HALF)
+            data = queries.collect(other, timings, names)
             other.rollback()
         return data, timings
 
-    return pool.submit(run)
+    return [pool.submit(run, names) for names in queries.GROUPS[1:]]
 
 
 _FAR_FUTURE = dt.datetime(9999, 1, 1, tzinfo=dt.timezone.utc)

@@ -71,22 +71,38 @@ class Scope(NamedTuple):
 # walltime after it. ``wait_s`` is NULL for a job without a start time; ``under_job_id`` and
 # ``synthetic_source`` are NULL except where a figure needs them (kept narrow). ``cls`` is
 # an integer code (0 short, 1 medium, 2 long), ``month`` the UTC month the job ended in.
-_JOBS_COLUMNS = """
-SELECT CAST(CASE WHEN runtime_s <= 7200 THEN 0 WHEN runtime_s <= 86400 THEN 1 ELSE 2 END
-            AS int2) AS cls,
-       ctime >= CAST(:deployed_at AS timestamptz) AS after,
-       (ctime < CAST(:deployed_at AS timestamptz) OR soft_walltime_s IS NOT NULL) AS compared,
-       queue, walltime_s, soft_walltime_s, runtime_s
-"""
-# The columns only the figures of SECOND_HALF read, and only the others.
-_SECOND_HALF_COLUMNS = """
-     , date_trunc('month', ended_at AT TIME ZONE 'UTC') AS month, ncpus
-"""
-_FIRST_HALF_COLUMNS = """
-     , username, date_part('epoch', started_at - ctime) AS wait_s, ended_at,
-       CASE WHEN runtime_s > soft_walltime_s THEN job_id END AS under_job_id,
-       CASE WHEN source_file LIKE :synthetic THEN source_file END AS synthetic_source
-"""
+# Each column of report_jobs and the expression computing it.
+_COLUMNS = {
+    "cls": "CAST(CASE WHEN runtime_s <= 7200 THEN 0 WHEN runtime_s <= 86400 THEN 1 ELSE 2 END"
+    " AS int2)",
+    "after": "ctime >= CAST(:deployed_at AS timestamptz)",
+    "compared": "(ctime < CAST(:deployed_at AS timestamptz) OR soft_walltime_s IS NOT NULL)",
+    "walltime_s": "walltime_s",
+    "soft_walltime_s": "soft_walltime_s",
+    "runtime_s": "runtime_s",
+    "queue": "queue",
+    "month": "date_trunc('month', ended_at AT TIME ZONE 'UTC')",
+    "ncpus": "ncpus",
+    "username": "username",
+    "wait_s": "date_part('epoch', started_at - ctime)",
+    "ended_at": "ended_at",
+    "under_job_id": "CASE WHEN runtime_s > soft_walltime_s THEN job_id END",
+    "synthetic_source": "CASE WHEN source_file LIKE :synthetic THEN source_file END",
+}
+_ALWAYS = ("cls", "after", "compared", "walltime_s", "soft_walltime_s", "runtime_s")
+# The columns each figure reads besides _ALWAYS (report_users: username).
+_READS = {
+    "totals": ("username", "ended_at", "synthetic_source"),
+    "error_by_month_class": ("month",),
+    "by_class": (),
+    "waits_by_class": ("wait_s",),
+    "by_queue": ("queue",),
+    "users": ("username",),
+    "worst_users": ("username",),
+    "under_estimates": ("username", "queue", "ended_at", "under_job_id"),
+    "heatmaps": ("ncpus",),
+    "queue_fit": ("queue",),
+}
 _JOBS_FROM = """
 FROM finished_jobs
 WHERE runtime_s IS NOT NULL AND walltime_s > 0
@@ -128,7 +144,7 @@ def find_deployment(conn: Connection, server: Optional[str] = None) -> Optional[
     return value
 
 
-def materialise(conn: Connection, scope: Scope, half: Optional[int] = None) -> None:
+def materialise(conn: Connection, scope: Scope, names: Optional[Sequence[str]] = None) -> None:
     """Read the jobs of ``scope`` into the transaction's temporary tables, which every other
     function of this module reads (they are dropped at the end of the transaction).
 
@@ -137,22 +153,20 @@ def materialise(conn: Connection, scope: Scope, half: Optional[int] = None) -> N
     a REPEATABLE READ transaction: the figures then come from the snapshot this reads, and
     the tables are a copy of it in any case.
 
-    :param half: 2: only the columns the figures of :data:`SECOND_HALF` read; 1: only those
-        the other figures read; ``None``: all
+    :param names: the figures (and ``totals``) that will read the tables: only the columns
+        they read are made; default: all
     """
+    if names is None:
+        names = ("totals", *FIGURES)
     conn.execute(sa.text("DROP TABLE IF EXISTS pg_temp.report_users, pg_temp.report_jobs"))
-    create = "CREATE TEMPORARY TABLE report_jobs ON COMMIT DROP AS"
+    wanted = set(_ALWAYS).union(*(_READS[name] for name in names))
+    columns = ", ".join(f"{_COLUMNS[c]} AS {c}" for c in _COLUMNS if c in wanted)
+    create = "CREATE TEMPORARY TABLE report_jobs ON COMMIT DROP AS SELECT"
     params = {**scope.params(), "synthetic": SYNTHETIC_PREFIX + "%"}
-    columns = (
-        _JOBS_COLUMNS,
-        "" if half == 1 else _SECOND_HALF_COLUMNS,
-        "" if half == 2 else _FIRST_HALF_COLUMNS,
-    )
-    conn.execute(sa.text(" ".join((create, *columns, _JOBS_FROM))), params)
-    if half == 2:
-        return
-    create = "CREATE TEMPORARY TABLE report_users ON COMMIT DROP AS"
-    conn.execute(sa.text(" ".join((create, _USERS_SELECT))))
+    conn.execute(sa.text(" ".join((create, columns, _JOBS_FROM))), params)
+    if "users" in names or "worst_users" in names:
+        create = "CREATE TEMPORARY TABLE report_users ON COMMIT DROP AS"
+        conn.execute(sa.text(" ".join((create, _USERS_SELECT))))
 
 
 def totals(conn: Connection) -> Dict[str, Any]:
@@ -215,29 +229,48 @@ def by_class(conn: Connection) -> List[Dict[str, Any]]:
            percentile_cont(CAST(:q AS float8[])) WITHIN GROUP
                (ORDER BY soft_walltime_s - runtime_s) FILTER (WHERE after) AS soft_q,
            100.0 * avg(CASE WHEN runtime_s > soft_walltime_s THEN 1 ELSE 0 END)
-               FILTER (WHERE after) AS under_pct,
-           count(wait_s) AS timed_jobs,
-           avg(wait_s) / 3600.0 AS mean_wait_h,
-           percentile_cont(CAST(:q AS float8[])) WITHIN GROUP (ORDER BY wait_s) AS wait_q,
-           avg(bsld) AS mean_bsld,
-           percentile_cont(CAST(:q AS float8[])) WITHIN GROUP (ORDER BY bsld) AS bsld_q
-    FROM (SELECT cls, after, walltime_s, soft_walltime_s, runtime_s, wait_s,
-                 greatest(1.0, (wait_s + runtime_s) / greatest(runtime_s, :floor)) AS bsld
-          FROM report_jobs WHERE compared) w
-    GROUP BY w.cls, after ORDER BY w.cls, after
+               FILTER (WHERE after) AS under_pct
+    FROM report_jobs j WHERE compared GROUP BY j.cls, after ORDER BY j.cls, after
     """
-    rows = _rows(conn, sql, q=list(QUANTILES), floor=BSLD_FLOOR_S)
+    rows = _rows(conn, sql, q=list(QUANTILES))
     middle = QUANTILES.index(0.5)
     for row in rows:
         for kind in ("wall", "soft"):
             q = row[f"{kind}_q"]
             row[f"median_{kind}_error_h"] = None if q is None else q[middle] / 3600.0
             row[f"{kind}_q"] = _hours(q)
-        row["wait_q"] = _hours(row["wait_q"])
-        for key in ("under_pct", "mean_wait_h"):
-            row[key] = None if row[key] is None else float(row[key])
-        row["mean_bsld"] = None if row["mean_bsld"] is None else float(row["mean_bsld"])
+        row["under_pct"] = None if row["under_pct"] is None else float(row["under_pct"])
     return rows
+
+
+def waits_by_class(conn: Connection) -> List[Dict[str, Any]]:
+    """Per class, before and after: wait and bounded slowdown (merged into ``by_class``
+    rows by :func:`merge_waits`)."""
+    sql = """
+    SELECT (ARRAY['short','medium','long'])[cls + 1] AS cls, after,
+           count(wait_s) AS timed_jobs,
+           avg(wait_s) / 3600.0 AS mean_wait_h,
+           percentile_cont(CAST(:q AS float8[])) WITHIN GROUP (ORDER BY wait_s) AS wait_q,
+           avg(bsld) AS mean_bsld,
+           percentile_cont(CAST(:q AS float8[])) WITHIN GROUP (ORDER BY bsld) AS bsld_q
+    FROM (SELECT cls, after, wait_s,
+                 greatest(1.0, (wait_s + runtime_s) / greatest(runtime_s, :floor)) AS bsld
+          FROM report_jobs WHERE compared) w
+    GROUP BY w.cls, after ORDER BY w.cls, after
+    """
+    rows = _rows(conn, sql, q=list(QUANTILES), floor=BSLD_FLOOR_S)
+    for row in rows:
+        row["wait_q"] = _hours(row["wait_q"])
+        for key in ("mean_wait_h", "mean_bsld"):
+            row[key] = None if row[key] is None else float(row[key])
+    return rows
+
+
+def merge_waits(data: Dict[str, Any]) -> None:
+    """Move the rows of ``waits_by_class`` into those of ``by_class`` (same class, period)."""
+    waits = {(r.pop("cls"), r.pop("after")): r for r in data.pop("waits_by_class")}
+    for row in data["by_class"]:
+        row.update(waits[(row["cls"], row["after"])])
 
 
 def by_queue(conn: Connection) -> List[Dict[str, Any]]:
@@ -391,6 +424,7 @@ def queue_fit(conn: Connection) -> List[Dict[str, Any]]:
 FIGURES = (
     "error_by_month_class",
     "by_class",
+    "waits_by_class",
     "by_queue",
     "users",
     "worst_users",
@@ -400,9 +434,13 @@ FIGURES = (
 )
 
 
-# The figures a second connection computes when the report runs on two (build.py): about
-# half of the work each, the sorts of by_class weighing most.
-SECOND_HALF = ("error_by_month_class", "by_queue", "heatmaps", "queue_fit")
+# The figures of each connection when the report runs on three (build.py), with about a
+# third of the work each (measured on 10^6 rows); each materialises only what it reads.
+GROUPS = (
+    ("totals", "by_class", "users", "worst_users", "under_estimates"),
+    ("error_by_month_class", "by_queue", "queue_fit"),
+    ("waits_by_class", "heatmaps"),
+)
 
 
 def collect(
