@@ -303,3 +303,21 @@ def test_error_quantiles_by_class_equal_independent_sql_and_fig7_reads_them(demo
     shares = [100.0 * got[c]["jobs"] / sum(r["jobs"] for r in got.values()) for c in CLASSES]
     assert "By run time: short {:.0f} %, medium {:.0f} %, long {:.0f} %".format(*shares) in page
     assert "in queues with a limit above 24 h: " in page
+
+
+def test_a_failed_other_connection_leaves_its_figures_to_the_first(demo, monkeypatch):
+    data, _, engine, _ = demo
+    real = build.queries.materialise
+
+    def materialise(conn, scope, names=None):
+        if names == build.queries.GROUPS[1]:
+            raise sa.exc.OperationalError("connect", {}, Exception("too many connections"))
+        return real(conn, scope, names)
+
+    monkeypatch.setattr(build.queries, "materialise", materialise)
+    timings = {}
+    with engine.connect() as conn:
+        conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        got, _ = build.make_report(conn, timings=timings)
+    assert "heatmaps (3)" in timings and "by_queue (2)" not in timings
+    assert json.loads(build.to_json(got, {})) == json.loads(build.to_json(data, {}))

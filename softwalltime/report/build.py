@@ -14,7 +14,9 @@ from sqlalchemy.engine import Connection
 
 from . import NothingToReportError, queries
 
-# Sorts hash tables and percentiles of a million rows stay in memory with this.
+# Sorts, hash tables and percentiles of a million rows stay in memory with this (per sort or
+# hash of each of the report's connections: a few hundred MB at most on 10^6 rows; beyond,
+# the sorts spill to temporary files).
 WORK_MEM = "128MB"
 
 
@@ -37,7 +39,8 @@ def make_report(
     :param deployed_at: when soft walltimes were deployed; default: the creation time of
         the first job with a soft walltime (on ``server`` if given)
     :param timings: if given, filled with the seconds each step took (``materialise``,
-        ``totals``, then each of :data:`.queries.FIGURES`)
+        ``totals``, then each of :data:`.queries.FIGURES`; ``NAME (2)``: a step on the second
+        connection, and so on)
     :param parallel: compute the figures on as many connections of ``conn``'s engine as
         :data:`.queries.GROUPS` has groups, all reading the same snapshot, when ``conn``'s
         transaction is REPEATABLE READ and has written nothing (see :func:`_start_others`)
@@ -109,11 +112,20 @@ def _first(
         )
     mine = [n for n in names if n != "totals"]
     data = {"totals": totals, **queries.collect(conn, timings, mine)}
-    for number, other in enumerate(others, 2):
-        more, more_timings = other.result()
+    left: List[str] = []
+    for number, (group, other) in enumerate(zip(queries.GROUPS[1:], others), 2):
+        try:
+            more, more_timings = other.result()
+        except sa.exc.OperationalError:
+            # No other connection (connection limit, server gone for it): this one does it.
+            left += group
+            continue
         data.update(more)
         if timings is not None:
             timings.update({f"{k} ({number})": v for k, v in more_timings.items()})
+    if left:
+        queries.materialise(conn, scope, left)
+        data.update(queries.collect(conn, timings, left))
     queries.merge_waits(data)
     return totals, {k: data[k] for k in ("totals", *queries.FIGURES) if k in data}
 
