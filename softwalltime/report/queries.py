@@ -171,27 +171,23 @@ def materialise(conn: Connection, scope: Scope, names: Optional[Sequence[str]] =
 
 def totals(conn: Connection) -> Dict[str, Any]:
     """Job counts of the scope: before, after with and without a soft walltime, synthetic."""
-    # One scan: GROUPING SETS hash the users and the synthetic sources (count(DISTINCT)
-    # would sort) while the () set counts the jobs.
+    # The synthetic sources are sorted (DISTINCT) only where there are any (a demo history);
+    # the users are hashed in a second scan: GROUPING SETS in one scan would compute every
+    # aggregate per user too (measured 30 % slower), count(DISTINCT) would sort.
     sql = """
-    WITH g AS (
-        SELECT GROUPING(username) AS by_user, GROUPING(synthetic_source) AS by_source,
-               synthetic_source, count(*) AS jobs, count(*) FILTER (WHERE NOT after) AS before,
-               count(*) FILTER (WHERE after AND soft_walltime_s IS NOT NULL) AS after_soft,
-               count(*) FILTER (WHERE after AND soft_walltime_s IS NULL) AS after_without_soft,
-               count(synthetic_source) AS synthetic,
-               min(ended_at) AS first_end, max(ended_at) AS last_end
-        FROM report_jobs GROUP BY GROUPING SETS ((), (username), (synthetic_source))
-    )
-    SELECT t.jobs, t.before, t.after_soft, t.after_without_soft, t.synthetic, t.first_end,
-           t.last_end,
-           (SELECT count(*) FROM g WHERE by_user = 0) AS users,
-           (SELECT array_agg(synthetic_source ORDER BY synthetic_source) FROM g
-            WHERE by_source = 0 AND synthetic_source IS NOT NULL) AS sources
-    FROM g t WHERE t.by_user = 1 AND t.by_source = 1
+    SELECT count(*) AS jobs, count(*) FILTER (WHERE NOT after) AS before,
+           count(*) FILTER (WHERE after AND soft_walltime_s IS NOT NULL) AS after_soft,
+           count(*) FILTER (WHERE after AND soft_walltime_s IS NULL) AS after_without_soft,
+           count(synthetic_source) AS synthetic,
+           min(ended_at) AS first_end, max(ended_at) AS last_end,
+           array_agg(DISTINCT synthetic_source) FILTER (WHERE synthetic_source IS NOT NULL)
+               AS sources
+    FROM report_jobs
     """
     row = _rows(conn, sql)[0]
-    row["synthetic_sources"] = (row.pop("sources") or [])[:5]
+    row["synthetic_sources"] = sorted(row.pop("sources") or [])[:5]
+    users_sql = "SELECT count(*) AS users FROM (SELECT username FROM report_jobs GROUP BY 1) u"
+    row["users"] = _rows(conn, users_sql)[0]["users"]
     return row
 
 
