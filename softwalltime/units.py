@@ -5,6 +5,7 @@ Pure functions, Python 3.6+ syntax: the hook imports this module.
 """
 
 import re
+from typing import Any, Optional
 
 from .errors import ParseError
 
@@ -37,6 +38,17 @@ def parse_duration(text: str) -> int:
     if frac is not None and int(frac[0]) >= 5:
         seconds += 1
     return -seconds if sign else seconds
+
+
+def duration_or_none(value: Any) -> Optional[int]:
+    """Seconds of what PBS printed as a duration (``qstat``'s JSON), None when unset or not a
+    duration."""
+    if value is None:
+        return None
+    try:
+        return parse_duration(str(value))
+    except ParseError:
+        return None
 
 
 def format_duration(seconds: int) -> str:

@@ -27,12 +27,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-from ..errors import ConfigError, DatabaseError, ParseError, SoftwalltimeError
+from ..errors import ConfigError, DatabaseError, SoftwalltimeError
 from ..hookpath import lookup
 from ..hookpath.config import Settings, load_settings
 from ..hookpath.decide import MARK_RESOURCE, JobEvent, decide
 from ..hookpath.predict import HistoryRow
-from ..units import format_duration, parse_duration
+from ..units import duration_or_none, format_duration
 from .commands import Pbs, PbsError, chunks
 
 MARK = MARK_RESOURCE  # the hook's mark: a custom resource in Resource_List
@@ -67,15 +67,6 @@ class QueuedJob:
     queued_since: int
 
 
-def _seconds(value: Any) -> Optional[int]:
-    if value is None:
-        return None
-    try:
-        return parse_duration(str(value))
-    except ParseError:
-        return None
-
-
 def job_from_qstat(job_id: str, attrs: dict[str, Any]) -> QueuedJob:
     """Build a :class:`QueuedJob` from one entry of qstat's ``Jobs`` object.
 
@@ -95,8 +86,8 @@ def job_from_qstat(job_id: str, attrs: dict[str, Any]) -> QueuedJob:
         user=str(user),
         queue=str(attrs.get("queue") or ""),
         walltime=None if walltime is None else str(walltime),
-        walltime_s=_seconds(walltime),
-        soft_s=_seconds(res.get("soft_walltime")),
+        walltime_s=duration_or_none(walltime),
+        soft_s=duration_or_none(res.get("soft_walltime")),
         mark=None if mark is None else str(mark),
         shrink_to_fit=res.get("min_walltime") is not None,
         queued_since=since,

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..errors import ParseError
-from ..units import parse_duration
+from ..units import duration_or_none
 from .pqstar import UNKNOWN_S
 from .workload import WaitJob
 
@@ -31,15 +30,6 @@ def _int(value: Any) -> Optional[int]:
     try:
         return int(value)
     except (TypeError, ValueError):
-        return None
-
-
-def _duration(value: Any) -> Optional[int]:
-    if value is None:
-        return None
-    try:
-        return parse_duration(str(value))
-    except ParseError:
         return None
 
 
@@ -77,8 +67,8 @@ def jobs_from_qstat(
         if start is None:
             leave("running without stime")
             continue
-        walltime = _duration(res.get("walltime")) or 0
-        soft = _duration(res.get("soft_walltime"))
+        walltime = duration_or_none(res.get("walltime")) or 0
+        soft = duration_or_none(res.get("soft_walltime"))
         user = str(attrs.get("euser") or str(attrs.get("Job_Owner") or "").split("@")[0])
         row = WaitJob(
             submit_s=ctime,
