@@ -12,7 +12,7 @@ from psycopg2.extensions import make_dsn, parse_dsn
 from softwalltime.errors import ConfigError, DatabaseError
 from softwalltime.hookpath import lookup, pgwire
 from softwalltime.hookpath.config import load_settings
-from softwalltime.hookpath.decide import JobEvent
+from softwalltime.hookpath.decide import JobEvent, decide
 from softwalltime.hookpath.state import STATE
 
 
@@ -200,6 +200,21 @@ def test_statement_timeout_cancels_a_blocked_query(fresh_dsn):
 def test_garbage_rows_are_dropped(fresh_dsn):
     add_jobs(fresh_dsn, "alice", [(100, 1000, 10), (-5, 1000, 20), (50, -1, 30)])
     assert lookup.recent_jobs(fresh_dsn, "alice", 10) == [(100, 1000)]
+
+
+def test_the_limit_counts_usable_rows_only(fresh_dsn):
+    """Impossible rows newer than the usable ones (stored by an older ingester) were dropped
+    after the LIMIT, so v1 averaged 1 job instead of v1_jobs (issue 16)."""
+    add_jobs(fresh_dsn, "alice", [(100, 1000, 10), (300, 1000, 20), (-5, 1000, 30), (-7, -1, 40)])
+    assert lookup.recent_jobs(fresh_dsn, "alice", 2) == [(300, 1000), (100, 1000)]
+    assert lookup.recent_jobs(fresh_dsn, "alice", 2, with_walltime_only=True) == [
+        (300, 1000),
+        (100, 1000),
+    ]
+    settings = load_settings(environ={}, overrides={"dsn": fresh_dsn, "predictor": "v1"})
+    job = JobEvent("queuejob", "alice", "", 1000, None)
+    decision = decide(job, settings, lookup.fetcher(settings))
+    assert decision.soft_walltime_s == 200  # mean of the two usable jobs, v1_jobs = 2
 
 
 def test_user_names_are_bound_parameters(fresh_dsn):
