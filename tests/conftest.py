@@ -184,7 +184,15 @@ def pbs(monkeypatch):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     monkeypatch.setitem(sys.modules, "pbs", module)
+    # The hook imports softwalltime afresh when the package's folders changed on disk (an
+    # upgrade), and in a fresh clone writing __pycache__ changes them: modules imported after
+    # such a test would then raise exception classes other modules do not catch. Restore.
+    ours = {n: m for n, m in sys.modules.items() if n.split(".")[0] == "softwalltime"}
     yield module
+    for name in [n for n in sys.modules if n.split(".")[0] == "softwalltime"]:
+        if name not in ours:
+            del sys.modules[name]
+    sys.modules.update(ours)
     STATE.reset()
     logger = logging.getLogger("softwalltime")
     for h in [h for h in logger.handlers if h.get_name() == hooklog.HANDLER_NAME]:
