@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers_packaging import build_package
 from helpers_runtime import need_runtime
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,16 +50,7 @@ def rpm_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return Path(given)
     need_runtime("/usr/bin/rpmbuild", "the RPM (apt-get install rpm)")
     out = tmp_path_factory.mktemp("rpm")
-    proc = subprocess.run(
-        [str(REPO / "packaging" / "build-rpm.sh"), str(out)],
-        env=dict(os.environ, PIP=str(Path(sys.executable).with_name("pip"))),
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return Path(proc.stdout.strip().splitlines()[-1])
+    return build_package("build-rpm.sh", out)
 
 
 def test_file_list(rpm_file):

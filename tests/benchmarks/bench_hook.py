@@ -73,7 +73,7 @@ def _rows(n_rows: int, n_users: int, seed: int) -> Iterator[str]:
         )
 
 
-def _chunks(lines: Iterator[str]) -> Iterator[str]:
+def chunks(lines: Iterator[str]) -> Iterator[str]:
     batch: list[str] = []
     for line in lines:
         batch.append(line)
@@ -84,7 +84,9 @@ def _chunks(lines: Iterator[str]) -> Iterator[str]:
         yield "".join(batch)
 
 
-class _ChunkStream(io.TextIOBase):
+class ChunkStream(io.TextIOBase):
+    """A file-like view of a chunk generator, for COPY FROM STDIN (bench_report too)."""
+
     def __init__(self, chunks: Iterator[str]) -> None:
         self._chunks = chunks
         self._buf = ""
@@ -122,9 +124,7 @@ def load(dsn: str, n_rows: int, n_users: int) -> None:
             cur.execute("CREATE TEMP TABLE raw (server text, job_id text, ctime bigint,"
                         " job_seq bigint, username text, walltime_s int, runtime_s int,"
                         " ended bigint, ncpus int)")  # fmt: skip
-            cur.copy_expert(
-                "COPY raw FROM STDIN", _ChunkStream(_chunks(_rows(n_rows, n_users, 42)))
-            )
+            cur.copy_expert("COPY raw FROM STDIN", ChunkStream(chunks(_rows(n_rows, n_users, 42))))
             cur.execute(
                 "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username,"
                 " walltime_s, runtime_s, started_at, ended_at, source_file, ncpus)"

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import psycopg2
 import sqlalchemy as sa
+from bench_hook import ChunkStream, chunks
 from psycopg2 import sql
 from psycopg2.extensions import make_dsn
 
@@ -70,30 +71,6 @@ def _rows(n_rows: int, n_users: int, n_queues: int, seed: int) -> Iterator[str]:
         )
 
 
-class _Stream(io.TextIOBase):
-    """A file-like view of a line generator, for COPY FROM STDIN."""
-
-    def __init__(self, lines: Iterator[str]) -> None:
-        self._lines = lines
-        self._buf = ""
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int | None = -1) -> str:
-        want = 1 << 16 if size is None or size < 0 else size
-        parts = [self._buf]
-        have = len(self._buf)
-        for line in self._lines:
-            parts.append(line)
-            have += len(line)
-            if have >= want:
-                break
-        text = "".join(parts)
-        self._buf = text[want:]
-        return text[:want]
-
-
 def load(dsn: str, n_rows: int, n_users: int, n_queues: int) -> None:
     """Create the schema, COPY the jobs in, VACUUM ANALYZE."""
     engine = db.make_engine(dsn)
@@ -110,7 +87,9 @@ def load(dsn: str, n_rows: int, n_users: int, n_queues: int) -> None:
                         " job_seq bigint, username text, queue text, walltime_s int,"
                         " soft_walltime_s int, runtime_s int, started bigint, ended bigint,"
                         " ncpus int)")  # fmt: skip
-            cur.copy_expert("COPY raw FROM STDIN", _Stream(_rows(n_rows, n_users, n_queues, 42)))
+            cur.copy_expert(
+                "COPY raw FROM STDIN", ChunkStream(chunks(_rows(n_rows, n_users, n_queues, 42)))
+            )
             cur.execute(
                 "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username, queue,"
                 " walltime_s, soft_walltime_s, runtime_s, started_at, ended_at, ncpus,"

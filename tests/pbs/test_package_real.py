@@ -22,7 +22,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import pbsctl
 import psycopg2
 import pytest
 from conftest import _new_database, seed, v3
+from helpers_packaging import build_package
 
 from softwalltime.db.localpg import LocalCluster
 from softwalltime.units import parse_duration
@@ -112,16 +112,7 @@ def deb(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if shutil.which(tool) is None:
             pytest.fail(f"{tool} is missing: apt-get install dpkg acl systemd", pytrace=False)
     out = tmp_path_factory.mktemp("deb")
-    proc = subprocess.run(
-        [str(REPO / "packaging" / "build-deb.sh"), str(out)],
-        env=dict(os.environ, PIP=str(Path(sys.executable).with_name("pip"))),
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return Path(proc.stdout.strip().splitlines()[-1])
+    return build_package("build-deb.sh", out)
 
 
 @pytest.fixture()
