@@ -4,11 +4,12 @@ import time
 
 
 def wait_until(condition, timeout=5.0):
-    """Poll ``condition`` until it is true or ``timeout`` seconds passed; its last value.
-    What a server sends arrives asynchronously: no fixed sleep is long enough."""
+    """Poll ``condition`` until it gives something true or ``timeout`` seconds passed: its
+    last value. What a server or another process does arrives when it does: no fixed sleep
+    fits."""
     deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() >= deadline:
-            return condition()
-        time.sleep(0.005)
-    return True
+    while True:
+        value = condition()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(0.002)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psycopg2
 import pytest
+from helpers_wait import wait_until
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from softwalltime_ingest import __main__ as ingest_main
@@ -551,17 +552,6 @@ def test_a_table_lock_held_elsewhere_fails_with_one_line(
     assert ingest(capsys, fresh_dsn, str(log))[0] == 0 and count(fresh_dsn) == 1
 
 
-def wait_until(condition, timeout=60.0):
-    """Poll ``condition`` until it gives something true or ``timeout`` seconds passed: its
-    last value. What another process does arrives when it does: no fixed sleep fits."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(0.002)
-
-
 def _copying_backend(dsn: str, proc: subprocess.Popen) -> int | None:
     """The backend of ``proc``'s session while it runs a COPY, else None."""
     rows = query(
@@ -578,7 +568,7 @@ def test_a_session_ended_during_a_copy_is_one_line_and_the_next_run_completes(fr
     (its COPY reads the dead connection's next result with the first error still set)."""
     path, n = big_log
     proc = _ingest_process(fresh_dsn, "--batch-size", "4000", str(path))
-    backend = wait_until(lambda: proc.poll() is None and _copying_backend(fresh_dsn, proc))
+    backend = wait_until(lambda: proc.poll() is None and _copying_backend(fresh_dsn, proc), 60)
     assert backend, "the run ended before a COPY was seen"
     assert query(fresh_dsn, "SELECT pg_terminate_backend(%s)", backend) == [(True,)]
     out, err = proc.communicate(timeout=60)
@@ -620,7 +610,8 @@ def test_ctrl_c_during_a_parallel_run_is_one_line_and_exit_130(fresh_dsn, parall
     )
     _SPAWNED.append(proc)
     started = wait_until(
-        lambda: proc.poll() is None and count(fresh_dsn) and len(_idle_workers(proc, path)) == 2
+        lambda: proc.poll() is None and count(fresh_dsn) and len(_idle_workers(proc, path)) == 2,
+        60,
     )
     assert started, "the run did not get going with its two workers waiting for work"
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends for Ctrl-C
@@ -661,7 +652,7 @@ def test_ctrl_c_while_the_modules_load_is_one_line_and_exit_130(tmp_path, templa
         text=True,
     )
     _SPAWNED.append(proc)
-    assert wait_until(lambda: mark.exists() or proc.poll() is not None), "no import seen"
+    assert wait_until(lambda: mark.exists() or proc.poll() is not None, 60), "no import seen"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert (proc.returncode, out, err) == (130, "", "softwalltime-ingest: interrupted\n")
