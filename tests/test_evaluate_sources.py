@@ -310,6 +310,14 @@ def test_db_source_gives_the_same_numbers(conn, swf_file):
     assert numbers(trace, "start") == numbers(read_sources([str(swf_file)]), "start")
 
 
+def test_db_source_reads_only_the_latest_jobs_when_asked(conn):
+    """``softwalltime wait`` asks for its --history jobs: the database sorts and limits."""
+    conn.execute(sa.insert(schema.finished_jobs), db_rows())
+    every = read_finished_jobs(conn, source="test").jobs
+    latest = read_finished_jobs(conn, source="test", latest=3).jobs
+    assert len(every) > 3 and latest == every[-3:]
+
+
 def test_db_source_on_an_unmigrated_database_says_what_to_do(pg_server, empty_dsn):
     from softwalltime.db import engine as db
 

@@ -243,7 +243,8 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
     engine = db.make_engine(dsn)
     try:
         with db.connect(engine, dsn) as conn:
-            trace = read_finished_jobs(conn, source="database " + db.dsn_target(dsn))
+            source = "database " + db.dsn_target(dsn)
+            trace = read_finished_jobs(conn, source=source, latest=args.history)
     finally:
         engine.dispose()
     qstat = Pbs.from_settings(settings).jobs()

@@ -28,7 +28,9 @@ def _epoch(value: Optional[datetime]) -> Optional[int]:
     return None if value is None else int(value.timestamp())
 
 
-def read_finished_jobs(conn: Connection, source: str = "db", server: Optional[str] = None) -> Trace:
+def read_finished_jobs(
+    conn: Connection, source: str = "db", server: Optional[str] = None, latest: Optional[int] = None
+) -> Trace:
     """Read every finished job as a workload, in submission order (ctime, then job number).
 
     Submit = ``ctime``, start = ``started_at``, end = ``ended_at``, requested walltime =
@@ -38,14 +40,21 @@ def read_finished_jobs(conn: Connection, source: str = "db", server: Optional[st
     :param conn: a connection; the caller owns the transaction
     :param source: how to name the source in reports (pass a redacted DSN, never a password)
     :param server: only this PBS server's jobs (default: all)
+    :param latest: only the ``latest`` most recently submitted jobs (default: all); the
+        database sorts and limits, so a live command never reads the whole history
     :raises DatabaseError: the query failed (e.g. the schema is not migrated)
     """
     t = finished_jobs.c
+    order = [t.ctime, t.job_seq, t.server, t.job_id]
     query = sa.select(
         t.username, t.ctime, t.started_at, t.ended_at, t.walltime_s, t.runtime_s, t.ncpus
-    ).order_by(t.ctime, t.job_seq, t.server, t.job_id)
+    )
     if server is not None:
         query = query.where(t.server == server)
+    if latest is not None:  # the newest, read newest first and put back in order below
+        query = query.order_by(*(c.desc() for c in order)).limit(int(latest))
+    else:
+        query = query.order_by(*order)
     jobs = []
     skipped: Dict[str, int] = {}
     try:
@@ -79,5 +88,7 @@ def read_finished_jobs(conn: Connection, source: str = "db", server: Optional[st
             f"cannot read finished_jobs ({why}); "
             "is the schema migrated ('softwalltime db upgrade')?"
         ) from err
+    if latest is not None:
+        jobs.reverse()
     log.info("read %s finished jobs from %s", len(jobs), source)
     return Trace(source=source, jobs=jobs, skipped=skipped)
