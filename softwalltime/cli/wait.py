@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..hookpath.config import Settings
+from .argtypes import positive_duration, whole_number
 from .evaluate import add_input_size, check_plot_dir
 
 DESCRIPTION = """\
@@ -45,27 +46,7 @@ examples:
 """
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _duration(text: str) -> int:
-    from ..errors import ParseError
-    from ..units import parse_duration
-
-    try:
-        value = parse_duration(text)
-    except ParseError as err:
-        raise argparse.ArgumentTypeError(f"{err} (e.g. 3600, 01:00:00)") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 s, got {text!r}")
-    return value
+_positive = whole_number(1)
 
 
 WAIT_DESCRIPTION = """\
@@ -97,7 +78,11 @@ def _register_wait(sub: Any) -> None:
     )
     p.add_argument("--ncpus", type=_positive, required=True, metavar="N", help="processors")
     p.add_argument(
-        "--walltime", type=_duration, required=True, metavar="DURATION", help="e.g. 04:00:00"
+        "--walltime",
+        type=positive_duration,
+        required=True,
+        metavar="DURATION",
+        help="e.g. 04:00:00",
     )
     p.add_argument("--user", default="", help="the submitting user (IBL, soft walltime)")
     p.add_argument(
@@ -108,7 +93,11 @@ def _register_wait(sub: Any) -> None:
         " job) (default: %(default)s)",
     )
     p.add_argument(
-        "--quick", type=_duration, default=3600, metavar="DURATION", help="threshold (3600 s)"
+        "--quick",
+        type=positive_duration,
+        default=3600,
+        metavar="DURATION",
+        help="threshold (3600 s)",
     )
     p.add_argument("--machine-procs", type=_positive, metavar="N", help="the machine's processors")
     p.add_argument(
@@ -140,7 +129,7 @@ def _register_eval_wait(sub: Any) -> None:
     )
     p.add_argument(
         "--quick",
-        type=_duration,
+        type=positive_duration,
         default=3600,
         metavar="DURATION",
         help="quick-starter threshold and the bound PQStar gives (default: 3600 s)",
