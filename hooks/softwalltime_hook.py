@@ -73,7 +73,8 @@ def _main(e):
     this = decide.JobEvent(kind, user, queue, None if walltime is None else int(walltime),
         None if soft is None else int(soft), not altered and decide.marked(old_res, soft),
         shrink, wait_s, ncpus, server)  # fmt: skip
-    with lookup.event(_start + swconfig.hook_bound_s(settings)):  # one deadline for every read
+    bound_s, recheck_s = swconfig.hook_bound_s(settings), settings.history_recheck_ms / 1000.0
+    with lookup.event(_start + bound_s, recheck_s):  # one deadline for every read
         decision = lookup.decided(settings, this if kind == "queuejob" else None, lambda: (
             decide.decide(this, settings, lookup.fetcher(settings, server))))  # fmt: skip
     if decision.soft_walltime_s is not None:

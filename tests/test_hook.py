@@ -121,7 +121,7 @@ def test_queuejob_without_walltime_is_left_for_runjob(pbs, db, configure):
 
 
 def test_runjob_repredicts_from_current_history(pbs, db, configure):
-    configure(dsn=db)
+    configure(dsn=db, history_recheck_ms=0)  # the counter read at every event
     queuejob(pbs)
     assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
     # meanwhile a job of alice ended that used 3/4 of its walltime: the history's change
@@ -130,6 +130,46 @@ def test_runjob_repredicts_from_current_history(pbs, db, configure):
     runjob(pbs, soft_walltime=ALICE_DAY, **{MARK: ALICE_DAY})
     out = pbs.run_hook(HOOK)
     assert out == {"accepted": True, "message": "", "soft_walltime": 3 * DAY // 4 + 900}
+
+
+def _back_date_counter_read(seconds):
+    """Make the hook's last read of the history's change counter ``seconds`` older (what
+    the passing of time would do, without waiting for it)."""
+    event, at, conn, value = STATE.version_read
+    STATE.version_read = (event, at - seconds, conn, value)
+
+
+def test_a_read_of_the_counter_is_trusted_for_history_recheck_ms(pbs, db, configure, monkeypatch):
+    """A burst of qsub: after the first event, the events of the next history_recheck_ms
+    send nothing to the database (bench-pbs: the counter's round trip was 40 % of the
+    hook's time per event); a commit is seen by the first event after the window."""
+    configure(dsn=db, history_recheck_ms=1000)
+    sent = []
+    real = lookup.pgwire.Connection.query
+
+    def counting(self, sql, *args, **kwargs):
+        sent.append(sql)
+        return real(self, sql, *args, **kwargs)
+
+    monkeypatch.setattr(lookup.pgwire.Connection, "query", counting)
+    queuejob(pbs)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY
+    assert sent[0] == lookup.VERSION_SQL and len(sent) == 2  # the counter, the history
+    add_jobs(db, "alice", [(3 * H, 4 * H, 400)], start_seq=50)  # within the window
+    for walltime in ("24:00:00", "12:00:00"):  # alice's lookup kept; no round trip
+        queuejob(pbs, walltime=walltime)
+        assert pbs.run_hook(HOOK)["soft_walltime"] in (ALICE_DAY, DAY // 8 + 900)
+    assert len(sent) == 2
+    queuejob(pbs, requestor="bob")  # a lookup, but the counter trusted
+    pbs.run_hook(HOOK)
+    assert len(sent) == 3 and "FROM finished_jobs" in sent[2]
+    _back_date_counter_read(0.9)
+    queuejob(pbs)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY  # still within 1 s of the read
+    _back_date_counter_read(0.2)
+    queuejob(pbs)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == 3 * DAY // 4 + 900  # read again: moved
+    assert sent[3] == lookup.VERSION_SQL
 
 
 def test_runjob_user_falls_back_to_job_owner(pbs, db, configure):
@@ -414,7 +454,7 @@ def test_forwarding_is_set_again_when_its_handler_was_removed(pbs):
 def test_no_event_makes_the_server_log_the_users_environment(pbs, db, configure):
     """pbs_server logs a whole Variable_List when a hook sets any entry of it (issue 16: a
     -v value in server_logs, mode 0644); the hook's mark is a resource, logged alone."""
-    configure(dsn=db)
+    configure(dsn=db, history_recheck_ms=0)
     secret = {"PBS_O_HOME": "/home/alice", "MY_TOKEN": "hunter2secret"}
     ev = pbs.new_event(pbs.QUEUEJOB, "alice", pbs.job({"walltime": "24:00:00"}, variables=secret))
     assert pbs.run_hook(HOOK)["soft_walltime"] == ALICE_DAY

@@ -62,6 +62,7 @@ HOOK_KEYS = (
     "history_scope",
     "server",
     "history_cache_entries",
+    "history_recheck_ms",
 )
 # The hook's mark (the soft walltime it set): a long that only managers and hooks may set
 # (flag r: users see it in qstat -f, cannot request or alter it; checked on OpenPBS 23.06).

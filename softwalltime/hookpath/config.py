@@ -35,6 +35,8 @@ status_failure_rate_pct           SOFTWALLTIME_STATUS_FAILURE_RATE... 5
 ingest_lock_stale_s               SOFTWALLTIME_INGEST_LOCK_STALE_S    3600
 history_scope                     SOFTWALLTIME_HISTORY_SCOPE          all (or: server)
 history_cache_entries             SOFTWALLTIME_HISTORY_CACHE_ENTRIES  1000 (0: off)
+history_keep_days                 SOFTWALLTIME_HISTORY_KEEP_DAYS      0 (keep all; db prune)
+history_recheck_ms                SOFTWALLTIME_HISTORY_RECHECK_MS     1000 (0: every event)
 ================================  ==================================  ===========
 
 The ``refresh_*``, ``pbs_*`` and ``status_*`` keys are for ``softwalltime refresh`` and
@@ -94,6 +96,8 @@ class Settings(NamedTuple):
     ingest_lock_stale_s: int
     history_scope: str
     history_cache_entries: int
+    history_keep_days: int
+    history_recheck_ms: int
     source: str
     origins: Tuple[Tuple[str, str], ...]
 
@@ -137,6 +141,13 @@ DEFAULTS: Dict[str, Any] = {
     # lookups whose rows the hook keeps while the history's change counter does not move
     # (see softwalltime.hookpath.lookup); 0 queries at every event
     "history_cache_entries": 1000,
+    # `softwalltime db prune` deletes finished jobs that ended more than this many days ago;
+    # 0 keeps the whole history (deleting is never the default: it cannot be undone)
+    "history_keep_days": 0,
+    # how long the hook trusts a read of that counter, in ms: a burst of qsub costs one
+    # round trip, and a job is predicted from history at most this much behind the last
+    # commit to it; 0 reads the counter at every event
+    "history_recheck_ms": 1000,
 }
 HISTORY_SCOPES = ("all", "server")
 
@@ -160,6 +171,8 @@ _INT_KEYS = (
     "refresh_max_changes",
     "ingest_lock_stale_s",
     "history_cache_entries",
+    "history_keep_days",
+    "history_recheck_ms",
 )
 _FLOAT_KEYS = (
     "long_walltime_factor",
@@ -183,6 +196,8 @@ RANGES = {
     "target_under_pct": (0.01, 99.0),
     "ingest_lock_stale_s": (1, 7 * 86400),
     "history_cache_entries": (0, 100000),
+    "history_keep_days": (0, 100 * 366),
+    "history_recheck_ms": (0, 60000),
     "refresh_min_change_pct": (0.0, 1000.0),
     "refresh_min_change_s": (0, 366 * 86400),
     "refresh_time_budget_s": (1, 86400),

@@ -31,7 +31,12 @@ to a channel that anyone could flood). Entries also expire after
 upgraded) nothing is kept.
 
 The hook runs each event inside :func:`event`, which sets the event's one deadline: every
-read of the event, whatever it looks up, ends by then, and the counter is read once.
+read of the event, whatever it looks up, ends by then, and the counter is read once. A read
+of the counter is also trusted for ``history_recheck_ms`` after it was made (1 s by
+default): a burst of ``qsub`` then costs no round trip at all after its first event, and a
+job is predicted from history at most that much older than the last commit to it (the
+history changes when the ingester stores finished jobs, every few minutes). Outside the
+hook's events (``softwalltime predict``, tests) the counter is read at every lookup.
 
 Hook path: Python 3.6+ syntax, standard library only.
 """
@@ -92,16 +97,20 @@ def _close(conn: Any) -> None:
 
 
 @contextlib.contextmanager
-def event(deadline: float) -> Iterator[None]:
+def event(deadline: float, recheck_s: float = 0.0) -> Iterator[None]:
     """Run one hook event: every database read inside ends by ``deadline`` (a
-    ``time.monotonic()`` value), and the history's change counter is read at most once."""
+    ``time.monotonic()`` value), and the history's change counter is read at most once, or
+    not at all if it was read less than ``recheck_s`` seconds ago (on the same connection).
+    """
     STATE.event = object()
     STATE.deadline = deadline
+    STATE.recheck_s = recheck_s
     try:
         yield
     finally:
         STATE.event = None
         STATE.deadline = None
+        STATE.recheck_s = 0.0
 
 
 def connect(
@@ -185,12 +194,13 @@ def _deadline(connect_timeout_s: float, statement_timeout_ms: int) -> float:
 
 
 def _version(conn: pgwire.Connection, deadline: float) -> Optional[int]:
-    """The history's change counter (once per :func:`event` and connection); None when the
-    database has none (nothing is kept then). A new value forgets what was kept."""
+    """The history's change counter (once per :func:`event` and connection, or once per
+    ``recheck_s`` of the events); None when the database has none (nothing is kept then). A
+    new value forgets what was kept."""
     read = STATE.version_read
-    if read is not None and STATE.event is not None and read[0] is STATE.event:
-        if read[1] is conn:
-            return read[2]
+    if read is not None and STATE.event is not None and read[2] is conn:
+        if read[0] is STATE.event or time.monotonic() - read[1] < STATE.recheck_s:
+            return read[3]
     if STATE.counter is False:
         return None
     try:
@@ -207,7 +217,7 @@ def _version(conn: pgwire.Connection, deadline: float) -> Optional[int]:
     if version != STATE.version:
         STATE.forget_lookups()
         STATE.version = version
-    STATE.version_read = (STATE.event, conn, version)
+    STATE.version_read = (STATE.event, time.monotonic(), conn, version)
     return version
 
 

@@ -21,11 +21,12 @@ class HookState:
       (None: not asked yet on this connection).
     * ``version``: the counter's value the kept lookups and decisions were read at; they are
       used only while the counter still reads this value.
-    * ``event``, ``deadline``: the event in progress (an identity) and the
-      ``time.monotonic()`` by which all its reads end (see ``lookup.event``); None between
-      events and outside the hook.
-    * ``version_read``: ``(event, connection, value)`` of the counter read during the
-      current event, so that one event reads it once whatever it looks up.
+    * ``event``, ``deadline``, ``recheck_s``: the event in progress (an identity), the
+      ``time.monotonic()`` by which all its reads end and how long a read of the counter is
+      trusted (see ``lookup.event``); None, None, 0 between events and outside the hook.
+    * ``version_read``: ``(event, monotonic time, connection, value)`` of the last read of
+      the counter, so that one event reads it once whatever it looks up, and the events of
+      the next ``recheck_s`` not at all.
     * ``lookups``: ``(sql, params) -> (monotonic time, rows)``, least recently used first.
     * ``decisions``: ``(settings identity, job) -> (monotonic time, decision, settings)``.
     * ``calibration``: the site table of predictor ``calibrated``, when read and from where.
@@ -45,7 +46,8 @@ class HookState:
         self.counter: Optional[bool] = None
         self.event: Any = None
         self.deadline: Optional[float] = None
-        self.version_read: Optional[Tuple[Any, Any, Optional[int]]] = None
+        self.recheck_s = 0.0
+        self.version_read: Optional[Tuple[Any, float, Any, Optional[int]]] = None
         self.forget_lookups()
         self.calibration: Dict[str, Any] = {"table": None, "at": 0.0, "dsn": None}
         self.fetch: Any = None

@@ -254,15 +254,19 @@ def _last_statement(dsn: str) -> str:
     return str(_hook_session(dsn)[2])
 
 
-def test_a_burst_of_one_users_jobs_reads_the_history_once(install, hook_db, jobs):
-    """The hook keeps a lookup while the history's change counter does not move: each job
-    of a user's burst reads the counter alone; a commit to the history is seen by the next
-    job."""
-    # no interpreter restart in the burst: it would connect (and read) afresh
+def _no_restarts() -> None:
+    """No interpreter restart in a burst: it would connect (and read) afresh."""
     for name in ("python_restart_max_hooks", "python_restart_max_objects"):
         pbsctl.qmgr(f"set server {name} = 1000000")
     pbsctl.qmgr("set server python_restart_min_interval = 86400")
-    install(dsn=hook_db)
+
+
+def test_a_burst_of_one_users_jobs_reads_the_history_once(install, hook_db, jobs):
+    """The hook keeps a lookup while the history's change counter does not move: each job
+    of a user's burst reads the counter alone (history_recheck_ms = 0: at every event); a
+    commit to the history is seen by the next job."""
+    _no_restarts()
+    install(dsn=hook_db, history_recheck_ms=0)
     jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
     first = _hook_session(hook_db)[:2]
     assert "FROM finished_jobs" in _last_statement(hook_db)
@@ -277,6 +281,21 @@ def test_a_burst_of_one_users_jobs_reads_the_history_once(install, hook_db, jobs
     assert "FROM finished_jobs" in _last_statement(hook_db)
     pid, when, _ = _hook_session(hook_db)
     assert pid == first[0] and when != first[1]  # read again, on the same connection
+
+
+def test_within_history_recheck_ms_a_burst_sends_nothing(install, hook_db, jobs):
+    """A read of the counter is trusted for history_recheck_ms: the jobs of a burst after
+    the first send the database nothing at all (its session's last statement and the
+    time it changed stay those of the first job's lookup), and are predicted alike."""
+    _no_restarts()
+    install(dsn=hook_db, history_recheck_ms=60000)
+    jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
+    first = _hook_session(hook_db)
+    assert "FROM finished_jobs" in str(first[2])
+    for _ in range(5):
+        jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
+    assert _hook_session(hook_db) == first
+    assert [soft(j) for j in jobs] == [v3(10 * H)] * 6
 
 
 def test_a_silent_first_host_leaves_time_for_the_next(install, hook_db, hook_cluster, jobs):
