@@ -23,6 +23,7 @@ from softwalltime.errors import DatabaseError, SchemaMissingError
 from softwalltime.hookpath.config import libpq_dsn
 
 from .files import Checkpoint
+from .live import DELETED, LIVE_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +69,10 @@ class LockHolder(NamedTuple):
 
 # Appended by copy_line() to every staged row: where the record came from.
 _SOURCE_COLUMNS = ("source_file", "source_offset")
-_TIME_COLUMNS = {"ctime", "started_at", "ended_at"}
+_TIME_COLUMNS = {"ctime", "started_at", "ended_at", "qtime", "event_at"}
 _BIGINT_COLUMNS = {"job_seq", "mem_bytes"}
 _TEXT_COLUMNS = {
+    "state",
     "server",
     "job_id",
     "username",
@@ -111,6 +113,55 @@ def _insert_sql(table: str, stage: str, columns: Tuple[str, ...], on_conflict: s
 
 _STAGE_JOBS = "swt_stage_jobs"
 _STAGE_RERUNS = "swt_stage_reruns"
+_STAGE_LIVE = "swt_stage_live"
+_STAGE_GONE = "swt_stage_gone"
+_GONE_DDL = f"CREATE TEMPORARY TABLE {_STAGE_GONE} (server text, job_id text) ON COMMIT DELETE ROWS"
+# live_jobs (ingest/live.py). Statements in this order, in the batch's transaction, after
+# its finished jobs are stored: the jobs that ended (E) leave; the jobs deleted (D, A)
+# become tombstones; then the batch's states (one per job: run.py folds the batch) are
+# written, except for jobs finished_jobs has (an E read before a Q) and over tombstones,
+# and only if the state began no earlier than the stored one (a file read again).
+_LIVE_ENDED = (
+    f"DELETE FROM live_jobs l USING {_STAGE_JOBS} s WHERE l.server = s.server"  # noqa: S608
+    " AND l.job_id = s.job_id AND l.ctime = to_timestamp(s.ctime)"
+)
+_LIVE_GONE = (
+    f"UPDATE live_jobs l SET state = '{DELETED}', updated_at = now() FROM {_STAGE_GONE} g"  # noqa: S608
+    f" WHERE l.server = g.server AND l.job_id = g.job_id AND l.state <> '{DELETED}'"
+)
+_LIVE_SOURCE = _insert_sql("live_jobs", _STAGE_LIVE, LIVE_COLUMNS, "").replace(
+    f"FROM {_STAGE_LIVE}", f"FROM {_STAGE_LIVE} s"
+)
+_NOT_FINISHED = (
+    " AND NOT EXISTS (SELECT 1 FROM finished_jobs f WHERE f.server = s.server"
+    " AND f.job_id = s.job_id AND f.ctime = to_timestamp(s.ctime))"
+)
+_UPDATED = ", ".join(f"{c} = EXCLUDED.{c}" for c in LIVE_COLUMNS[3:] + _SOURCE_COLUMNS)
+_LIVE_STATES = (
+    _LIVE_SOURCE
+    + f" WHERE s.state <> '{DELETED}'"
+    + _NOT_FINISHED
+    + " ON CONFLICT (server, job_id, ctime) DO UPDATE SET "
+    + _UPDATED
+    + ", updated_at = now()"
+    + f" WHERE live_jobs.state <> '{DELETED}' AND EXCLUDED.event_at >= live_jobs.event_at"
+)
+_LIVE_TOMBSTONES = (
+    _LIVE_SOURCE
+    + f" WHERE s.state = '{DELETED}'"
+    + _NOT_FINISHED
+    + f" ON CONFLICT (server, job_id, ctime) DO UPDATE SET state = '{DELETED}',"
+    " updated_at = now()"
+    f" WHERE live_jobs.state <> '{DELETED}'"
+)
+# Rows no record will end: a state older than stale_s (its E or D was never read: a
+# file missed, a server that died), and tombstones kept tombstone_s after the deletion.
+_LIVE_PURGE = (
+    "DELETE FROM live_jobs WHERE (state = 'deleted' AND updated_at < now() - %s * interval"
+    " '1 second') OR (state <> 'deleted' AND event_at < now() - %s * interval '1 second')"
+)
+assert DELETED == "deleted"
+_LIVE_COUNTS = "SELECT state, count(*) FROM live_jobs GROUP BY state"
 # A plain INSERT costs about half of INSERT ... ON CONFLICT DO NOTHING (no speculative
 # insertion), and new rows are the rule: it is tried first, under a savepoint; a batch
 # holding a row already stored (a re-read) raises unique_violation, and that batch is
@@ -267,13 +318,34 @@ class Loader:
         if not self._staged:
             cur.execute(_stage_ddl(_STAGE_JOBS, FINISHED_JOB_COLUMNS))
             cur.execute(_stage_ddl(_STAGE_RERUNS, RERUN_COLUMNS))
+            cur.execute(_stage_ddl(_STAGE_LIVE, LIVE_COLUMNS))
+            cur.execute(_GONE_DDL)
             self._staged = True
+
+    def purge_live(self, stale_s: int, tombstone_s: int) -> Tuple[int, Dict[str, int]]:
+        """Drop stale live states and old tombstones; (rows dropped, rows left by state).
+
+        :raises DatabaseError: the statement failed (nothing dropped)
+        """
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(_LIVE_PURGE, (tombstone_s, stale_s))
+                dropped = int(cur.rowcount)
+                cur.execute(_LIVE_COUNTS)
+                left = {str(state): int(n) for state, n in cur.fetchall()}
+            self.conn.commit()
+        except psycopg2.Error as err:
+            self.rollback_quietly()
+            raise _db_error("cannot drop stale live job states", err) from err
+        return dropped, left
 
     def commit_batch(
         self,
         jobs: List[str],
         reruns: List[str],
         checkpoints: Sequence[Checkpoint],
+        live: Sequence[str] = (),
+        gone: Sequence[str] = (),
     ) -> Tuple[int, int]:
         """Store one batch and move the checkpoints of the files it covers, atomically.
 
@@ -281,6 +353,8 @@ class Loader:
         :param reruns: COPY lines from copy_line() for job_reruns
         :param checkpoints: for each file the batch covers, the position just after its
             last line in the batch
+        :param live: COPY lines of live_jobs states and tombstones, one per job
+        :param gone: COPY lines ``server<TAB>job_id`` of jobs deleted (D, A records)
         :returns: (finished_jobs rows inserted, job_reruns rows inserted); rows already
             present are not counted
         :raises DatabaseError: the batch was rolled back (nothing of it is stored)
@@ -299,6 +373,15 @@ class Loader:
                 if reruns:
                     _copy(cur, _STAGE_RERUNS, reruns)
                     inserted_reruns = _insert(cur, "job_reruns")
+                if jobs:
+                    cur.execute(_LIVE_ENDED)
+                if gone:
+                    _copy(cur, _STAGE_GONE, list(gone))
+                    cur.execute(_LIVE_GONE)
+                if live:
+                    _copy(cur, _STAGE_LIVE, list(live))
+                    cur.execute(_LIVE_STATES)
+                    cur.execute(_LIVE_TOMBSTONES)
                 if checkpoints:
                     # One row per path: the caller keeps them in a dict by path.
                     cur.execute(_UPSERT_CHECKPOINTS, [list(c) for c in zip(*checkpoints)])
@@ -341,6 +424,10 @@ def _copy(cur: Any, table: str, lines: List[str]) -> None:
     cur.copy_expert(f"COPY {table} FROM STDIN", io.BytesIO(data), size=len(data))
 
 
+# What the committer thread stores in one transaction: see Loader.commit_batch().
+Batch = Tuple[List[str], List[str], List[Checkpoint], Sequence[str], Sequence[str]]
+
+
 class Committer:
     """Commits batches on a worker thread, so parsing goes on while PostgreSQL works.
 
@@ -355,9 +442,7 @@ class Committer:
         self.inserted_jobs = 0
         self.inserted_reruns = 0
         self.error: Optional[DatabaseError] = None
-        self._queue: queue.Queue[Optional[Tuple[List[str], List[str], List[Checkpoint]]]] = (
-            queue.Queue(maxsize=1)
-        )
+        self._queue: queue.Queue[Optional[Batch]] = queue.Queue(maxsize=1)
         self._thread = threading.Thread(target=self._work, name="ingest-commit", daemon=True)
         self._thread.start()
 
@@ -383,14 +468,21 @@ class Committer:
             self.inserted_jobs += jobs
             self.inserted_reruns += reruns
 
-    def submit(self, jobs: List[str], reruns: List[str], checkpoints: List[Checkpoint]) -> None:
+    def submit(
+        self,
+        jobs: List[str],
+        reruns: List[str],
+        checkpoints: List[Checkpoint],
+        live: Sequence[str] = (),
+        gone: Sequence[str] = (),
+    ) -> None:
         """Queue a batch (blocks while the previous one is still waiting).
 
         :raises DatabaseError: an earlier batch failed
         """
         if self.error is not None:
             raise self.error
-        self._queue.put((jobs, reruns, checkpoints))
+        self._queue.put((jobs, reruns, checkpoints, live, gone))
 
     def finish(self) -> None:
         """Wait for every queued batch.

@@ -14,7 +14,7 @@ import gc
 import itertools
 import operator
 import re
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from softwalltime.accounting import (
     BOUNDS,
@@ -29,6 +29,8 @@ from softwalltime.accounting import (
     tokenize,
 )
 from softwalltime.errors import ParseError
+
+from .live import LIVE_TYPES, Candidate, Op, fold_chunk
 
 # Malformed lines reported one by one per chunk (the run shows the first few overall).
 SHOW_MALFORMED = 10
@@ -45,6 +47,9 @@ _E = ord("E")
 _AT_TYPE = operator.itemgetter(20)  # the record type's byte in a line with a good prefix
 _KNOWN_TYPES_B = frozenset(ord(k) for k in RECORD_TYPES)
 _ER_TYPES = re.compile(b"[ER]")
+_LIVE_TYPES = re.compile(b"[" + LIVE_TYPES + b"]")
+_START = operator.methodcaller("start")
+_LIVE_TYPES_TEXT = frozenset(LIVE_TYPES.decode("ascii"))
 # Record type byte -> 1 for the types whose prefix the bulk check validates (all but E, R).
 _NOT_ER = bytes(0 if b in b"ER" else 1 for b in range(256))
 # How the fast path matches an E record's message: one regex per layout (the sequence of
@@ -419,6 +424,7 @@ class Chunk(NamedTuple):
     ignored: int  # blank and comment lines
     lines: int  # lines in the chunk
     impossible: Dict[str, int]  # of the malformed, records refused as impossible, by rule
+    live: Sequence[Op] = ()  # effects on live_jobs of the Q, S, R, D and A records (ingest/live.py)
 
 
 class _State:
@@ -435,6 +441,11 @@ class _State:
             c = [0, 0]
             self.counts[rtype] = c
         return c
+
+    def refuse(self, lineno: int, rtype: str, reason: str, rule: Optional[str]) -> None:
+        """A line counted as read already is refused after all (a live-state record)."""
+        self.count(rtype)[0] -= 1
+        self.bad(lineno, rtype, reason, rule)
 
     def bad(self, lineno: int, rtype: str, reason: str, rule: Optional[str] = None) -> None:
         """Count a malformed line; ``rule``: it holds impossible values (ImpossibleRecord)."""
@@ -518,7 +529,12 @@ def _parse_clean(
             return None  # a comment, or a line the bulk check would have refused
         counts[chr(raw[20])][0] -= 1  # counted again by _record()
         _record(st, text, raw, source, server, lineno + i + 1, off, end)
-    return Chunk(rows, counts, st.malformed, st.malformed_total, 0, len(lines), st.impossible)
+    candidates: List[Candidate] = [
+        (chr(types[i]), lines[i], offsets[i], lineno + i + 1)
+        for i in map(_START, _LIVE_TYPES.finditer(types))
+    ]
+    live = fold_chunk(candidates, source, server, st.refuse)
+    return Chunk(rows, counts, st.malformed, st.malformed_total, 0, len(lines), st.impossible, live)
 
 
 def _parse_lines(
@@ -531,6 +547,7 @@ def _parse_lines(
     st = _State()
     counts = st.counts
     ignored = 0
+    candidates: List[Candidate] = []
     lines = data.split(b"\n")
     if not lines[-1]:
         lines.pop()
@@ -545,6 +562,8 @@ def _parse_lines(
         t = raw[20:21]
         end = min(pos, start + len(data))
         if t == b"E" or t == b"R":
+            if _PREFIX_B.match(raw) is not None:
+                candidates.append((t.decode("ascii"), raw, off, lineno))
             text = raw.decode("utf-8", "replace")
             if "\x00" in text:
                 text = text.replace("\x00", "")  # PostgreSQL text cannot hold NUL
@@ -566,8 +585,11 @@ def _parse_lines(
                 continue
             c = counts.get(rtype) or st.count(rtype)
             c[0] += 1
+            if rtype in _LIVE_TYPES_TEXT:
+                candidates.append((rtype, raw, off, lineno))
+    live = fold_chunk(candidates, source, server, st.refuse)
     return Chunk(
-        st.rows, counts, st.malformed, st.malformed_total, ignored, len(lines), st.impossible
+        st.rows, counts, st.malformed, st.malformed_total, ignored, len(lines), st.impossible, live
     )
 
 

@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from typing import IO, Deque, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import IO, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from softwalltime.accounting import RECORD_TYPES
 from softwalltime.errors import SoftwalltimeError
@@ -39,6 +39,7 @@ from .files import (
     looks_like_accounting_name,
     plan,
 )
+from .live import Op, tombstone
 from .load import Committer, Loader, LockHolder, connect, psycopg2_prints_muted
 from .parse import MALFORMED_TYPE, SHOW_MALFORMED, Chunk, copy_text, parse_chunk
 
@@ -52,6 +53,11 @@ _PROGRESS_EVERY_S = 0.5
 # Parse worker processes pay off only when there is a lot to read (a backfill, a first
 # run) and spare cores; a cron run reads a few kB and always parses in-process.
 PARALLEL_MIN_BYTES = 16 << 20
+# live_jobs rows no record ends are dropped by every run: a queued or running state older
+# than this (its E or D was never read), and tombstones (deleted jobs) this long after
+# the deletion was read (long enough to outlast the re-reading of a rotated file).
+LIVE_STALE_S = 30 * 86400
+LIVE_TOMBSTONE_S = 7 * 86400
 _IS_RERUN = operator.itemgetter(0)  # of a Chunk row
 _LINE = operator.itemgetter(1)
 
@@ -81,6 +87,9 @@ class Summary:
         self.ignored_files = 0
         self.malformed = 0
         self.impossible: Dict[str, int] = {}  # records refused as impossible, by rule
+        self.live_written = 0  # live_jobs states and tombstones handed to the database
+        self.live_dropped = 0  # stale states and old tombstones dropped
+        self.live_now: Dict[str, int] = {}  # live_jobs rows by state after the run
         self.bytes_read = 0
         self.seconds = 0.0
         self.locked_out = False
@@ -154,6 +163,16 @@ class Summary:
             out.append(
                 "refused as impossible (counted as malformed, not stored): "
                 + "; ".join(f"{n:,} {rule}" for rule, n in rules)
+            )
+        if self.live_now or self.live_written or self.live_dropped:
+            out.append(
+                "live job states: {:,} queued, {:,} running now ({:,} written,"
+                " {:,} stale dropped)".format(
+                    self.live_now.get("queued", 0),
+                    self.live_now.get("running", 0),
+                    self.live_written,
+                    self.live_dropped,
+                )
             )
         out.extend(self.notes)
         return "\n".join(out)
@@ -230,6 +249,9 @@ class Ingester:
         self.reruns: List[str] = []
         self.checkpoints: Dict[str, Checkpoint] = {}
         self.batch_lines = 0
+        # the batch's live_jobs effects, one per job: [the stored row becomes a tombstone
+        # first, the row to write (state or tombstone) or None]
+        self.live: Dict[Tuple[str, str], List[object]] = {}
 
     def files(self) -> List[str]:
         if self.opts.paths:
@@ -283,6 +305,8 @@ class Ingester:
             if self.pool is not None:
                 self.pool.shutdown(cancel_futures=True)
             self.committer.finish()
+        dropped, now = self.loader.purge_live(LIVE_STALE_S, LIVE_TOMBSTONE_S)
+        self.summary.live_dropped, self.summary.live_now = dropped, now
         self.summary.count("E")[1] += self.committer.inserted_jobs
         self.summary.count("R")[1] += self.committer.inserted_reruns
         for rtype in ("E", "R"):
@@ -392,6 +416,10 @@ class Ingester:
         chunk = item.result if isinstance(item.result, Chunk) else self._result(item.result)
         f = item.f
         batch_size = self.opts.batch_size
+        # The chunk's live effects go into the batch before its rows: a batch committed
+        # with a checkpoint inside this chunk then holds them all (applying them again
+        # after a crash changes nothing).
+        self._add_live(chunk.live)
         rows = chunk.rows
         i = 0
         while i < len(rows):
@@ -457,13 +485,35 @@ class Ingester:
             log.warning("%s", note)
             self.summary.notes.append(note)
 
+    def _add_live(self, ops: Sequence[Op]) -> None:
+        """Fold a chunk's live effects into the batch's: the later record of a job wins,
+        and a deletion turns the job's state in the batch into a tombstone."""
+        for op in ops:
+            known = self.live.get(op.key)
+            if known is None:
+                self.live[op.key] = [op.gone, op.row]
+            elif op.row is None:
+                known[0] = True
+                if isinstance(known[1], str):
+                    known[1] = tombstone(known[1])
+            else:
+                known[0] = known[0] or op.gone
+                known[1] = op.row
+
     def _flush(self) -> None:
-        """Hand the current batch (rows and checkpoints) to the committer."""
-        if not (self.jobs or self.reruns or self.checkpoints):
+        """Hand the current batch (rows, live states and checkpoints) to the committer."""
+        if not (self.jobs or self.reruns or self.checkpoints or self.live):
             return
         assert self.committer is not None
-        self.committer.submit(self.jobs, self.reruns, list(self.checkpoints.values()))
-        self.jobs, self.reruns, self.checkpoints = [], [], {}
+        rows = [str(row) for _gone, row in self.live.values() if row is not None]
+        gone = [
+            f"{copy_text(server)}\t{copy_text(job)}"
+            for (server, job), (first, _row) in self.live.items()
+            if first
+        ]
+        self.summary.live_written += len(rows)
+        self.committer.submit(self.jobs, self.reruns, list(self.checkpoints.values()), rows, gone)
+        self.jobs, self.reruns, self.checkpoints, self.live = [], [], {}, {}
         self.batch_lines = 0
 
 

@@ -173,3 +173,42 @@ history_version = sa.Table(
     sa.CheckConstraint("one", name="one_row"),
     comment="Change counter of finished_jobs (one row; the hook's kept lookups use it).",
 )
+
+# Migration 0007: jobs queued or running now, from the Q, S, R and D records (ingest/).
+# The E record of a job deletes its row; a D or A record leaves a tombstone (state
+# "deleted") that a Q or S read again cannot overwrite; the ingester drops stale rows.
+LIVE_STATES = ("queued", "running", "deleted")
+live_jobs = sa.Table(
+    "live_jobs",
+    metadata,
+    sa.Column("server", sa.Text, primary_key=True, comment="PBS server name"),
+    sa.Column("job_id", sa.Text, primary_key=True, comment="full id as logged"),
+    sa.Column("ctime", sa.DateTime(timezone=True), primary_key=True, comment="job creation time"),
+    sa.Column("job_seq", sa.BigInteger, nullable=False, comment="numeric part of the id"),
+    sa.Column("state", sa.Text, nullable=False, comment="queued, running, or deleted (tombstone)"),
+    sa.Column("username", sa.Text, nullable=False),
+    sa.Column("queue", sa.Text, nullable=True),
+    sa.Column("ncpus", sa.Integer, nullable=True, comment="Resource_List.ncpus"),
+    sa.Column("walltime_s", sa.Integer, nullable=True, comment="Resource_List.walltime"),
+    sa.Column("soft_walltime_s", sa.Integer, nullable=True, comment="Resource_List.soft_walltime"),
+    sa.Column("qtime", sa.DateTime(timezone=True), nullable=True, comment="entered its queue"),
+    sa.Column(
+        "started_at",
+        sa.DateTime(timezone=True),
+        nullable=True,
+        comment="start of the current run (running only)",
+    ),
+    sa.Column(
+        "event_at",
+        sa.DateTime(timezone=True),
+        nullable=False,
+        comment="when the state began: qtime (Q), start (S), end of the run (R)",
+    ),
+    sa.Column("source_file", sa.Text, nullable=True, comment="file of the record"),
+    sa.Column("source_offset", sa.BigInteger, nullable=True, comment="its byte offset"),
+    sa.Column(
+        "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.CheckConstraint("state IN ('queued', 'running', 'deleted')", name="state"),
+    comment="Jobs queued or running now, from Q, S, R and D records (deleted: tombstones).",
+)
