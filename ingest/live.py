@@ -24,8 +24,9 @@ no ctime) holds no state and is skipped.
 
 from __future__ import annotations
 
+import itertools
 import re
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from softwalltime.accounting import (
     BOUNDS,
@@ -195,46 +196,53 @@ Candidate = Tuple[str, bytes, int, int]
 Refuse = Callable[[int, str, str, Optional[str]], None]
 
 
-def _ident(raw: bytes) -> bytes:
-    return raw[22 : raw.find(b";", 22)]
+_E = ord("E")
+_IS_STATE = bytes(1 if chr(b) in "QSR" else 0 for b in range(256))
+_IS_GONE = bytes(1 if chr(b) in "DA" else 0 for b in range(256))
 
 
 def fold_chunk(
-    candidates: List[Candidate], source: str, server: Optional[str], refuse: Refuse
+    idents: Sequence[bytes],
+    kinds: bytes,
+    line: Callable[[int], Candidate],
+    source: str,
+    server: Optional[str],
+    refuse: Refuse,
 ) -> List[Op]:
     """The live-state effects of one chunk's job records (see the module docstring).
 
-    :param candidates: the chunk's Q, S, R, D, A and E lines with a good prefix, in order
+    The bookkeeping runs in C (dict, zip, compress) over every record; Python code only
+    for the jobs whose last record in the chunk is not an E.
+
+    :param idents: the record ids of the chunk's Q, S, R, D, A and E lines with a good
+        prefix, in order
+    :param kinds: their record types, one byte each
+    :param line: the k-th of those lines as (type, bytes, offset, line number)
     :param source: the file's path, COPY-escaped
     :param server: PBS server name; None: each job id's suffix
     :param refuse: called for a Q or S line that is refused (R lines were checked already)
     """
-    last: Dict[bytes, int] = {}
-    state_at: Dict[bytes, int] = {}
-    gone_seen: Dict[bytes, bool] = {}
-    for k, cand in enumerate(candidates):
-        ident = _ident(cand[1])
-        last[ident] = k
-        rtype = cand[0]
-        if rtype in STATE_TYPES:
-            state_at[ident] = k
-        elif rtype in GONE_TYPES:
-            gone_seen[ident] = True
+    last = dict(zip(idents, itertools.count()))
+    is_state = kinds.translate(_IS_STATE)
+    state_at = dict(
+        zip(itertools.compress(idents, is_state), itertools.compress(itertools.count(), is_state))
+    )
+    gone_seen = set(itertools.compress(idents, kinds.translate(_IS_GONE)))
     ops: List[Op] = []
-    for ident, k in sorted(last.items(), key=lambda item: item[1]):
-        rtype = candidates[k][0]
-        if rtype == "E" or _NOT_A_JOB.match(ident) is not None:
+    for k in sorted(k for k in last.values() if kinds[k] != _E):
+        ident = idents[k]
+        if _NOT_A_JOB.match(ident) is not None:
             continue
-        if rtype in STATE_TYPES:
-            row = _state(candidates[k], source, server, refuse)
+        if is_state[k]:
+            row = _state(line(k), source, server, refuse)
             if row is not None:
-                ops.append(Op(row[0], row[1], gone_seen.get(ident, False)))
+                ops.append(Op(row[0], row[1], ident in gone_seen))
             continue
         key = _gone_key(ident, server)
         if key is None:
             continue  # no server to name it by: its E (if any) is refused the same way
         at = state_at.get(ident)
-        row = None if at is None else _state(candidates[at], source, server, refuse)
+        row = None if at is None else _state(line(at), source, server, refuse)
         ops.append(Op(key, None if row is None else tombstone(row[1]), True))
     return ops
 

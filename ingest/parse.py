@@ -47,8 +47,13 @@ _E = ord("E")
 _AT_TYPE = operator.itemgetter(20)  # the record type's byte in a line with a good prefix
 _KNOWN_TYPES_B = frozenset(ord(k) for k in RECORD_TYPES)
 _ER_TYPES = re.compile(b"[ER]")
-_LIVE_TYPES = re.compile(b"[" + LIVE_TYPES + b"]")
-_START = operator.methodcaller("start")
+_IS_LIVE = bytes(1 if b in LIVE_TYPES else 0 for b in range(256))
+
+
+def _id_of(raw: bytes) -> bytes:
+    return raw[22 : raw.find(b";", 22)]
+
+
 _LIVE_TYPES_TEXT = frozenset(LIVE_TYPES.decode("ascii"))
 # Record type byte -> 1 for the types whose prefix the bulk check validates (all but E, R).
 _NOT_ER = bytes(0 if b in b"ER" else 1 for b in range(256))
@@ -529,11 +534,18 @@ def _parse_clean(
             return None  # a comment, or a line the bulk check would have refused
         counts[chr(raw[20])][0] -= 1  # counted again by _record()
         _record(st, text, raw, source, server, lineno + i + 1, off, end)
-    candidates: List[Candidate] = [
-        (chr(types[i]), lines[i], offsets[i], lineno + i + 1)
-        for i in map(_START, _LIVE_TYPES.finditer(types))
-    ]
-    live = fold_chunk(candidates, source, server, st.refuse)
+    # The live-state records: their ids and types in C, a line looked at only if needed.
+    is_live = types.translate(_IS_LIVE)
+    where = list(itertools.compress(range(len(lines)), is_live))
+
+    def line(k: int) -> Candidate:
+        i = where[k]
+        return chr(types[i]), lines[i], offsets[i], lineno + i + 1
+
+    idents = [raw[22 : raw.find(b";", 22)] for raw in itertools.compress(lines, is_live)]
+    live = fold_chunk(
+        idents, bytes(itertools.compress(types, is_live)), line, source, server, st.refuse
+    )
     return Chunk(rows, counts, st.malformed, st.malformed_total, 0, len(lines), st.impossible, live)
 
 
@@ -587,7 +599,14 @@ def _parse_lines(
             c[0] += 1
             if rtype in _LIVE_TYPES_TEXT:
                 candidates.append((rtype, raw, off, lineno))
-    live = fold_chunk(candidates, source, server, st.refuse)
+    live = fold_chunk(
+        [_id_of(c[1]) for c in candidates],
+        bytes(ord(c[0]) for c in candidates),
+        candidates.__getitem__,
+        source,
+        server,
+        st.refuse,
+    )
     return Chunk(
         st.rows, counts, st.malformed, st.malformed_total, ignored, len(lines), st.impossible, live
     )
