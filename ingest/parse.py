@@ -538,13 +538,13 @@ def _parse_clean(
     is_live = types.translate(_IS_LIVE)
     where = list(itertools.compress(range(len(lines)), is_live))
 
-    def line(k: int) -> Candidate:
-        i = where[k]
-        return chr(types[i]), lines[i], offsets[i], lineno + i + 1
+    def record_at(k: int) -> Candidate:
+        at = where[k]
+        return chr(types[at]), lines[at], offsets[at], lineno + at + 1
 
     idents = [raw[22 : raw.find(b";", 22)] for raw in itertools.compress(lines, is_live)]
     live = fold_chunk(
-        idents, bytes(itertools.compress(types, is_live)), line, source, server, st.refuse
+        idents, bytes(itertools.compress(types, is_live)), record_at, source, server, st.refuse
     )
     return Chunk(rows, counts, st.malformed, st.malformed_total, 0, len(lines), st.impossible, live)
 
