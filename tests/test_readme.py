@@ -1,4 +1,5 @@
-"""Every ```console example of README.md runs and prints what it says (issue 9 item 18).
+"""Every ```console example of README.md and docs/*.md runs and prints what it says (issue 9
+item 18; the pages by task of issue 21). A failure names the page and line (docs/ingest.md:33).
 
 A block's lines starting with ``$ `` are commands (a trailing ``\\`` continues one); the
 lines after a command, up to the next one, are its output (stdout and stderr as a terminal
@@ -25,7 +26,8 @@ from typing import NamedTuple
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-README = REPO / "README.md"
+# The front page and the pages by task: every example in them is run.
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 _MARKER_RE = re.compile(r"^<!-- readme: (not run: (?P<why>.+?)|output varies) -->$")
 _RC = "__swt_readme_rc__"
 
@@ -36,17 +38,18 @@ class Command(NamedTuple):
 
 
 class Block(NamedTuple):
+    page: str  # the file's path in the repository, for file:line
     line: int
     marker: str  # "", "varies" or "not run: WHY"
     commands: list[Command]
 
 
-def blocks(text: str) -> list[Block]:
+def blocks(text: str, page: str = "README.md") -> list[Block]:
     lines = text.splitlines()
     for n, line in enumerate(lines, 1):
         if line.strip().startswith("<!-- readme:") and not _MARKER_RE.match(line.strip()):
             raise AssertionError(
-                f"README.md:{n}: bad marker {line.strip()!r} (want '<!-- readme: not run: "
+                f"{page}:{n}: bad marker {line.strip()!r} (want '<!-- readme: not run: "
                 "REASON -->' or '<!-- readme: output varies -->')"
             )
     found = []
@@ -73,14 +76,22 @@ def blocks(text: str) -> list[Block]:
             elif commands:
                 commands[-1].expected.append(line.rstrip())
             else:
-                raise AssertionError(f"README.md:{i + 1}: output before any '$ ' command")
+                raise AssertionError(f"{page}:{i + 1}: output before any '$ ' command")
             i += 1
-        found.append(Block(start + 1, marker, commands))
+        found.append(Block(page, start + 1, marker, commands))
         i += 1
     return found
 
 
-BLOCKS = blocks(README.read_text(encoding="utf-8"))
+def where(block: Block) -> str:
+    return f"{block.page}:{block.line}"
+
+
+BLOCKS = [
+    b
+    for path in PAGES
+    for b in blocks(path.read_text(encoding="utf-8"), str(path.relative_to(REPO)))
+]
 RUN = [b for b in BLOCKS if not b.marker.startswith("not run")]
 NOT_RUN = [b for b in BLOCKS if b.marker.startswith("not run")]
 
@@ -88,16 +99,23 @@ NOT_RUN = [b for b in BLOCKS if b.marker.startswith("not run")]
 def test_every_example_is_run_or_says_why_not():
     assert RUN, "no README example is run"
     for block in BLOCKS:
-        assert block.commands, f"README.md:{block.line}: a console block without a command"
+        assert block.commands, f"{where(block)}: a console block without a command"
         if block.marker.startswith("not run"):
-            assert len(block.marker) > len("not run: ") + 5, f"README.md:{block.line}"
+            assert len(block.marker) > len("not run: ") + 5, where(block)
 
 
-@pytest.mark.parametrize("block", NOT_RUN, ids=[f"README.md:{b.line} {b.marker}" for b in NOT_RUN])
+def test_the_docs_pages_are_collected():
+    """The pages by task hold most examples: a glob that found none would run nothing."""
+    assert len(PAGES) > 5, PAGES
+    pages_with_examples = {b.page for b in RUN}
+    assert {"docs/ingest.md", "docs/hook.md", "docs/evaluate.md"} <= pages_with_examples
+
+
+@pytest.mark.parametrize("block", NOT_RUN, ids=[f"{where(b)} {b.marker}" for b in NOT_RUN])
 def test_readme_example_not_run(block):
     # Listed with its reason in the test id, so what is not run is in every report.
-    assert block.commands, f"README.md:{block.line}: a console block without a command"
-    assert len(block.marker) > len("not run: ") + 5, f"README.md:{block.line}: reason too short"
+    assert block.commands, f"{where(block)}: a console block without a command"
+    assert len(block.marker) > len("not run: ") + 5, f"{where(block)}: reason too short"
 
 
 @pytest.mark.parametrize(
@@ -114,8 +132,8 @@ def test_blocks_parse_commands_continuations_and_output():
         "<!-- readme: output varies -->\n```console\n$ echo a \\\n  b\nab\n"
         "$ false\n```\n\n```sh\n$ not a console block\n```\n"
     )
-    (block,) = blocks(text)
-    assert block.marker == "varies"
+    (block,) = blocks(text, "docs/x.md")
+    assert (block.page, block.line, block.marker) == ("docs/x.md", 2, "varies")
     assert block.commands == [Command("echo a \n  b", ["ab"]), Command("false", [])]
 
 
@@ -124,7 +142,12 @@ def _matches(expected: str, actual: str) -> bool:
     return re.fullmatch(pattern, actual) is not None
 
 
-@pytest.mark.parametrize("block", RUN, ids=[f"README.md:{b.line}" for b in RUN])
+def test_an_error_names_the_page_and_line():
+    with pytest.raises(AssertionError, match=r"^docs/ingest\.md:3: output before"):
+        blocks("text\n```console\nno command\n```\n", "docs/ingest.md")
+
+
+@pytest.mark.parametrize("block", RUN, ids=[where(b) for b in RUN])
 def test_readme_example(block, fresh_dsn, tmp_path):
     (tmp_path / "softwalltime").symlink_to(REPO / "softwalltime")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOFTWALLTIME_")}
@@ -152,11 +175,11 @@ def test_readme_example(block, fresh_dsn, tmp_path):
         text = outputs[i] if i == 0 else outputs[i].split("\n", 1)[1]
         rc = int(outputs[i + 1].split("\n", 1)[0])
         actual = [line.rstrip() for line in text.rstrip("\n").split("\n")] if text.strip() else []
-        where = f"README.md:{block.line}: $ {command.text}"
+        here = f"{where(block)}: $ {command.text}"
         error_shown = any("error:" in line for line in command.expected)
-        assert rc == 0 or error_shown, f"{where}\nexit {rc}:\n{text}"
+        assert rc == 0 or error_shown, f"{here}\nexit {rc}:\n{text}"
         if block.marker == "varies":
             continue
         assert len(actual) == len(command.expected) and all(
             _matches(e, a) for e, a in zip(command.expected, actual)
-        ), f"{where}\nexpected:\n" + "\n".join(command.expected) + "\nactual:\n" + "\n".join(actual)
+        ), f"{here}\nexpected:\n" + "\n".join(command.expected) + "\nactual:\n" + "\n".join(actual)
