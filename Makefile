@@ -11,7 +11,7 @@ HOOK_PATH := softwalltime/__init__.py softwalltime/errors.py softwalltime/units.
 COMPOSE_DSN := postgresql://softwalltime:softwalltime@127.0.0.1:5432/softwalltime
 LINTED    := $(wildcard softwalltime ingest hooks migrations tests)
 
-.PHONY: test lint pytest demo demo-stop clean
+.PHONY: test lint pytest demo demo-stop clean man
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ lint: $(VENV)/.installed
 
 pytest: $(VENV)/.installed
 	$(BIN)/pytest
+
+## man: a man page per command and subcommand in build/man (from the argparse definitions)
+man: $(VENV)/.installed
+	$(BIN)/python -m softwalltime.cli.manpage build/man
 
 ## test-pbs: the hook inside a real OpenPBS server (root, Debian 12; ../shared/openpbs)
 .PHONY: test-pbs

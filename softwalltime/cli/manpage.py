@@ -1,0 +1,273 @@
+"""Man pages from the argparse definitions: one page per command and subcommand.
+
+``python -m softwalltime.cli.manpage [--gzip] DIR`` (``make man``; the packages run it too)
+writes ``softwalltime.1``, a page per subcommand at every level (``softwalltime-db.1``,
+``softwalltime-db-upgrade.1``, ...) and one per other console script of this distribution
+(``softwalltime-ingest.1``; where a subcommand has the same name, as ``softwalltime ingest``
+has, that script's page serves both). The commands come from the installed distribution's
+console scripts, each module's ``build_parser()``, the way the ``softwalltime`` command finds
+its plugin commands, so a new command or option gets its page without an edit here.
+
+Our own ~200 lines instead of argparse-manpage: that tool writes one page per parser with
+the subcommands inside it (no ``softwalltime-db-upgrade(1)``), and the packages are built
+offline from a wheelhouse, where a build-time dependency is one more thing to fetch. The
+output is plain ASCII roff (``man(7)`` macros; other characters as ``\\[uXXXX]``), so it
+renders without preconv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import importlib
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from .. import __version__
+
+DISTRIBUTION = "softwalltime"
+SECTION = "1"
+DOCS = "/usr/share/doc/softwalltime"
+_SECTION_TITLE_RE = re.compile(r"^([a-z][a-z ]*):$")
+
+
+@dataclass
+class Page:
+    """One man page: the command's name (``softwalltime-db-upgrade``), its parser, the
+    one-line summary its parent gives it, and the pages around it."""
+
+    name: str
+    parser: argparse.ArgumentParser
+    summary: str
+    root: str  # the console script's page it is under (itself for a console script)
+    parent: str | None = None
+    children: list[str] = field(default_factory=list)
+    also: str | None = None  # the same command under another name (softwalltime ingest)
+
+
+def escape(text: str) -> str:
+    """Roff text: backslashes and hyphens escaped, no control character at a line's start,
+    every character outside ASCII as ``\\[uXXXX]``."""
+    text = text.replace("\\", "\\e").replace("-", "\\-")
+    text = "".join(c if ord(c) < 128 else f"\\[u{ord(c):04X}]" for c in text)
+    return "\n".join(
+        "\\&" + line if line.startswith((".", "'")) else line for line in text.split("\n")
+    )
+
+
+def _formatter(parser: argparse.ArgumentParser) -> argparse.HelpFormatter:
+    """argparse's own formatter, wide enough never to wrap: roff fills the lines."""
+    return argparse.HelpFormatter(parser.prog, width=10_000)
+
+
+def _is_raw(parser: argparse.ArgumentParser) -> bool:
+    return isinstance(parser.formatter_class, type) and issubclass(
+        parser.formatter_class, argparse.RawDescriptionHelpFormatter
+    )
+
+
+def _paragraphs(text: str, raw: bool) -> list[str]:
+    """Roff for a description: as laid out (no fill) when the parser keeps its layout, else
+    one filled paragraph per blank-line-separated block, as argparse fills them."""
+    text = text.strip("\n")
+    if raw:
+        return [".nf", escape(text), ".fi"]
+    out: list[str] = []
+    for block in re.split(r"\n\s*\n", text):
+        if out:
+            out.append(".PP")
+        out.append(escape(" ".join(block.split())))
+    return out
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse._SubParsersAction]:  # type: ignore[type-arg]
+    return [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+
+
+def _synopsis(parser: argparse.ArgumentParser) -> list[str]:
+    fmt = _formatter(parser)
+    fmt.add_usage(parser.usage, parser._actions, parser._mutually_exclusive_groups, prefix="")
+    usage = " ".join(fmt.format_help().split())
+    rest = usage[len(parser.prog) :].strip() if usage.startswith(parser.prog) else usage
+    return [f".B {escape(parser.prog)}", escape(rest)] if rest else [f".B {escape(parser.prog)}"]
+
+
+def _option_sections(parser: argparse.ArgumentParser) -> list[str]:
+    fmt = _formatter(parser)
+    out: list[str] = []
+    for group in parser._action_groups:
+        actions = [
+            a
+            for a in group._group_actions
+            if a.help != argparse.SUPPRESS and not isinstance(a, argparse._SubParsersAction)
+        ]
+        if not actions:
+            continue
+        title = group.title or "options"
+        if title in ("options", "optional arguments"):
+            title = "options"
+        elif title == "positional arguments":
+            title = "arguments"
+        out.append(f".SH {escape(title.upper())}")
+        if group.description:
+            out.extend(_paragraphs(group.description, raw=False))
+        for action in actions:
+            invocation = fmt._format_action_invocation(action)
+            out += [".TP", f".B {escape(invocation)}"]
+            help_text = fmt._expand_help(action) if action.help else ""
+            out.append(escape(" ".join(help_text.split())) if help_text else "\\&")
+    return out
+
+
+def _commands_section(page: Page, pages: dict[str, Page]) -> list[str]:
+    out: list[str] = []
+    for action in _subparsers(page.parser):
+        out.append(".SH COMMANDS")
+        for choice in action._choices_actions:
+            child = f"{page.name}-{choice.dest}"
+            out += [".TP", f".B {escape(choice.dest)}"]
+            summary = " ".join((choice.help or "").split())
+            ref = f"see \\fB{escape(child)}\\fR({SECTION})" if child in pages else ""
+            out.append(escape(summary) + ("; " + ref if summary and ref else ref))
+    return out
+
+
+def _epilog(parser: argparse.ArgumentParser) -> list[str]:
+    if not parser.epilog:
+        return []
+    text = parser.epilog.strip("\n")
+    first, _, rest = text.partition("\n")
+    m = _SECTION_TITLE_RE.match(first.strip())
+    title, body = (m.group(1), rest) if m and rest.strip() else ("notes", text)
+    return [f".SH {escape(title.upper())}", *_paragraphs(body, raw=_is_raw(parser))]
+
+
+def _see_also(page: Page) -> list[str]:
+    refs = ([page.parent] if page.parent else []) + page.children
+    if page.root not in (page.name, page.parent):
+        refs.insert(0, page.root)
+    out = [".SH SEE ALSO"]
+    if refs:
+        out.append(",\n".join(f"\\fB{escape(r)}\\fR({SECTION})" for r in refs))
+        out.append(".PP")
+    out.append(escape(f"The documentation by task: {DOCS}/README.md and {DOCS}/docs/."))
+    return out
+
+
+def render(page: Page, pages: dict[str, Page], date: str) -> str:
+    """The roff source of one page."""
+    parser = page.parser
+    name = escape(page.name)
+    head = f'.TH "{name.upper()}" "{SECTION}" "{date}" "softwalltime {__version__}" "softwalltime"'
+    # no hyphenation, ragged right: option names are never split at a line's end
+    lines = [head, ".nh", ".ad l", ".SH NAME", f"{name} \\- {escape(page.summary)}", ".SH SYNOPSIS"]
+    lines += _synopsis(parser)
+    if page.also:
+        lines += [".br", f".B {escape(page.also)}", escape("[same options]")]
+    if parser.description:
+        lines += [".SH DESCRIPTION", *_paragraphs(parser.description, raw=_is_raw(parser))]
+    if page.parent:
+        lines += [
+            ".PP",
+            escape(f"The options every {page.root} command takes (--dsn, --config, --debug)")
+            + escape(" go before the command's name: ")
+            + f"see \\fB{escape(page.root)}\\fR({SECTION}).",
+        ]
+    lines += _commands_section(page, pages)
+    lines += _option_sections(parser)
+    lines += _epilog(parser)
+    lines += _see_also(page)
+    return "\n".join(lines) + "\n"
+
+
+def _walk(page: Page, pages: dict[str, Page]) -> None:
+    if page.name in pages:  # a console script of that name documents it (softwalltime-ingest)
+        pages[page.name].also = page.parser.prog
+        if page.parent:
+            pages[page.parent].children.append(page.name)
+        return
+    pages[page.name] = page
+    if page.parent:
+        pages[page.parent].children.append(page.name)
+    for action in _subparsers(page.parser):
+        for choice in action._choices_actions:
+            child = action.choices[choice.dest]
+            summary = " ".join((choice.help or choice.dest).split())
+            name = f"{page.name}-{choice.dest}"
+            _walk(Page(name, child, summary, page.root, parent=page.name), pages)
+
+
+def console_scripts() -> dict[str, argparse.ArgumentParser]:
+    """The distribution's console scripts and their parsers (each module's build_parser)."""
+    out: dict[str, argparse.ArgumentParser] = {}
+    for ep in metadata.distribution(DISTRIBUTION).entry_points:
+        if ep.group != "console_scripts":
+            continue
+        build = getattr(importlib.import_module(ep.module), "build_parser", None)
+        if build is None:
+            raise SystemExit(f"manpage: {ep.value}: its module has no build_parser()")
+        out[ep.name] = build()
+    return out
+
+
+def _summary(parser: argparse.ArgumentParser) -> str:
+    """The first sentence of a top-level command's description, for NAME."""
+    text = " ".join((parser.description or parser.prog).split())
+    return text.split(". ")[0].rstrip(".")
+
+
+def pages(scripts: dict[str, argparse.ArgumentParser] | None = None) -> dict[str, Page]:
+    """Every page, by name: each console script's first (so they win a name), then the
+    subcommands of each."""
+    scripts = console_scripts() if scripts is None else scripts
+    out = {name: Page(name, p, _summary(p), name) for name, p in sorted(scripts.items())}
+    for name in sorted(scripts):
+        root = out.pop(name)
+        _walk(root, out)
+    return out
+
+
+def _date() -> str:
+    """SOURCE_DATE_EPOCH (reproducible builds) or today, UTC."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    return time.strftime("%Y-%m-%d", time.gmtime(int(epoch) if epoch else None))
+
+
+def write(directory: Path, compress: bool = False) -> list[Path]:
+    """Write every page into ``directory`` (made if missing); the files written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    every = pages()
+    date = _date()
+    written = []
+    for name in sorted(every):
+        text = render(every[name], every, date).encode("ascii")
+        path = directory / f"{name}.{SECTION}{'.gz' if compress else ''}"
+        if compress:  # mtime 0 and no name inside: the same bytes at every build
+            with open(path, "wb") as raw, gzip.GzipFile("", "wb", 9, raw, mtime=0) as gz:
+                gz.write(text)
+        else:
+            path.write_bytes(text)
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m softwalltime.cli.manpage",
+        description="Write a man page per softwalltime command into DIR.",
+    )
+    parser.add_argument("directory", metavar="DIR", type=Path)
+    parser.add_argument("--gzip", action="store_true", help="write NAME.1.gz (packages)")
+    args = parser.parse_args(argv)
+    written = write(args.directory, compress=args.gzip)
+    print(f"{len(written)} man pages in {args.directory}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
