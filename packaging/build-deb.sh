@@ -23,13 +23,18 @@ mkdir -p "$root/DEBIAN" "$out"
 "$here/build-venv.sh" "$root" "$wheels" "$python"
 
 install -d "$root/lib/systemd/system" "$root/etc/default" "$root/usr/bin" \
-	"$root/usr/share/doc/softwalltime/examples"
+	"$root/usr/share/doc/softwalltime/examples" "$root/usr/share/doc/softwalltime/docs"
 install -m 0644 "$here"/systemd/*.service "$here"/systemd/*.timer "$root/lib/systemd/system/"
 install -m 0640 "$here/softwalltime.json" "$root/etc/softwalltime.json"
 install -m 0640 "$here/softwalltime.env" "$root/etc/default/softwalltime"
 ln -s /opt/softwalltime/bin/softwalltime "$root/usr/bin/softwalltime"
 ln -s /opt/softwalltime/bin/softwalltime-ingest "$root/usr/bin/softwalltime-ingest"
 install -m 0644 "$repo/README.md" "$root/usr/share/doc/softwalltime/"
+install -m 0644 "$repo"/docs/*.md "$repo"/docs/*.png "$root/usr/share/doc/softwalltime/docs/"
+# a man page per command, from the argparse definitions of the code just packaged (-B: the
+# venv gets no new .pyc)
+"$root/opt/softwalltime/bin/python" -B -m softwalltime.cli.manpage --gzip \
+	"$root/usr/share/man/man1" >/dev/null
 install -m 0644 "$here/softwalltime.cron" "$root/usr/share/doc/softwalltime/examples/"
 printf 'softwalltime\nLicense: MIT (see pyproject.toml). Bundled Python packages under\n/opt/softwalltime/lib keep their own licenses in their *.dist-info folders.\n' \
 	>"$root/usr/share/doc/softwalltime/copyright"

@@ -18,24 +18,30 @@ import pytest
 from helpers_packaging import build_package
 from helpers_runtime import need_runtime
 
+from softwalltime.cli import manpage
+
 REPO = Path(__file__).resolve().parents[1]
 VENV = "/opt/softwalltime"
 SITE = f"{VENV}/lib/python3.11/site-packages"
+DOC = "/usr/share/doc/softwalltime"
 OUTSIDE_VENV = {
     "/etc/softwalltime.json",
     "/etc/sysconfig/softwalltime",
     "/usr/bin/softwalltime",
     "/usr/bin/softwalltime-ingest",
-    *(
-        f"/usr/lib/systemd/system/softwalltime-{job}.{kind}"
-        for job in ("ingest", "refresh", "status")
-        for kind in ("service", "timer")
-    ),
-    "/usr/share/doc/softwalltime",
-    "/usr/share/doc/softwalltime/README.md",
-    "/usr/share/doc/softwalltime/examples",
-    "/usr/share/doc/softwalltime/examples/softwalltime.cron",
+    # every unit of packaging/systemd/, at least the three timers of issue 21
+    *(f"/usr/lib/systemd/system/{p.name}" for p in (REPO / "packaging" / "systemd").iterdir()),
+    DOC,
+    f"{DOC}/README.md",
+    f"{DOC}/docs",
+    # the pages by task, and the picture the report page shows
+    *(f"{DOC}/docs/{p.name}" for p in (REPO / "docs").iterdir() if p.suffix in (".md", ".png")),
+    f"{DOC}/examples",
+    f"{DOC}/examples/softwalltime.cron",
+    # a man page per command and subcommand (tests/test_manpages.py checks that list)
+    *(f"/usr/share/man/man1/{name}.1.gz" for name in manpage.pages()),
 }
+UNITS = {"ingest", "refresh", "status"}
 EL8_GLIBC = (2, 28)
 
 
@@ -56,6 +62,9 @@ def rpm_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_file_list(rpm_file):
     files = set(rpm("-qlp", str(rpm_file)).split())
     assert {f for f in files if not f.startswith(VENV)} == OUTSIDE_VENV
+    for job in UNITS:
+        assert f"/usr/lib/systemd/system/softwalltime-{job}.timer" in files
+    assert "/usr/share/man/man1/softwalltime-db-upgrade.1.gz" in files
     for needed in (
         f"{VENV}/bin/softwalltime",
         f"{VENV}/bin/softwalltime-ingest",
