@@ -14,7 +14,8 @@ Timed path = what the hook runs per event after its imports: ``decide.decide(...
 lookups help bursts, not this).
 * warm: the module-level cached connection is reused (pbs_server keeps modules alive);
 * kept: one user's burst with the default ``history_cache_entries`` (one query, then the
-  lookup kept while the history's change counter, read once per event, does not move);
+  lookup kept while the history's change counter does not move; the counter read once per
+  ``history_recheck_ms``, as the hook does, and, on a second line, at every event);
 * cold: the cache is dropped before every decision (a new connection each time);
 * hook script: the whole hook file run with runpy and the fake pbs module, warm (an upper
   bound: runpy recompiles the file each time, pbs_server caches the compiled script).
@@ -191,7 +192,8 @@ def _decisions(
         if reread:
             lookup.forget_calibration()
         start = time.perf_counter()
-        with lookup.event(time.monotonic() + hook_bound_s(settings)):
+        recheck_s = settings.history_recheck_ms / 1000.0
+        with lookup.event(time.monotonic() + hook_bound_s(settings), recheck_s):
             job = decide.JobEvent("queuejob", user, "workq", wall, None, ncpus=ncpus)
             d = decide.decide(job, settings, fetch, site=site)
         samples.append(time.perf_counter() - start)
@@ -410,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         _stats("cold (new connection each)", _decisions(settings, users, args.cold, True, 3))
         kept = settings._replace(history_cache_entries=1000)
         _stats("kept (one user's burst)", _decisions(kept, [busiest], args.warm, False, 7))
+        every = kept._replace(history_recheck_ms=0)
+        _stats("kept, counter read every event", _decisions(every, [busiest], args.warm, False, 8))
         for driver in ("pgwire", "psycopg2"):
             _stats(f"connect+SELECT 1+close, {driver}", _bare_connects(dsn, args.cold, driver))
         for driver in ("pgwire", "psycopg2"):
