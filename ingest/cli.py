@@ -4,20 +4,23 @@ entry point) and the option set shared with the ``softwalltime-ingest`` console 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
+from softwalltime.accounting import RECORD_TYPES
 from softwalltime.cli.argtypes import whole_number
+from softwalltime.db.keepalive import with_keepalives
 from softwalltime.errors import ConfigError, SoftwalltimeError
 from softwalltime.hookpath.config import Settings, require_dsn
 
 from .files import default_directory
-from .run import DEFAULT_BATCH_SIZE, Options, run
+from .run import DEFAULT_BATCH_SIZE, Options, Summary, run
 
 DESCRIPTION = (
     "Store finished PBS jobs from accounting logs in the history tables. Reads only new "
@@ -27,6 +30,23 @@ DESCRIPTION = (
     "softwalltime ingest --server pbs01 /archive/2024*.gz    (backfill archives)"
 )
 
+
+# --json: its keys, for --help and the test that parses them.
+JSON_KEYS = (
+    ("locked_out", "true: another ingest held the lock, nothing was done"),
+    ("lock_holder", "{backend_pid, application_name, client, since, held_s} or null"),
+    ("files", "{state: count} of the files looked at"),
+    ("bytes_read", "bytes"),
+    ("seconds", "time taken"),
+    ("records", "{read, stored, skipped, malformed} over all record types"),
+    ("record_types", "{type: {meaning, read, stored, skipped, malformed}}"),
+    ("malformed_lines", "lines that are no accounting record or hold impossible values"),
+    ("impossible", "{rule: records refused as impossible}"),
+    ("ignored_lines", "blank or comment lines"),
+    ("ignored_files", "files in the directory not named YYYYMMDD[.gz]"),
+    ("failed", "[one line per file that could not be read]"),
+    ("notes", "[other lines of the text summary]"),
+)
 
 # A PBS server name is a host name: nothing that COPY's text format would have to escape.
 _SERVER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
@@ -85,6 +105,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="show bytes and records per second on stderr (default: only on a terminal)",
     )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary as one JSON object instead of the table: "
+        + ", ".join(f"{k} ({v})" for k, v in JSON_KEYS),
+    )
 
 
 CRON_FILE = Path(__file__).with_name("softwalltime-ingest.cron")
@@ -125,6 +151,67 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=handle)
 
 
+def _counts(read: int, stored: int, malformed: int) -> Dict[str, int]:
+    return {
+        "read": read,
+        "stored": stored,
+        "skipped": read - stored - malformed,
+        "malformed": malformed,
+    }
+
+
+def summary_json(summary: Summary) -> Dict[str, Any]:
+    """``ingest --json``: the run's summary with the keys of :data:`JSON_KEYS`."""
+    holder = summary.lock_holder
+    totals = [sum(c[i] for c in summary.counts.values()) for i in range(3)]
+    found: Dict[str, Any] = {
+        "locked_out": summary.locked_out,
+        "lock_holder": None
+        if holder is None
+        else {
+            "backend_pid": holder.backend_pid,
+            "application_name": holder.application_name,
+            "client": holder.client,
+            "since": holder.since.isoformat() if holder.since is not None else None,
+            "held_s": round(holder.held_s, 3),
+        },
+        "files": dict(sorted(summary.file_states.items())),
+        "bytes_read": summary.bytes_read,
+        "seconds": round(summary.seconds, 3),
+        "records": _counts(*totals),
+        "record_types": {
+            rtype: {"meaning": RECORD_TYPES.get(rtype, "unrecognisable line"), **_counts(*c)}
+            for rtype, c in sorted(summary.counts.items())
+        },
+        "malformed_lines": summary.malformed,
+        "impossible": dict(sorted(summary.impossible.items())),
+        "ignored_lines": summary.ignored_lines,
+        "ignored_files": summary.ignored_files,
+        "failed": list(summary.failed),
+        "notes": list(summary.notes),
+    }
+    return {k: found[k] for k, _ in JSON_KEYS}
+
+
+def options(args: argparse.Namespace, settings: Settings) -> Options:
+    """The run's options from the command line and the settings. The DSN gets TCP
+    keepalives (softwalltime.db.keepalive): a dead database server or network ends the
+    run within minutes instead of holding the ingest lock for hours.
+
+    :raises ConfigError: no DSN, or a server name that is no host name
+    """
+    directory = args.dir or settings.accounting_dir or default_directory(os.environ)
+    return Options(
+        dsn=with_keepalives(require_dsn(settings)),
+        paths=tuple(args.files),
+        directory=directory,
+        server=_server_name(args.server or settings.server),
+        batch_size=args.batch_size,
+        progress=sys.stderr.isatty() if args.progress is None else args.progress,
+        workers=args.workers,
+    )
+
+
 def handle(args: argparse.Namespace, settings: Settings) -> int:
     """Run one ingest and print its summary.
 
@@ -136,20 +223,9 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     if args.print_cron:
         print(cron_file(args.config), end="")
         return 0
-    dsn = require_dsn(settings)
-    directory = args.dir or settings.accounting_dir or default_directory(os.environ)
-    progress = sys.stderr.isatty() if args.progress is None else args.progress
-    opts = Options(
-        dsn=dsn,
-        paths=tuple(args.files),
-        directory=directory,
-        server=_server_name(args.server or settings.server),
-        batch_size=args.batch_size,
-        progress=progress,
-        workers=args.workers,
-    )
-    summary = run(opts)
-    print(summary.render(), flush=True)
+    summary = run(options(args, settings))
+    text = json.dumps(summary_json(summary), indent=2) if args.json else summary.render()
+    print(text, flush=True)
     holder = summary.lock_holder
     if holder is not None and holder.held_s > settings.ingest_lock_stale_s:
         # cron must hear of it: a run that cannot do anything because something is stuck

@@ -9,7 +9,9 @@ group, so this package never imports them by name.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
 import json
 import logging
 import os
@@ -71,7 +73,18 @@ def _add_db_commands(sub: Any) -> None:
     )
     down.set_defaults(func=_db_migrate, migrate="downgrade")
 
-    cur = dbsub.add_parser("current", help="print the database's revision and the newest one")
+    cur = dbsub.add_parser(
+        "current",
+        help="print the database's revision and the newest one (exit 1 unless up to date)",
+        description=(
+            "Compare the database's schema revision with the newest one of this version. "
+            "Exit 0: up to date; 1: behind (run 'softwalltime db upgrade') or newer than this "
+            "version knows. --json prints one object: "
+            + ", ".join(f"{k} ({v})" for k, v in DB_CURRENT_KEYS)
+            + ". Example: softwalltime db current --json"
+        ),
+    )
+    cur.add_argument("--json", action="store_true", help="print JSON instead of text")
     cur.set_defaults(func=_db_current)
 
     from .dbcheck import add_check_command
@@ -87,8 +100,17 @@ def _add_config_commands(sub: Any) -> None:
     cfg = sub.add_parser(
         "config",
         help="show the effective configuration and where each part came from",
-        description="Print settings after defaults < file < environment < flags (no password).",
+        description=(
+            "Print settings after defaults < file < environment < flags (no password). "
+            "--json prints one object: source (where the settings came from, in order, as one "
+            "line) and "
+            "settings, each key an object with value (JSON-typed; null when unset; dsn "
+            "without its password), origin ('default', the file, the variable or the option) "
+            "and, for an unset key, when_unset (what the tools use instead). "
+            "Example: softwalltime config --json"
+        ),
     )
+    cfg.add_argument("--json", action="store_true", help="print JSON instead of text")
     cfg.set_defaults(func=_config_show)
 
 
@@ -144,6 +166,16 @@ def _confirmed(what: str) -> bool:
     return answer.strip() == "yes"
 
 
+# db current --json: its keys, for --help and the test that parses them.
+DB_CURRENT_KEYS = (
+    ("database", "user@host:port/dbname, no password"),
+    ("current", "the database's revision, null when empty"),
+    ("head", "the newest revision of this version"),
+    ("state", "up_to_date, behind or newer"),
+    ("exit_code", "0 when up_to_date, else 1"),
+)
+
+
 def _db_current(args: argparse.Namespace, settings: Settings) -> int:
     """Where the database is against this version's newest revision: exit 0 only when
     they are the same (a script or a package's postinst can test it)."""
@@ -154,12 +186,17 @@ def _db_current(args: argparse.Namespace, settings: Settings) -> int:
         current = db.current_revision(conn)
     head = db.head_revision()
     if current == head:
-        state, code = "up to date", 0
+        state, text, code = "up_to_date", "up to date", 0
     elif current is not None and current not in db.known_revisions():
-        state, code = f"revision {current} is newer than this version of softwalltime knows", 1
+        state, code = "newer", 1
+        text = f"revision {current} is newer than this version of softwalltime knows"
     else:
-        state, code = "behind: run 'softwalltime db upgrade'", 1
-    print(f"current: {current or 'base (empty)'}\nhead:    {head}\n{state}")
+        state, text, code = "behind", "behind: run 'softwalltime db upgrade'", 1
+    if args.json:
+        found = (db.dsn_target(dsn), current, head, state, code)
+        print(json.dumps(dict(zip((k for k, _ in DB_CURRENT_KEYS), found)), indent=2))
+    else:
+        print(f"current: {current or 'base (empty)'}\nhead:    {head}\n{text}")
     return code
 
 
@@ -193,8 +230,30 @@ def _shown(key: str, value: Any) -> str:
     return str(value)
 
 
+def _json_value(key: str, value: Any) -> Any:
+    """A setting as JSON: lists for tuples, the DSN without its password."""
+    if key == "dsn" and value is not None:
+        return redact_dsn(value)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def config_as_json(settings: Settings) -> dict[str, Any]:
+    """``config --json``: where the settings came from, and each one's value and origin."""
+    entries: dict[str, Any] = {}
+    for key, origin in settings.origins:
+        value = getattr(settings, key)
+        entry = {"value": _json_value(key, value), "origin": origin}
+        if value is None:
+            entry["when_unset"] = _shown(key, None)
+        entries[key] = entry
+    return {"source": settings.source, "settings": entries}
+
+
 def _config_show(args: argparse.Namespace, settings: Settings) -> int:
     """One line per setting: key, effective value (passwords as ***), where it came from."""
+    if args.json:
+        print(json.dumps(config_as_json(settings), indent=2))
+        return 0
     for key, origin in settings.origins:
         print(f"{key:<26} {_shown(key, getattr(settings, key)):<34} {origin}")
     return 0
@@ -246,11 +305,19 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true", help="debug logging; tracebacks on errors")
 
 
-def run(build: Callable[[], argparse.ArgumentParser], argv: list[str] | None, prog: str) -> int:
+def run(
+    build: Callable[[], argparse.ArgumentParser],
+    argv: list[str] | None,
+    prog: str,
+    nagios_usage: bool = False,
+) -> int:
     """Parse ``argv`` with the parser ``build`` makes, load settings, call the handler.
 
     The one place that turns expected failures into ``PROG: error: ...`` and an exit code
     (a traceback only with ``--debug``); every console script goes through it.
+
+    :param nagios_usage: the parser has ``status``: its usage errors with ``--nagios`` are
+        UNKNOWN (exit 3), not argparse's exit 2
     """
     argv = sys.argv[1:] if argv is None else argv
     # Logging first, so a plugin that fails to load while building the parser is reported.
@@ -261,10 +328,12 @@ def run(build: Callable[[], argparse.ArgumentParser], argv: list[str] | None, pr
     )
     try:  # building the parser imports every command module: Ctrl-C may land there
         parser = build()
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv) if nagios_usage else parser.parse_args(argv)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except _UsageAnswered as usage:
+        return usage.code
     if not args.debug:
         # alembic and SQLAlchemy narrate every step at INFO; admins want our lines only.
         logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -300,9 +369,36 @@ def run(build: Callable[[], argparse.ArgumentParser], argv: list[str] | None, pr
         return 141  # 128 + SIGPIPE, as a shell reports it
 
 
+class _UsageAnswered(Exception):
+    """A usage error a command answered in its own form (status --nagios: exit 3)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``parser.parse_args(argv)``; a usage error of ``status --nagios`` is one UNKNOWN line
+    on stdout and exit 3, as Nagios plugins answer (argparse would exit 2: CRITICAL)."""
+    from .status import nagios_requested, nagios_unknown
+
+    if not nagios_requested(argv):
+        return parser.parse_args(argv)
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            return parser.parse_args(argv)
+    except SystemExit as stop:
+        if stop.code != 2:  # --help, --version: not an error
+            sys.stderr.write(said.getvalue())
+            raise
+        lines = [line for line in said.getvalue().splitlines() if line.strip()]
+        raise _UsageAnswered(nagios_unknown(lines[-1] if lines else "usage error")) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``softwalltime`` console script."""
-    return run(build_parser, argv, "softwalltime")
+    return run(build_parser, argv, "softwalltime", nagios_usage=True)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
-from typing import Any
+from typing import Any, Dict, List, Optional
 
 from ..accounting import FIELD_BOUNDS
 from ..hookpath import calibrated, lookup
@@ -20,6 +21,24 @@ _WALLTIME_MAX_S = next(b.high for b in FIELD_BOUNDS if b.key == "Resource_List.w
 _NCPUS_MAX = next(b.high for b in FIELD_BOUNDS if b.key == "Resource_List.ncpus")
 _RESOURCE = r"[A-Za-z_]\w*=[^:+=\s]+"
 _CHUNK = re.compile(rf"(?:[1-9]\d*(?::{_RESOURCE})*|{_RESOURCE}(?::{_RESOURCE})*)")
+# --json: its keys, for --help and the test that parses them.
+JSON_KEYS = (
+    ("user", "as given"),
+    ("walltime_s", "requested walltime, seconds"),
+    ("predictor", "v1, v2, v3 or calibrated"),
+    ("event", "hook event"),
+    ("queue", "as given"),
+    ("ncpus", "the job's processors (predictor calibrated)"),
+    ("soft_walltime_s", "what the hook sets, seconds; null: it leaves the job alone"),
+    ("predicted_s", "the prediction, seconds, also in a dry run; null: none"),
+    ("dry_run", "the dry_run setting: the hook sets nothing"),
+    ("reason", "the hook's one-line reason"),
+    ("basis_jobs", "history jobs the prediction used"),
+    ("basis_value", "v1/v2 mean runtime s, v3 max runtime/walltime ratio, or null"),
+    ("history_limit", "most history jobs the predictor reads"),
+    ("history", "[{runtime_s, walltime_s, ncpus}] the jobs read, most recent first"),
+    ("calibration", "predictor calibrated: {jobs, lambda}; otherwise null"),
+)
 
 
 def walltime(text: str) -> int:
@@ -64,7 +83,8 @@ def register(sub: Any) -> None:
         help="print the soft walltime the hook would set now, and why",
         description=(
             "Run the hook's decision for one user and walltime against the configured "
-            "database (same settings, lists and predictor as the hook). "
+            "database (same settings, lists and predictor as the hook). --json prints one "
+            "object: " + ", ".join(f"{k} ({v})" for k, v in JSON_KEYS) + ". "
             "Example: softwalltime predict --user alice --walltime 24:00:00 --predictor v2"
         ),
     )
@@ -96,6 +116,7 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--event", choices=EVENTS, default="queuejob", help="hook event (default: queuejob)"
     )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.set_defaults(func=run)
 
 
@@ -129,6 +150,37 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     site_readers = calibrated.SiteFetch(recording_history, site.calibration)
     decision = decide(this, settings, recording_fetch, params=params, site=site_readers)
     prediction = decision.prediction
+    if args.json:
+        is_calibrated = prediction is not None and settings.predictor == calibrated.NAME
+        history: List[Dict[str, Optional[int]]] = (
+            [{"runtime_s": r, "walltime_s": w, "ncpus": c} for r, w, c in class_rows]
+            if is_calibrated
+            else [{"runtime_s": r, "walltime_s": w, "ncpus": None} for r, w in seen]
+        )
+        table = site.calibration() if is_calibrated else None
+        found = {
+            "user": args.user,
+            "walltime_s": args.walltime,
+            "predictor": settings.predictor,
+            "event": args.event,
+            "queue": args.queue,
+            "ncpus": ncpus,
+            "soft_walltime_s": decision.soft_walltime_s,
+            "predicted_s": prediction.soft_walltime_s if prediction else None,
+            "dry_run": settings.dry_run,
+            "reason": decision.reason,
+            "basis_jobs": prediction.basis_jobs if prediction else 0,
+            "basis_value": prediction.basis_value if prediction else None,
+            "history_limit": (
+                calibrated.HISTORY_ROWS
+                if is_calibrated
+                else params.history_jobs(settings.predictor)
+            ),
+            "history": history,
+            "calibration": {"jobs": table.total, "lambda": table.lam} if table else None,
+        }
+        print(json.dumps({k: found[k] for k, _ in JSON_KEYS}, indent=2))
+        return 0
     if decision.soft_walltime_s is not None:
         soft = decision.soft_walltime_s
         print(f"soft_walltime: {format_duration(soft)} ({soft} s)")

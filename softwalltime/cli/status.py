@@ -13,6 +13,7 @@ from ..hookpath.config import Settings
 from ..pbsserver import status as lib
 from ..pbsserver.commands import PBS_CONF, Pbs, read_pbs_conf
 from .argtypes import positive_duration
+from .tty import use_color
 
 
 def register(sub: Any) -> None:
@@ -27,7 +28,9 @@ def register(sub: Any) -> None:
             f"status_failure_rate_pct (5) is critical once the window holds "
             f"{lib.MIN_EVENTS_FOR_RATE} events or {lib.MIN_FAILURES_FOR_RATE} failures. "
             "PBS_HOME and PBS_EXEC are taken from the environment, else from "
-            "PBS_CONF_FILE or /etc/pbs.conf, as PBS's own commands do."
+            "PBS_CONF_FILE or /etc/pbs.conf, as PBS's own commands do. The table's states "
+            "are coloured on a terminal, unless NO_COLOR is set (to anything but empty) or "
+            "TERM is dumb. With --nagios, a usage error is UNKNOWN too (exit 3)."
         ),
     )
     parser.add_argument(
@@ -68,8 +71,47 @@ def _on_error(args: argparse.Namespace, message: str) -> int | None:
     """With --nagios, an error that stopped the check is one UNKNOWN line (exit 3)."""
     if not getattr(args, "nagios", False):
         return None
+    return nagios_unknown(message)
+
+
+def nagios_unknown(message: str) -> int:
+    """Print ``message`` as Nagios's one UNKNOWN line (no '|': it starts perfdata); 3."""
     print(f"SOFTWALLTIME UNKNOWN - {' '.join(message.replace('|', '/').split())}")
     return lib.UNKNOWN
+
+
+# The global options of ``softwalltime`` that take a value (cli.add_global_options).
+_VALUED_GLOBALS = ("--dsn", "--config")
+
+
+def _command(argv: list[str]) -> tuple[str | None, list[str]]:
+    """The command word of a ``softwalltime`` command line and the words after it, found
+    without argparse (which may be what failed): global options and their values skipped,
+    abbreviations included (``--conf FILE``), as argparse accepts them."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return (argv[i + 1], argv[i + 2 :]) if i + 1 < len(argv) else (None, [])
+        if word.startswith("-"):
+            takes_value = (
+                "=" not in word
+                and len(word) > 2
+                and any(o.startswith(word) for o in _VALUED_GLOBALS)
+            )
+            i += 2 if takes_value else 1
+            continue
+        return word, argv[i + 1 :]
+    return None, []
+
+
+def nagios_requested(argv: list[str]) -> bool:
+    """Whether ``argv`` is ``status`` with ``--nagios`` (or an abbreviation of it)."""
+    command, rest = _command(argv)
+    if command != "status":
+        return False
+    words = rest[: rest.index("--")] if "--" in rest else rest
+    return any(len(w) > 3 and "--nagios".startswith(w) for w in words)
 
 
 def pbs_location(settings: Settings, environ: Mapping[str, str] | None = None) -> Pbs:
@@ -104,5 +146,5 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     elif args.nagios:
         print(lib.render_nagios(checks))
     else:
-        print(lib.render_table(checks, color=sys.stdout.isatty()))
+        print(lib.render_table(checks, color=use_color(sys.stdout)))
     return code

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from ..errors import ConfigError, DatabaseError
 from ..hookpath import dsn as dsnlib
 from ..hookpath.config import libpq_dsn, redact_dsn
+from .keepalive import with_keepalives
 
 # How long the CLI waits for a server before saying it cannot connect (libpq needs >= 2 s
 # to be exact); the hook uses its own, much shorter, bound.
@@ -36,7 +37,7 @@ def make_engine(dsn: str, **kwargs: Any) -> Engine:
     text = dsn.strip()
     if "://" in text and not text.split("://", 1)[0].startswith("postgres"):
         raise ConfigError(f"not a PostgreSQL DSN: {redact_dsn(text)}")
-    libpq = libpq_dsn(text)
+    libpq = with_keepalives(text)  # a long report or prune notices a dead server too
     extra: dict[str, Any] = {}
     if "connect_timeout" not in text:
         extra["connect_timeout"] = CLI_CONNECT_TIMEOUT_S
