@@ -3,6 +3,8 @@ finished jobs: what PBS shows now becomes history with unknown starts and ends."
 
 from __future__ import annotations
 
+import pytest
+
 from softwalltime.wait import live, pqstar
 from softwalltime.wait.workload import WaitJob
 
@@ -120,6 +122,7 @@ def test_wait_command_on_the_database_and_qstat(fresh_dsn, tmp_path, capsys):
     cfg = _fake_qstat(tmp_path, jobs)
     _add_finished(fresh_dsn, [("carol", now - 400, now - 390, now - 100, 1, 1800)])
     base = ["--dsn", fresh_dsn, "--config", str(cfg), "wait", "--machine-procs", "16"]
+    base += ["--source", "qstat"]
     assert main([*base, "--ncpus", "1", "--walltime", "00:20:00", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["quick_starter"] is True and out["decided_by"] == "near"
@@ -130,8 +133,8 @@ def test_wait_command_on_the_database_and_qstat(fresh_dsn, tmp_path, capsys):
     text = capsys.readouterr().out.splitlines()
     assert text[0].startswith("quick starter: no; predicted wait ")
     assert text[2].startswith("state: 1 queued, 1 running (qstat now); machine 16 processors")
-    assert text[3].startswith("history: 1 finished jobs, the newest ended 00:0")
-    assert text[3].endswith("ago (the database's lag)")
+    assert text[3].startswith("history: 1 finished jobs; the database's newest record is 00:0")
+    assert text[3].endswith("old (its lag)")
 
 
 def test_wait_without_qstat_is_one_error_line(fresh_dsn, tmp_path, capsys):
@@ -142,6 +145,115 @@ def test_wait_without_qstat_is_one_error_line(fresh_dsn, tmp_path, capsys):
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps({"pbs_exec": str(tmp_path / "nopbs")}))
     args = ["--dsn", fresh_dsn, "--config", str(cfg), "wait", "--ncpus", "1", "--walltime", "60"]
-    assert main(args) == 1
+    assert main([*args, "--source", "qstat"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("softwalltime: error: ") and "qstat" in err[0]
+
+
+# -- the queue from the database (live_jobs, kept by the ingester) -------------------------
+
+
+def _ingest(dsn: str, path) -> None:
+    from softwalltime.cli import main
+
+    assert main(["--dsn", dsn, "ingest", "--no-progress", str(path)]) == 0
+
+
+def test_wait_jobid_from_the_databases_live_jobs(fresh_dsn, tmp_path, capsys):
+    """A 2-processor machine: job 1 holds both, alice's job 2 (1 cpu, 20 min) queued behind
+    it. Carol's similar job started at once after the node's large job started: near-term
+    history marks job 2 a quick starter. No PBS command runs: everything is in the database."""
+    import json
+    import time
+
+    from helpers_live import e_line, q_line, s_line
+
+    from softwalltime.cli import main
+
+    now = int(time.time())
+    log = tmp_path / "20261125"
+    log.write_text(
+        q_line(1, now - 700, user="bob", ncpus=2, walltime="10:00:00")
+        + s_line(1, now - 700, now - 650, user="bob", ncpus=2, walltime="10:00:00")
+        + q_line(3, now - 600, user="carol", walltime="00:30:00")
+        + s_line(3, now - 600, now - 590, user="carol", walltime="00:30:00")
+        + e_line(3, now - 600, now - 590, now - 400, user="carol", walltime="00:30:00")
+        + q_line(2, now - 300, walltime="00:20:00")
+    )
+    _ingest(fresh_dsn, log)
+    capsys.readouterr()
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"pbs_exec": str(tmp_path / "nopbs")}))  # qstat is never run
+    base = ["--dsn", fresh_dsn, "--config", str(cfg), "wait", "--machine-procs", "2"]
+    assert main([*base, "2.pbshost", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["job_id"], out["user"], out["ncpus"]) == ("2.pbshost", "alice", 1)
+    assert out["quick_starter"] is True and out["decided_by"] == "near"
+    assert out["predicted_wait_s"] == 3600 and out["source"] == "database"
+    assert (out["queued"], out["running"], out["finished_jobs"]) == (1, 1, 1)
+    assert 300 <= out["queued_for_s"] <= 360
+    assert 300 <= out["database_lag_s"] <= 360  # the newest record: job 2's Q
+    assert out["starts_by_s"] - int(time.time()) in range(3500, 3601)
+
+    assert main([*base, "2"]) == 0  # the number alone names it too
+    text = capsys.readouterr().out.splitlines()
+    assert text[0].startswith("job 2.pbshost (alice, 1 processors): queued for 00:0")
+    assert text[1] == "quick starter: yes, starts within 01:00:00 (near-term history)"
+    assert text[3].startswith("state: 1 queued, 1 running (database); machine 2 processors")
+    assert text[4].startswith("history: 1 finished jobs; the database's newest record is 00:0")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["1.pbshost"], "job 1.pbshost is running (started 00:"),
+        (["3.pbshost"], "job 3.pbshost is not queued in the database's live jobs (finished,"),
+        (["9"], "job 9 is not queued in the database's live jobs"),
+        ([], "give a queued JOBID, or --ncpus and --walltime of a job not submitted"),
+        (["2", "--ncpus", "1"], "give a JOBID or --ncpus and --walltime"),
+        (["--ncpus", "1", "--walltime", "60", "--dry-run"], "--dry-run goes with --publish"),
+        (["2", "--publish"], "--publish predicts every queued job: no JOBID"),
+    ],
+)
+def test_wait_refuses_in_one_line(fresh_dsn, tmp_path, capsys, args, message):
+    import time
+
+    from helpers_live import e_line, q_line, s_line
+
+    from softwalltime.cli import main
+
+    now = int(time.time())
+    log = tmp_path / "20261125"
+    log.write_text(
+        s_line(1, now - 700, now - 650, ncpus=2)
+        + q_line(2, now - 300)
+        + e_line(3, now - 600, now - 590, now - 400)
+    )
+    _ingest(fresh_dsn, log)
+    capsys.readouterr()
+    assert main(["--dsn", fresh_dsn, "wait", *args]) in (1, 2)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_published_values_read_back_and_change_only_when_the_answer_does():
+    from softwalltime.pbsserver import publish
+
+    now = 1_795_920_000
+    quick = publish.value(True, now + 3600)
+    assert quick.startswith("quick_starter:by_20") and " " not in quick and "," not in quick
+    assert publish.parse_value(quick) == (True, now + 3600 - (now + 3600) % 60)
+    later = publish.value(False, now + 5 * 3600)
+    assert later.startswith("predicted:about_") and publish.parse_value(later)[0] is False
+    assert publish.parse_value("something a manager set") is None
+    # unset, or a value not ours: set it
+    assert publish.needs_update(None, True, now + 3600, now)
+    assert publish.needs_update("x", True, now + 3600, now)
+    # a quick starter's promise holds while PQStar still marks it, until it expires
+    assert not publish.needs_update(quick, True, now + 4000, now + 400)
+    assert publish.needs_update(quick, True, now + 7300, now + 3700)
+    assert publish.needs_update(quick, False, now + 9000, now + 60)  # no longer quick
+    # a predicted start moves by more than max(15 min, 10 % of the time to it)
+    assert not publish.needs_update(later, False, now + 5 * 3600 + 600, now)
+    assert publish.needs_update(later, False, now + 5 * 3600 + 1900, now)
+    assert publish.needs_update(later, True, now + 3600, now)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from ..errors import ConfigError
 from ..hookpath.config import Settings
@@ -50,15 +50,32 @@ _positive = whole_number(1)
 
 
 WAIT_DESCRIPTION = """\
-Predict when a job submitted now would start: PQStar's answer (quick starter, with the
-bound, and which history decided), IBL's predicted wait, the QBETS-style bound and the
-log-uniform model, as 'softwalltime eval-wait' replays them.
+Predict when a job starts: a queued job (JOBID), or one submitted now (--ncpus and
+--walltime). PQStar's answer (quick starter, with the bound, and which history decided),
+IBL's predicted wait, the QBETS-style bound and the log-uniform model, as 'softwalltime
+eval-wait' replays them. A queued job is predicted as if submitted now (the wait from
+now), with every other job as history.
 
-The queued and running jobs are read from the PBS server now (qstat -f -F json: ctime,
-stime, Resource_List.ncpus, walltime, soft_walltime; held jobs are not queued), the
-finished ones from the database (the most recent --history jobs); the database's lag
-(the newest end it knows) is printed. The machine size is --machine-procs, else the
-most processors the history had in use at once.
+The queued and running jobs come from the database (--source db, the default: live_jobs,
+which the ingester keeps from the Q, S, R and D records, read in one snapshot with the
+finished jobs, so no job is missing or counted twice), or from the PBS server now
+(--source qstat: qstat -f -F json; held jobs are not queued). The finished ones come from
+the database (the most recent --history jobs). The database's lag behind the server (the
+age of the newest record it holds) is printed. The machine size is --machine-procs, else
+the most processors the history had in use at once.
+
+--publish (cron, as a PBS manager on the server host) predicts every queued job and sets
+its Resource_List.softwalltime_wait (created if missing: a string users can read, not
+set), e.g. quick_starter:by_2026-11-25T12:52+0000 or predicted:about_2026-11-25T15:10+0000:
+its owner sees it with qstat -f, without database credentials. A job's value is altered
+only when the answer changed.
+"""
+
+WAIT_EPILOG = """\
+examples:
+  softwalltime wait 1234.pbs01
+  softwalltime wait --ncpus 8 --walltime 04:00:00 --user alice
+  softwalltime wait --publish        # cron, every 5 minutes, as root on the PBS server
 """
 
 
@@ -71,20 +88,26 @@ def register(sub: Any) -> None:
 def _register_wait(sub: Any) -> None:
     p = sub.add_parser(
         "wait",
-        help="predict when a job submitted now would start (PQStar, IBL, QBETS-style)",
+        help="predict when a queued job (or one submitted now) starts (PQStar, IBL, QBETS)",
         description=WAIT_DESCRIPTION,
-        epilog="example:\n  softwalltime wait --ncpus 8 --walltime 04:00:00 --user alice\n",
+        epilog=WAIT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--ncpus", type=_positive, required=True, metavar="N", help="processors")
+    p.add_argument("job_id", nargs="?", metavar="JOBID", help="a queued job, e.g. 1234.pbs01")
+    p.add_argument("--ncpus", type=_positive, metavar="N", help="processors of a job not submitted")
     p.add_argument(
         "--walltime",
         type=positive_duration,
-        required=True,
         metavar="DURATION",
-        help="e.g. 04:00:00",
+        help="its walltime, e.g. 04:00:00",
     )
     p.add_argument("--user", default="", help="the submitting user (IBL, soft walltime)")
+    p.add_argument(
+        "--source",
+        choices=("db", "qstat"),
+        default="db",
+        help="where the queued and running jobs come from (default: %(default)s)",
+    )
     p.add_argument(
         "--ert",
         choices=("walltime", "soft"),
@@ -108,6 +131,21 @@ def _register_wait(sub: Any) -> None:
         help="finished jobs used, most recently submitted (default: %(default)s)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--publish",
+        action="store_true",
+        help="set every queued job's Resource_List.softwalltime_wait (PBS manager)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="with --publish: print the changes, alter nothing"
+    )
+    p.add_argument(
+        "--time-budget",
+        type=positive_duration,
+        default=120,
+        metavar="DURATION",
+        help="with --publish: stop predicting after this long (default: 120 s)",
+    )
     p.set_defaults(func=run_wait)
 
 
@@ -210,88 +248,266 @@ def _hms(seconds: int) -> str:
     return format_duration(max(0, int(seconds)))
 
 
-def run_wait(args: argparse.Namespace, settings: Settings) -> int:
-    """Handle ``softwalltime wait``; see WAIT_DESCRIPTION.
+class _Snapshot(NamedTuple):
+    """What one prediction reads: finished jobs, live jobs, and how old the data is."""
 
-    :raises ConfigError: no database configured
-    :raises DatabaseError: the history cannot be read
-    :raises PbsError: qstat cannot run or printed no JSON
-    """
+    work: Any  # wait.workload.Workload of the finished jobs
+    trace: Any  # replay.evaluate.Trace they came from
+    live: List[Any]  # wait.live.LiveJob: queued and running
+    left: Dict[str, int]  # live jobs not counted, by reason (qstat)
+    newest_s: Optional[int]  # the newest record the database holds (epoch)
+    now_s: int
+    qstat: Optional[Dict[str, Any]]  # qstat's Jobs object, if read
+
+
+def _check_wait_args(args: argparse.Namespace) -> None:
+    new_job = args.ncpus is not None or args.walltime is not None
+    if args.publish:
+        if args.job_id or new_job or args.json:
+            raise ConfigError(
+                "--publish predicts every queued job: no JOBID, --ncpus,"
+                " --walltime or --json with it"
+            )
+        return
+    if args.dry_run:
+        raise ConfigError("--dry-run goes with --publish")
+    if args.job_id and new_job:
+        raise ConfigError("give a JOBID or --ncpus and --walltime (a job not submitted), not both")
+    if not args.job_id and (args.ncpus is None or args.walltime is None):
+        raise ConfigError("give a queued JOBID, or --ncpus and --walltime of a job not submitted")
+
+
+def _snapshot(args: argparse.Namespace, settings: Settings) -> _Snapshot:
     import time
+
+    import sqlalchemy as sa
 
     from ..db import engine as db
     from ..hookpath.config import require_dsn
-    from ..hookpath.predict import PredictorParams, predict
+    from ..hookpath.predict import PredictorParams
     from ..pbsserver.commands import Pbs
     from ..replay.history import read_finished_jobs
-    from ..wait.live import jobs_from_qstat, live_history
-    from ..wait.pqstar import IBL, WaitParams, predict_one
-    from ..wait.workload import WaitJob, build
+    from ..wait.live import live_from_qstat
+    from ..wait.livedb import read_live_jobs
+    from ..wait.workload import build
 
     dsn = require_dsn(settings)
     engine = db.make_engine(dsn)
+    live_newest = None
+    live: List[Any] = []
+    left: Dict[str, int] = {}
     try:
         with db.connect(engine, dsn) as conn:
+            # one snapshot of both tables: the ingester commits them together
+            conn.execute(sa.text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
             source = "database " + db.dsn_target(dsn)
             trace = read_finished_jobs(conn, source=source, latest=args.history)
+            if args.source == "db":
+                state = read_live_jobs(conn)
+                live, live_newest = list(state.jobs), state.newest_s
+            conn.rollback()
     finally:
         engine.dispose()
-    qstat = Pbs.from_settings(settings).jobs()
-    now = int(time.time())
-    params = PredictorParams.from_settings(settings)
-    work = build(trace, args.ert, args.machine_procs, params)
-    current, left = jobs_from_qstat(qstat, args.ert)
-    history = live_history(work.jobs, current, now, args.history)
-    ert_s = args.walltime
-    if args.ert == "soft":
-        mine = sorted(
-            (j for j in trace.jobs if j.user == args.user and j.end_s is not None),
-            key=lambda j: -(j.end_s or 0),
-        )
-        rows = [(int(j.runtime_s or 0), j.walltime_s) for j in mine]
-        ert_s = predict("v3", args.walltime, rows, params).soft_walltime_s or args.walltime
-    machine = args.machine_procs or work.machine_procs
-    answer = predict_one(
-        history,
-        WaitJob(now, 0, 0, args.ncpus, ert_s, args.user),
-        machine,
-        WaitParams(quick_s=args.quick),
+    qstat = None
+    if args.source == "qstat" or args.publish:
+        qstat = Pbs.from_settings(settings).jobs()
+    if args.source == "qstat":
+        live, left = live_from_qstat(qstat or {})
+    work = build(trace, args.ert, args.machine_procs, PredictorParams.from_settings(settings))
+    ends = [j.end_s for j in trace.jobs if j.end_s is not None]
+    newest = max(ends + ([live_newest] if live_newest is not None else []), default=None)
+    return _Snapshot(work, trace, live, left, newest, int(time.time()), qstat)
+
+
+def _find(live: List[Any], job_id: str) -> Optional[Any]:
+    """The live job ``job_id`` names: its full id, or its number before the server's name."""
+    exact = [j for j in live if j.job_id == job_id]
+    if exact:
+        return exact[0]
+    short = [j for j in live if j.job_id.split(".", 1)[0] == job_id.split(".", 1)[0]]
+    return short[0] if len(short) == 1 and "." not in job_id else None
+
+
+def _soft_ert(snap: _Snapshot, user: str, walltime_s: int, settings: Settings) -> int:
+    """v3's soft walltime for a job of ``user`` from the finished jobs (else walltime)."""
+    from ..hookpath.predict import PredictorParams, predict
+
+    mine = sorted(
+        (j for j in snap.trace.jobs if j.user == user and j.end_s is not None),
+        key=lambda j: -(j.end_s or 0),
     )
-    newest = max((j.end_s for j in trace.jobs if j.end_s is not None), default=None)
-    queued = sum(1 for j in current if j.start_s > now)
-    out = {
-        "quick_starter": answer.rule != IBL,
-        "decided_by": answer.rule,
-        "predicted_wait_s": answer.predicted_s["pqstar"],
-        "predicted_s": answer.predicted_s,
-        "near_history_jobs": answer.near_jobs,
-        "estimated_run_time_s": ert_s,
-        "machine_procs": machine,
-        "queued": queued,
-        "running": len(current) - queued,
-        "not_counted": left,
-        "finished_jobs": len(work.jobs),
-        "database_newest_end_s_ago": None if newest is None else now - newest,
-    }
+    rows = [(int(j.runtime_s or 0), j.walltime_s) for j in mine]
+    params = PredictorParams.from_settings(settings)
+    return predict("v3", walltime_s, rows, params).soft_walltime_s or walltime_s
+
+
+def run_wait(args: argparse.Namespace, settings: Settings) -> int:
+    """Handle ``softwalltime wait``; see WAIT_DESCRIPTION.
+
+    :raises ConfigError: bad arguments, no database configured, the job is not queued
+    :raises DatabaseError: the history cannot be read
+    :raises PbsError: qstat cannot run or printed no JSON
+    """
+    from ..wait.live import predict_live
+    from ..wait.pqstar import IBL, WaitParams
+    from ..wait.workload import WaitJob
+
+    _check_wait_args(args)
+    snap = _snapshot(args, settings)
+    params = WaitParams(quick_s=args.quick)
+    machine = args.machine_procs or snap.work.machine_procs
+    if args.publish:
+        return _publish(args, settings, snap, machine, params)
+    now = snap.now_s
+    target = None
+    if args.job_id:
+        target = _find(snap.live, args.job_id)
+        if target is None or not target.queued:
+            raise ConfigError(_not_queued(args, snap, target))
+        ert_s = target.ert_s(args.ert)
+        job = WaitJob(now, 0, 0, target.ncpus, ert_s, target.user)
+    else:
+        ert_s = args.walltime
+        if args.ert == "soft":
+            ert_s = _soft_ert(snap, args.user, args.walltime, settings)
+        job = WaitJob(now, 0, 0, args.ncpus, ert_s, args.user)
+    answer = predict_live(
+        snap.work.jobs,
+        snap.live,
+        job,
+        machine,
+        params,
+        args.ert,
+        args.history,
+        target.job_id if target else "",
+    )
+    newest_end = max((j.end_s for j in snap.trace.jobs if j.end_s is not None), default=None)
+    queued = sum(1 for j in snap.live if j.queued)
+    quick = answer.rule != IBL
+    out: Dict[str, Any] = {}
+    if target is not None:
+        out.update(
+            job_id=target.job_id,
+            user=target.user,
+            ncpus=target.ncpus,
+            queued_for_s=max(0, now - target.submit_s),
+        )
+    out.update(
+        quick_starter=quick,
+        decided_by=answer.rule,
+        predicted_wait_s=answer.predicted_s["pqstar"],
+        starts_by_s=now + answer.predicted_s["pqstar"],
+        predicted_s=answer.predicted_s,
+        near_history_jobs=answer.near_jobs,
+        estimated_run_time_s=ert_s,
+        machine_procs=machine,
+        source="database" if args.source == "db" else "qstat",
+        queued=queued,
+        running=len(snap.live) - queued,
+        not_counted=snap.left,
+        finished_jobs=len(snap.work.jobs),
+        database_lag_s=None if snap.newest_s is None else max(0, now - snap.newest_s),
+        database_newest_end_s_ago=None if newest_end is None else now - newest_end,
+    )
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    p = answer.predicted_s
+    _print_wait(args, out, target, ert_s)
+    return 0
+
+
+def _not_queued(args: argparse.Namespace, snap: _Snapshot, found: Optional[Any]) -> str:
+    where = "the database's live jobs" if args.source == "db" else "qstat"
+    if found is not None:
+        ran = _hms(snap.now_s - (found.start_s or snap.now_s))
+        return f"job {found.job_id} is running (started {ran} ago): nothing to predict"
+    lag = (
+        ""
+        if snap.newest_s is None
+        else f"; the database is {_hms(snap.now_s - snap.newest_s)} behind"
+    )
+    hint = (
+        " (finished, deleted, held, or newer than the last ingest" + lag + "; --source qstat"
+        " asks the server)"
+        if args.source == "db"
+        else " (finished, deleted or held)"
+    )
+    return f"job {args.job_id} is not queued in {where}{hint}"
+
+
+def _print_wait(args: argparse.Namespace, out: Dict[str, Any], target: Any, ert_s: int) -> None:
+    p = out["predicted_s"]
+    if target is not None:
+        print(
+            f"job {target.job_id} ({target.user}, {target.ncpus} processors): queued for"
+            f" {_hms(out['queued_for_s'])}; predicted as if submitted now"
+        )
     if out["quick_starter"]:
-        print(f"quick starter: yes, starts within {_hms(args.quick)} ({answer.rule}-term history)")
+        print(
+            f"quick starter: yes, starts within {_hms(args.quick)} ({out['decided_by']}-term"
+            " history)"
+        )
     else:
         print(f"quick starter: no; predicted wait {_hms(p['pqstar'])} (IBL)")
     print(
         f"other methods: IBL {_hms(p['ibl'])}, QBETS-style bound {_hms(p['qbets'])},"
         f" log-uniform {_hms(p['loguniform'])}"
     )
+    seen = "database" if args.source == "db" else "qstat now"
     print(
-        f"state: {queued} queued, {out['running']} running (qstat now); machine {machine}"
-        f" processors; estimated run time {_hms(ert_s)} ({args.ert})"
+        f"state: {out['queued']} queued, {out['running']} running ({seen}); machine"
+        f" {out['machine_procs']} processors; estimated run time {_hms(ert_s)} ({args.ert})"
     )
-    lag = out["database_newest_end_s_ago"]
+    lag = out["database_lag_s"]
     print(
-        f"history: {len(work.jobs):,} finished jobs"
-        + ("" if lag is None else f", the newest ended {_hms(lag)} ago (the database's lag)")
+        f"history: {out['finished_jobs']:,} finished jobs"
+        + ("" if lag is None else f"; the database's newest record is {_hms(lag)} old (its lag)")
     )
-    return 0
+
+
+def _publish(
+    args: argparse.Namespace, settings: Settings, snap: _Snapshot, machine: int, params: Any
+) -> int:
+    """``wait --publish``: every queued job's Resource_List.softwalltime_wait."""
+    from ..pbsserver import publish
+    from ..pbsserver.commands import Pbs
+    from ..wait.live import live_from_qstat, predict_live
+    from ..wait.pqstar import IBL
+    from ..wait.workload import WaitJob
+
+    pbs = Pbs.from_settings(settings)
+    now = snap.now_s
+    on_server, _left = live_from_qstat(snap.qstat or {})
+    queued = sorted((j for j in on_server if j.queued), key=lambda j: (j.submit_s, j.job_id))
+    by_id = {j.job_id: j for j in queued}
+    if queued and not args.dry_run and publish.ensure_resource(pbs):
+        print(f"publish: created resource {publish.RESOURCE} (type=string, flag=r)")
+
+    def current(job_id: str) -> Optional[str]:
+        attrs = (snap.qstat or {}).get(job_id) or {}
+        res = attrs.get("Resource_List") if isinstance(attrs, dict) else None
+        value = res.get(publish.RESOURCE) if isinstance(res, dict) else None
+        return None if value is None else str(value)
+
+    def predict(job_id: str) -> Tuple[bool, int]:
+        j = by_id[job_id]
+        job = WaitJob(now, 0, 0, j.ncpus, j.ert_s(args.ert), j.user)
+        answer = predict_live(
+            snap.work.jobs, snap.live, job, machine, params, args.ert, args.history, job_id
+        )
+        return answer.rule != IBL, now + answer.predicted_s["pqstar"]
+
+    summary = publish.publish(
+        pbs,
+        [(j.job_id, current(j.job_id)) for j in queued],
+        predict,
+        now,
+        dry_run=args.dry_run,
+        time_budget_s=args.time_budget,
+        err=lambda line: print(line, file=sys.stderr),
+    )
+    if args.dry_run:
+        for line in summary.lines:
+            print(line)
+    print(summary.line())
+    return 1 if summary.errors else 0

@@ -1,19 +1,20 @@
-"""The live side of wait prediction: the jobs PBS shows now, as a wait history.
+"""The live side of wait prediction: the jobs queued and running now, as a wait history.
 
-The paper's "second mode" reads the queue and the running jobs from ``qstat -f`` and the
-finished ones from the history. :func:`jobs_from_qstat` turns the ``Jobs`` object of
-``qstat -f -F json`` into :class:`.workload.WaitJob` rows whose unknown start (queued)
-or end (running) is :data:`.pqstar.UNKNOWN_S`; :func:`live_history` joins them with
-finished jobs, and :func:`.pqstar.predict_one` predicts a job about to be submitted.
-No database and no PBS command here: the caller reads both.
+The paper's "second mode" reads the queue and the running jobs and the finished ones from
+the history. They come from the database's ``live_jobs`` (the ingester's live states,
+read by :mod:`.livedb`) or from ``qstat -f -F json`` (:func:`live_from_qstat`), as
+:class:`LiveJob` rows; :func:`wait_rows` turns them into :class:`.workload.WaitJob` rows
+whose unknown start (queued) or end (running) is :data:`.pqstar.UNKNOWN_S`;
+:func:`live_history` joins them with finished jobs, and :func:`.pqstar.predict_one`
+predicts a job submitted now. No database and no PBS command here: the caller reads both.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ..units import duration_or_none
-from .pqstar import UNKNOWN_S
+from .pqstar import UNKNOWN_S, WaitAnswer, WaitParams, predict_one
 from .workload import WaitJob
 
 # job_state values: Q queued (eligible); R running and E exiting (they hold processors).
@@ -33,6 +34,40 @@ def _int(value: Any) -> Optional[int]:
         return None
 
 
+class LiveJob(NamedTuple):
+    """A job queued or running now (from live_jobs or qstat); times in epoch seconds."""
+
+    job_id: str
+    queued: bool  # False: running
+    user: str
+    queue: str
+    submit_s: int  # ctime
+    start_s: Optional[int]  # running: start of the current run
+    ncpus: int
+    walltime_s: int  # 0: none requested
+    soft_s: Optional[int]
+
+    def ert_s(self, ert: str) -> int:
+        """Estimated run time: the walltime, or (``ert="soft"``) the soft walltime if set."""
+        return self.soft_s if ert == "soft" and self.soft_s else self.walltime_s
+
+
+def wait_rows(jobs: Sequence[LiveJob], ert: str = "walltime", leave_out: str = "") -> List[WaitJob]:
+    """Live jobs as wait rows in submit order (ties: job id), but ``leave_out``'s."""
+    rows = sorted((j for j in jobs if j.job_id != leave_out), key=lambda j: (j.submit_s, j.job_id))
+    return [
+        WaitJob(
+            submit_s=j.submit_s,
+            start_s=UNKNOWN_S if j.queued or j.start_s is None else j.start_s,
+            end_s=UNKNOWN_S,
+            procs=max(1, j.ncpus),
+            ert_s=j.ert_s(ert),
+            user=j.user,
+        )
+        for j in rows
+    ]
+
+
 def jobs_from_qstat(
     jobs: Mapping[str, Any], ert: str = "walltime"
 ) -> Tuple[List[WaitJob], Dict[str, int]]:
@@ -42,7 +77,16 @@ def jobs_from_qstat(
     :param ert: ``"walltime"`` or ``"soft"`` (the soft walltime where set, else walltime)
     :returns: the rows, and the jobs left out by reason
     """
-    rows: List[Tuple[int, str, WaitJob]] = []
+    live, left = live_from_qstat(jobs)
+    return wait_rows(live, ert), left
+
+
+def live_from_qstat(jobs: Mapping[str, Any]) -> Tuple[List[LiveJob], Dict[str, int]]:
+    """Queued and running jobs of ``qstat -f -F json``, and the jobs left out by reason.
+
+    :param jobs: qstat's ``Jobs`` object (job id -> attributes; times as epoch seconds)
+    """
+    rows: List[LiveJob] = []
     left: Dict[str, int] = {}
 
     def leave(reason: str) -> None:
@@ -67,20 +111,22 @@ def jobs_from_qstat(
         if start is None:
             leave("running without stime")
             continue
-        walltime = duration_or_none(res.get("walltime")) or 0
-        soft = duration_or_none(res.get("soft_walltime"))
         user = str(attrs.get("euser") or str(attrs.get("Job_Owner") or "").split("@")[0])
-        row = WaitJob(
-            submit_s=ctime,
-            start_s=start,
-            end_s=UNKNOWN_S,
-            procs=max(1, _int(res.get("ncpus")) or 1),
-            ert_s=soft if ert == "soft" and soft else walltime,
-            user=user,
+        rows.append(
+            LiveJob(
+                job_id=str(job_id),
+                queued=state in QUEUED_STATES,
+                user=user,
+                queue=str(attrs.get("queue") or ""),
+                submit_s=ctime,
+                start_s=None if start == UNKNOWN_S else start,
+                ncpus=max(1, _int(res.get("ncpus")) or 1),
+                walltime_s=duration_or_none(res.get("walltime")) or 0,
+                soft_s=duration_or_none(res.get("soft_walltime")),
+            )
         )
-        rows.append((ctime, job_id, row))
-    rows.sort(key=lambda r: (r[0], r[1]))
-    return [r[2] for r in rows], left
+    rows.sort(key=lambda r: (r.submit_s, r.job_id))
+    return rows, left
 
 
 def live_history(
@@ -97,3 +143,19 @@ def live_history(
     merged = done + [j for j in current if j.submit_s <= now_s]
     merged.sort(key=lambda j: j.submit_s)  # stable: finished before current at equal times
     return merged
+
+
+def predict_live(
+    finished: Sequence[WaitJob],
+    live: Sequence[LiveJob],
+    job: WaitJob,
+    machine_procs: int,
+    params: WaitParams,
+    ert: str = "walltime",
+    finished_kept: int = DEFAULT_FINISHED_KEPT,
+    leave_out: str = "",
+) -> WaitAnswer:
+    """Predict the wait of ``job``, submitted at ``job.submit_s`` (now), from the finished
+    jobs and the live ones (without ``leave_out``: the queued job being predicted)."""
+    history = live_history(finished, wait_rows(live, ert, leave_out), job.submit_s, finished_kept)
+    return predict_one(history, job, machine_procs, params)
