@@ -1,5 +1,6 @@
 """``softwalltime db grant`` against a real PostgreSQL: the hook's role reads and can never
-write; the ingester's role ingests and can never delete (issue 21, least privilege)."""
+write; the ingester's role ingests and can never delete; the pruner's role deletes old
+history and can write nothing else (issue 21, least privilege)."""
 
 from __future__ import annotations
 
@@ -30,9 +31,11 @@ _names = itertools.count()
 class Roles(NamedTuple):
     hook: str
     ingest: str
+    prune: str
     admin_dsn: str
     hook_dsn: str
     ingest_dsn: str
+    prune_dsn: str
 
 
 def _admin(dsn: str, statement: sql.Composable | str) -> None:
@@ -50,16 +53,19 @@ def roles(fresh_dsn: str) -> Iterator[Roles]:
     """Role names of this test only (roles are cluster-wide); dropped afterwards."""
     n = next(_names)
     hook, ingest = f"swt_hook_{os.getpid()}_{n}", f"swt_ingest_{os.getpid()}_{n}"
+    prune = f"swt_prune_{os.getpid()}_{n}"
     try:
         yield Roles(
             hook,
             ingest,
+            prune,
             fresh_dsn,
             make_dsn(fresh_dsn, user=hook, password=PASSWORD),
             make_dsn(fresh_dsn, user=ingest, password=PASSWORD),
+            make_dsn(fresh_dsn, user=prune, password=PASSWORD),
         )
     finally:
-        for role in (hook, ingest):
+        for role in (hook, ingest, prune):
             exists = psycopg2.connect(fresh_dsn)
             try:
                 with exists.cursor() as cur:
@@ -74,10 +80,10 @@ def roles(fresh_dsn: str) -> Iterator[Roles]:
 
 def grant(r: Roles, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
     argv = ["--dsn", r.admin_dsn, "db", "grant", "--hook-role", r.hook, "--ingest-role", r.ingest]
-    code = cli.main([*argv, *extra])
+    code = cli.main([*argv, "--prune-role", r.prune, *extra])
     out, err = capsys.readouterr()
     if code == 0 and "--print" not in extra:
-        for role in (r.hook, r.ingest):
+        for role in (r.hook, r.ingest, r.prune):
             _admin(
                 r.admin_dsn,
                 sql.SQL("ALTER ROLE {} PASSWORD {}").format(
@@ -213,6 +219,48 @@ def test_the_ingesters_role_ingests_and_cannot_delete(roles, capsys):
         ("ingest_checkpoints", "UPDATE"),
         ("history_version", "SELECT"),
         ("history_version", "UPDATE"),
+        ("live_jobs", "SELECT"),
+        ("live_jobs", "INSERT"),
+        ("live_jobs", "UPDATE"),
+        ("live_jobs", "DELETE"),
+    }
+
+
+def test_the_pruners_role_deletes_old_history_and_nothing_else(roles, capsys):
+    assert grant(roles, capsys)[0] == 0
+    run_sql(
+        roles.admin_dsn,
+        "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username, walltime_s,"
+        " runtime_s, ended_at) VALUES"
+        " ('s', '1.s', now() - interval '900 days', 1, 'alice', 7200, 1800,"
+        "  now() - interval '800 days'),"
+        " ('s', '2.s', now() - interval '2 days', 2, 'alice', 7200, 1800,"
+        "  now() - interval '1 day')",
+    )
+    before = run_sql(roles.admin_dsn, "SELECT version FROM history_version")
+    code = cli.main(["--dsn", roles.prune_dsn, "db", "prune", "--keep-days", "365"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "deleted 1 finished jobs and 0 reruns" in out
+    assert run_sql(roles.admin_dsn, "SELECT job_id FROM finished_jobs") == [("2.s",)]
+    assert run_sql(roles.admin_dsn, "SELECT version FROM history_version") != before
+    for statement in (
+        "INSERT INTO finished_jobs (server, job_id, ctime, job_seq, username, ended_at)"
+        " VALUES ('s', '3.s', now(), 3, 'mallory', now())",
+        "UPDATE finished_jobs SET runtime_s = 1",
+        "TRUNCATE finished_jobs",
+        "DELETE FROM ingest_checkpoints",
+        "UPDATE calibration_state SET lam = 0",
+    ):
+        with pytest.raises(errors.InsufficientPrivilege):
+            run_sql(roles.prune_dsn, statement)
+    assert table_privileges(roles.admin_dsn, roles.prune) == {
+        ("finished_jobs", "SELECT"),
+        ("finished_jobs", "DELETE"),
+        ("job_reruns", "SELECT"),
+        ("job_reruns", "DELETE"),
+        ("history_version", "SELECT"),
+        ("history_version", "UPDATE"),
     }
 
 
@@ -266,7 +314,12 @@ def test_a_schema_behind_head_is_refused_in_one_line(empty_dsn, capsys):
 
 
 @pytest.mark.parametrize(
-    "flags", [["--hook-role", "Robert'); DROP"], ["--hook-role", "same", "--ingest-role", "same"]]
+    "flags",
+    [
+        ["--hook-role", "Robert'); DROP"],
+        ["--hook-role", "same", "--ingest-role", "same"],
+        ["--ingest-role", "same", "--prune-role", "same"],
+    ],
 )
 def test_bad_role_names_are_refused(flags, capsys):
     assert cli.main(["db", "grant", "--print", *flags]) == 1

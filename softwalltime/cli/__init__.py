@@ -95,6 +95,10 @@ def _add_db_commands(sub: Any) -> None:
 
     add_grant_command(dbsub)
 
+    from .dbprune import add_prune_command
+
+    add_prune_command(dbsub)
+
 
 def _add_config_commands(sub: Any) -> None:
     cfg = sub.add_parser(

@@ -1,6 +1,6 @@
 """``softwalltime db grant``: the database roles of least privilege (issue 21).
 
-Two roles, each allowed what its program does and nothing more:
+Three roles, each allowed what its program does and nothing more:
 
 - the **hook's** role reads the history: ``SELECT`` on ``finished_jobs`` (the lookup),
   ``history_version`` (the kept lookups' change counter) and ``calibration_state`` (the
@@ -9,7 +9,12 @@ Two roles, each allowed what its program does and nothing more:
 - the **ingester's** role writes the history: ``INSERT`` into ``finished_jobs`` and
   ``job_reruns`` (``SELECT`` for ``ON CONFLICT``), its checkpoints, ``UPDATE`` of
   ``history_version`` (the trigger of migration 0006 runs as the writer), and ``TEMPORARY``
-  on the database (its ``COPY`` staging tables). Never ``DELETE``, ``TRUNCATE`` or DDL.
+  on the database (its ``COPY`` staging tables); all on ``live_jobs`` (live states come and
+  go, issue 20). Never ``DELETE`` of history, ``TRUNCATE`` or DDL.
+- the **pruner's** role deletes history older than ``history_keep_days`` (``softwalltime db
+  prune``, a daily timer): ``SELECT, DELETE`` on ``finished_jobs`` and ``job_reruns`` and
+  ``UPDATE`` of ``history_version`` (the trigger moves it on every delete). Kept apart from
+  the ingester's, which parses files and so never needs to delete anything.
 
 Each run first revokes every table privilege the roles hold in the schema, then grants the
 list above: running it again (after a ``db upgrade`` added a table) converges. The SQL is
@@ -29,6 +34,7 @@ from ..hookpath.config import Settings, require_dsn
 
 HOOK_ROLE = "softwalltime_hook"
 INGEST_ROLE = "softwalltime_ingest"
+PRUNE_ROLE = "softwalltime_prune"
 # (privileges, tables) per role; the hook's list is what hookpath/lookup.py queries.
 HOOK_GRANTS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("SELECT", ("finished_jobs", "history_version", "calibration_state")),
@@ -36,6 +42,12 @@ HOOK_GRANTS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
 INGEST_GRANTS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("SELECT, INSERT", ("finished_jobs", "job_reruns")),
     ("SELECT, INSERT, UPDATE", ("ingest_checkpoints",)),
+    ("SELECT, UPDATE", ("history_version",)),
+    # live states come and go (issue 20): the E record of a job deletes its row
+    ("SELECT, INSERT, UPDATE, DELETE", ("live_jobs",)),
+)
+PRUNE_GRANTS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
+    ("SELECT, DELETE", ("finished_jobs", "job_reruns")),
     ("SELECT, UPDATE", ("history_version",)),
 )
 # Lower-case SQL identifiers only: the names go into SQL text and string literals unquoted
@@ -54,11 +66,12 @@ def add_grant_command(dbsub: Any) -> None:
     """Add ``db grant`` to the ``db`` command group."""
     grant = dbsub.add_parser(
         "grant",
-        help="create the hook's read-only role and the ingester's writer role",
+        help="create the roles of the hook (read-only), the ingester (writer), the pruner",
         description=(
             f"Create (if missing) the role of the hook, which may only read the history "
             f"(SELECT on {', '.join(HOOK_GRANTS[0][1])}), and the role of the ingester, which "
-            "may write it (INSERT, never DELETE), and grant exactly that in this database. "
+            "may write it (INSERT, never DELETE), and the role of 'db prune', which may "
+            "DELETE old history, and grant exactly that in this database. "
             "Run with a DSN that may create roles and owns the tables (the one of 'db "
             "upgrade'), after every 'db upgrade'. Example: softwalltime db grant --print"
         ),
@@ -70,6 +83,9 @@ def add_grant_command(dbsub: Any) -> None:
         "--ingest-role", default=INGEST_ROLE, metavar="NAME", help=f"default {INGEST_ROLE}"
     )
     grant.add_argument(
+        "--prune-role", default=PRUNE_ROLE, metavar="NAME", help=f"default {PRUNE_ROLE}"
+    )
+    grant.add_argument(
         "--print",
         action="store_true",
         dest="print_sql",
@@ -78,23 +94,27 @@ def add_grant_command(dbsub: Any) -> None:
     grant.set_defaults(func=run)
 
 
-def roles(hook_role: str, ingest_role: str) -> List[Role]:
-    """The two roles, names checked.
+def roles(hook_role: str, ingest_role: str, prune_role: str = PRUNE_ROLE) -> List[Role]:
+    """The three roles, names checked.
 
-    :raises SoftwalltimeError: a name that is not a lower-case SQL identifier, or both equal
+    :raises SoftwalltimeError: a name that is not a lower-case SQL identifier, or one name
+        given to two roles
     """
-    for name in (hook_role, ingest_role):
+    names = (hook_role, ingest_role, prune_role)
+    for name in names:
         if not _ROLE_RE.match(name):
             raise SoftwalltimeError(
                 f"role name {name!r}: use lower-case letters, digits and _ (at most 63)"
             )
-    if hook_role == ingest_role:
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
         raise SoftwalltimeError(
-            f"the hook and the ingester need two roles, got {hook_role!r} twice"
+            f"the hook, the ingester and the pruner need a role each, got {twice[0]!r} twice"
         )
     return [
         Role(hook_role, "the hook (read-only)", HOOK_GRANTS, False),
         Role(ingest_role, "the ingester (writer)", INGEST_GRANTS, True),
+        Role(prune_role, "db prune (deletes old history)", PRUNE_GRANTS, False),
     ]
 
 
@@ -150,7 +170,7 @@ def script(selected: Sequence[Role]) -> str:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """``softwalltime db grant [--print]``."""
-    selected = roles(args.hook_role, args.ingest_role)
+    selected = roles(args.hook_role, args.ingest_role, args.prune_role)
     if args.print_sql:
         print(script(selected))
         return 0

@@ -1,0 +1,178 @@
+"""History retention: delete finished jobs that ended more than ``history_keep_days`` ago.
+
+``finished_jobs`` otherwise grows forever (a busy site stores millions of rows a year),
+while the predictors read each user's last few jobs and the reports a recent window. What
+is deleted: the rows of ``finished_jobs`` that ended before the cutoff (``now -
+history_keep_days``), and the rows of ``job_reruns`` (earlier runs) that ended before it,
+unless their job's final row is kept. Nothing else: ``ingest_checkpoints`` stays, so the
+ingester never reads those jobs again from the accounting files still on disk, and what
+``calibrate`` learned stays learned.
+
+Deleting is done in batches of at most ``batch_rows`` rows, each its own short
+transaction with a ``lock_timeout``: the hook's reads never wait on it (readers do not
+block on row deletes), the ingester's inserts touch other rows, and no lock is held longer
+than one batch. The rows of a batch are found without scanning the table: usernames by a
+loose index scan of ``ix_finished_jobs_user_recent`` (username, ended_at DESC, ...), and
+each user's old rows by a range of that same index; then deleted by their ``ctid`` (a TID
+scan), with the cutoff checked again in the ``DELETE``.
+
+The hook's kept lookups: every ``DELETE`` of ``finished_jobs`` fires the statement trigger
+of migration 0006, which increments ``history_version`` in the same transaction, so the
+hook drops what it kept once a batch commits. A batch is only run when there are rows to
+delete: a run with nothing to delete does not move the counter (the trigger fires on
+every ``DELETE`` statement, even one that deletes nothing).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Callable, NamedTuple, Optional
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from ..errors import UNDEFINED_TABLE, DatabaseError, SchemaMissingError
+
+DEFAULT_BATCH_ROWS = 5000
+MAX_BATCH_ROWS = 100_000
+# Each batch waits at most this long for a lock (a migration, VACUUM FULL) and runs at
+# most STATEMENT_TIMEOUT per statement; either ends the run with one line, batches done
+# so far stay done.
+LOCK_TIMEOUT = "5s"
+STATEMENT_TIMEOUT = "120s"
+
+# Usernames in order, one index probe each (a loose index scan; PostgreSQL has no skip
+# scan before 18), and each one's rows older than the cutoff, a range of the same index.
+_OLD_JOBS = sa.text(
+    "WITH RECURSIVE users(name) AS ("
+    " (SELECT username FROM finished_jobs ORDER BY username LIMIT 1)"
+    " UNION ALL"
+    " SELECT (SELECT f.username FROM finished_jobs f WHERE f.username > users.name"
+    " ORDER BY f.username LIMIT 1) FROM users WHERE users.name IS NOT NULL)"
+    " SELECT old.ctid::text FROM users CROSS JOIN LATERAL ("
+    " SELECT f.ctid FROM finished_jobs f WHERE f.username = users.name"
+    " AND f.ended_at < :cutoff LIMIT :n) AS old"
+    " WHERE users.name IS NOT NULL LIMIT :n"
+)
+_DELETE_JOBS = sa.text(
+    "DELETE FROM finished_jobs WHERE ctid = ANY(CAST(:ctids AS tid[])) AND ended_at < :cutoff"
+)
+# A rerun (an earlier run of a job) goes when it ended before the cutoff and its job's
+# final row, if stored, goes too.
+_OLD_RERUNS_WHERE = (
+    "r.ended_at < :cutoff AND NOT EXISTS (SELECT FROM finished_jobs f"
+    " WHERE f.server = r.server AND f.job_id = r.job_id AND f.ctime = r.ctime"
+    " AND f.ended_at >= :cutoff)"
+)
+_DELETE_RERUNS = sa.text(
+    "DELETE FROM job_reruns WHERE ctid = ANY(ARRAY(SELECT r.ctid FROM job_reruns r"  # noqa: S608
+    f" WHERE {_OLD_RERUNS_WHERE} LIMIT :n))"
+)
+_COUNT_JOBS = sa.text("SELECT count(*) FROM finished_jobs WHERE ended_at < :cutoff")
+_COUNT_RERUNS = sa.text(f"SELECT count(*) FROM job_reruns r WHERE {_OLD_RERUNS_WHERE}")  # noqa: S608
+
+
+class Pruned(NamedTuple):
+    """What a prune deleted (or, with ``dry_run``, would delete)."""
+
+    cutoff: dt.datetime
+    keep_days: int
+    finished_jobs: int
+    job_reruns: int
+    batches: int
+    seconds: float
+    dry_run: bool
+
+
+def cutoff_for(keep_days: int, now: Optional[dt.datetime] = None) -> dt.datetime:
+    """The instant before which jobs are deleted: ``now - keep_days`` days (UTC)."""
+    if keep_days < 1:
+        raise ValueError(f"keep_days must be at least 1, got {keep_days}")
+    return (now or dt.datetime.now(dt.timezone.utc)) - dt.timedelta(days=keep_days)
+
+
+def _limits(conn: Connection) -> None:
+    conn.execute(sa.text(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"))
+    conn.execute(sa.text(f"SET LOCAL statement_timeout = '{STATEMENT_TIMEOUT}'"))
+
+
+def _failed(err: sa.exc.SQLAlchemyError) -> DatabaseError:
+    if getattr(getattr(err, "orig", None), "pgcode", None) == UNDEFINED_TABLE:
+        return SchemaMissingError()
+    lines = str(getattr(err, "orig", None) or err).strip().splitlines()
+    return DatabaseError(f"db prune failed: {lines[0] if lines else type(err).__name__}")
+
+
+def count_old(engine: Engine, cutoff: dt.datetime) -> tuple[int, int]:
+    """(finished jobs, reruns) a prune at ``cutoff`` would delete; changes nothing."""
+    try:
+        with engine.connect() as conn:
+            _limits(conn)
+            jobs = int(conn.execute(_COUNT_JOBS, {"cutoff": cutoff}).scalar_one())
+            reruns = int(conn.execute(_COUNT_RERUNS, {"cutoff": cutoff}).scalar_one())
+            conn.rollback()
+    except sa.exc.SQLAlchemyError as err:
+        raise _failed(err) from err
+    return jobs, reruns
+
+
+def _jobs_batch(conn: Connection, cutoff: dt.datetime, n: int) -> int:
+    """Delete up to ``n`` old finished jobs in this transaction; how many went."""
+    ctids = list(conn.execute(_OLD_JOBS, {"cutoff": cutoff, "n": n}).scalars())
+    if not ctids:
+        return 0  # no DELETE: the change counter stays where it is
+    return int(conn.execute(_DELETE_JOBS, {"ctids": ctids, "cutoff": cutoff}).rowcount)
+
+
+def _reruns_batch(conn: Connection, cutoff: dt.datetime, n: int) -> int:
+    return int(conn.execute(_DELETE_RERUNS, {"cutoff": cutoff, "n": n}).rowcount)
+
+
+def prune(
+    engine: Engine,
+    keep_days: int,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    now: Optional[dt.datetime] = None,
+    on_batch: Optional[Callable[[int, int], None]] = None,
+) -> Pruned:
+    """Delete the history older than ``keep_days``, one committed batch at a time.
+
+    :param batch_rows: rows per transaction, 1 to :data:`MAX_BATCH_ROWS`
+    :param on_batch: called after each committed batch with (jobs so far, reruns so far)
+    :raises SchemaMissingError: no history tables
+    :raises DatabaseError: a batch failed (lock wait, timeout, server gone); the batches
+        committed before it stay deleted
+    """
+    if not 1 <= batch_rows <= MAX_BATCH_ROWS:
+        raise ValueError(f"batch_rows must be 1 to {MAX_BATCH_ROWS}, got {batch_rows}")
+    cutoff = cutoff_for(keep_days, now)
+    start = time.monotonic()
+    done = {"finished_jobs": 0, "job_reruns": 0}
+    batches = 0
+    for table, batch in (("finished_jobs", _jobs_batch), ("job_reruns", _reruns_batch)):
+        while True:
+            try:
+                with engine.begin() as conn:
+                    _limits(conn)
+                    deleted = batch(conn, cutoff, batch_rows)
+            except sa.exc.SQLAlchemyError as err:
+                raise _failed(err) from err
+            if not deleted:
+                break
+            batches += 1
+            done[table] += deleted
+            if on_batch:
+                on_batch(done["finished_jobs"], done["job_reruns"])
+    seconds = time.monotonic() - start
+    return Pruned(
+        cutoff, keep_days, done["finished_jobs"], done["job_reruns"], batches, seconds, False
+    )
+
+
+def dry_run(engine: Engine, keep_days: int, now: Optional[dt.datetime] = None) -> Pruned:
+    """What :func:`prune` would delete now, deleting nothing."""
+    cutoff = cutoff_for(keep_days, now)
+    start = time.monotonic()
+    jobs, reruns = count_old(engine, cutoff)
+    return Pruned(cutoff, keep_days, jobs, reruns, 0, time.monotonic() - start, True)
