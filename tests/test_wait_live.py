@@ -28,6 +28,24 @@ QSTAT = {
 }  # fmt: skip
 
 
+def test_qstat_prints_times_as_local_dates():
+    """OpenPBS 23.06's qstat -f -F json (seen on the real server): "ctime":"Wed Nov 25
+    11:57:14 2026". Read as epoch numbers only, every job was left out ("no ctime")."""
+    import time
+
+    text = time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(NOW))
+    assert live.qstat_time(text) == NOW
+    assert live.qstat_time(NOW) == NOW and live.qstat_time(str(NOW)) == NOW
+    assert live.qstat_time("yesterday") is None and live.qstat_time(None) is None
+    real = {
+        "9.pbshost": {"euser": "alice", "job_state": "Q", "ctime": text,
+                      "Resource_List": {"ncpus": 1, "walltime": "00:20:00"}},
+    }  # fmt: skip
+    rows, left = live.live_from_qstat(real)
+    assert [(r.job_id, r.submit_s, r.queued) for r in rows] == [("9.pbshost", NOW, True)]
+    assert left == {}
+
+
 def test_jobs_from_qstat():
     rows, left = live.jobs_from_qstat(QSTAT)
     assert rows == [

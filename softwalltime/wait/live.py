@@ -11,6 +11,7 @@ predicts a job submitted now. No database and no PBS command here: the caller re
 
 from __future__ import annotations
 
+import time
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ..units import duration_or_none
@@ -31,6 +32,24 @@ def _int(value: Any) -> Optional[int]:
     try:
         return int(value)
     except (TypeError, ValueError):
+        return None
+
+
+_QSTAT_TIME = "%a %b %d %H:%M:%S %Y"
+
+
+def qstat_time(value: Any) -> Optional[int]:
+    """Epoch seconds of a time qstat printed: OpenPBS 23.06's ``-F json`` writes ctime,
+    qtime and stime as local dates (``"Wed Nov 25 11:57:14 2026"``, in the zone of the
+    process that ran qstat: this one's); epoch numbers are taken as they are."""
+    number = _int(value)
+    if number is not None:
+        return number
+    if not isinstance(value, str):
+        return None
+    try:
+        return int(time.mktime(time.strptime(value.strip(), _QSTAT_TIME)))
+    except (ValueError, OverflowError):
         return None
 
 
@@ -103,11 +122,11 @@ def live_from_qstat(jobs: Mapping[str, Any]) -> Tuple[List[LiveJob], Dict[str, i
         res = attrs.get("Resource_List") or {}
         if not isinstance(res, dict):
             res = {}
-        ctime = _int(attrs.get("ctime"))
+        ctime = qstat_time(attrs.get("ctime"))
         if ctime is None:
             leave("no ctime")
             continue
-        start = _int(attrs.get("stime")) if state in RUNNING_STATES else UNKNOWN_S
+        start = qstat_time(attrs.get("stime")) if state in RUNNING_STATES else UNKNOWN_S
         if start is None:
             leave("running without stime")
             continue

@@ -1,0 +1,105 @@
+"""When will my job start, on the real server (issue 20): a job queued behind a full node
+is in the database's live states after an ingest of the real accounting log,
+``softwalltime wait JOBID`` answers for it, ``wait --publish`` sets its
+``Resource_List.softwalltime_wait``, and alice reads it with her own ``qstat -f`` (and
+cannot set it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pbsctl
+import psycopg2
+from conftest import SOFTWALLTIME, _new_database
+
+from softwalltime.pbsserver import publish
+
+RESOURCE = publish.RESOURCE
+
+
+def softwalltime(dsn: str, tmp_path, *args: str) -> subprocess.CompletedProcess[str]:
+    cfg = tmp_path / "wait.json"
+    cfg.write_text(json.dumps({"pbs_command_prefix": [str(pbsctl.PBSX)]}))
+    return subprocess.run(
+        [SOFTWALLTIME, "--config", str(cfg), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=dict(os.environ, SOFTWALLTIME_DSN=dsn),
+    )
+
+
+def test_a_job_queued_behind_a_full_node_is_predicted_and_its_owner_sees_it(
+    hook_cluster, jobs, tmp_path
+):
+    dsn = _new_database(hook_cluster, "waitreal")
+    # the node's 2 processors, held for 5 minutes; alice's 1-processor job waits behind
+    jobs.append(pbsctl.qsub("-l select=1:ncpus=2 -l walltime=00:10:00", script="sleep 300"))
+    blocker = jobs[-1]
+    pbsctl.wait_state(blocker, "R")
+    jobs.append(pbsctl.qsub("-l walltime=00:20:00", script="sleep 1"))
+    mine = jobs[-1]
+    assert pbsctl.job(mine)["job_state"] == "Q"
+
+    proc = softwalltime(dsn, tmp_path, "ingest", "--no-progress", "--dir", str(pbsctl.ACCOUNTING))
+    assert proc.returncode == 0, proc.stderr
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT job_id, state, username, ncpus, walltime_s FROM live_jobs"
+            " WHERE job_id IN (%s, %s) ORDER BY job_id",
+            (blocker, mine),
+        )
+        assert sorted(cur.fetchall()) == sorted(
+            [(blocker, "running", "alice", 2, 600), (mine, "queued", "alice", 1, 1200)]
+        )
+    conn.close()
+
+    proc = softwalltime(dsn, tmp_path, "wait", mine, "--machine-procs", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert answer["job_id"] == mine and answer["source"] == "database"
+    assert answer["decided_by"] in ("near", "mid", "far", "ibl")
+    assert answer["quick_starter"] == (answer["decided_by"] != "ibl")
+    assert answer["running"] >= 1 and answer["queued"] >= 1
+    assert 0 <= answer["database_lag_s"] <= 300  # the newest record: this test's qsub
+    text = softwalltime(dsn, tmp_path, "wait", mine, "--machine-procs", "2")
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith(f"job {mine} (alice, 1 processors): queued for ")
+    proc = softwalltime(dsn, tmp_path, "wait", blocker)
+    assert proc.returncode == 1 and f"job {blocker} is running" in proc.stderr
+
+    had_resource = pbsctl.qmgr(f"list resource {RESOURCE}", check=False).returncode == 0
+    try:
+        proc = softwalltime(dsn, tmp_path, "wait", "--publish", "--machine-procs", "2")
+        assert proc.returncode == 0, proc.stderr
+        assert "publish: " in proc.stdout and " 0 errors" in proc.stdout
+        # what alice's own qstat shows her
+        seen = pbsctl.as_user(f"/opt/pbs/bin/qstat -f {mine}").stdout
+        lines = [x for x in seen.splitlines() if f"Resource_List.{RESOURCE} = " in x]
+        assert len(lines) == 1, (proc.stdout, seen)
+        line = lines[0]
+        shown = line.split(" = ", 1)[1].strip()
+        parsed = publish.parse_value(shown)
+        assert parsed is not None, shown
+        quick, start_s = parsed
+        assert quick == answer["quick_starter"]
+        assert abs(start_s - answer["starts_by_s"]) <= 300, (shown, answer["starts_by_s"])
+        # users read it, cannot set it
+        forged = pbsctl.as_user(
+            f"/opt/pbs/bin/qalter -l {RESOURCE}=quick_starter:by_now {mine}", check=False
+        )
+        assert forged.returncode != 0
+        assert pbsctl.resource(mine, RESOURCE) == shown
+        # a second run changes nothing: the answer is the same
+        again = softwalltime(dsn, tmp_path, "wait", "--publish", "--machine-procs", "2")
+        assert again.returncode == 0, again.stderr
+        assert " 0 changed" in again.stdout
+    finally:
+        pbsctl.qdel(*jobs)
+        jobs.clear()
+        if not had_resource:
+            # PBS refuses while a job (finished ones in its history too) holds it
+            pbsctl.qmgr(f"delete resource {RESOURCE}", check=False)
