@@ -42,15 +42,19 @@ MAX_BATCH_ROWS = 100_000
 LOCK_TIMEOUT = "5s"
 STATEMENT_TIMEOUT = "120s"
 
-# Usernames in order, one index probe each (a loose index scan; PostgreSQL has no skip
-# scan before 18), and each one's rows older than the cutoff, a range of the same index.
+# Usernames in order from :after on, one index probe each (a loose index scan; PostgreSQL
+# has no skip scan before 18), and each one's rows older than the cutoff, a range of the
+# same index. Every user before the last one a batch returns had all its old rows in the
+# batch (a user's rows are cut only by the batch's LIMIT): the next batch starts at that
+# last user, so a whole prune probes each user about once, not once per batch.
 _OLD_JOBS = sa.text(
     "WITH RECURSIVE users(name) AS ("
-    " (SELECT username FROM finished_jobs ORDER BY username LIMIT 1)"
+    " (SELECT username FROM finished_jobs WHERE username >= :after"
+    " ORDER BY username LIMIT 1)"
     " UNION ALL"
     " SELECT (SELECT f.username FROM finished_jobs f WHERE f.username > users.name"
     " ORDER BY f.username LIMIT 1) FROM users WHERE users.name IS NOT NULL)"
-    " SELECT old.ctid::text FROM users CROSS JOIN LATERAL ("
+    " SELECT users.name, old.ctid::text FROM users CROSS JOIN LATERAL ("
     " SELECT f.ctid FROM finished_jobs f WHERE f.username = users.name"
     " AND f.ended_at < :cutoff LIMIT :n) AS old"
     " WHERE users.name IS NOT NULL LIMIT :n"
@@ -117,12 +121,20 @@ def count_old(engine: Engine, cutoff: dt.datetime) -> tuple[int, int]:
     return jobs, reruns
 
 
-def _jobs_batch(conn: Connection, cutoff: dt.datetime, n: int) -> int:
-    """Delete up to ``n`` old finished jobs in this transaction; how many went."""
-    ctids = list(conn.execute(_OLD_JOBS, {"cutoff": cutoff, "n": n}).scalars())
-    if not ctids:
-        return 0  # no DELETE: the change counter stays where it is
-    return int(conn.execute(_DELETE_JOBS, {"ctids": ctids, "cutoff": cutoff}).rowcount)
+class _Jobs:
+    """Batches of old finished jobs, users in order: ``after`` is where the next starts."""
+
+    def __init__(self) -> None:
+        self.after = ""
+
+    def __call__(self, conn: Connection, cutoff: dt.datetime, n: int) -> int:
+        """Delete up to ``n`` old finished jobs in this transaction; how many went."""
+        found = conn.execute(_OLD_JOBS, {"cutoff": cutoff, "n": n, "after": self.after}).all()
+        if not found:
+            return 0  # no DELETE: the change counter stays where it is
+        self.after = found[-1][0]
+        ctids = [ctid for _, ctid in found]
+        return int(conn.execute(_DELETE_JOBS, {"ctids": ctids, "cutoff": cutoff}).rowcount)
 
 
 def _reruns_batch(conn: Connection, cutoff: dt.datetime, n: int) -> int:
@@ -150,7 +162,11 @@ def prune(
     start = time.monotonic()
     done = {"finished_jobs": 0, "job_reruns": 0}
     batches = 0
-    for table, batch in (("finished_jobs", _jobs_batch), ("job_reruns", _reruns_batch)):
+    batchers: tuple[tuple[str, Callable[[Connection, dt.datetime, int], int]], ...] = (
+        ("finished_jobs", _Jobs()),
+        ("job_reruns", _reruns_batch),
+    )
+    for table, batch in batchers:
         while True:
             try:
                 with engine.begin() as conn:
