@@ -275,3 +275,37 @@ def test_published_values_read_back_and_change_only_when_the_answer_does():
     assert not publish.needs_update(later, False, now + 5 * 3600 + 600, now)
     assert publish.needs_update(later, False, now + 5 * 3600 + 1900, now)
     assert publish.needs_update(later, True, now + 3600, now)
+
+
+def test_wait_jobid_from_qstat_shows_pbss_own_estimate(fresh_dsn, tmp_path, capsys):
+    """--source qstat: the job's estimated.start_time (the scheduler's plan, as the real
+    server prints it with strict_ordering on) next to the prediction."""
+    import json
+    import time
+
+    from softwalltime.cli import main
+
+    now = int(time.time())
+
+    def date(epoch: int) -> str:
+        return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(epoch))
+
+    jobs = {
+        "80.pbs01": {"euser": "bob", "job_state": "R", "ctime": date(now - 900),
+                     "stime": date(now - 500), "Resource_List": {"ncpus": 2,
+                     "walltime": "00:10:00"}},
+        "81.pbs01": {"euser": "alice", "job_state": "Q", "ctime": date(now - 100),
+                     "Resource_List": {"ncpus": 1, "walltime": "00:20:00"},
+                     "estimated": {"exec_vnode": "(pbshost:ncpus=1)",
+                                   "start_time": date(now + 100)}},
+    }  # fmt: skip
+    cfg = _fake_qstat(tmp_path, jobs)
+    base = ["--dsn", fresh_dsn, "--config", str(cfg), "wait", "--source", "qstat", "81.pbs01"]
+    assert main([*base, "--machine-procs", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["pbs_estimated_start_s"] == now + 100
+    assert out["job_id"] == "81.pbs01" and 90 <= out["queued_for_s"] <= 160
+    assert main([*base, "--machine-procs", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "PBS's own estimate (estimated.start_time, qstat -T): in 00:01:" in text
+    assert "(qstat now)" in text

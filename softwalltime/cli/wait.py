@@ -391,6 +391,7 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
             user=target.user,
             ncpus=target.ncpus,
             queued_for_s=max(0, now - target.submit_s),
+            pbs_estimated_start_s=_pbs_estimate(snap.qstat, target.job_id),
         )
     out.update(
         quick_starter=quick,
@@ -414,6 +415,18 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     _print_wait(args, out, target, ert_s)
     return 0
+
+
+def _pbs_estimate(qstat: Optional[Dict[str, Any]], job_id: str) -> Optional[int]:
+    """The scheduler's ``estimated.start_time`` of a job (set for the jobs it plans, e.g.
+    with strict_ordering), from qstat's JSON; None when absent or not read."""
+    from ..wait.live import qstat_time
+
+    attrs = (qstat or {}).get(job_id)
+    estimated = attrs.get("estimated") if isinstance(attrs, dict) else None
+    if not isinstance(estimated, dict):
+        return None
+    return qstat_time(estimated.get("start_time"))
 
 
 def _not_queued(args: argparse.Namespace, snap: _Snapshot, found: Optional[Any]) -> str:
@@ -453,6 +466,12 @@ def _print_wait(args: argparse.Namespace, out: Dict[str, Any], target: Any, ert_
         f"other methods: IBL {_hms(p['ibl'])}, QBETS-style bound {_hms(p['qbets'])},"
         f" log-uniform {_hms(p['loguniform'])}"
     )
+    estimate = out.get("pbs_estimated_start_s")
+    if estimate is not None:
+        print(
+            f"PBS's own estimate (estimated.start_time, qstat -T): in"
+            f" {_hms(estimate - out['starts_by_s'] + out['predicted_wait_s'])}"
+        )
     seen = "database" if args.source == "db" else "qstat now"
     print(
         f"state: {out['queued']} queued, {out['running']} running ({seen}); machine"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import pbsctl
 import psycopg2
@@ -103,3 +104,87 @@ def test_a_job_queued_behind_a_full_node_is_predicted_and_its_owner_sees_it(
         if not had_resource:
             # PBS refuses while a job (finished ones in its history too) holds it
             pbsctl.qmgr(f"delete resource {RESOURCE}", check=False)
+
+
+SCHED_CONFIG = pbsctl.PBS_HOME / "sched_priv" / "sched_config"
+
+
+def _scheduler_hup() -> None:
+    pid = subprocess.run(["pidof", "pbs_sched"], capture_output=True, text=True, check=True)
+    for p in pid.stdout.split():
+        os.kill(int(p), 1)  # SIGHUP: pbs_sched reads sched_config again
+
+
+def _estimate(jobid: str, other_than: int | None = None, timeout: float = 60) -> int:
+    """The scheduler's estimated.start_time of a job (a new cycle asked for each look)."""
+    from softwalltime.wait.live import qstat_time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pbsctl.qmgr("set server scheduling = true")
+        value = qstat_time(pbsctl.job(jobid).get("estimated", {}).get("start_time"))
+        if value is not None and value != other_than:
+            return value
+        time.sleep(0.5)
+    raise pbsctl.PbsError(f"{jobid}: no new estimated.start_time within {timeout} s")
+
+
+def test_compared_with_pbss_own_estimate_with_walltimes_and_soft_walltimes(
+    hook_cluster, jobs, tmp_path
+):
+    """With strict_ordering on, the scheduler plans the job queued behind the full node and
+    sets its estimated.start_time (qstat -T): from the running job's walltime, then from its
+    soft walltime once a manager sets one. `wait JOBID --source qstat` shows it next to
+    ours; all three against the start the job really got."""
+    dsn = _new_database(hook_cluster, "waitpbs")
+    original = SCHED_CONFIG.read_text()
+    assert "\nstrict_ordering: false\tALL\n" in original
+    SCHED_CONFIG.write_text(original.replace("strict_ordering: false", "strict_ordering: true"))
+    _scheduler_hup()
+    try:
+        jobs.append(pbsctl.qsub("-l select=1:ncpus=2 -l walltime=00:10:00", script="sleep 40"))
+        blocker = jobs[-1]
+        pbsctl.wait_state(blocker, "R")
+        blocker_start = qstat_time_of(blocker, "stime")
+        jobs.append(pbsctl.qsub("-l walltime=00:20:00", script="sleep 1"))
+        mine = jobs[-1]
+        by_walltime = _estimate(mine)
+        assert by_walltime - blocker_start == 600  # PBS plans with the 10 min walltime
+        pbsctl.run("qalter", "-l", "soft_walltime=00:01:00", blocker)
+        by_soft = _estimate(mine, other_than=by_walltime)
+        assert by_soft - blocker_start == 60  # and with a soft walltime where set
+
+        proc = softwalltime(
+            dsn, tmp_path, "ingest", "--no-progress", "--dir", str(pbsctl.ACCOUNTING)
+        )
+        assert proc.returncode == 0, proc.stderr
+        proc = softwalltime(
+            dsn, tmp_path, "wait", mine, "--source", "qstat", "--machine-procs", "2", "--json"
+        )
+        assert proc.returncode == 0, proc.stderr
+        ours = json.loads(proc.stdout)
+        assert ours["pbs_estimated_start_s"] == by_soft
+        asked = ours["starts_by_s"] - ours["predicted_wait_s"]
+        pbsctl.wait_state(mine, "RF", timeout=120)
+        started = qstat_time_of(mine, "stime")
+        assert blocker_start + 40 <= started <= by_soft + 5
+        print(
+            f"\n{mine} asked at {asked}: ours"
+            f" {'quick starter, by' if ours['quick_starter'] else 'predicted'}"
+            f" +{ours['starts_by_s'] - asked} s ({ours['decided_by']}); PBS by walltime"
+            f" +{by_walltime - asked} s, by soft walltime +{by_soft - asked} s; started"
+            f" +{started - asked} s"
+        )
+        if ours["quick_starter"]:
+            assert started <= ours["starts_by_s"]
+    finally:
+        SCHED_CONFIG.write_text(original)
+        _scheduler_hup()
+
+
+def qstat_time_of(jobid: str, key: str) -> int:
+    from softwalltime.wait.live import qstat_time
+
+    value = qstat_time(pbsctl.job(jobid).get(key))
+    assert value is not None, (jobid, key)
+    return value
