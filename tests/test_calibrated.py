@@ -58,12 +58,15 @@ def test_rule_values_are_exact():
     by_name = dict(zip(cal.RULES, out.softs))
     assert by_name["walltime"] == 10000
     assert by_name["v3"] == 3000 + 900  # max ratio 0.3 over the user's jobs, + 900 s
-    assert by_name["max*1.1+60"] == 3300 + 60  # 3000 x 1.1 + 60, no float error
-    assert by_name["p90*1.2+60"] == 3600 + 60  # 90th percentile of 3 values is the max
+    assert by_name["max*1.5+60"] == 4500 + 60  # 3000 x 1.5 + 60
+    assert by_name["p90*1.5+60"] == 4500 + 60  # 90th percentile of 3 values is the max
     assert by_name["median*1.5+60"] == 3000 + 60  # median 2000 x 1.5
-    assert by_name["last*1.2+60"] == 1200 + 60  # the newest job
-    assert by_name["p75*3+60"] == 9000 + 60
-    assert by_name["max*3+60"] == 9000 + 60
+    assert by_name["last*2+60"] == 2000 + 60  # the newest job
+    assert by_name["p75*2+60"] == 6000 + 60
+    assert by_name["max*1+60"] == 3000 + 60
+    # exact integers, rounded up: 1001 x 1.5 = 1501.5 -> 1502
+    odd = dict(zip(cal.RULES, cal.outcome(10000, 4, [(1001, 10000, 4)] * 3).softs))
+    assert odd["last*1.5+60"] == 1502 + 60
     assert len(cal.RULES) == 2 + len(cal.STATISTICS) * len(cal.FACTORS)
     # everything is capped at the walltime and at least 1 s
     assert max(cal.outcome(2000, 4, hist).softs) == 2000
@@ -105,11 +108,38 @@ def test_lambda_rises_on_under_estimates_and_falls_otherwise():
     out = cal.outcome(4 * H, 1, [(H, 4 * H, 1)] * 5)
     table = cal.Calibration()
     start = table.lam
-    table.update(out, 4 * H, 10.0)  # ran the full walltime: every rule but one under
-    assert table.lam > start and table.total_under == 1
-    lam = table.lam
-    table.update(out, 60, 10.0)
-    assert table.lam < lam and (table.total, table.total_under) == (2, 1)
+    for _ in range(5):
+        table.update(out, 4 * H, 10.0)  # ran the full walltime: every rule but one under
+    assert table.lam > start and table.total_under == 5
+    assert table.deficit == pytest.approx(5 * 0.9)  # 5 under-estimates, 0.5 allowed
+    high = table.lam
+    for _ in range(10):
+        table.update(out, 60, 10.0)
+    assert table.lam < high and (table.total, table.total_under) == (15, 5)
+    assert table.deficit == pytest.approx(5 - 1.5)
+
+
+def test_integral_term_keeps_moving_lambda_while_the_deficit_persists():
+    """A constant deficit (P alone would hold lambda) still pushes lambda up."""
+    out = cal.outcome(4 * H, 1, [(H, 4 * H, 1)] * 5)
+    table = cal.Calibration()
+    table.deficit = 1000.0
+    before = table.log_lam
+    table.update(out, 60, None, 60)  # neither the choice nor v3 under: the deficit stays
+    assert table.deficit == 1000.0
+    assert table.log_lam == pytest.approx(before + cal.LAMBDA_INTEGRAL * 1000.0)
+
+
+def test_target_v3_counts_against_v3s_under_estimates():
+    out = cal.outcome(4 * H, 1, [(H, 4 * H, 1)] * 5)
+    assert out.softs[cal.R_V3] == H + 900
+    table = cal.Calibration()
+    table.update(out, 2 * H, None, 3 * H)  # v3 under, the choice not: one to spare
+    assert table.deficit == -1.0
+    table.update(out, 2 * H, None, H)  # both under: even
+    assert table.deficit == -1.0
+    table.update(out, 60, None, 30)  # the choice under, v3 not
+    assert table.deficit == 0.0 and table.total_under == 2
 
 
 def test_target_moves_the_trade_off():
@@ -249,10 +279,66 @@ def test_calibrate_command_stores_the_replay_end_state(fresh_dsn, capsys):
     assert any(rule != cal.R_V3 for rule in got.rules)
 
 
-def test_calibrate_rejects_a_bad_target(fresh_dsn, capsys):
-    assert cli.main(["--dsn", fresh_dsn, "calibrate", "--target-under-pct", "100"]) != 0
+@pytest.mark.parametrize("bad", ["100", "0", "v4", "nan"])
+def test_calibrate_rejects_a_bad_target(fresh_dsn, capsys, bad):
+    assert cli.main(["--dsn", fresh_dsn, "calibrate", "--target-under-pct", bad]) != 0
     err = capsys.readouterr().err
     assert "--target-under-pct" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_calibrate_json_with_target_v3(fresh_dsn, capsys):
+    _ingest(fresh_dsn)
+    capsys.readouterr()
+    assert cli.main(["--dsn", fresh_dsn, "calibrate", "--target-under-pct", "v3", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    trace = read_pbs([str(SAMPLE)])
+    cols, _skipped = columns(trace.jobs, "submit")
+    softs, table = replay_calibrated(cols, None)
+    v3 = replay(trace.jobs, ["v3"]).soft_s["v3"]
+    v3_pct = 100.0 * sum(s < r for s, r in zip(v3, cols.runs)) / len(cols.runs)
+    assert doc["target"] == "v3" and doc["jobs"] == len(cols.users)
+    assert doc["target_under_pct"] == pytest.approx(v3_pct)  # v3 computed alongside
+    assert doc["under_pct"] == pytest.approx(100.0 * table.total_under / table.total)
+    assert set(doc) == {"jobs", "under_pct", "target", "target_under_pct", "lam", "cells"}
+    conn = psycopg2.connect(fresh_dsn)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT target_under_pct FROM calibration_state")
+            assert cur.fetchone()[0] == pytest.approx(v3_pct)
+    finally:
+        conn.close()
+
+
+def test_evaluate_target_v3_reports_v3s_rate_as_the_target(capsys):
+    code = cli.main(["evaluate", "--predictors", "v3,calibrated", "--target-under-pct", "v3",
+                     "--json", str(SAMPLE)])  # fmt: skip
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)["predictors"]
+    assert doc["calibrated"]["target"] == "v3"
+    assert doc["calibrated"]["target_under_pct"] == pytest.approx(doc["v3"]["under_pct"])
+    assert cli.main(["evaluate", "--predictors", "calibrated", "--target-under-pct", "V3",
+                     str(SAMPLE)]) == 0  # fmt: skip
+    assert "calibrated: target under v3's rate, " in capsys.readouterr().out
+
+
+def test_replay_outcomes_are_the_hooks():
+    """The replay's fast path (history already cut and filtered) gives what the hook's
+    outcome() gives on the same rows, with rows the hook would skip mixed in."""
+    trace = read_pbs([str(SAMPLE)])
+    cols, _skipped = columns(trace.jobs, "submit")
+    compared = []
+
+    def observe(i, history, table):
+        fast = cal.outcome_of_usable(cols.walls[i], cols.ncpus[i], history)
+        assert cal.outcome(cols.walls[i], cols.ncpus[i], iter(history)) == fast
+        if len(history) < cal.HISTORY_ROWS:  # a row without walltime is never used
+            noisy = [(5, None, 1)] + list(history)
+            assert cal.outcome(cols.walls[i], cols.ncpus[i], noisy) == fast
+        compared.append(i)
+
+    replay_calibrated(cols, 12.0, observe=observe)
+    assert len(compared) == len(cols.users)
 
 
 def test_predict_command_with_keys_on_the_sample(fresh_dsn, capsys):

@@ -310,7 +310,7 @@ def test_json_output_has_the_documented_schema(swf, capsys):
     assert list(doc["predictors"]) == [BASELINE, "v1", "v2", "v3", "calibrated"]
     keys = {"jobs", "under_pct", "bad_under_pct", "mean_accuracy", "median_accuracy", "mae_hours"}
     for name, obj in doc["predictors"].items():
-        extra = {"target_under_pct"} if name == "calibrated" else set()
+        extra = {"target", "target_under_pct"} if name == "calibrated" else set()
         assert set(obj) == keys | {"by_class"} | extra
         assert set(obj["by_class"]) == {"short", "medium", "long"}
         for cls in obj["by_class"].values():

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import json
+import sys
+from typing import Any, Optional
 
 from ..errors import ConfigError
 from ..hookpath.config import Settings, require_dsn
@@ -14,7 +16,37 @@ table: every finished job is replayed (in event order, each job learning only fr
 ended before it) with the target under-estimate rate target_under_pct, and the final table
 replaces the stored one. The hook re-reads it within 60 s. Run it from cron (e.g. every
 10 minutes) or after each ingest; it is idempotent.
+
+--target-under-pct v3 asks for as many under-estimates as v3 would have made on the same
+jobs (v3's running under-estimates are computed alongside and tracked).
 """
+
+TARGET_V3 = "v3"
+TARGET_HELP = (
+    "target under-estimate rate in percent, or 'v3': as many under-estimates as v3 on the"
+    " same jobs (default: the setting target_under_pct)"
+)
+
+
+def target_option(text: Optional[str], default: float) -> Optional[float]:
+    """The target of ``--target-under-pct``: percent, or ``None`` for ``v3``.
+
+    :param text: the option's value (``None``: not given, the setting ``default``)
+    :raises ConfigError: neither ``v3`` nor a number above 0 and below 100
+    """
+    if text is None:
+        return default
+    if text.strip().lower() == TARGET_V3:
+        return None
+    try:
+        target = float(text)
+    except ValueError:
+        raise ConfigError(
+            f"--target-under-pct: expected a percentage or 'v3', got {text!r}"
+        ) from None
+    if not 0 < target < 100:
+        raise ConfigError(f"--target-under-pct: must be above 0 and below 100, got {target:g}")
+    return target
 
 
 def register(sub: Any) -> None:
@@ -25,17 +57,13 @@ def register(sub: Any) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--target-under-pct",
-        type=float,
-        metavar="PCT",
-        help="target under-estimate rate in percent (default: the setting target_under_pct)",
-    )
+    p.add_argument("--target-under-pct", metavar="PCT|v3", help=TARGET_HELP)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a line")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    """Rebuild the table and print one summary line; 0 on success.
+    """Rebuild the table and print one summary line (or ``--json``); 0 on success.
 
     :raises ConfigError: no database configured, or a bad target
     :raises DatabaseError: the database cannot be read or written
@@ -43,11 +71,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from ..db import engine as db
     from ..replay.calibrate import calibrate
 
-    target = settings.target_under_pct
-    if args.target_under_pct is not None:
-        target = args.target_under_pct
-        if not 0 < target < 100:
-            raise ConfigError(f"--target-under-pct: must be above 0 and below 100, got {target:g}")
+    target = target_option(args.target_under_pct, settings.target_under_pct)
     dsn = require_dsn(settings)
     engine = db.make_engine(dsn)
     try:
@@ -56,9 +80,18 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             conn.commit()
     finally:
         engine.dispose()
+    if args.json:
+        json.dump(summary._asdict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
     under = "-" if summary.under_pct is None else f"{summary.under_pct:.1f} %"
+    if target is None:
+        v3 = "-" if summary.target_under_pct is None else f"{summary.target_under_pct:.1f} %"
+        goal = f"target v3's rate, {v3}"
+    else:
+        goal = f"target {target:g} %"
     print(
         f"calibrated on {summary.jobs} finished jobs: under-estimated {under}"
-        f" (target {target:g} %), {summary.cells} table cells"
+        f" ({goal}), {summary.cells} table cells"
     )
     return 0

@@ -14,6 +14,7 @@ from ..errors import ConfigError, ParseError, SoftwalltimeError
 from ..hookpath.config import PREDICTORS, Settings, require_dsn
 from ..units import parse_size
 from .argtypes import name_list
+from .calibrate import TARGET_HELP, target_option
 
 if TYPE_CHECKING:
     from ..replay.evaluate import Trace
@@ -76,8 +77,10 @@ v3_jobs, reserve_s, target_under_pct ...) come from the configuration, as in the
 
 The predictor 'calibrated' runs the hook's code with its site calibration table updated at
 every job end, in event order, from finished jobs only; the report gives its achieved
-under-estimate rate beside the target. --plot adds tradeoff.png: % under-estimated vs mean
-accuracy of every predictor, with 'calibrated' swept over targets of 2-25 %.
+under-estimate rate beside the target; --target-under-pct v3 sets the target to v3's
+under-estimates on the same jobs, computed alongside. --plot adds tradeoff.png:
+% under-estimated vs mean accuracy of every predictor, with 'calibrated' swept over
+targets of 2-25 %.
 """
 
 EPILOG = """\
@@ -118,10 +121,8 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--target-under-pct",
-        type=float,
-        metavar="PCT",
-        help="predictor calibrated: target under-estimate rate in percent"
-        " (default: the setting target_under_pct)",
+        metavar="PCT|v3",
+        help="predictor calibrated: " + TARGET_HELP,
     )
     p.add_argument(
         "--start-from-submit",
@@ -195,14 +196,10 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     :raises DatabaseError: ``--db`` and the database cannot be read
     """
     from ..hookpath.predict import PredictorParams
-    from ..replay.evaluate import format_table, replay, report_dict, summarize
+    from ..replay.evaluate import columns, format_table, replay_columns, report_dict, summarize
 
     predictors = name_list("--predictors", args.predictors, PREDICTORS)
-    target = settings.target_under_pct
-    if args.target_under_pct is not None:
-        target = args.target_under_pct
-        if not 0 < target < 100:
-            raise ConfigError(f"--target-under-pct: must be above 0 and below 100, got {target:g}")
+    target = target_option(args.target_under_pct, settings.target_under_pct)
     if args.db and args.sources:
         raise ConfigError("give SOURCE files or --db, not both")
     if not args.db and not args.sources:
@@ -224,7 +221,9 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     read_s = time.perf_counter() - started
     params = PredictorParams.from_settings(settings)
     started = time.perf_counter()
-    result = replay(trace.jobs, predictors, params, args.moment, target)
+    # the columns hold what the replay needs: the jobs go as they are read (peak memory)
+    cols, skipped = columns(trace.jobs, args.moment, release=True)
+    result = replay_columns(cols, skipped, predictors, params, args.moment, target)
     replay_s = time.perf_counter() - started
     report = report_dict(
         trace.source,
@@ -232,6 +231,7 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
         summarize(result),
         trace.skipped,
         target if "calibrated" in predictors else None,
+        target_v3="calibrated" in predictors and target is None,
     )
     log.debug("read %.2f s, replay %.2f s (%s jobs)", read_s, replay_s, report["jobs"])
     if not report["jobs"]:
@@ -246,7 +246,7 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
             title = ", ".join(os.path.basename(p.rstrip("/")) or p for p in args.sources)
         if len(title) > 100:
             title = title[:97] + "..."
-        sweep = sweep_calibrated(trace.jobs, args.moment) if "calibrated" in predictors else None
+        sweep = sweep_calibrated(cols) if "calibrated" in predictors else None
         for path in write_plots(result, args.plot, title=title, sweep=sweep):
             log.info("wrote %s", path)
     if args.json:

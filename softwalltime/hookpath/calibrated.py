@@ -28,6 +28,7 @@ Hook path: Python 3.6+ syntax, standard library only, no database, no ``pbs``.
 """
 
 import math
+from itertools import islice
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 NAME = "calibrated"
@@ -44,17 +45,22 @@ MIN_BIN_JOBS = 30  # outcomes a bin needs before its table choice replaces v3
 LAMBDA_START = 2.0
 LAMBDA_MIN = 0.01
 LAMBDA_MAX = 1000.0
-LAMBDA_STEP = 0.01  # lambda x exp(step x (under - target)) at every job end
+LAMBDA_STEP = 0.01  # lambda = LAMBDA_START x exp(step x the whole deficit), see Calibration
+LAMBDA_INTEGRAL = 3e-6  # and x exp(integral x the deficit) at every job end
+LAMBDA_GRID = 0.01  # choices use lambda rounded to exp(grid x an integer level)
+LOG_LAMBDA_MIN = math.log(LAMBDA_MIN)
+LOG_LAMBDA_MAX = math.log(LAMBDA_MAX)
 DEFAULT_TARGET_UNDER_PCT = 12.0
 
 # Rule ids, stable: the calibration table stores them.
 R_WALLTIME = 0
 R_V3 = 1
 # The other rules: a statistic of the class's scaled run times x a factor + 60 s, every
-# combination of STATISTICS and FACTORS (chosen on CERIT-SC, HPC2N and CTC-SP2: a finer
-# grid of factors lets the table trade accuracy for under-estimates in smaller steps).
-STATISTICS = ("max", "p90", "p75", "median", "last")  # "last": the newest job
-FACTORS = ((1, 1), (11, 10), (6, 5), (3, 2), (2, 1), (3, 1))  # exact fractions
+# combination of STATISTICS and FACTORS (chosen on CERIT-SC, HPC2N and CTC-SP2: factors
+# 1.1, 1.2 and 3 as well, 32 rules, gave the same accuracy at the same under-estimate rate
+# within 0.002, and cost twice the time in a replay).
+STATISTICS = ("max", "p90", "p75", "median", "last")  # "last": the newest job; this order
+FACTORS = ((1, 1), (3, 2), (2, 1))  # exact fractions
 RULE_ADD_S = 60
 RULE_SPECS = tuple((stat, num, den, RULE_ADD_S) for stat in STATISTICS for num, den in FACTORS)
 
@@ -65,6 +71,12 @@ def _rule_name(spec: Tuple[str, int, int, int]) -> str:
 
 
 RULES = ("walltime", "v3") + tuple(_rule_name(spec) for spec in RULE_SPECS)
+# The rule with the largest value (max x the largest factor): if it is within the walltime,
+# so are all others.
+_MAX_RULE = max(
+    range(len(RULE_SPECS)),
+    key=lambda k: (RULE_SPECS[k][0] == "max", RULE_SPECS[k][1] / RULE_SPECS[k][2]),
+)
 
 # Key levels (part of the bin).
 LEVEL_WALL_NCPUS = 0
@@ -99,15 +111,10 @@ def _clamp(value: int, walltime_s: int) -> int:
 
 def _scaled(rows: Sequence[ClassRow], walltime_s: int) -> List[int]:
     """Run times scaled to ``walltime_s``, at most KEY_JOBS of them (newest first)."""
-    out = []
-    for runtime_s, wall, _ncpus in rows:
-        if wall == walltime_s or not wall:  # rows without a walltime never get here
-            out.append(runtime_s)
-        else:
-            out.append(-(-runtime_s * walltime_s // wall))
-        if len(out) == KEY_JOBS:
-            break
-    return out
+    return [
+        runtime_s if wall == walltime_s else -(-runtime_s * walltime_s // wall)  # type: ignore[operator]
+        for runtime_s, wall, _ncpus in rows[:KEY_JOBS]
+    ]
 
 
 def _bucket(value: int, walltime_s: int, cuts: Sequence[Tuple[int, int]]) -> int:
@@ -127,7 +134,7 @@ BINS = len(LEVELS) * N_SIZE * N_SPREAD * N_LEVEL
 
 
 def features(
-    walltime_s: int, ncpus: Optional[int], history: Sequence[ClassRow]
+    walltime_s: int, ncpus: Optional[int], history: Iterable[ClassRow]
 ) -> Tuple[int, List[int], int]:
     """Choose the job's class: ``(level, scaled run times newest first, class size)``.
 
@@ -135,78 +142,80 @@ def features(
     :param ncpus: the job's processors, ``None`` if unknown (then only the walltime key)
     :param history: the user's finished jobs, most recent first (at most HISTORY_ROWS read)
     """
-    same_both: List[ClassRow] = []
-    same_wall: List[ClassRow] = []
-    usable: List[ClassRow] = []
-    for k, row in enumerate(history):
-        if k == HISTORY_ROWS:
-            break
-        wall = row[1]
-        if not wall or wall <= 0:
-            continue
-        usable.append(row)
-        if wall == walltime_s:
-            same_wall.append(row)
-            if ncpus is not None and row[2] == ncpus:
-                same_both.append(row)
-    if len(same_both) >= MIN_KEY_JOBS:
-        return LEVEL_WALL_NCPUS, _scaled(same_both, walltime_s), len(same_both)
+    return _features(walltime_s, ncpus, _usable(history))
+
+
+def _usable(history: Iterable[ClassRow]) -> List[ClassRow]:
+    """The rows with a walltime among the first HISTORY_ROWS (list comprehensions: this
+    runs for every prediction of a replay)."""
+    return [row for row in islice(history, HISTORY_ROWS) if row[1] and row[1] > 0]
+
+
+def _features(
+    walltime_s: int, ncpus: Optional[int], usable: List[ClassRow]
+) -> Tuple[int, List[int], int]:
+    same_wall = [row for row in usable if row[1] == walltime_s]
     if len(same_wall) >= MIN_KEY_JOBS:
-        return LEVEL_WALL, _scaled(same_wall, walltime_s), len(same_wall)
+        if ncpus is not None:
+            same_both = [row for row in same_wall if row[2] == ncpus]
+            if len(same_both) >= MIN_KEY_JOBS:
+                runs = [row[0] for row in same_both[:KEY_JOBS]]
+                return LEVEL_WALL_NCPUS, runs, len(same_both)
+        return LEVEL_WALL, [row[0] for row in same_wall[:KEY_JOBS]], len(same_wall)
     if usable:
         return LEVEL_USER, _scaled(usable, walltime_s), len(usable)
     return LEVEL_NONE, [], 0
 
 
-def _v3(walltime_s: int, history: Sequence[ClassRow]) -> int:
+def _v3(walltime_s: int, usable: Sequence[ClassRow]) -> int:
     """v3 with the default parameters (15 jobs, +900 s), exact, uncapped."""
     best_rt = 0
     best_wt = 0
-    count = 0
-    for k, row in enumerate(history):
-        if k == HISTORY_ROWS:
-            break
+    for row in usable[:V3_JOBS]:
         runtime_s, wall = row[0], row[1]
-        if not wall or wall <= 0:
-            continue
-        if runtime_s * best_wt >= best_rt * wall:
+        if runtime_s * best_wt >= best_rt * wall:  # type: ignore[operator]
             best_rt = runtime_s
-            best_wt = wall
-        count += 1
-        if count == V3_JOBS:
-            break
-    if count == 0:
+            best_wt = wall  # type: ignore[assignment]
+    if best_wt == 0:
         return walltime_s
     num = best_rt * walltime_s + V3_RESERVE_S * best_wt
     return -(-num // best_wt)
 
 
-def outcome(walltime_s: int, ncpus: Optional[int], history: Sequence[ClassRow]) -> Outcome:
+def outcome(walltime_s: int, ncpus: Optional[int], history: Iterable[ClassRow]) -> Outcome:
     """Every rule's soft walltime for one job, and its bin (pure).
 
     :param walltime_s: requested walltime, seconds (> 0)
     :param ncpus: requested processors, or ``None``
     :param history: the user's finished jobs ``(runtime_s, walltime_s, ncpus)``, newest first
     """
-    level, runs, n = features(walltime_s, ncpus, history)
-    v3 = _clamp(_v3(walltime_s, history), walltime_s)
+    return outcome_of_usable(walltime_s, ncpus, _usable(history))
 
+
+def outcome_of_usable(walltime_s: int, ncpus: Optional[int], usable: List[ClassRow]) -> Outcome:
+    """:func:`outcome` of a history already cut to HISTORY_ROWS rows, every one with a
+    walltime > 0 (the replay keeps its buffers so, and skips the filter)."""
+    level, runs, n = _features(walltime_s, ncpus, usable)
     if not runs:
         return Outcome(level * N_SIZE * N_SPREAD * N_LEVEL, (walltime_s,) * len(RULES), level, 0)
+    v3 = _clamp(_v3(walltime_s, usable), walltime_s)
     ordered = sorted(runs)
     m = len(ordered)
     top = ordered[-1]
     low = ordered[0]
-    stats = {
-        "max": top,
-        "p90": ordered[max(0, -(-9 * m // 10) - 1)],
-        "p75": ordered[max(0, -(-3 * m // 4) - 1)],
-        "median": ordered[(m - 1) // 2],
-        "last": runs[0],
-    }
-    softs = (walltime_s, v3) + tuple(
-        _clamp(-(-stats[stat] * num // den) + add, walltime_s) for stat, num, den, add in RULE_SPECS
+    stats = (
+        top,  # max
+        ordered[max(0, -(-9 * m // 10) - 1)],  # p90
+        ordered[max(0, -(-3 * m // 4) - 1)],  # p75
+        ordered[(m - 1) // 2],  # median
+        runs[0],  # last
     )
+    # every value is >= RULE_ADD_S >= 1, so only the cap at the walltime applies
+    values = [walltime_s, v3]
+    values += [-(-value * num // den) + RULE_ADD_S for value in stats for num, den in FACTORS]
+    if values[2 + _MAX_RULE] > walltime_s:  # the largest value: cap the others only then
+        values = [v if v < walltime_s else walltime_s for v in values]
+    softs = tuple(values)
     size = 0 if n < 6 else (1 if n < 15 else 2)
     spread = _bucket(top, max(low, 1), _SPREAD_CUTS)
     lvl = _bucket(top, walltime_s, _LEVEL_CUTS)
@@ -228,9 +237,18 @@ class Calibration:
 
     Plus ``lam`` (the under-estimate penalty) and the running totals of the chosen rules.
     Build from stored values with :meth:`from_rows`; :meth:`rows` gives them back.
+
+    ``lam`` is ``LAMBDA_START x exp(LAMBDA_STEP x level)``, ``level`` the whole part of the
+    *deficit*: the under-estimates of the chosen rules minus those the target allows (the
+    target rate x jobs, or, with target ``None``, the under-estimates v3 made on the same
+    jobs). An integral controller: every job end moves the deficit, so the running rate
+    is pulled back to the target however long it drifted; the deficit is bounded so that
+    ``lam`` stays within LAMBDA_MIN..LAMBDA_MAX (no wind-up). A bin's choice depends on its
+    cells and ``level`` only, so it is kept until either changes.
     """
 
-    __slots__ = ("jobs", "under", "acc", "lam", "total", "total_under", "_best")
+    __slots__ = ("jobs", "under", "acc", "lam", "total", "total_under", "deficit", "log_lam",
+                 "level", "_best")  # fmt: skip
 
     def __init__(self) -> None:
         size = BINS * len(RULES)
@@ -240,27 +258,28 @@ class Calibration:
         self.lam = LAMBDA_START
         self.total = 0
         self.total_under = 0
-        self._best: Dict[int, int] = {}  # bin -> chosen rule, valid until the next update
+        self.deficit = 0.0
+        self.log_lam = math.log(LAMBDA_START)
+        self.level = round(self.log_lam / LAMBDA_GRID)
+        self.lam = math.exp(LAMBDA_GRID * self.level)
+        # bin -> (its jobs, level, chosen rule): valid while both are unchanged
+        self._best: Dict[int, Tuple[int, int, int]] = {}
 
     def choose(self, bin_: int) -> int:
         """The rule for a job in ``bin_``: best accuracy - lam x under-rate; v3 when unsure."""
-        best = self._best.get(bin_)
-        if best is not None:
-            return best
         n = self.jobs[bin_]
+        kept = self._best.get(bin_)
+        if kept is not None and kept[0] == n and kept[1] == self.level:
+            return kept[2]
         if n < MIN_BIN_JOBS:
             best = R_V3
         else:
             base = bin_ * len(RULES)
+            end = base + len(RULES)
             lam = self.lam
-            best = R_V3
-            best_score = -math.inf
-            for rule in range(len(RULES)):
-                score = (self.acc[base + rule] - lam * self.under[base + rule]) / n
-                if score > best_score:
-                    best_score = score
-                    best = rule
-        self._best[bin_] = best
+            scores = [a - lam * u for a, u in zip(self.acc[base:end], self.under[base:end])]
+            best = scores.index(max(scores))  # the first of equal scores, as before
+        self._best[bin_] = (n, self.level, best)
         return best
 
     def predict(self, walltime_s: int, ncpus: Optional[int], history: Sequence[ClassRow]) -> Choice:
@@ -273,35 +292,63 @@ class Calibration:
         self,
         out: Outcome,
         runtime_s: int,
-        target_under_pct: float,
+        target_under_pct: Optional[float],
         soft_walltime_s: Optional[int] = None,
     ) -> None:
         """Learn from one finished job (call in end order, with the job's :func:`outcome`).
 
-        Whether the job's soft walltime was an under-estimate drives ``lam`` towards the
-        target; then every rule's outcome in the job's bin is counted.
+        Whether the job's soft walltime was an under-estimate moves the deficit (and so
+        ``lam``) towards the target; then every rule's outcome in the job's bin is counted.
 
+        :param target_under_pct: the target rate, percent; ``None``: as many under-estimates
+            as v3 (``R_V3``'s soft walltime in ``out``) made on the same jobs
         :param soft_walltime_s: the soft walltime the job got (default: what this table
             chooses for it now)
         """
         bin_ = out.bin
+        softs = out.softs
         if soft_walltime_s is None:
-            soft_walltime_s = out.softs[self.choose(bin_)]
-        was_under = soft_walltime_s < runtime_s
+            soft_walltime_s = softs[self.choose(bin_)]
         self.total += 1
-        if was_under:
+        step = 0.0
+        if soft_walltime_s < runtime_s:
             self.total_under += 1
-        lam = self.lam * math.exp(
-            LAMBDA_STEP * ((1.0 if was_under else 0.0) - target_under_pct / 100.0)
-        )
-        self.lam = min(LAMBDA_MAX, max(LAMBDA_MIN, lam))
+            step += 1.0
+        if target_under_pct is None:
+            if softs[R_V3] < runtime_s:
+                step -= 1.0
+        else:
+            step -= target_under_pct / 100.0
+        self._steer(step)
         base = bin_ * len(RULES)
         self.jobs[bin_] += 1
-        for k, soft in enumerate(out.softs):
+        under = self.under
+        acc = self.acc
+        k = base
+        for soft in softs:  # accuracy() written out: this runs for every rule and job
             if soft < runtime_s:
-                self.under[base + k] += 1
-            self.acc[base + k] += accuracy(soft, runtime_s)
-        self._best = {}
+                under[k] += 1
+                acc[k] += soft / runtime_s
+            elif soft == runtime_s:
+                acc[k] += 1.0
+            else:
+                acc[k] += runtime_s / soft
+            k += 1
+
+    def v3_under(self) -> float:
+        """With target ``None`` throughout: the jobs v3 under-estimated (the deficit is
+        the chosen rules' under-estimates minus v3's)."""
+        return self.total_under - self.deficit
+
+    def _steer(self, step: float) -> None:
+        """Move the deficit by ``step`` and lambda with it (proportional + integral)."""
+        self.deficit += step
+        log_lam = self.log_lam + LAMBDA_STEP * step + LAMBDA_INTEGRAL * self.deficit
+        self.log_lam = min(LOG_LAMBDA_MAX, max(LOG_LAMBDA_MIN, log_lam))
+        level = round(self.log_lam / LAMBDA_GRID)
+        if level != self.level:
+            self.level = level
+            self.lam = math.exp(LAMBDA_GRID * level)
 
     def choices(self) -> List[int]:
         """The rule chosen in every bin now (what the hook reads, :class:`Choices`)."""
@@ -336,6 +383,9 @@ class Calibration:
                 int(state[1]),
                 int(state[2]),
             )
+            if table.lam > 0:
+                table.log_lam = min(LOG_LAMBDA_MAX, max(LOG_LAMBDA_MIN, math.log(table.lam)))
+                table.level = round(table.log_lam / LAMBDA_GRID)
         for bin_, rule, n, under, acc in cells:
             if 0 <= bin_ < BINS and 0 <= rule < len(RULES):
                 table.jobs[bin_] = int(n)

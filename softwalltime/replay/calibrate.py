@@ -34,12 +34,20 @@ class CalibrationSummary(NamedTuple):
     """finished jobs replayed (the others lack a walltime, run time or times)"""
     under_pct: Optional[float]
     """under-estimate rate of the predictor over those jobs, percent"""
+    target: str
+    """``fixed`` (a percentage) or ``v3`` (as many under-estimates as v3)"""
+    target_under_pct: Optional[float]
+    """the target, percent (``v3``: v3's rate over the same jobs, None without jobs)"""
     lam: float
     cells: int
 
 
-def build_table(conn: Connection, target_under_pct: float) -> tuple[cal.Calibration, int, float]:
+def build_table(
+    conn: Connection, target_under_pct: Optional[float]
+) -> tuple[cal.Calibration, int, float]:
     """Replay the history table; return the final table, jobs replayed, their under-rate.
+
+    :param target_under_pct: percent, or ``None``: as many under-estimates as v3
 
     :raises DatabaseError: the history cannot be read
     """
@@ -53,6 +61,8 @@ def build_table(conn: Connection, target_under_pct: float) -> tuple[cal.Calibrat
 
 def store_table(conn: Connection, table: cal.Calibration, target_under_pct: float) -> int:
     """Replace the stored calibration table by ``table`` (the caller commits); cells written.
+
+    :param target_under_pct: the target stored with it (for a target ``v3``, v3's rate)
 
     :raises DatabaseError: the write failed (e.g. revision 0004 is missing)
     """
@@ -90,14 +100,26 @@ def store_table(conn: Connection, table: cal.Calibration, target_under_pct: floa
     return len(cells)
 
 
-def calibrate(conn: Connection, target_under_pct: float) -> CalibrationSummary:
+def calibrate(conn: Connection, target_under_pct: Optional[float]) -> CalibrationSummary:
     """Rebuild and store the site calibration table from finished_jobs (caller commits).
 
     :param conn: a connection to the history database
-    :param target_under_pct: the admin's target (the ``target_under_pct`` setting)
+    :param target_under_pct: the admin's target (the ``target_under_pct`` setting), or
+        ``None``: as many under-estimates as v3 on the same jobs (v3's rate is stored as the
+        table's target)
     :raises DatabaseError: reading or writing failed
     """
     table, n, under_pct = build_table(conn, target_under_pct)
-    cells = store_table(conn, table, target_under_pct)
+    target = target_under_pct
+    if target is None:
+        target = 100.0 * table.v3_under() / n if n else None
+    cells = store_table(conn, table, 0.0 if target is None else target)
     log.info("calibrated on %s finished jobs: %s cells, lambda %.4g", n, cells, table.lam)
-    return CalibrationSummary(n, under_pct if n else None, table.lam, cells)
+    return CalibrationSummary(
+        n,
+        under_pct if n else None,
+        "fixed" if target_under_pct is not None else "v3",
+        target,
+        table.lam,
+        cells,
+    )

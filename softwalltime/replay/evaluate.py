@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import Any, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
+from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, cast
 
 from ..hookpath import calibrated as cal
 from ..hookpath.predict import PredictorParams, predict
@@ -85,6 +85,9 @@ class Replay(NamedTuple):
     soft_s: Dict[str, List[int]]
     """Soft walltime per predictor name, ``"walltime"`` (the baseline) included."""
     skipped: Dict[str, int]
+    v3_under_pct: Optional[float] = None
+    """With ``calibrated`` replayed at target ``None``: v3's under-estimate rate on the same
+    jobs, computed alongside (the target it tracked)."""
 
 
 class Metrics(NamedTuple):
@@ -128,7 +131,7 @@ def replay(
     predictors: Sequence[str] = PREDICTORS,
     params: Optional[PredictorParams] = None,
     moment: str = "submit",
-    target_under_pct: float = cal.DEFAULT_TARGET_UNDER_PCT,
+    target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT,
 ) -> Replay:
     """Replay jobs through the predictors with per-user ring buffers (no query per job).
 
@@ -142,13 +145,31 @@ def replay(
     """
     if moment not in MOMENTS:
         raise ValueError(f"moment must be one of {MOMENTS}, not {moment!r}")
+    cols, skipped = columns(jobs, moment)
+    return replay_columns(cols, skipped, predictors, params, moment, target_under_pct)
+
+
+def replay_columns(
+    cols: ReplayColumns,
+    skipped: Dict[str, int],
+    predictors: Sequence[str] = PREDICTORS,
+    params: Optional[PredictorParams] = None,
+    moment: str = "submit",
+    target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT,
+) -> Replay:
+    """:func:`replay` of jobs already turned into :func:`columns` (the caller may then drop
+    the jobs themselves: half the memory of a large trace).
+
+    :param skipped: the jobs :func:`columns` skipped, by reason (reported as they are)
+    :param moment: the moment ``cols`` were made for (reported)
+    :raises ValueError: unknown predictor name
+    """
     for name in predictors:
         if name not in PREDICTORS:
             raise ValueError("unknown predictor {!r}; known: {}".format(name, ",".join(PREDICTORS)))
     if params is None:
         params = PredictorParams.create()
 
-    cols, skipped = columns(jobs, moment)
     users, instants, ends, walls, runs, _cpus, by_instant, by_end = cols
     n = len(users)
 
@@ -216,12 +237,15 @@ def replay(
             memo[user] = (head, wall, values)
 
     soft_all: Dict[str, List[int]] = {BASELINE: list(walls)}
+    v3_under_pct = None
     for name in predictors:
         if name == cal.NAME:
-            soft_all[name] = replay_calibrated(cols, target_under_pct)[0]
+            soft_all[name], table = replay_calibrated(cols, target_under_pct)
+            if target_under_pct is None and table.total:
+                v3_under_pct = 100.0 * table.v3_under() / table.total
         else:
             soft_all[name] = soft[name]
-    return Replay(moment=moment, runtime_s=runs, walltime_s=walls, soft_s=soft_all, skipped=skipped)
+    return Replay(moment, runs, walls, soft_all, skipped, v3_under_pct)
 
 
 class ReplayColumns(NamedTuple):
@@ -238,12 +262,14 @@ class ReplayColumns(NamedTuple):
 
 
 def columns(
-    jobs: Sequence[TraceJob], moment: str = "submit"
+    jobs: Sequence[TraceJob], moment: str = "submit", release: bool = False
 ) -> Tuple[ReplayColumns, Dict[str, int]]:
     """The jobs that can be evaluated, as columns in trace order, and the others by reason.
 
     :param jobs: the workload in trace order
     :param moment: ``"submit"`` or ``"start"``: the prediction instant
+    :param release: empty ``jobs`` (a list) while reading it, so that the jobs and their
+        columns are never both in memory (a large trace's peak)
     """
     skipped: Dict[str, int] = {}
     users: List[str] = []
@@ -253,7 +279,14 @@ def columns(
     runs: List[int] = []
     cpus: List[Optional[int]] = []
     at_submit = moment == "submit"
-    for job in jobs:
+    if release:
+        assert isinstance(jobs, list)
+        jobs.reverse()  # popped from the end, oldest first
+        pop = jobs.pop
+        source: Iterable[TraceJob] = (pop() for _ in range(len(jobs)))
+    else:
+        source = jobs
+    for job in source:
         user = job[0]
         submit_s, start_s, end_s, wall, run = job[1], job[2], job[3], job[4], job[5]
         instant = submit_s if at_submit else start_s
@@ -288,7 +321,7 @@ def columns(
 
 def replay_calibrated(
     columns: ReplayColumns,
-    target_under_pct: float,
+    target_under_pct: Optional[float],
     table: Optional[cal.Calibration] = None,
     observe: Optional[Any] = None,
 ) -> Tuple[List[int], cal.Calibration]:
@@ -310,55 +343,88 @@ def replay_calibrated(
     if table is None:
         table = cal.Calibration()
     keep = cal.HISTORY_ROWS
-    buffers: Dict[str, Deque[Tuple[int, Optional[int], Optional[int]]]] = {}
-    outcomes: List[Optional[cal.Outcome]] = [None] * n
+    # Newest first, lists (the rules read a slice): at most HISTORY_ROWS + 1 entries, the
+    # spare one for the entry of a job that ends at its own instant. Every entry has a
+    # walltime > 0 (columns() keeps no other job), so outcome_of_usable() applies.
+    buffers: Dict[str, List[Tuple[int, Optional[int], Optional[int]]]] = {}
+    # Outcomes of the jobs predicted and not yet ended (memory: only the running ones).
+    pending: Dict[int, cal.Outcome] = {}
+    # Per user: (newest history entry, walltime, ncpus, outcome) of the last prediction:
+    # the outcome is a pure function of these (users submit in batches).
+    memo: Dict[str, Tuple[Any, int, Optional[int], cal.Outcome]] = {}
     softs = [0] * n
     update = table.update
+    choose = table.choose
+    outcome = cal.outcome_of_usable
+    empty: List[Tuple[int, Optional[int], Optional[int]]] = []
+    own_entry: Dict[int, Tuple[int, Optional[int], Optional[int]]] = {}
 
     def history_of(user: str, exclude: int) -> List[Tuple[int, Optional[int], Optional[int]]]:
         buf = buffers.get(user)
         if buf is None:
-            return []
+            return empty
         own = own_entry.get(exclude)
         if own is None:
-            return list(buf)[:keep]
+            return buf[:keep]
         return [x for x in buf if x is not own][:keep]
 
-    own_entry: Dict[int, Tuple[int, Optional[int], Optional[int]]] = {}
     e = 0
+    next_end = ends[by_end[0]] if n else 0
     for i in by_instant:
         t = instants[i]
-        while e < n and ends[by_end[e]] <= t:
+        while e < n and next_end <= t:
             j = by_end[e]
-            out = outcomes[j]
-            if out is None:  # ends at its own instant: its outcome from the history so far
-                out = cal.outcome(walls[j], ncpus[j], history_of(users[j], j))
-                outcomes[j] = out
+            got = pending.pop(j, None)
+            if got is None:  # ends at its own instant: its outcome from the history so far
+                out = outcome(walls[j], ncpus[j], history_of(users[j], j))
+                pending[j] = out  # predicted below
                 update(out, runs[j], target_under_pct)
             else:
-                update(out, runs[j], target_under_pct, softs[j])
+                update(got, runs[j], target_under_pct, softs[j])
             buf = buffers.get(users[j])
             if buf is None:
-                buf = buffers[users[j]] = deque(maxlen=keep + 1)
+                buf = buffers[users[j]] = []
             entry = (runs[j], walls[j], ncpus[j])
             if ends[j] == instants[j]:
                 own_entry[j] = entry
-            buf.appendleft(entry)
+            buf.insert(0, entry)
+            if len(buf) > keep + 1:
+                buf.pop()
             e += 1
-        history = history_of(users[i], i)
+            if e < n:
+                next_end = ends[by_end[e]]
+        user = users[i]
+        wall = walls[i]
+        cpus = ncpus[i]
+        history = history_of(user, i)
         if observe is not None:
             observe(i, history, table)
-        choice = table.predict(walls[i], ncpus[i], history)
-        if outcomes[i] is None:
-            outcomes[i] = choice.outcome
-        softs[i] = choice.soft_walltime_s
+        if pending.pop(i, None) is not None:
+            # ended at its own instant (the table learnt it above): predicted from the
+            # history as it is now, which may hold more of the user's jobs ended at t
+            out = outcome(wall, cpus, history)
+        else:
+            head = history[0] if history and i not in own_entry else None
+            last = memo.get(user)
+            if (
+                head is not None
+                and last is not None
+                and last[0] is head
+                and last[1] == wall
+                and last[2] == cpus
+            ):
+                out = last[3]
+            else:
+                out = outcome(wall, cpus, history)
+                if head is not None:
+                    memo[user] = (head, wall, cpus, out)
+            pending[i] = out
+        softs[i] = out.softs[choose(out.bin)]
         own_entry.pop(i, None)
     # The remaining ends: the table's final state covers every finished job.
     while e < n:
         j = by_end[e]
-        out = outcomes[j]
-        assert out is not None
-        update(out, runs[j], target_under_pct, softs[j])
+        update(pending.pop(j), runs[j], target_under_pct, softs[j])
         e += 1
     return softs, table
 
@@ -367,10 +433,12 @@ SWEEP_TARGETS = (2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 25.0)
 
 
 def sweep_calibrated(
-    jobs: Sequence[TraceJob], moment: str = "submit", targets: Sequence[float] = SWEEP_TARGETS
+    cols: ReplayColumns, targets: Sequence[float] = SWEEP_TARGETS
 ) -> List[Tuple[float, Metrics]]:
-    """Replay the ``calibrated`` predictor once per target: ``[(target, metrics), ...]``."""
-    cols, _skipped = columns(jobs, moment)
+    """Replay the ``calibrated`` predictor once per target: ``[(target, metrics), ...]``.
+
+    :param cols: the jobs, from :func:`columns`
+    """
     out = []
     for target in targets:
         softs, _table = replay_calibrated(cols, target)
@@ -465,6 +533,7 @@ def report_dict(
     reports: Dict[str, PredictorReport],
     trace_skipped: Dict[str, int],
     target_under_pct: Optional[float] = None,
+    target_v3: bool = False,
 ) -> Dict[str, Any]:
     """Build the ``--json`` object: source, moment, jobs, skipped, predictors.
 
@@ -473,7 +542,10 @@ def report_dict(
     :param reports: from :func:`summarize`
     :param trace_skipped: records the reader itself skipped, by reason
     :param target_under_pct: the ``calibrated`` predictor's target, reported beside its
-        achieved rate (``predictors.calibrated.target_under_pct``)
+        achieved rate (``predictors.calibrated.target_under_pct``); with ``target_v3``,
+        ignored: v3's rate on the same jobs is reported (``result.v3_under_pct``)
+    :param target_v3: the target was "as many under-estimates as v3"
+        (``predictors.calibrated.target`` is ``"v3"``, else ``"fixed"``)
     """
     skipped_by_reason = dict(trace_skipped)
     for reason, count in result.skipped.items():
@@ -482,7 +554,11 @@ def report_dict(
     for name, rep in reports.items():
         obj: Dict[str, Any] = rep.overall._asdict()
         obj["by_class"] = {cls: m._asdict() for cls, m in rep.by_class.items()}
-        if name == cal.NAME and target_under_pct is not None:
+        if name == cal.NAME and target_v3:
+            obj["target"] = "v3"
+            obj["target_under_pct"] = result.v3_under_pct
+        elif name == cal.NAME and target_under_pct is not None:
+            obj["target"] = "fixed"
             obj["target_under_pct"] = target_under_pct
         predictors[name] = obj
     return {
@@ -523,10 +599,14 @@ def format_table(report: Dict[str, Any]) -> str:
     ]
     for name, obj in report["predictors"].items():
         if "target_under_pct" in obj:
+            if obj.get("target") == "v3":
+                target = "v3's rate, {} %".format(_fmt(obj["target_under_pct"], ".1f"))
+            else:
+                target = "{:g} %".format(obj["target_under_pct"])
             lines.insert(
                 3,
-                "{}: target under {:g} %, achieved {} %".format(
-                    name, obj["target_under_pct"], _fmt(obj["under_pct"], ".1f")
+                "{}: target under {}, achieved {} %".format(
+                    name, target, _fmt(obj["under_pct"], ".1f")
                 ),
             )
     for title, cls in groups:
