@@ -72,6 +72,22 @@ def test_a_similar_job_queued_for_more_than_an_hour_blocks_the_mark():
     assert rule_of_last([started, job(2000, 9000, 9100), target])[0] == NEAR
 
 
+def test_a_similar_job_that_started_after_more_than_an_hour_blocks_the_mark():
+    """ "None of the similar jobs since the boundary has waited more than an hour": one that
+    started before the target's submit after waiting 2 h blocks too (unless told not to);
+    one that starts after the submit is judged by its wait so far only."""
+    quick = job(0, 10, 500)
+    slow = job(100, 7300, 7400)  # waited 7200 s, started before the target
+    target = job(8000, 8100, 8200)
+    assert rule_of_last([quick, slow, target])[0] == IBL
+    assert rule_of_last([quick, slow, target], block_started_slow=False)[0] == NEAR
+    # the same job starting after the target's submit: 7900 s > 1 h so far, blocks too
+    assert rule_of_last([quick, job(100, 9000, 9100), target])[0] == IBL
+    # a slow similar job submitted before the near-term boundary does not block
+    big = job(150, 150, 100_000, procs=4, ert=90_000)
+    assert rule_of_last([slow, big, quick._replace(submit_s=200, start_s=210), target])[0] == NEAR
+
+
 def test_a_change_in_running_large_jobs_ends_the_near_term_history():
     similar = job(0, 10, 500)
     big = job(50, 60, 100_000, procs=4, ert=90_000)  # large: starts before the target
@@ -117,11 +133,16 @@ def test_far_term_all_similar_jobs_quick():
 
 
 def test_rank_criterion():
+    """The paper: threshold = min(greatest rank of a quick job, least rank of a slow one),
+    and the target's rank must be less than it."""
     ranks = [(0.2, True), (0.5, True), (0.7, False)]
-    assert pqstar.rank_threshold_met(0.5, ranks)
+    assert pqstar.rank_threshold_met(0.4, ranks)
+    assert not pqstar.rank_threshold_met(0.5, ranks)  # not less than the threshold 0.5
     assert not pqstar.rank_threshold_met(0.6, ranks)  # above every quick job's rank
-    assert not pqstar.rank_threshold_met(0.5, [(0.5, True), (0.5, False)])
+    assert pqstar.rank_threshold_met(0.3, [(0.5, True), (0.4, False)])
+    assert not pqstar.rank_threshold_met(0.4, [(0.5, True), (0.4, False)])  # slow one's rank
     assert pqstar.rank_threshold_met(0.9, [(0.95, True)])
+    assert not pqstar.rank_threshold_met(0.0, [(0.0, True)])  # rank 0 is not less than 0
     assert not pqstar.rank_threshold_met(0.0, [(0.1, False)])  # no quick job: no threshold
 
 
@@ -144,17 +165,22 @@ def test_only_started_jobs_teach_the_baselines():
     assert res.predicted_s["qbets"] == [10]
 
 
-def test_ibl_matches_the_plain_reference():
+@pytest.mark.parametrize("user_window", [0, 7])
+def test_ibl_matches_the_plain_reference(user_window):
+    """The candidates: the last 50 started jobs and the user's ``user_window`` most recent
+    jobs older than those."""
     rng = random.Random(7)
-    ibl = baselines.Ibl(k=5, window=50)
+    ibl = baselines.Ibl(k=5, window=50, user_window=user_window)
     history = []
-    for n in range(120):
+    for n in range(160):
         feats = baselines.features(
-            rng.choice("abc"), rng.randint(1, 64), rng.randint(0, 10**5),
+            rng.choice("abcd"), rng.randint(1, 64), rng.randint(0, 10**5),
             rng.randint(0, 300), rng.randint(0, 2000), rng.randint(-5, 128), 128,
         )  # fmt: skip
         if n > 10:
-            expected = baselines.ibl_predict_reference(history[-50:], feats, k=5)
+            mine = [h for h in history[:-50] if h[0][0] == feats[0]]
+            older = mine[-user_window:] if user_window else []
+            expected = baselines.ibl_predict_reference(older + history[-50:], feats, k=5)
             assert ibl.predict(feats) == expected
         wait = rng.randint(0, 50_000)
         ibl.observe(feats, wait)
@@ -230,5 +256,5 @@ def test_quick_similar_counts_only_similar_jobs_that_started_within_the_threshol
     """Not in the paper (off by default): a similar job that started after waiting 2 h
     proves nothing about backfilling."""
     jobs = [job(0, 7200, 7300), job(8000, 8100, 8200)]
-    assert rule_of_last(jobs)[0] == NEAR
-    assert rule_of_last(jobs, quick_similar=True)[0] == IBL
+    assert rule_of_last(jobs, block_started_slow=False)[0] == NEAR
+    assert rule_of_last(jobs, block_started_slow=False, quick_similar=True)[0] == IBL

@@ -64,8 +64,15 @@ def reference_rules(jobs, machine, params):
         def started(lo, hi, i=i, t=t):
             return any(similar(a, i) and st[a] <= t for a in range(lo, hi))
 
-        def blocked(lo, i=i, t=t):
-            return any(similar(a, i) and st[a] > t and t - sub[a] > quick for a in range(lo, i))
+        def blocked(lo, i=i, t=t):  # a similar job since lo has waited more than quick
+            return any(
+                similar(a, i)
+                and (
+                    (st[a] > t and t - sub[a] > quick)
+                    or (params.block_started_slow and st[a] <= t and st[a] - sub[a] > quick)
+                )
+                for a in range(lo, i)
+            )
 
         if started(b, i) and not blocked(b):
             rules.append(NEAR)
@@ -102,9 +109,14 @@ def kth_slice():
     return work.jobs[:1400]
 
 
-@pytest.mark.parametrize("quick_s", [3600, 600])
-def test_fast_replay_agrees_with_the_reference(kth_slice, quick_s):
-    params = WaitParams(quick_s=quick_s, first_target=600, last_target=1400)
+@pytest.mark.parametrize("quick_s, block_started_slow", [(3600, True), (600, True), (3600, False)])
+def test_fast_replay_agrees_with_the_reference(kth_slice, quick_s, block_started_slow):
+    params = WaitParams(
+        quick_s=quick_s,
+        block_started_slow=block_started_slow,
+        first_target=600,
+        last_target=1400,
+    )
     fast = replay_waits(kth_slice, 100, params).rule
     slow = reference_rules(kth_slice, 100, params)
     assert fast == slow

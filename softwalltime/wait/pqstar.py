@@ -13,13 +13,16 @@ most ``similar_s`` (1 h) apart:
 - **near-term history**: back from the target while the number of running *large* jobs
   (request >= the next power of two >= sqrt(machine size)) at each job's submit is the
   target's. Quick starter if a similar job in it has started and no similar job submitted
-  since the boundary is still queued after more than ``quick_s``.
+  since the boundary has waited more than ``quick_s``: still queued after more than
+  ``quick_s`` at the target's submit, or started by then after waiting longer (the paper's
+  "have waited for more than an hour"; ``block_started_slow=False``: only the queued ones).
 - **mid-term history**: from the near boundary back until the running set at a job's
   submit shares no job with the target's. The same two conditions (the queued check from
   the mid boundary on), and one of: the request-size rank criterion, the ERT rank criterion
-  (rank = jobs in the queue with a smaller value / (queue length + 1); thresholds from the
-  near-term history: the rank must be <= the greatest rank of its jobs that waited <=
-  ``quick_s`` and < the least rank of those known to wait longer), or the free-node
+  (rank = jobs in the queue with a smaller value / (queue length + 1); the threshold from
+  the near-term history is the lesser of the greatest rank of its jobs that waited <=
+  ``quick_s`` and the least rank of those known to wait longer; the target's rank must be
+  less than it), or the free-node
   criterion (free processors minus those requested by queued jobs with a smaller request
   or a smaller ERT > the target's request).
 - **far-term history**: everything before the mid boundary; quick starter if it has
@@ -65,8 +68,14 @@ class WaitParams(NamedTuple):
     """0-based index of the first target job (the paper: the 10,001st)."""
     last_target: int = 50_000
     """Targets end before this index (the paper: the 50,000th job, or the trace's end)."""
+    block_started_slow: bool = True
+    """A similar job submitted since the boundary that started after waiting more than
+    ``quick_s`` blocks the near- and mid-term marks, as one still queued that long does
+    (False: only the queued ones block)."""
     ibl_k: int = 10
     ibl_window: int = 400
+    ibl_user_window: int = 200
+    """IBL also compares with this many of the user's started jobs older than its window."""
     quantile: float = 0.95
     confidence: float = 0.95
     window: int = 1000
@@ -132,12 +141,14 @@ def rank_threshold_met(rank: float, ranks: Sequence[Tuple[float, bool]]) -> bool
     :param rank: the target's rank in the queue
     :param ranks: (rank at submit, waited <= quick_s) of the near-term jobs whose wait is
         known (started, or still queued after more than quick_s)
+    :return: the rank is less than the paper's threshold, the lesser of the greatest rank
+        of a quick job and the least rank of a slow one (no quick job: no threshold)
     """
     quick = [x for x, fast in ranks if fast]
     if not quick:
         return False
     slow = [x for x, fast in ranks if not fast]
-    return rank <= max(quick) and (not slow or rank < min(slow))
+    return rank < min(max(quick), min(slow)) if slow else rank < max(quick)
 
 
 def free_node_criterion(
@@ -207,7 +218,7 @@ def replay_waits(
             bisect.insort(far_slow.setdefault(procs[j], []), ert[j])
 
     qbets = QuantileBound(params.quantile, params.confidence, params.window)
-    ibl = Ibl(params.ibl_k, params.ibl_window)
+    ibl = Ibl(params.ibl_k, params.ibl_window, params.ibl_user_window)
 
     out = WaitPredictions([], [], [], {m: [] for m in METHODS}, [], [], [])
     pred_lu, pred_qb = out.predicted_s["loguniform"], out.predicted_s["qbets"]
@@ -273,6 +284,7 @@ def replay_waits(
 
             rule, criteria = _decide(
                 i, t, b, mid_from, free, quick_s, similar_s, params.quick_similar,
+                params.block_started_slow,
                 sub, st, procs, ert, by_size, queue, queued_by_size,
                 rank_size, rank_ert, far_all, far_slow,
             )  # fmt: skip
@@ -298,6 +310,7 @@ def _decide(
     quick_s: int,
     similar_s: int,
     quick_similar: bool,
+    block_started_slow: bool,
     sub: Sequence[int],
     st: Sequence[int],
     procs: Sequence[int],
@@ -315,12 +328,22 @@ def _decide(
     for mid, which of its criteria held (see :attr:`WaitPredictions.mid_criteria`)."""
     p, r = procs[i], ert[i]
     same = by_size[p]
-    # The latest similar job still queued after more than quick_s: a boundary at or
-    # before it fails the "no similar job has waited too long" condition.
+    # The latest similar job that has waited more than quick_s (still queued, or started
+    # by t after waiting that long): a boundary at or before it fails the "no similar job
+    # has waited too long" condition.
     blocked = -1
     for j in queued_by_size.get(p, ()):
         if t - sub[j] > quick_s and -similar_s <= ert[j] - r <= similar_s and j > blocked:
             blocked = j
+    if block_started_slow:
+        k = bisect.bisect_left(same, i) - 1
+        first = bisect.bisect_left(same, min(b, mid_from))
+        while k >= first and same[k] > blocked:
+            j = same[k]
+            if st[j] <= t and st[j] - sub[j] > quick_s and -similar_s <= ert[j] - r <= similar_s:
+                blocked = j
+                break
+            k -= 1
     max_wait = quick_s if quick_similar else None
     if blocked < b and _similar_started_in(same, b, i, ert, st, r, similar_s, t, sub, max_wait):
         return NEAR, ""
