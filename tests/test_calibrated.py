@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+from collections import Counter
 from pathlib import Path
 
 import psycopg2
@@ -23,10 +24,11 @@ from softwalltime.replay.evaluate import (
     replay,
     replay_calibrated,
 )
-from softwalltime.replay.traces import read_pbs
+from softwalltime.replay.traces import read_pbs, read_sources
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "softwalltime" / "data" / "cesnet-openpbs-testserver.log"
+CERIT = "CERIT-SC-wagap-2013.alea.swf.gz"
 HOOK = str(REPO / "hooks" / "softwalltime_hook.py")
 FAKE_PBS = REPO / "tests" / "fakes" / "pbs.py"
 H = 3600
@@ -322,23 +324,31 @@ def test_evaluate_target_v3_reports_v3s_rate_as_the_target(capsys):
     assert "calibrated: target under v3's rate, " in capsys.readouterr().out
 
 
-def test_replay_outcomes_are_the_hooks():
-    """The replay's fast path (history already cut and filtered) gives what the hook's
-    outcome() gives on the same rows, with rows the hook would skip mixed in."""
-    trace = read_pbs([str(SAMPLE)])
-    cols, _skipped = columns(trace.jobs, "submit")
-    compared = []
+@pytest.mark.parametrize("source", ["sample", "trace"])
+def test_replay_outcomes_are_the_hooks(source):
+    """The replay's fast paths (history cut and filtered once, the same-walltime class kept
+    per user, outcomes reused within a batch) give what the hook's outcome() gives on the
+    same rows, with rows the hook would skip mixed in, and so the same soft walltimes."""
+    if source == "sample":
+        jobs = read_pbs([str(SAMPLE)]).jobs
+    else:  # the bundled trace's first 3000 jobs: users with more than HISTORY_ROWS jobs
+        jobs = read_sources([str(REPO / "softwalltime" / "data" / CERIT)]).jobs[:3000]
+    cols, _skipped = columns(jobs, "submit")
+    expected = {}
 
     def observe(i, history, table):
-        fast = cal.outcome_of_usable(cols.walls[i], cols.ncpus[i], history)
-        assert cal.outcome(cols.walls[i], cols.ncpus[i], iter(history)) == fast
+        out = cal.outcome(cols.walls[i], cols.ncpus[i], iter(history))
+        assert cal.outcome_of_usable(cols.walls[i], cols.ncpus[i], history) == out
         if len(history) < cal.HISTORY_ROWS:  # a row without walltime is never used
             noisy = [(5, None, 1)] + list(history)
-            assert cal.outcome(cols.walls[i], cols.ncpus[i], noisy) == fast
-        compared.append(i)
+            assert cal.outcome(cols.walls[i], cols.ncpus[i], noisy) == out
+        expected[i] = out.softs[table.choose(out.bin)]
 
-    replay_calibrated(cols, 12.0, observe=observe)
-    assert len(compared) == len(cols.users)
+    softs, _table = replay_calibrated(cols, 12.0, observe=observe)
+    assert len(expected) == len(cols.users)
+    assert softs == [expected[i] for i in range(len(softs))]
+    if source == "trace":
+        assert max(Counter(cols.users).values()) > 2 * cal.HISTORY_ROWS
 
 
 def test_predict_command_with_keys_on_the_sample(fresh_dsn, capsys):

@@ -152,9 +152,13 @@ def _usable(history: Iterable[ClassRow]) -> List[ClassRow]:
 
 
 def _features(
-    walltime_s: int, ncpus: Optional[int], usable: List[ClassRow]
+    walltime_s: int,
+    ncpus: Optional[int],
+    usable: List[ClassRow],
+    same_wall: Optional[List[ClassRow]] = None,
 ) -> Tuple[int, List[int], int]:
-    same_wall = [row for row in usable if row[1] == walltime_s]
+    if same_wall is None:
+        same_wall = [row for row in usable if row[1] == walltime_s]
     if len(same_wall) >= MIN_KEY_JOBS:
         if ncpus is not None:
             same_both = [row for row in same_wall if row[2] == ncpus]
@@ -192,10 +196,19 @@ def outcome(walltime_s: int, ncpus: Optional[int], history: Iterable[ClassRow]) 
     return outcome_of_usable(walltime_s, ncpus, _usable(history))
 
 
-def outcome_of_usable(walltime_s: int, ncpus: Optional[int], usable: List[ClassRow]) -> Outcome:
+def outcome_of_usable(
+    walltime_s: int,
+    ncpus: Optional[int],
+    usable: List[ClassRow],
+    same_wall: Optional[List[ClassRow]] = None,
+) -> Outcome:
     """:func:`outcome` of a history already cut to HISTORY_ROWS rows, every one with a
-    walltime > 0 (the replay keeps its buffers so, and skips the filter)."""
-    level, runs, n = _features(walltime_s, ncpus, usable)
+    walltime > 0 (the replay keeps its buffers so, and skips the filter).
+
+    :param same_wall: the rows of ``usable`` with this walltime, in the same order, if the
+        caller keeps them (the replay does, per user and walltime)
+    """
+    level, runs, n = _features(walltime_s, ncpus, usable, same_wall)
     if not runs:
         return Outcome(level * N_SIZE * N_SPREAD * N_LEVEL, (walltime_s,) * len(RULES), level, 0)
     v3 = _clamp(_v3(walltime_s, usable), walltime_s)

@@ -347,6 +347,9 @@ def replay_calibrated(
     # spare one for the entry of a job that ends at its own instant. Every entry has a
     # walltime > 0 (columns() keeps no other job), so outcome_of_usable() applies.
     buffers: Dict[str, List[Tuple[int, Optional[int], Optional[int]]]] = {}
+    # Per user and walltime: the entries of the user's first HISTORY_ROWS with it, newest
+    # first (the rules' "same walltime" class, without a scan of the history).
+    by_wall: Dict[str, Dict[Optional[int], List[Tuple[int, Optional[int], Optional[int]]]]] = {}
     # Outcomes of the jobs predicted and not yet ended (memory: only the running ones).
     pending: Dict[int, cal.Outcome] = {}
     # Per user: (newest history entry, walltime, ncpus, outcome) of the last prediction:
@@ -384,12 +387,22 @@ def replay_calibrated(
             buf = buffers.get(users[j])
             if buf is None:
                 buf = buffers[users[j]] = []
+                walls_of = by_wall[users[j]] = {}
+            else:
+                walls_of = by_wall[users[j]]
             entry = (runs[j], walls[j], ncpus[j])
             if ends[j] == instants[j]:
                 own_entry[j] = entry
             buf.insert(0, entry)
-            if len(buf) > keep + 1:
-                buf.pop()
+            same = walls_of.get(walls[j])
+            if same is None:
+                walls_of[walls[j]] = [entry]
+            else:
+                same.insert(0, entry)
+            if len(buf) > keep:  # the entry now at position keep left the first keep
+                walls_of[buf[keep][1]].pop()
+                if len(buf) > keep + 1:
+                    buf.pop()
             e += 1
             if e < n:
                 next_end = ends[by_end[e]]
@@ -414,10 +427,11 @@ def replay_calibrated(
                 and last[2] == cpus
             ):
                 out = last[3]
+            elif head is not None:
+                out = outcome(wall, cpus, history, by_wall[user].get(wall, empty))
+                memo[user] = (head, wall, cpus, out)
             else:
                 out = outcome(wall, cpus, history)
-                if head is not None:
-                    memo[user] = (head, wall, cpus, out)
             pending[i] = out
         softs[i] = out.softs[choose(out.bin)]
         own_entry.pop(i, None)

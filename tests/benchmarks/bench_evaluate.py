@@ -5,12 +5,20 @@ For each trace: read time, then replay time and jobs/s for each predictor alone 
 time. Also prints how many ``predict()`` calls the replay made (predictions are reused
 within a user's batch when neither the walltime nor the history changed).
 
-    python benchmarks/bench_evaluate.py [TRACE ...] [--repeat N]
+``--whole``: instead, ``softwalltime evaluate`` as a user runs it, on every usable shared
+trace as one workload (454,090 jobs with ``--start-from-submit``), once per predictor set
+(v3 alone, calibrated alone, both): wall time and peak memory of each process, and the
+time relative to v3 alone (issue 18: calibrated within 2 x, at most 300 MB).
+
+    python benchmarks/bench_evaluate.py [TRACE ...] [--repeat N] [--whole]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -52,11 +60,44 @@ def count_predict_calls(jobs, predictors):
     return calls
 
 
+# Every shared SWF trace with requested times (METACENTRUM has none).
+WHOLE = sorted(p for p in TRACES.glob("*.swf.gz") if not p.name.startswith("METACENTRUM"))
+WHOLE_SETS = ("v3", "calibrated", "v3,calibrated")
+
+
+def run_measured(argv):
+    """Run a command; its wall time (s) and peak resident memory (MB), its own only."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    secs = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"failed: {' '.join(argv)}")
+    return secs, usage.ru_maxrss / 1024
+
+
+def whole(repeat):
+    exe = str(Path(sys.executable).with_name("softwalltime"))
+    print(f"softwalltime evaluate --start-from-submit on {len(WHOLE)} traces as one workload")
+    base = None
+    for predictors in WHOLE_SETS:
+        argv = [exe, "evaluate", "--start-from-submit", "--predictors", predictors]
+        runs = [run_measured(argv + [str(p) for p in WHOLE]) for _ in range(repeat)]
+        secs = min(r[0] for r in runs)
+        mb = max(r[1] for r in runs)
+        base = secs if base is None else base
+        print(f"  {predictors:<15} {secs:6.2f} s  {secs / base:4.2f} x v3  peak {mb:5.0f} MB")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("traces", nargs="*", default=[str(p) for p in DEFAULT])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--whole", action="store_true", help="see the module docstring")
     args = parser.parse_args()
+    if args.whole:
+        whole(args.repeat)
+        return
     for path in args.traces:
         read_s, trace = best_of(1, lambda p=path: read_sources([p]))
         n = len(trace.jobs)
