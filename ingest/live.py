@@ -7,10 +7,11 @@ no more lines than before. What a chunk yields, in log order:
 
 - a state row (``queued`` from a Q or an R record, ``running`` from an S record) for a job
   whose last record in the chunk is one of those;
-- a tombstone row (state ``deleted``) for a job deleted (D) or aborted (A) after such a
-  record in the chunk, so that reading that record again later cannot bring the job back;
-- a *gone* key (server, job id) for every job whose last record is a D or A: the row the
-  database may hold from an earlier chunk becomes a tombstone.
+- a *gone* key (server, job id) for every job whose last record is a D (deleted) or A
+  (aborted): the row the database (or the batch) holds for it from an earlier chunk becomes
+  a tombstone (state ``deleted``), so that reading that earlier record again (a rotated
+  file read from its start) cannot bring the job back. A job queued and deleted within one
+  chunk leaves nothing: a file is only ever read again whole, deletion included.
 
 An E record needs nothing here: the loader deletes the row of every job it stores in
 ``finished_jobs``, and never inserts a state for a job ``finished_jobs`` already has (an E
@@ -224,9 +225,6 @@ def fold_chunk(
     """
     last = dict(zip(idents, itertools.count()))
     is_state = kinds.translate(_IS_STATE)
-    state_at = dict(
-        zip(itertools.compress(idents, is_state), itertools.compress(itertools.count(), is_state))
-    )
     gone_seen = set(itertools.compress(idents, kinds.translate(_IS_GONE)))
     ops: List[Op] = []
     for k in sorted(k for k in last.values() if kinds[k] != _E):
@@ -241,9 +239,7 @@ def fold_chunk(
         key = _gone_key(ident, server)
         if key is None:
             continue  # no server to name it by: its E (if any) is refused the same way
-        at = state_at.get(ident)
-        row = None if at is None else _state(line(at), source, server, refuse)
-        ops.append(Op(key, None if row is None else tombstone(row[1]), True))
+        ops.append(Op(key, None, True))
     return ops
 
 

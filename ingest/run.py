@@ -164,7 +164,8 @@ class Summary:
                 "refused as impossible (counted as malformed, not stored): "
                 + "; ".join(f"{n:,} {rule}" for rule, n in rules)
             )
-        if self.live_now or self.live_written or self.live_dropped:
+        live = self.live_now.get("queued", 0) + self.live_now.get("running", 0)
+        if live or self.live_written or self.live_dropped:
             out.append(
                 "live job states: {:,} queued, {:,} running now ({:,} written,"
                 " {:,} stale dropped)".format(
