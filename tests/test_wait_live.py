@@ -309,3 +309,29 @@ def test_wait_jobid_from_qstat_shows_pbss_own_estimate(fresh_dsn, tmp_path, caps
     text = capsys.readouterr().out
     assert "PBS's own estimate (estimated.start_time, qstat -T): in 00:01:" in text
     assert "(qstat now)" in text
+
+
+def test_publish_alters_only_what_changed_and_stops_at_its_time_budget():
+    from softwalltime.pbsserver import publish
+    from softwalltime.pbsserver.commands import Pbs
+
+    now = 1_795_920_000
+    nopbs = Pbs(exec_dir="/nonexistent")  # a dry run runs no PBS command
+    kept = publish.value(True, now + 1800)
+    queued = [("1.s", None), ("2.s", kept), ("3.s", "set by hand")]
+    asked = []
+
+    def predict(job_id):
+        asked.append(job_id)
+        return True, now + 3600
+
+    summary = publish.publish(nopbs, queued, predict, now, dry_run=True)
+    assert (summary.seen, summary.changed, summary.unchanged, summary.errors) == (3, 2, 1, 0)
+    assert asked == ["1.s", "2.s", "3.s"]
+    assert summary.lines == [
+        f"1.s: unset -> {publish.value(True, now + 3600)}",
+        f"3.s: set by hand -> {publish.value(True, now + 3600)}",
+    ]
+    assert summary.line().startswith("publish: 3 queued jobs, 2 would change, 1 unchanged")
+    late = publish.publish(nopbs, queued, predict, now, dry_run=True, time_budget_s=-1)
+    assert (late.skipped, late.changed, late.unchanged) == (3, 0, 0)

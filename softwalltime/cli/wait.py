@@ -497,16 +497,23 @@ def _publish(
     pbs = Pbs.from_settings(settings)
     now = snap.now_s
     on_server, _left = live_from_qstat(snap.qstat or {})
-    queued = sorted((j for j in on_server if j.queued), key=lambda j: (j.submit_s, j.job_id))
-    by_id = {j.job_id: j for j in queued}
-    if queued and not args.dry_run and publish.ensure_resource(pbs):
-        print(f"publish: created resource {publish.RESOURCE} (type=string, flag=r)")
 
     def current(job_id: str) -> Optional[str]:
         attrs = (snap.qstat or {}).get(job_id) or {}
         res = attrs.get("Resource_List") if isinstance(attrs, dict) else None
         value = res.get(publish.RESOURCE) if isinstance(res, dict) else None
         return None if value is None else str(value)
+
+    def order(job: Any) -> Tuple[int, int, str]:
+        """Jobs without an answer first (new ones get one within the time budget), then
+        the longest queued."""
+        parsed = publish.parse_value(current(job.job_id))
+        return (0 if parsed is None else 1, job.submit_s, job.job_id)
+
+    queued = sorted((j for j in on_server if j.queued), key=order)
+    by_id = {j.job_id: j for j in queued}
+    if queued and not args.dry_run and publish.ensure_resource(pbs):
+        print(f"publish: created resource {publish.RESOURCE} (type=string, flag=r)")
 
     def predict(job_id: str) -> Tuple[bool, int]:
         j = by_id[job_id]
