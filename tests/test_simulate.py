@@ -263,6 +263,38 @@ def test_calibrated_learns_only_from_jobs_ended_in_the_simulation(kth: Workload)
         assert history == min(ended, 100)
 
 
+class AskingTable(sim.CalibratedSource):
+    """Asks the site table at every submit and start (Calibration.predict, no memo) and
+    records every answer; ``memo`` records the answers of the memoized source instead."""
+
+    def __init__(self, memo: bool) -> None:
+        super().__init__(3.0)
+        self.use_memo = memo
+        self.answers: List[Tuple[int, int, int]] = []
+
+    def on_submit(self, j: int, now: int) -> int:
+        if self.use_memo:
+            value = super().on_submit(j, now)
+        else:
+            hist = self.history.get(self.work.user[j], ())
+            choice = self.table.predict(self.work.wall[j], self.work.procs[j], list(hist))
+            self.chosen[j] = choice
+            value = int(choice.soft_walltime_s)
+        self.answers.append((j, now, value))
+        return value
+
+
+def test_calibrated_memo_answers_what_the_table_predicts(kth: Workload) -> None:
+    # The source reuses a user's outcome until their history changes (the answer at start,
+    # a burst of equal jobs); every answer must be the table's own prediction then.
+    plain, memo = AskingTable(memo=False), AskingTable(memo=True)
+    a = sim.simulate(kth, plain, 100, "pbs")
+    b = sim.simulate(kth, memo, 100, "pbs")
+    assert len(plain.answers) == 2 * len(kth.submit)
+    assert memo.answers == plain.answers
+    assert a.start == b.start
+
+
 def test_summary_and_table(kth: Workload) -> None:
     result = sim.simulate(kth, sim.make_source("users"), 100, "pbs")
     summary = sim.summarize(kth, result)

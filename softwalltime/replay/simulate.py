@@ -33,6 +33,9 @@ The model (also in ``softwalltime simulate --help`` and the README):
   Steps of ``pbs`` that cannot change any scheduling decision (no other event in between and
   the estimated end does not cross the head's shadow time) are taken in one closed-form
   jump, so a 1-second estimate of a day-long job costs a few operations, not 86,400 events.
+  With ``backfill_depth`` 1 they are applied only when a pass reads the running jobs' ends
+  in order, and windows in which provably no job can start are skipped (the shadow can
+  run ahead of now by at most the largest increment of the jobs it waits for).
 - **Refresh** (optional, ``refresh_every_s``): at every multiple of that period, queued
   jobs of users with newly ended jobs are predicted again; the new value replaces the
   estimate when it differs by more than ``refresh_pct`` % and at least ``refresh_min_s``.
@@ -313,10 +316,26 @@ class CalibratedSource(EstimateSource):
         self.table = cal.Calibration()
         self.history: Dict[str, Deque[Tuple[int, int, int]]] = {}
         self.chosen: Dict[int, Any] = {}  # job -> its last Choice (what it runs with)
+        # user -> (history version, walltime, procs, outcome): the outcome (the costly,
+        # table-independent part of a prediction) is a pure function of these, so a job
+        # asked again at start, or the next job of a burst, reuses it until the user's
+        # history changes.
+        self.memo: Dict[str, Tuple[int, int, int, Any]] = {}
+        self.version: Dict[str, int] = {}
 
     def on_submit(self, j: int, now: int) -> int:
-        hist = self.history.get(self.work.user[j], ())
-        choice = self.table.predict(self.work.wall[j], self.work.procs[j], list(hist))
+        user = self.work.user[j]
+        wall = self.work.wall[j]
+        procs = self.work.procs[j]
+        version = self.version.get(user, 0)
+        memo = self.memo.get(user)
+        if memo is not None and memo[0] == version and memo[1] == wall and memo[2] == procs:
+            out = memo[3]
+        else:
+            out = cal.outcome(wall, procs, list(self.history.get(user, ())))
+            self.memo[user] = (version, wall, procs, out)
+        rule = self.table.choose(out.bin)  # what Calibration.predict does with the outcome
+        choice = cal.Choice(out.softs[rule], rule, out)
         self.chosen[j] = choice
         return int(choice.soft_walltime_s)
 
@@ -328,6 +347,7 @@ class CalibratedSource(EstimateSource):
         if hist is None:
             hist = self.history[user] = deque(maxlen=cal.HISTORY_ROWS)
         hist.appendleft((self.work.run[j], self.work.wall[j], self.work.procs[j]))
+        self.version[user] = self.version.get(user, 0) + 1
 
 
 SOURCE_NAMES = (BASELINE,) + tuple(HOOK_PREDICTORS) + (CALIBRATED, PERFECT, FIXED10)
@@ -435,7 +455,9 @@ def simulate(
     heappop = heapq.heappop
     insort = bisect.insort
     bisect_left = bisect.bisect_left
+    bisect_right = bisect.bisect_right
 
+    deferred = is_pbs and backfill_depth == 1 and not lazy_corrections and not _FULL
     # Refresh state
     period = refresh.every_s if refresh is not None and source.refreshable else 0
     queued_by_user: Dict[str, List[int]] = {}
@@ -497,6 +519,81 @@ def simulate(
             e = next_estimate(j, e, ncorr[j])
         set_estimate(j, e)
 
+    def take_due(t: int) -> None:
+        # The pbs corrections due by now, deferred (depth 1, corrections as events): taken
+        # only before a pass that reads the running jobs' ends in order (a full pass, a
+        # moved shadow, a tracked job). Until then a due job's entry in ``running`` holds
+        # an end <= now: every other reader works from it in closed form (crossing,
+        # virtual_end) or only loosens a bound with it (gap_bound, noop_until's extra), so
+        # no decision changes. The due jobs are the entries with an end <= now (a job at
+        # its walltime, or whose next step is past its end, ends after now), so no heap.
+        k = bisect_right(running, (t, n))
+        if not k:
+            return
+        taken = []
+        for when, j in running[:k]:
+            st = start[j]
+            e = when - st
+            w = wall[j]
+            inc = orig[j] if orig[j] > 1 else 1
+            m = (t - when) // inc + 1
+            cap = -(-(w - e) // inc)
+            if cap < m:
+                m = cap
+            ncorr[j] += m
+            e += m * inc
+            if e > w:
+                e = w
+            est[j] = e
+            est_end[j] = st + e
+            taken.append((st + e, j))
+        del running[:k]
+        if k > 4:
+            running.extend(taken)
+            running.sort()  # two sorted runs: merged
+        else:
+            for x in taken:
+                insort(running, x)
+
+    def next_due() -> float:
+        # Deferred: when the next pbs correction of a running job is due (all are > now).
+        for e, j in running:
+            st = start[j]
+            if e < st + wall[j] and e < st + run[j]:
+                return e
+        return inf
+
+    def take_pbs_corrections(t: int) -> bool:
+        # Step 2 under pbs: advance() and schedule_correction() of each due job, inlined
+        # (millions of corrections on a large trace with short estimates). True if any.
+        taken = False
+        while corr and corr[0][0] <= t:
+            when, j = heappop(corr)
+            st = start[j]
+            e = est[j]
+            end = st + run[j]
+            if end <= t or st + e != when:
+                continue  # ended, or already advanced
+            w = wall[j]
+            inc = orig[j] if orig[j] > 1 else 1
+            m = (t - when) // inc + 1
+            cap = -(-(w - e) // inc)
+            if cap < m:
+                m = cap
+            ncorr[j] += m
+            e += m * inc
+            if e > w:
+                e = w
+            del running[bisect_left(running, (when, j))]
+            est[j] = e
+            new = st + e
+            est_end[j] = new
+            insort(running, (new, j))
+            if e < w and new < end:
+                heappush(corr, (new, j))
+            taken = True
+        return taken
+
     def crossing(j: int, sh: float) -> float:
         # When running job j's estimated end (now <= sh) would first move past sh.
         e = est[j]
@@ -541,7 +638,8 @@ def simulate(
         insort(running, (t + e, j))
         free -= procs[j]
         heappush(ends, (t + run[j], j))
-        schedule_correction(j)
+        if not deferred:
+            schedule_correction(j)
         if period:
             queued_by_user[users[j]].remove(j)
 
@@ -758,6 +856,8 @@ def simulate(
             and min_p > extra
             and min_est > max(orig[dj], 1)
         ):
+            if deferred:
+                take_due(t)  # equal ends and the next end, as they are now
             lo = bisect_left(running, (est_end[dj], -1))
             hi = bisect_left(running, (est_end[dj], n))
             if hi - lo == 1:
@@ -770,6 +870,14 @@ def simulate(
             if j == track:
                 # Reaching the next end (not only passing it) adds that job to extra.
                 c = crossing(j, limit - 1) if limit < inf else inf
+            elif is_pbs:  # crossing(j, shadow), inlined
+                st = start[j]
+                if st + wall[j] <= shadow:
+                    continue
+                inc = orig[j] if orig[j] > 1 else 1
+                c = e + int((shadow - e) // inc) * inc
+                if c >= st + run[j]:
+                    continue
             else:
                 c = crossing(j, shadow)
             if c < best:
@@ -802,32 +910,95 @@ def simulate(
             e = next_estimate(j, e, i)
         return st + e
 
+    def gap_bound(t: int, need: int) -> float:
+        # G >= S(t') - t' for every t' >= t until the next end, arrival or refresh, where
+        # S(t') is the blocked head's shadow then. A running job's estimated end at t' is
+        # at most max(e, t' + B) (e: its end now; B: the most a correction can put its end
+        # past the instant it happens: the increment under pbs, 1 h + 60 s under simple,
+        # unbounded otherwise) and at most start + walltime; minus t', that bound never
+        # grows with t'. The jobs that end first now hold the head's need; the largest of
+        # their bounds bounds S(t') - t'.
+        acc = 0
+        gap = 0
+        for e, j in running:
+            if is_pbs:
+                b = t + max(orig[j], 1)
+            elif is_simple:
+                b = t + SIMPLE_STEP_S + SIMPLE_MARGIN_S
+            else:
+                b = start[j] + wall[j]
+            if b < e:
+                b = e
+            w = start[j] + wall[j]
+            if w < b:
+                b = w
+            if b > gap:
+                gap = b
+            acc += procs[j]
+            if acc >= need:
+                return gap - t
+        return inf
+
     def noop_until(t: int, last: float) -> int:
         # The latest instant T <= last such that no pass in [t, T] can start a job, with
         # nothing but corrections happening: estimated ends only grow, so the shadow
         # at any such instant is at most S_T (the shadow with the ends due by T), and extra
-        # at most the processors of jobs ending by S_T now.
+        # at most the processors of jobs ending by S_T now. A candidate backfills by its
+        # estimate at t' only if t' + min_est <= S(t') <= t' + G (gap_bound): never when
+        # min_est > G; then extra alone can admit one, and only once the jobs ending by
+        # t' + G now hold min_p processors.
         head = queue[0]
         need = procs[head] - free
         margin = SIMPLE_MARGIN_S if is_simple else 0
         ok = t
+        gap = gap_bound(t, need)
+        if min_est > gap:
+            x = free - procs[head]
+            reach = inf
+            for e, j in running:
+                x += procs[j]
+                if x >= min_p:
+                    reach = e - gap
+                    break
+            if reach - 1 >= last:
+                return int(last)
+            if reach - 1 > t:
+                ok = int(reach - 1)
         d = 256
         while True:
             cand = min(t + d, last)
             if cand <= ok:
-                return ok
-            due = cand + margin  # ends whose next correction is due by cand
-            ends_t = sorted(
-                (virtual_end(j, e, cand) if e <= due else e, procs[j]) for e, j in running
-            )
+                if d > last - t:
+                    return ok
+                d *= 4
+                continue
+            # Only the ends due by cand move; the others keep their order in running.
+            k = bisect_right(running, (cand + margin, n))
+            vends = sorted((virtual_end(j, e, cand), procs[j]) for e, j in running[:k])
             acc = 0
             s_t = inf
-            for e, p in ends_t:
-                acc += p
+            i = 0
+            for e, j in running[k:]:
+                while i < k and vends[i][0] <= e:
+                    acc += vends[i][1]
+                    if acc >= need:
+                        s_t = vends[i][0]
+                        break
+                    i += 1
+                if s_t < inf:
+                    break
+                acc += procs[j]
                 if acc >= need:
                     s_t = e
                     break
-            if s_t == inf or t + min_est <= s_t:
+            else:
+                while i < k:
+                    acc += vends[i][1]
+                    if acc >= need:
+                        s_t = vends[i][0]
+                        break
+                    i += 1
+            if s_t == inf or (t + min_est <= s_t and min_est <= gap):
                 return ok
             x_max = free - procs[head]
             for e, j in running:
@@ -846,7 +1017,9 @@ def simulate(
             t_corr = inf
         elif backfill_depth == 1 and not _FULL:
             t_corr = next_cross
-            if restale:
+            if restale and deferred:
+                t_corr = min(t_corr, next_due())
+            elif restale:
                 # The next instant the model has a pass at: also the next correction.
                 while corr and (
                     start[corr[0][1]] + run[corr[0][1]] <= corr[0][0]
@@ -876,15 +1049,24 @@ def simulate(
                     next_refresh = -(-t // period) * period
         if ended:
             full = True
-        # 2. corrections due by now (taken lazily, in closed form for pbs)
-        while corr and corr[0][0] <= t:
-            when, j = heappop(corr)
-            if start[j] + run[j] <= t or step_time(j, est[j]) != when:
-                continue  # ended, or already advanced
-            advance(j, t)
-            schedule_correction(j)
-            if lazy_corrections:
+        # 2. corrections due by now (taken lazily, in closed form for pbs). Depth 1: pbs
+        # corrections are taken only when a pass reads the running jobs' ends (deferred,
+        # see take_pbs_corrections); the others not while the queue stays empty (no pass
+        # reads an estimate; an ending job counts its own).
+        if deferred:
+            if track >= 0:
+                take_due(t)
+        elif queue or a < n and submit[a] == t or backfill_depth != 1 or lazy_corrections or _FULL:
+            if is_pbs and take_pbs_corrections(t) and lazy_corrections:
                 full = True  # no crossing events: the next pass recomputes everything
+            while corr and corr[0][0] <= t:
+                when, j = heappop(corr)
+                if start[j] + run[j] <= t or step_time(j, est[j]) != when:
+                    continue  # ended, or already advanced
+                advance(j, t)
+                schedule_correction(j)
+                if lazy_corrections:
+                    full = True  # no crossing events: the next pass recomputes everything
         if track >= 0:
             shadow = float(est_end[track])  # the shadow moves with the tracked job
         # 2b. refresh
@@ -915,6 +1097,8 @@ def simulate(
             restale = False
             continue
         if backfill_depth == 1:
+            if deferred and (full or moved or shadow < 0):
+                take_due(t)  # the pass reads the ends
             if moved and not full and shadow >= 0:
                 # Queue, free processors and head unchanged: no job can start unless the new
                 # shadow or extra admits the best candidate of the last scan.
@@ -934,6 +1118,8 @@ def simulate(
             elif not moved:
                 continue
             next_cross = compute_next_cross(t)
+            if deferred and restale:
+                take_due(t)  # the next instant is the next correction
         else:
             passes += 1
             pass_depth(t)
