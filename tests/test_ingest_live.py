@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import time
 from pathlib import Path
 
@@ -212,3 +213,91 @@ def test_a_q_or_s_without_user_and_ctime_is_skipped_not_refused(record):
     line = f"11/25/2026 10:00:00;{record};7.pbshost;queue=workq\n".encode()
     chunk = parse_chunk(line, 0, 0, "f", None)
     assert chunk.live == [] and chunk.malformed_total == 0
+
+
+def _busy_log(path: Path, jobs: int) -> Path:
+    """Jobs whose lives overlap: each queued 30 s after the previous, started 300 s after
+    its submit, ended 600 s after; every 7th deleted while queued, every 11th requeued once.
+    The last ones are still queued or running at the end of the log."""
+    events = []
+    for n in range(1, jobs + 1):
+        c = NOW - 30 * (jobs - n) - 300
+        events.append((c, q_line(n, c)))
+        if n % 7 == 0:
+            events.append((c + 200, d_line(n, c + 200)))
+            continue
+        if n % 11 == 0:
+            events.append((c + 100, s_line(n, c, c + 100)))
+            events.append((c + 150, r_line(n, c, c + 100, c + 150)))
+        events.append((c + 300, s_line(n, c, c + 300)))
+        events.append((c + 600, e_line(n, c, c + 300, c + 600)))
+    events.sort(key=lambda e: e[0])
+    path.write_text("".join(line for t, line in events if t < NOW))  # the log ends now
+    return path
+
+
+def _live_rows(dsn: str) -> list[tuple]:
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT server, job_id, ctime, job_seq, state, username, queue, ncpus,"
+                " walltime_s, soft_walltime_s, qtime, started_at, event_at, source_file,"
+                " source_offset FROM live_jobs ORDER BY job_seq"
+            )
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+def test_killed_mid_run_then_run_again_gives_the_live_states_of_one_run(
+    capsys, fresh_dsn, pg_server, template_db, tmp_path
+):
+    import signal
+    import subprocess
+    import sys
+
+    log = _busy_log(tmp_path / "20261125", 30_000)
+    name = f"swt_live_clean_{os.getpid()}"
+    other = pg_server.create_database(name, template=template_db)
+    try:
+        assert ingest(capsys, other, str(log))[0] == 0  # one run, undisturbed
+        clean = _live_rows(other)
+    finally:
+        pg_server.drop_database(name)
+    assert {r[4] for r in clean} == {"queued", "running", "deleted"}
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "softwalltime_ingest", "--dsn", fresh_dsn, "--no-progress"]
+        + ["--batch-size", "50", str(log)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if _count(fresh_dsn) >= 2000:
+                break
+            time.sleep(0.01)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert 2000 <= _count(fresh_dsn) < 30_000 * 6 // 7
+    assert ingest(capsys, fresh_dsn, str(log))[0] == 0
+    # the same jobs queued and running, from the same records; tombstones depend on where
+    # chunks began (a job queued and deleted within one leaves none), so not compared
+    live = [r for r in _live_rows(fresh_dsn) if r[4] != "deleted"]
+    assert live == [r for r in clean if r[4] != "deleted"]
+    assert {r[4] for r in live} == {"queued", "running"}
+
+
+def _count(dsn: str) -> int:
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT count(*) FROM finished_jobs")
+            return int(cur.fetchone()[0])
+    finally:
+        conn.close()
