@@ -335,3 +335,18 @@ def test_publish_alters_only_what_changed_and_stops_at_its_time_budget():
     assert summary.line().startswith("publish: 3 queued jobs, 2 would change, 1 unchanged")
     late = publish.publish(nopbs, queued, predict, now, dry_run=True, time_budget_s=-1)
     assert (late.skipped, late.changed, late.unchanged) == (3, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--history", "1000001", "5"], "--history: at most 1,000,000 jobs, got 1,000,001"),
+        (["--publish", "--time-budget", "2:00:00"], "at most 3,600 seconds, got 7,200"),
+        (["--ncpus", "100000001", "--walltime", "60"], "at most 100,000,000 processors"),
+    ],
+)
+def test_what_a_user_chooses_is_capped(capsys, args, message):
+    from softwalltime.cli import main
+
+    assert main(["wait", *args]) == 2
+    assert message in capsys.readouterr().err.strip().splitlines()[-1]

@@ -49,6 +49,25 @@ examples:
 _positive = whole_number(1)
 
 
+def _at_most(parse: Any, limit: int, what: str) -> Any:
+    """An argparse type: ``parse``'s value, at most ``limit``."""
+
+    def check(text: str) -> int:
+        value = int(parse(text))
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"at most {limit:,} {what}, got {value:,}")
+        return value
+
+    return check
+
+
+# Caps of what a user chooses: PBS's own count bound, a history read in about a second per
+# prediction x 100, and a publish run shorter than an hour (cron starts one every 5 min).
+_procs = _at_most(_positive, 10**8, "processors")
+_history = _at_most(_positive, 1_000_000, "jobs")
+_budget = _at_most(positive_duration, 3600, "seconds")
+
+
 WAIT_DESCRIPTION = """\
 Predict when a job starts: a queued job (JOBID), or one submitted now (--ncpus and
 --walltime). PQStar's answer (quick starter, with the bound, and which history decided),
@@ -94,7 +113,7 @@ def _register_wait(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("job_id", nargs="?", metavar="JOBID", help="a queued job, e.g. 1234.pbs01")
-    p.add_argument("--ncpus", type=_positive, metavar="N", help="processors of a job not submitted")
+    p.add_argument("--ncpus", type=_procs, metavar="N", help="processors of a job not submitted")
     p.add_argument(
         "--walltime",
         type=positive_duration,
@@ -122,10 +141,10 @@ def _register_wait(sub: Any) -> None:
         metavar="DURATION",
         help="threshold (3600 s)",
     )
-    p.add_argument("--machine-procs", type=_positive, metavar="N", help="the machine's processors")
+    p.add_argument("--machine-procs", type=_procs, metavar="N", help="the machine's processors")
     p.add_argument(
         "--history",
-        type=_positive,
+        type=_history,
         default=10_000,
         metavar="N",
         help="finished jobs used, most recently submitted (default: %(default)s)",
@@ -141,7 +160,7 @@ def _register_wait(sub: Any) -> None:
     )
     p.add_argument(
         "--time-budget",
-        type=positive_duration,
+        type=_budget,
         default=120,
         metavar="DURATION",
         help="with --publish: stop predicting after this long (default: 120 s)",
