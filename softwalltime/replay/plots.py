@@ -6,7 +6,9 @@ is drawn, with the non-interactive Agg canvas, so no display is needed.
 
 from __future__ import annotations
 
+import bisect
 import logging
+import math
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -153,6 +155,29 @@ def plot_errors_by_class(result: Replay, path: str, title: str = "") -> None:
     _save(fig, canvas_cls, path)
 
 
+def spaced_labels(xs: Sequence[float], ys: Sequence[float], min_frac: float = 0.06) -> List[int]:
+    """Indexes of the points to label, so that no two labelled points are within
+    ``min_frac`` of the axes' spans of each other (in both directions): each point clear of
+    the ones labelled before it, and the last one (the other end of a curve) instead of any
+    labelled point too close to it."""
+    if not xs:
+        return []
+    span_x = (max(xs) - min(xs)) or 1.0
+    span_y = (max(ys) - min(ys)) or 1.0
+
+    def close(a: int, b: int) -> bool:
+        return abs(xs[a] - xs[b]) / span_x < min_frac and abs(ys[a] - ys[b]) / span_y < min_frac
+
+    chosen = [0]
+    for k in range(1, len(xs)):
+        if not any(close(k, c) for c in chosen):
+            chosen.append(k)
+    last = len(xs) - 1
+    if chosen[-1] != last:
+        chosen = [c for c in chosen if not close(c, last)] + [last]
+    return chosen
+
+
 def plot_tradeoff(
     result: Replay,
     sweep: Sequence[Tuple[float, Metrics]],
@@ -175,9 +200,14 @@ def plot_tradeoff(
         xs = [m.under_pct or 0.0 for _t, m in sweep]
         ys = [m.mean_accuracy or 0.0 for _t, m in sweep]
         ax.plot(xs, ys, "-", color=_COLORS["calibrated"], alpha=0.6, label="calibrated, by target")
-        for (target, _m), x, y in zip(sweep, xs, ys):
+        for x, y in zip(xs, ys):
             ax.plot([x], [y], "o", color=_COLORS["calibrated"], markersize=4)
-            ax.annotate(f"{target:g} %", (x, y), textcoords="offset points", xytext=(4, -10),
+        # Close targets give close points: label only points clear of the labelled ones,
+        # alternately right-below and left-above the point (issue 21: labels overlapped).
+        for k, side in zip(spaced_labels(xs, ys), range(len(xs))):
+            offset = (5, -11) if side % 2 == 0 else (-5, 6)
+            ax.annotate(f"{sweep[k][0]:g} %", (xs[k], ys[k]), textcoords="offset points",
+                        xytext=offset, ha="left" if side % 2 == 0 else "right",
                         fontsize=7, color=_COLORS["calibrated"])  # fmt: skip
     for name, softs in result.soft_s.items():
         m = metrics(softs, result.runtime_s)
@@ -231,30 +261,73 @@ SIM_BSLD_PNG = "simulate_slowdown_by_class.png"
 _SIM_COLORS = {"users": "#7f7f7f", "perfect": "#2ca02c", "fixed10": "#9467bd"}
 
 
+def mean_ci(values: Sequence[float]) -> Tuple[float, float]:
+    """Mean and the half-width of its 95 % confidence interval (normal approximation:
+    1.96 x standard deviation / sqrt(n); 0 for fewer than two values)."""
+    n = len(values)
+    if n == 0:
+        return 0.0, 0.0
+    mean = sum(values) / n
+    if n < 2:
+        return mean, 0.0
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, 1.96 * math.sqrt(var / n)
+
+
+def cdf_points(
+    values: Sequence[float], max_points: int = _MAX_POINTS
+) -> Tuple[List[float], List[float]]:
+    """The empirical CDF of ``values`` as at most ``max_points`` (x, fraction <= x) steps
+    (every value when there are fewer; else evenly spaced ranks, the last one included)."""
+    xs = sorted(values)
+    n = len(xs)
+    if n == 0:
+        return [], []
+    if n <= max_points:
+        ranks = list(range(n))
+    else:
+        ranks = sorted({round(k * (n - 1) / (max_points - 1)) for k in range(max_points)})
+    # The fraction at a value counts all its ties (the last rank holding it).
+    out_x: List[float] = []
+    out_y: List[float] = []
+    for r in ranks:
+        x = xs[r]
+        last = bisect.bisect_right(xs, x)
+        if out_x and out_x[-1] == x:
+            continue
+        out_x.append(x)
+        out_y.append(last / n)
+    return out_x, out_y
+
+
+def _simulation_values(work: Any, results: Dict[str, Any], metric: str) -> Dict[str, List[float]]:
+    from .simulate import job_outcomes
+
+    values: Dict[str, List[float]] = {}
+    for name, result in results.items():
+        waits, bslds = job_outcomes(work, result)
+        values[name] = [w / 3600.0 for w in waits] if metric == "wait" else list(bslds)
+    return values
+
+
 def plot_simulation_by_class(
     work: Any, results: Dict[str, Any], path: str, metric: str, title: str = ""
 ) -> None:
-    """Box plots of wait (hours) or bounded slowdown per runtime class and estimate source,
-    like the paper's Figure 10 (box: quartiles and median; whiskers: 5th-95th percentile;
-    log scale; values below the floor drawn at it).
+    """Per runtime class and estimate source: the distribution of the wait (``"wait"``: its
+    CDF, log hours, waits under a minute drawn at one minute) or the mean bounded slowdown
+    with its 95 % confidence interval (``"bsld"``). On a lightly loaded trace most jobs do
+    not wait and most slowdowns are 1, so box plots (issue 21) collapse to a line; a CDF
+    shows the share that waited and how long, and the means with intervals show whether
+    two sources differ at all.
 
     :param work: the simulated workload (:class:`softwalltime.replay.simulate.Workload`)
     :param results: estimate source -> :class:`softwalltime.replay.simulate.SimResult`
     :param metric: ``"wait"`` or ``"bsld"``
     """
-    from .simulate import job_outcomes
-
     figure_cls, canvas_cls = _matplotlib()
     classes = [runtime_class(r) for r in work.run]
     names = list(results)
-    values: Dict[str, List[float]] = {}
-    floor = 1.0 / 60.0 if metric == "wait" else 1.0
-    for name, result in results.items():
-        waits, bslds = job_outcomes(work, result)
-        if metric == "wait":
-            values[name] = [max(w / 3600.0, floor) for w in waits]
-        else:
-            values[name] = list(bslds)
+    values = _simulation_values(work, results, metric)
     fig = figure_cls(figsize=(12, 5.5))
     axes = fig.subplots(1, len(CLASSES), sharey=True)
     for ax, (cls, _limit) in zip(axes, CLASSES):
@@ -264,29 +337,41 @@ def plot_simulation_by_class(
             ax.text(0.5, 0.5, "no jobs", ha="center", va="center", transform=ax.transAxes)
             ax.set_xticks([])
             continue
-        data = [[values[name][k] for k in idx] for name in names]
-        boxes = ax.boxplot(
-            data, whis=(5, 95), showfliers=False, patch_artist=True, medianprops={"color": "k"}
-        )
-        for patch, name in zip(boxes["boxes"], names):
-            patch.set_facecolor(_SIM_COLORS.get(name, _COLORS.get(name, "#cccccc")))
-            patch.set_alpha(0.75)
-        means = [sum(d) / len(d) for d in data]
-        ax.plot(range(1, len(names) + 1), means, "D", color="white", markeredgecolor="k")
-        ax.set_xticks(range(1, len(names) + 1))
-        ax.set_xticklabels(names)
-        ax.set_yscale("log")
-        ax.grid(True, axis="y", alpha=0.4)
+        for pos, name in enumerate(names):
+            data = [values[name][k] for k in idx]
+            color = _SIM_COLORS.get(name, _COLORS.get(name, "#444444"))
+            mean, half = mean_ci(data)
+            if metric == "wait":
+                xs, ys = cdf_points([max(v, _FLOOR_H) for v in data])
+                ax.plot(xs, ys, drawstyle="steps-post", color=color,
+                        label=f"{name}: mean {mean:.2f} h \u00b1 {half:.2f}")  # fmt: skip
+            else:
+                ax.errorbar([pos], [mean], yerr=[half], fmt="o", color=color, capsize=5)
+                ax.annotate(f"{mean:.2f}", (pos, mean), textcoords="offset points",
+                            xytext=(8, -3), fontsize=8)  # fmt: skip
+        if metric == "wait":
+            ax.set_xscale("log")
+            ax.set_xlabel("wait (hours, log; < 1 min drawn at 1 min)")
+            ax.legend(loc="lower right", fontsize=8)
+        else:
+            ax.set_xticks(range(len(names)))
+            ax.set_xticklabels(names)
+            ax.set_xlim(-0.5, len(names) - 0.5)
+        ax.grid(True, alpha=0.4)
     axes[0].set_ylabel(
-        "wait time (hours, log; < 1 min drawn at 1 min)"
+        "fraction of jobs that waited at most x"
         if metric == "wait"
-        else "bounded slowdown (10-minute bound, log)"
+        else "mean bounded slowdown (10-minute bound)"
     )
     fig.suptitle(
         (title + "\n" if title else "")
-        + ("Waiting time" if metric == "wait" else "Bounded slowdown")
-        + " by runtime class and estimate source (box: quartiles, median; whiskers: 5th-95th "
-        + "percentile; diamond: mean)",
+        + (
+            "Waiting time by runtime class and estimate source (CDF; legend: mean and its 95 % "
+            "confidence interval)"
+            if metric == "wait"
+            else "Mean bounded slowdown by runtime class and estimate source (bars: 95 % "
+            "confidence interval of the mean)"
+        ),
         fontsize=10,
     )
     fig.tight_layout()
