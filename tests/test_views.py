@@ -103,9 +103,9 @@ def test_views_are_empty_without_jobs(conn):
 
 
 def test_the_readme_queries_run_and_answer(conn):
-    """The three example psql queries of the README section, executed as written."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("## Evaluating the predictors", 1)[1]
+    """The three example psql queries of docs/evaluate.md, executed as written."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "evaluate.md").read_text()
+    section = page.split("# Evaluating the predictors", 1)[1]
     block = section.split("```sql", 1)[1].split("```", 1)[0]
     queries = [q.strip() for q in block.split(";") if q.strip()]
     assert len(queries) == 3
