@@ -132,6 +132,11 @@ bench-report: $(VENV)/.installed
 rpm: $(VENV)/.installed
 	PIP=$(BIN)/pip packaging/build-rpm.sh dist
 
+## bench-prune: db prune over 1M history rows / 10k users (batches vs one DELETE)
+.PHONY: bench-prune
+bench-prune: $(VENV)/.installed
+	$(BIN)/python tests/benchmarks/bench_prune.py
+
 ## bench-wait: queue-wait replay speed (HPC2N, 40,000 targets, both estimated run times)
 .PHONY: bench-wait
 bench-wait: $(VENV)/.installed

@@ -41,7 +41,7 @@ UNITS = Path("/lib/systemd/system")
 TIMERS = ("softwalltime-ingest.timer", "softwalltime-refresh.timer", "softwalltime-status.timer")
 # Where a package's files or its side effects could be; walked before and after.
 ROOTS = ("/opt", "/etc", "/lib/systemd", "/usr/lib/systemd", "/usr/bin", "/usr/share/doc",
-         "/var/lib", "/run/lock")  # fmt: skip
+         "/usr/share/man", "/var/lib", "/run/lock")  # fmt: skip
 SKIP = ("/var/lib/dpkg", "/var/lib/apt")  # dpkg's own database
 PBS_HOME = pbsctl.PBS_HOME
 
