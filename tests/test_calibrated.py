@@ -24,6 +24,7 @@ from softwalltime.replay.evaluate import (
     replay,
     replay_calibrated,
 )
+from softwalltime.replay.prior import load_prior
 from softwalltime.replay.traces import read_pbs, read_sources
 
 REPO = Path(__file__).resolve().parents[1]
@@ -258,7 +259,7 @@ def test_calibrate_command_stores_the_replay_end_state(fresh_dsn, capsys):
     assert out.startswith("calibrated on ") and "(target 12 %)" in out
     trace = read_pbs([str(SAMPLE)])
     cols, _skipped = columns(trace.jobs, "submit")
-    _softs, expected = replay_calibrated(cols, 12.0)
+    _softs, expected = replay_calibrated(cols, 12.0, load_prior())  # calibrate's default
     conn = psycopg2.connect(fresh_dsn)
     try:
         with conn.cursor() as cur:
@@ -296,13 +297,13 @@ def test_calibrate_json_with_target_v3(fresh_dsn, capsys):
     doc = json.loads(capsys.readouterr().out)
     trace = read_pbs([str(SAMPLE)])
     cols, _skipped = columns(trace.jobs, "submit")
-    softs, table = replay_calibrated(cols, None)
+    softs, table = replay_calibrated(cols, None, load_prior())
     v3 = replay(trace.jobs, ["v3"]).soft_s["v3"]
     v3_pct = 100.0 * sum(s < r for s, r in zip(v3, cols.runs)) / len(cols.runs)
     assert doc["target"] == "v3" and doc["jobs"] == len(cols.users)
     assert doc["target_under_pct"] == pytest.approx(v3_pct)  # v3 computed alongside
     assert doc["under_pct"] == pytest.approx(100.0 * table.total_under / table.total)
-    assert set(doc) == {"jobs", "under_pct", "target", "target_under_pct", "lam", "cells"}
+    assert set(doc) == {"jobs", "under_pct", "target", "target_under_pct", "lam", "cells", "prior"}
     conn = psycopg2.connect(fresh_dsn)
     try:
         with conn.cursor() as cur:

@@ -19,6 +19,11 @@ replaces the stored one. The hook re-reads it within 60 s. Run it from cron (e.g
 
 --target-under-pct v3 asks for as many under-estimates as v3 would have made on the same
 jobs (v3's running under-estimates are computed alongside and tracked).
+
+The table starts from a prior shipped with the package (learned from public traces), as
+30 pseudo-jobs per job class, so that a new site's classes do not all fall back to v3
+until each has 30 finished jobs; the site's own jobs outweigh it as they accumulate.
+--no-prior starts from an empty table.
 """
 
 TARGET_V3 = "v3"
@@ -58,6 +63,11 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--target-under-pct", metavar="PCT|v3", help=TARGET_HELP)
+    p.add_argument(
+        "--no-prior",
+        action="store_true",
+        help="start from an empty table, not from the prior shipped with the package",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a line")
     p.set_defaults(func=run)
 
@@ -76,7 +86,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     engine = db.make_engine(dsn)
     try:
         with db.connect(engine, dsn) as conn:
-            summary = calibrate(conn, target)
+            summary = calibrate(conn, target, prior=not args.no_prior)
             conn.commit()
     finally:
         engine.dispose()

@@ -130,6 +130,12 @@ def register(sub: Any) -> None:
         help="SWF jobs whose wait time is unknown (-1) start at their submit time instead of"
         " being skipped (LLNL traces record no wait at all)",
     )
+    p.add_argument(
+        "--prior",
+        action="store_true",
+        help="predictor calibrated: start from the shipped prior table, as 'softwalltime"
+        " calibrate' does (learned on CERIT-SC, HPC2N and CTC-SP2: in-sample there)",
+    )
     add_input_size(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument(
@@ -206,6 +212,14 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("nothing to evaluate: give SOURCE files/directories, or --db")
     if args.plot:
         check_plot_dir(args.plot)  # before the work, not after it
+    start = None
+    if args.prior and "calibrated" in predictors:
+        from ..replay.prior import PriorError, load_prior
+
+        try:
+            start = load_prior()
+        except PriorError as err:
+            raise ConfigError(f"--prior: {err}") from err
     started = time.perf_counter()
     if args.db:
         trace = _read_db(settings)
@@ -223,7 +237,7 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     started = time.perf_counter()
     # the columns hold what the replay needs: the jobs go as they are read (peak memory)
     cols, skipped = columns(trace.jobs, args.moment, release=True)
-    result = replay_columns(cols, skipped, predictors, params, args.moment, target)
+    result = replay_columns(cols, skipped, predictors, params, args.moment, target, start)
     replay_s = time.perf_counter() - started
     report = report_dict(
         trace.source,
@@ -246,7 +260,7 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
             title = ", ".join(os.path.basename(p.rstrip("/")) or p for p in args.sources)
         if len(title) > 100:
             title = title[:97] + "..."
-        sweep = sweep_calibrated(cols) if "calibrated" in predictors else None
+        sweep = sweep_calibrated(cols, start=start) if "calibrated" in predictors else None
         for path in write_plots(result, args.plot, title=title, sweep=sweep):
             log.info("wrote %s", path)
     if args.json:

@@ -23,6 +23,7 @@ from ..errors import DatabaseError
 from ..hookpath import calibrated as cal
 from .evaluate import columns, replay_calibrated
 from .history import read_finished_jobs
+from .prior import load_prior
 
 log = logging.getLogger(__name__)
 
@@ -40,20 +41,24 @@ class CalibrationSummary(NamedTuple):
     """the target, percent (``v3``: v3's rate over the same jobs, None without jobs)"""
     lam: float
     cells: int
+    prior: bool
+    """whether the table started from the shipped prior"""
 
 
 def build_table(
-    conn: Connection, target_under_pct: Optional[float]
+    conn: Connection, target_under_pct: Optional[float], prior: bool = True
 ) -> tuple[cal.Calibration, int, float]:
     """Replay the history table; return the final table, jobs replayed, their under-rate.
 
     :param target_under_pct: percent, or ``None``: as many under-estimates as v3
+    :param prior: start from the shipped prior (:mod:`.prior`), not an empty table
+    :raises PriorError: the shipped prior does not fit this predictor (a packaging error)
 
     :raises DatabaseError: the history cannot be read
     """
     trace = read_finished_jobs(conn, source="finished_jobs")
     cols, _skipped = columns(trace.jobs, "submit")
-    softs, table = replay_calibrated(cols, target_under_pct)
+    softs, table = replay_calibrated(cols, target_under_pct, load_prior() if prior else None)
     under = sum(1 for s, r in zip(softs, cols.runs) if s < r)
     n = len(softs)
     return table, n, (100.0 * under / n if n else 0.0)
@@ -100,16 +105,20 @@ def store_table(conn: Connection, table: cal.Calibration, target_under_pct: floa
     return len(cells)
 
 
-def calibrate(conn: Connection, target_under_pct: Optional[float]) -> CalibrationSummary:
+def calibrate(
+    conn: Connection, target_under_pct: Optional[float], prior: bool = True
+) -> CalibrationSummary:
     """Rebuild and store the site calibration table from finished_jobs (caller commits).
 
     :param conn: a connection to the history database
     :param target_under_pct: the admin's target (the ``target_under_pct`` setting), or
         ``None``: as many under-estimates as v3 on the same jobs (v3's rate is stored as the
         table's target)
+    :param prior: start from the shipped prior table (each bin's cells hold PRIOR_JOBS
+        pseudo-jobs more than the site's own)
     :raises DatabaseError: reading or writing failed
     """
-    table, n, under_pct = build_table(conn, target_under_pct)
+    table, n, under_pct = build_table(conn, target_under_pct, prior)
     target = target_under_pct
     if target is None:
         target = 100.0 * table.v3_under() / n if n else None
@@ -122,4 +131,5 @@ def calibrate(conn: Connection, target_under_pct: Optional[float]) -> Calibratio
         target,
         table.lam,
         cells,
+        prior,
     )

@@ -132,6 +132,7 @@ def replay(
     params: Optional[PredictorParams] = None,
     moment: str = "submit",
     target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT,
+    start: Optional[cal.Calibration] = None,
 ) -> Replay:
     """Replay jobs through the predictors with per-user ring buffers (no query per job).
 
@@ -141,12 +142,15 @@ def replay(
     :param params: predictor parameters; defaults to ``PredictorParams.create()``
     :param moment: ``"submit"`` or ``"start"``: when each prediction is made
     :param target_under_pct: the ``calibrated`` predictor's under-estimate target
+        (``None``: as many under-estimates as v3)
+    :param start: the ``calibrated`` predictor's starting table (default: empty; a copy is
+        used), e.g. :func:`softwalltime.replay.prior.load_prior`
     :raises ValueError: unknown moment or predictor name
     """
     if moment not in MOMENTS:
         raise ValueError(f"moment must be one of {MOMENTS}, not {moment!r}")
     cols, skipped = columns(jobs, moment)
-    return replay_columns(cols, skipped, predictors, params, moment, target_under_pct)
+    return replay_columns(cols, skipped, predictors, params, moment, target_under_pct, start)
 
 
 def replay_columns(
@@ -156,6 +160,7 @@ def replay_columns(
     params: Optional[PredictorParams] = None,
     moment: str = "submit",
     target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT,
+    start: Optional[cal.Calibration] = None,
 ) -> Replay:
     """:func:`replay` of jobs already turned into :func:`columns` (the caller may then drop
     the jobs themselves: half the memory of a large trace).
@@ -240,7 +245,7 @@ def replay_columns(
     v3_under_pct = None
     for name in predictors:
         if name == cal.NAME:
-            soft_all[name], table = replay_calibrated(cols, target_under_pct)
+            soft_all[name], table = replay_calibrated(cols, target_under_pct, copy_table(start))
             if target_under_pct is None and table.total:
                 v3_under_pct = 100.0 * table.v3_under() / table.total
         else:
@@ -443,19 +448,27 @@ def replay_calibrated(
     return softs, table
 
 
+def copy_table(table: Optional[cal.Calibration]) -> Optional[cal.Calibration]:
+    """A fresh copy of a starting table (the replay changes the one it is given)."""
+    return None if table is None else cal.Calibration.from_rows(*table.rows())
+
+
 SWEEP_TARGETS = (2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 25.0)
 
 
 def sweep_calibrated(
-    cols: ReplayColumns, targets: Sequence[float] = SWEEP_TARGETS
+    cols: ReplayColumns,
+    targets: Sequence[float] = SWEEP_TARGETS,
+    start: Optional[cal.Calibration] = None,
 ) -> List[Tuple[float, Metrics]]:
     """Replay the ``calibrated`` predictor once per target: ``[(target, metrics), ...]``.
 
     :param cols: the jobs, from :func:`columns`
+    :param start: the starting table (default: empty)
     """
     out = []
     for target in targets:
-        softs, _table = replay_calibrated(cols, target)
+        softs, _table = replay_calibrated(cols, target, copy_table(start))
         out.append((float(target), metrics(softs, cols.runs)))
     return out
 
