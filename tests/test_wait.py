@@ -258,3 +258,26 @@ def test_quick_similar_counts_only_similar_jobs_that_started_within_the_threshol
     jobs = [job(0, 7200, 7300), job(8000, 8100, 8200)]
     assert rule_of_last(jobs, block_started_slow=False)[0] == NEAR
     assert rule_of_last(jobs, block_started_slow=False, quick_similar=True)[0] == IBL
+
+
+def test_pqstar_ibl_believes_ibl_where_they_disagree_strongly():
+    p = WaitParams(veto_s=6 * 3600, accept_s=5400)
+    # a rule marked: the bound, unless IBL predicts more than veto_s (then IBL's wait)
+    assert pqstar.arbitrate(NEAR, 6 * 3600, p) == 3600
+    assert pqstar.arbitrate(MID, 6 * 3600 + 1, p) == 6 * 3600 + 1
+    # no rule marked: marked when IBL predicts at most accept_s, else IBL's wait
+    assert pqstar.arbitrate(IBL, 5400, p) == 3600
+    assert pqstar.arbitrate(IBL, 600, p) == 600  # IBL's own wait below the bound
+    assert pqstar.arbitrate(IBL, 5401, p) == 5401
+
+
+def test_pqstar_ibl_in_the_replay():
+    """The replay predicts PQStar+IBL from PQStar's rule and IBL's wait of each target."""
+    slow = [job(100 * k, 100 * k + 40_000, 100 * k + 40_100) for k in range(5)]
+    quick = job(600, 610, 700)  # a similar job that started quickly: near-term mark
+    target = job(50_000, 50_100, 50_200)
+    rule, res = rule_of_last([*slow, quick, target], block_started_slow=False)
+    assert rule == NEAR and res.predicted_s["pqstar"] == [3600]
+    ibl_s = res.predicted_s["ibl"][0]
+    assert ibl_s > WaitParams().veto_s  # IBL learned the 40,000 s waits of the user's jobs
+    assert res.predicted_s["pqstar_ibl"] == [ibl_s]

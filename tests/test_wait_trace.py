@@ -38,14 +38,18 @@ def test_ctc_slice_figures(ctc_5000):
     assert got["pqstar"] == pytest.approx((78.1, 13.6, 54.2), abs=0.05)
     assert got["ibl"] == pytest.approx((64.7, 9.3, 47.9), abs=0.05)
     assert got["qbets"] == pytest.approx((0.0, 0.0, 7.66), abs=0.05)
+    assert got["pqstar_ibl"] == pytest.approx((81.0, 14.9, 54.8), abs=0.05)
     rules = {k: v["jobs"] for k, v in part["pqstar_rules"].items()}
     assert rules == {"near": 1383, "mid": 368, "far": 22, "ibl": 3227}
+    # of the jobs left to IBL, those IBL predicts <= 1 h count as marked
+    assert part["pqstar_ibl_marked"] == {"marked": 848, "waited_longer": 340}
 
 
 def test_ctc_slice_keeps_the_papers_ordering(ctc_5000):
     """Table 3 and 7's ordering: PQStar marks more quick starters than IBL, IBL more than
     QBETS and log-uniform; PQStar has the most good predictions and the least NRMS error."""
-    m = ctc_5000["by_ert"]["walltime"]["methods"]
+    m = dict(ctc_5000["by_ert"]["walltime"]["methods"])
+    m.pop("pqstar_ibl")  # not in the paper
     assert m["pqstar"]["marked_pct"] > m["ibl"]["marked_pct"] > m["qbets"]["marked_pct"]
     assert m["qbets"]["marked_pct"] >= m["loguniform"]["marked_pct"]
     assert m["pqstar"]["good_pct"] == max(x["good_pct"] for x in m.values())
@@ -71,7 +75,7 @@ def test_cli_table_and_json(tmp_path, capsys):
     assert "targets: jobs 21-30 (10)" in out
     assert "machine: 16 processors (large job: >= 4)" in out
     assert "estimated run time: soft walltimes" in out
-    for title in ("log-uniform", "QBETS-style", "IBL", "PQStar"):
+    for title in ("log-uniform", "QBETS-style", "IBL", "PQStar", "PQStar+IBL"):
         assert f"  {title} " in out
     assert main(["eval-wait", "--json", "--ert", "walltime", "--first", "21", str(trace)]) == 0
     report = json.loads(capsys.readouterr().out)

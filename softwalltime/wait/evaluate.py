@@ -24,6 +24,7 @@ METHOD_TITLES = {
     "qbets": "QBETS-style",
     "ibl": "IBL",
     "pqstar": "PQStar",
+    "pqstar_ibl": "PQStar+IBL",
 }
 
 
@@ -79,9 +80,14 @@ def evaluate_trace(
             quick_starter_pct=100.0 * quick / n if n else None,
         )
         rules: Dict[str, Dict[str, int]] = {r: {"jobs": 0, "waited_longer": 0} for r in RULES}
-        for rule, wait in zip(res.rule, res.wait_s):
+        # The jobs PQStar leaves to IBL that IBL predicts <= quick_s: marked all the same.
+        fallback = {"marked": 0, "waited_longer": 0}
+        for rule, wait, ibl_s in zip(res.rule, res.wait_s, res.predicted_s["ibl"]):
             rules[rule]["jobs"] += 1
             rules[rule]["waited_longer"] += wait > params.quick_s
+            if rule == "ibl" and ibl_s <= params.quick_s:
+                fallback["marked"] += 1
+                fallback["waited_longer"] += wait > params.quick_s
         criteria: Dict[str, Dict[str, int]] = {
             c: {"jobs": 0, "waited_longer": 0} for c in ("size_rank", "ert_rank", "free_nodes")
         }
@@ -102,6 +108,7 @@ def evaluate_trace(
         report["by_ert"][ert] = {
             "methods": {m: metrics[m]._asdict() for m in METHODS},
             "pqstar_rules": rules,
+            "pqstar_ibl_marked": fallback,
             "pqstar_mid_criteria": criteria,
             "pqstar_rules_marked_pct": 100.0 * own_marked / quick if quick else None,
             "pqstar_rules_misguiding_pct": 100.0 * own_misguided / n if n else None,
@@ -172,6 +179,9 @@ def format_report(report: Dict[str, Any]) -> str:
                 f"{r} {rules[r]['jobs']:,} ({rules[r]['waited_longer']:,} waited longer)"
                 for r in RULES
             )
+            + f" (of ibl, IBL predicted <= {report['quick_s']} s for"
+            f" {part['pqstar_ibl_marked']['marked']:,}:"
+            f" {part['pqstar_ibl_marked']['waited_longer']:,} waited longer)"
             + f"; near-term history {_num(part['near_history_mean_jobs'], '.1f')} jobs on average"
         )
         crit = part["pqstar_mid_criteria"]

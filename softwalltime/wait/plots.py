@@ -22,7 +22,13 @@ log = logging.getLogger(__name__)
 # Ranges of wait (upper edges, seconds) for Figures 3a and 4, as the paper draws them.
 RANGES_S = (3600, 3 * 3600, 6 * 3600, 12 * 3600, 24 * 3600)
 RANGE_LABELS = ("<=1h", "1-3h", "3-6h", "6-12h", "12-24h", ">24h")
-TITLES = {"loguniform": "log-uniform", "qbets": "QBETS-style", "ibl": "IBL", "pqstar": "PQStar"}
+TITLES = {
+    "loguniform": "log-uniform",
+    "qbets": "QBETS-style",
+    "ibl": "IBL",
+    "pqstar": "PQStar",
+    "pqstar_ibl": "PQStar+IBL",
+}
 
 
 def wait_range(wait_s: int) -> int:
