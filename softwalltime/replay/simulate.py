@@ -974,7 +974,23 @@ def simulate(
                 continue
             # Only the ends due by cand move; the others keep their order in running.
             k = bisect_right(running, (cand + margin, n))
-            vends = sorted((virtual_end(j, e, cand), procs[j]) for e, j in running[:k])
+            if is_pbs:  # virtual_end, inlined
+                vends = []
+                for e, j in running[:k]:
+                    st = start[j]
+                    w = st + wall[j]
+                    lim = st + run[j] - 1
+                    if cand < lim:
+                        lim = int(cand)
+                    if e < w and e <= lim:
+                        inc = orig[j] if orig[j] > 1 else 1
+                        e += (int((lim - e) // inc) + 1) * inc
+                        if e > w:
+                            e = w
+                    vends.append((e, procs[j]))
+                vends.sort()
+            else:
+                vends = sorted((virtual_end(j, e, cand), procs[j]) for e, j in running[:k])
             acc = 0
             s_t = inf
             i = 0

@@ -2,7 +2,8 @@
 
 For each trace (default: HPC2N, 202,871 jobs on 240 processors) and each estimate source,
 one simulation with the ``pbs`` correction (or ``--correction``) on one core, trace already
-in memory: seconds, jobs/s, scheduling passes and corrections. ``--policies`` times the PBS
+in memory: wall and CPU seconds, CPU time relative to ``users`` in the same run (the machine
+is shared: compare ratios), jobs/s, scheduling passes and corrections. ``--policies`` times the PBS
 policy simulator (:mod:`softwalltime.replay.pbsched`, cycles every 600 s) instead.
 
     python tests/benchmarks/bench_simulate.py [TRACE ...] [--estimates LIST] [--correction C]
@@ -42,8 +43,10 @@ def main() -> None:
             f"read in {time.perf_counter() - started:.2f} s"
         )
         for policy in args.policies.split(",") if args.policies else [None]:
+            base_cpu = None
             for name in args.estimates.split(","):
                 started = time.perf_counter()
+                cpu = time.process_time()
                 source = sim.make_source(name)
                 if policy is None:
                     result = sim.simulate(work, source, procs, args.correction)
@@ -51,11 +54,15 @@ def main() -> None:
                     p = pbsched.parse_policy(policy)
                     result = pbsched.simulate_pbs(work, source, procs, p, args.correction)
                 elapsed = time.perf_counter() - started
+                cpu = time.process_time() - cpu
+                if name == sim.BASELINE:
+                    base_cpu = cpu
+                ratio = f"{cpu / base_cpu:5.1f}x" if base_cpu else "     -"
                 rate = len(work.submit) / elapsed
                 print(
                     f"  {policy or 'easy':<12} {name:<10} {args.correction:<8} {elapsed:7.2f} s"
-                    f" {rate:10.0f} jobs/s   passes {result.passes:>8}"
-                    f"   corrections {sum(result.corrections):>10}",
+                    f"  cpu {cpu:6.2f} s {ratio} users {rate:9.0f} jobs/s"
+                    f"   passes {result.passes:>8}   corrections {sum(result.corrections):>10}",
                     flush=True,
                 )
 
