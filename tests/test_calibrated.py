@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -479,3 +480,27 @@ def test_a_stored_table_of_another_shape_is_a_clear_error(fresh_dsn):
     finally:
         lookup.close_cached()
         lookup.forget_calibration()
+
+
+def test_replay_keeps_outcomes_of_running_jobs_only():
+    """Memory: 20,000 jobs run one after the other; the replay's own allocations stay below
+    one outcome per job (each holds a tuple of every rule's soft walltime: a 448,000-job
+    trace took 734 MB when they were all kept; kept, these would take over twice the bound)."""
+    import tracemalloc
+
+    jobs = []
+    t = 0
+    for k in range(20000):
+        run = 300 + (k * 7919) % 3000
+        jobs.append(TraceJob(f"u{k % 50}", t, t, t + run, 4 * H, run, 1 + k % 3))
+        t += 61
+    cols, _skipped = columns(jobs)
+    tracemalloc.start()
+    try:
+        softs, _table = replay_calibrated(cols, 12.0)
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    per_outcome = sys.getsizeof(cal.outcome(4 * H, 1, [(H, 4 * H, 1)] * 5).softs)
+    assert len(softs) == 20000
+    assert peak < 20000 * per_outcome, (peak, per_outcome)
