@@ -98,6 +98,22 @@ def test_cycle_depth_two_protects_both() -> None:
     assert cycle([0, 1, 3], procs, est, depth=2) == ([3], [(0, 100), (1, 200)])
 
 
+def test_cycle_backfill_by_walltime_as_pbs() -> None:
+    # J0 (9 procs) reserved at 200 (10 free then, extra 1); J1 (2, 50 s estimate) ends by
+    # it by its estimate; by its walltime (2000 s) it would not, and it needs more than the
+    # extra: as PBS 23.06 checks it (its hard duration), it waits. J2 (1, walltime 3000)
+    # runs past the reservation on the extra processor either way.
+    procs, est, walls = [9, 2, 1], [1000, 50, 60], [1000, 2000, 3000]
+    assert pbsched.schedule_cycle(0, [0, 1, 2], 6, ENDS, procs, est, 1, True) == (
+        [1, 2],
+        [(0, 200)],
+    )
+    assert pbsched.schedule_cycle(0, [0, 1, 2], 6, ENDS, procs, est, 1, True, None, walls) == (
+        [2],
+        [(0, 200)],
+    )
+
+
 # --- estimates of running jobs
 
 

@@ -131,6 +131,12 @@ class Policy(NamedTuple):
     scheduler_iteration: int = DEFAULT_ITERATION_S
     """Seconds between periodic cycles (0: cycles on events only)."""
     correction_events: bool = False
+    backfill_by_walltime: bool = False
+    """As PBS 23.06's scheduler does (``check.cpp``: a job with a calendar event within its
+    walltime is checked with its walltime, its *hard duration*): a job passes a top job's
+    reservation only if its walltime, not its soft walltime, ends by it (or it fits the
+    processors left beside it). Soft walltimes still place the reservations (running jobs'
+    estimated ends) and feed the sort. Found by the real-server test (issue 17)."""
 
     @property
     def name(self) -> str:
@@ -247,6 +253,7 @@ def schedule_cycle(
     backfill_depth: int,
     strict_ordering: bool,
     on_start: Optional[Callable[[int], int]] = None,
+    hard: Optional[Sequence[int]] = None,
 ) -> Tuple[List[int], List[Tuple[int, int]]]:
     """One scheduling cycle: the jobs of ``order`` (queued, sorted) that start ``now``, and
     the top jobs' reservations ``(job, start)``.
@@ -258,6 +265,8 @@ def schedule_cycle(
     :param ends: ``(estimated end, processors)`` of the running jobs, sorted
     :param on_start: called as each job starts; returns the estimate it runs with (default:
         ``est[j]``), which then holds its processors in the profile
+    :param hard: the jobs' walltimes, when a job must end by a reservation by its walltime
+        (:attr:`Policy.backfill_by_walltime`; default: by its estimate)
     """
     profile = Profile(now, free, ends)
     resv: List[List[int]] = []  # [start, extra]
@@ -266,9 +275,10 @@ def schedule_cycle(
     for j in order:
         p = procs[j]
         d = est[j]
-        if p <= free and all(now + d <= s or p <= x for s, x in resv):
+        end = now + (d if hard is None else hard[j])  # by when it must be gone
+        if p <= free and all(end <= s or p <= x for s, x in resv):
             for rv in resv:
-                if now + d > rv[0]:
+                if end > rv[0]:
                     rv[1] -= p
             profile.occupy(now, d if on_start is None else on_start(j), p)
             free -= p
@@ -513,6 +523,7 @@ def simulate_pbs(
             policy.backfill_depth,
             policy.strict_ordering,
             functools.partial(begin, t),
+            work.wall if policy.backfill_by_walltime else None,
         )
         for j, s in top:
             if reservation[j] < 0:

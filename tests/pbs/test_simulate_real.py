@@ -95,3 +95,86 @@ def test_real_scheduler_starts_jobs_in_the_simulated_order(
         if expected[a] < expected[b] and real[a] > real[b]
     ]
     assert not wrong, f"simulated starts {expected}, real {[r - min(real) for r in real]}"
+
+
+# strict_ordering with backfill_depth 1, FCFS (no formula): (ncpus, sleep s, soft_walltime s).
+# J0 starts; J1 (2 cpus) is the top job, reserved at J0's soft end (6 s). J3 ends before it
+# by its soft walltime (3 s) but not by its walltime (10 min), and PBS checks a job against
+# a top job with its walltime (check.cpp, the hard duration; this test found it: with soft
+# walltimes the simulator had J3 backfilled at once), so J2 and J3 wait for J1's end.
+# Greedy (PBS's default) would start J2 at once and J3 before J1.
+STRICT_JOBS = [(1, 6, 6), (2, 3, 3), (1, 8, 8), (1, 3, 3)]
+SCHED_CONFIG = pbsctl.PBS_HOME / "sched_priv" / "sched_config"
+SCHED_LOCK = pbsctl.PBS_HOME / "sched_priv" / "sched.lock"
+
+
+def _reload_scheduler() -> None:
+    # pbs_sched re-reads sched_config on SIGHUP (its pid is in sched_priv/sched.lock).
+    pid = SCHED_LOCK.read_text().split()[0]
+    pbsctl.run("kill", "-HUP", pid)
+
+
+@pytest.fixture()
+def strict_ordering(sort_formula: None) -> Iterator[None]:
+    """sched_config's strict_ordering True and backfill_depth 1, both restored afterwards."""
+    before = SCHED_CONFIG.read_text()
+    depth = pbsctl.server_attribute("backfill_depth")
+    lines = [
+        "strict_ordering: True\tALL" if line.startswith("strict_ordering:") else line
+        for line in before.splitlines()
+    ]
+    assert lines != before.splitlines(), "no strict_ordering line in sched_config"
+    SCHED_CONFIG.write_text("\n".join(lines) + "\n")
+    try:
+        pbsctl.qmgr("set server backfill_depth = 1")
+        _reload_scheduler()
+        yield
+    finally:
+        SCHED_CONFIG.write_text(before)
+        _reload_scheduler()
+        if depth is None:
+            pbsctl.qmgr("unset server backfill_depth", check=False)
+        else:
+            pbsctl.qmgr(f"set server backfill_depth = {depth}", check=False)
+
+
+def _simulated(jobs: list[tuple[int, int, int]], policy: pbsched.Policy) -> list[int]:
+    class Soft(sim.EstimateSource):
+        name = "soft_walltime"
+
+        def on_submit(self, j: int, now: int) -> int:
+            return jobs[j][2]
+
+    rows = [(pbsctl.USER, 0, WALLTIME_S, run, cpus) for cpus, run, _soft in jobs]
+    work = sim.make_workload("real", rows, NODE_CPUS)
+    return pbsched.simulate_pbs(work, Soft(), NODE_CPUS, policy).start
+
+
+def test_real_strict_ordering_backfills_only_what_ends_before_the_top_job(
+    strict_ordering: None, jobs: list[str]
+) -> None:
+    policy = pbsched.parse_policy("fcfs-bf1")._replace(backfill_by_walltime=True)
+    assert policy.strict_ordering and policy.backfill_depth == 1
+    expected = _simulated(STRICT_JOBS, policy)
+    assert expected == [0, 6, 9, 9]  # the order worked out above
+    # Backfilling by the soft walltime (the EASY model) and greedy predict other orders.
+    assert _simulated(STRICT_JOBS, pbsched.parse_policy("fcfs-bf1")) == [0, 6, 9, 0]
+    assert _simulated(STRICT_JOBS, pbsched.parse_policy("fcfs-greedy")) == [0, 9, 0, 6]
+
+    pbsctl.qmgr("set server scheduling = False")
+    pbsctl.qmgr("unset sched job_sort_formula", check=False)
+    for cpus, run, soft in STRICT_JOBS:
+        jobid = pbsctl.qsub(f"-l select=1:ncpus={cpus} -l walltime={WALLTIME_S}", f"sleep {run}")
+        jobs.append(jobid)
+        pbsctl.run("qalter", "-l", f"soft_walltime={soft}", jobid)
+    pbsctl.qmgr("set server scheduling = True")
+    for jobid in jobs:
+        pbsctl.wait_state(jobid, "F", timeout=120)
+    real = [_stime(pbsctl.job(jobid)) for jobid in jobs]
+    wrong = [
+        (a, b)
+        for a in range(len(STRICT_JOBS))
+        for b in range(len(STRICT_JOBS))
+        if expected[a] < expected[b] and real[a] > real[b]
+    ]
+    assert not wrong, f"simulated starts {expected}, real {[r - min(real) for r in real]}"
