@@ -88,18 +88,20 @@ def test_deleted_requeued_and_an_e_before_its_q(capsys, fresh_dsn, tmp_path):
 
 def test_a_rotated_file_read_again_brings_nothing_back(capsys, fresh_dsn, tmp_path):
     day1 = write(tmp_path / "20261124", q_line(1, NOW - 900), q_line(2, NOW - 800))
-    assert ingest(capsys, fresh_dsn, "--dir", str(tmp_path))[0] == 0
+    first = ingest(capsys, fresh_dsn, "--dir", str(tmp_path))
+    assert first[0] == 0, first
     day2 = write(
         tmp_path / "20261125",
         d_line(1, NOW - 700),
         s_line(2, NOW - 800, NOW - 600),
     )
-    assert ingest(capsys, fresh_dsn, "--dir", str(tmp_path))[0] == 0
+    second = ingest(capsys, fresh_dsn, "--dir", str(tmp_path))
+    assert second[0] == 0, second
     expected = {
         "1.pbshost": ("deleted", "alice", 1, 3600, None, None),
         "2.pbshost": ("running", "alice", 1, 3600, None, NOW - 600),
     }
-    assert states(fresh_dsn) == expected
+    assert states(fresh_dsn) == expected, (first, second)
     # logrotate compresses yesterday's file: a new file, read from its start
     with open(day1, "rb") as src, gzip.open(tmp_path / "20261124.gz", "wb") as dst:
         dst.write(src.read())
