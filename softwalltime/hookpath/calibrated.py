@@ -332,7 +332,10 @@ class Calibration:
                 step -= 1.0
         else:
             step -= target_under_pct / 100.0
-        self._steer(step)
+        if step:
+            self._steer(step)
+        elif self.deficit:  # no step: only the integral term moves lambda
+            self._steer(0.0)
         base = bin_ * len(RULES)
         self.jobs[bin_] += 1
         under = self.under

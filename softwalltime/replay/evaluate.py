@@ -414,29 +414,26 @@ def replay_calibrated(
         user = users[i]
         wall = walls[i]
         cpus = ncpus[i]
-        history = history_of(user, i)
         if observe is not None:
-            observe(i, history, table)
+            observe(i, history_of(user, i), table)
         if pending.pop(i, None) is not None:
             # ended at its own instant (the table learnt it above): predicted from the
             # history as it is now, which may hold more of the user's jobs ended at t
-            out = outcome(wall, cpus, history)
+            out = outcome(wall, cpus, history_of(user, i))
         else:
-            head = history[0] if history and i not in own_entry else None
-            last = memo.get(user)
-            if (
-                head is not None
-                and last is not None
-                and last[0] is head
-                and last[1] == wall
-                and last[2] == cpus
-            ):
-                out = last[3]
-            elif head is not None:
-                out = outcome(wall, cpus, history, by_wall[user].get(wall, empty))
-                memo[user] = (head, wall, cpus, out)
+            # not ended yet: not in its own history (no own entry), so the history is
+            # the buffer's first HISTORY_ROWS, sliced only when the memo cannot answer
+            buf = buffers.get(user)
+            if buf is None:
+                out = outcome(wall, cpus, empty)
             else:
-                out = outcome(wall, cpus, history)
+                head = buf[0]
+                last = memo.get(user)
+                if last is not None and last[0] is head and last[1] == wall and last[2] == cpus:
+                    out = last[3]
+                else:
+                    out = outcome(wall, cpus, buf[:keep], by_wall[user].get(wall, empty))
+                    memo[user] = (head, wall, cpus, out)
             pending[i] = out
         softs[i] = out.softs[choose(out.bin)]
         own_entry.pop(i, None)
