@@ -5,6 +5,7 @@ Pure functions, Python 3.6+ syntax: the hook imports this module.
 """
 
 import re
+import time
 from typing import Any, Optional
 
 from .errors import ParseError
@@ -79,3 +80,23 @@ def parse_size(text: str) -> int:
     if unit.lower() == "w":
         value *= _WORD_BYTES
     return value
+
+
+_QSTAT_TIME = "%a %b %d %H:%M:%S %Y"
+
+
+def qstat_time(value: Any) -> Optional[int]:
+    """Epoch seconds of a time qstat printed, or None: OpenPBS 23.06's ``-F json`` writes
+    ctime, qtime and stime as local dates (``"Wed Nov 25 11:57:14 2026"``, in the zone of
+    the process that ran qstat: this one's); epoch numbers are taken as they are."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text.isdigit() and len(text) <= 12:
+        return int(text)
+    try:
+        return int(time.mktime(time.strptime(text, _QSTAT_TIME)))
+    except (ValueError, OverflowError):
+        return None

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -18,16 +19,19 @@ H = 3600
 
 # Recorded from OpenPBS 23.06.06 (`qstat -f -F json`, trimmed): the hook's mark is the custom
 # resource softwalltime_set (type long), printed as a JSON number; a -v variable of the user
-# that looks like the 0.3 mark (SOFTWALLTIME_SET in Variable_List) means nothing.
+# that looks like the 0.3 mark (SOFTWALLTIME_SET in Variable_List) means nothing; times are
+# local dates, as qstat prints them (refresh used to read only epoch numbers, so every real
+# job was "queued since 0" and the oldest predictions did not go first).
 QSTAT = """{"timestamp":1795919601,"pbs_version":"23.06.06","pbs_server":"pbshost","Jobs":{
 "70.pbshost":{"Job_Name":"STDIN","Job_Owner":"alice@pbshost","job_state":"Q","queue":"workq",
- "qtime":1795919500,"ctime":1795919500,
+ "qtime":"Sun Nov 29 02:31:40 2026","ctime":"Sun Nov 29 02:31:40 2026",
  "Resource_List":{"ncpus":1,"nodect":1,"select":"1:ncpus=1","soft_walltime":"02:45:00",
   "walltime":"10:00:00","softwalltime_set":9900},
  "euser":"alice","Variable_List":{"PBS_O_HOME":"/home/alice"}},
 "71.pbshost":{"Job_Owner":"alice@pbshost","job_state":"R","queue":"workq",
  "Resource_List":{"walltime":"00:10:00"}},
-"72.pbshost":{"Job_Owner":"bob@pbshost","job_state":"H","queue":"workq","qtime":1795919400,
+"72.pbshost":{"Job_Owner":"bob@pbshost","job_state":"H","queue":"workq",
+ "qtime":"Sun Nov 29 02:30:00 2026",
  "Resource_List":{"soft_walltime":"05:00:00","walltime":"10:00:00","softwalltime_set":9900},
  "Variable_List":{"SOFTWALLTIME_SET":18000}}}}"""
 
@@ -61,6 +65,11 @@ def test_job_from_recorded_qstat():
     # user from Job_Owner when euser is missing; a manager's value does not match the mark
     assert j["72.pbshost"].user == "bob" and not r.is_ours(j["72.pbshost"])
     assert not r.is_ours(j["71.pbshost"])
+    # qtime in this process's zone, whatever it is; none at all: 0 (sorted first)
+    local = time.mktime(time.strptime("Sun Nov 29 02:31:40 2026", "%a %b %d %H:%M:%S %Y"))
+    assert ours.queued_since == int(local)
+    assert j["72.pbshost"].queued_since == int(local) - 100
+    assert j["71.pbshost"].queued_since == 0
 
 
 def test_qstat_output_that_is_not_json_is_one_error():

@@ -439,7 +439,7 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
 def _pbs_estimate(qstat: Optional[Dict[str, Any]], job_id: str) -> Optional[int]:
     """The scheduler's ``estimated.start_time`` of a job (set for the jobs it plans, e.g.
     with strict_ordering), from qstat's JSON; None when absent or not read."""
-    from ..wait.live import qstat_time
+    from ..units import qstat_time
 
     attrs = (qstat or {}).get(job_id)
     estimated = attrs.get("estimated") if isinstance(attrs, dict) else None

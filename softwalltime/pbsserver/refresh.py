@@ -32,7 +32,7 @@ from ..hookpath import lookup
 from ..hookpath.config import Settings, load_settings
 from ..hookpath.decide import MARK_RESOURCE, JobEvent, decide
 from ..hookpath.predict import HistoryRow
-from ..units import duration_or_none, format_duration
+from ..units import duration_or_none, format_duration, qstat_time
 from .commands import Pbs, PbsError, chunks
 
 MARK = MARK_RESOURCE  # the hook's mark: a custom resource in Resource_List
@@ -76,10 +76,7 @@ def job_from_qstat(job_id: str, attrs: dict[str, Any]) -> QueuedJob:
     mark = res.get(MARK) if isinstance(res, dict) else None
     user = attrs.get("euser") or str(attrs.get("Job_Owner") or "").split("@")[0]
     walltime = res.get("walltime")
-    try:
-        since = int(attrs.get("qtime") or attrs.get("ctime") or 0)
-    except (TypeError, ValueError):
-        since = 0
+    since = qstat_time(attrs.get("qtime")) or qstat_time(attrs.get("ctime")) or 0
     return QueuedJob(
         job_id=job_id,
         state=str(attrs.get("job_state") or ""),

@@ -11,10 +11,9 @@ predicts a job submitted now. No database and no PBS command here: the caller re
 
 from __future__ import annotations
 
-import time
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from ..units import duration_or_none
+from ..units import duration_or_none, qstat_time
 from .pqstar import UNKNOWN_S, WaitAnswer, WaitParams, predict_one
 from .workload import WaitJob
 
@@ -32,24 +31,6 @@ def _int(value: Any) -> Optional[int]:
     try:
         return int(value)
     except (TypeError, ValueError):
-        return None
-
-
-_QSTAT_TIME = "%a %b %d %H:%M:%S %Y"
-
-
-def qstat_time(value: Any) -> Optional[int]:
-    """Epoch seconds of a time qstat printed: OpenPBS 23.06's ``-F json`` writes ctime,
-    qtime and stime as local dates (``"Wed Nov 25 11:57:14 2026"``, in the zone of the
-    process that ran qstat: this one's); epoch numbers are taken as they are."""
-    number = _int(value)
-    if number is not None:
-        return number
-    if not isinstance(value, str):
-        return None
-    try:
-        return int(time.mktime(time.strptime(value.strip(), _QSTAT_TIME)))
-    except (ValueError, OverflowError):
         return None
 
 

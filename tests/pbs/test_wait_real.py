@@ -117,7 +117,7 @@ def _scheduler_hup() -> None:
 
 def _estimate(jobid: str, other_than: int | None = None, timeout: float = 60) -> int:
     """The scheduler's estimated.start_time of a job (a new cycle asked for each look)."""
-    from softwalltime.wait.live import qstat_time
+    from softwalltime.units import qstat_time
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -183,7 +183,7 @@ def test_compared_with_pbss_own_estimate_with_walltimes_and_soft_walltimes(
 
 
 def qstat_time_of(jobid: str, key: str) -> int:
-    from softwalltime.wait.live import qstat_time
+    from softwalltime.units import qstat_time
 
     value = qstat_time(pbsctl.job(jobid).get(key))
     assert value is not None, (jobid, key)
