@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+import logging
 import sys
 from collections import Counter
 from pathlib import Path
@@ -452,18 +453,42 @@ def test_predict_points_calibrated_to_its_module():
         predict("calibrated", H, [(60, H)])
 
 
-def test_a_stored_table_of_another_shape_is_a_clear_error(fresh_dsn):
-    from softwalltime.errors import DatabaseError
-
-    conn = psycopg2.connect(fresh_dsn)
+def _store_choices(dsn, choices):
+    conn = psycopg2.connect(dsn)
     try:
         with conn, conn.cursor() as cur:
+            cur.execute("DELETE FROM calibration_state")
             cur.execute(
                 "INSERT INTO calibration_state (id, lam, jobs, under_jobs, target_under_pct,"
-                " choices) VALUES (1, 1.0, 5, 1, 12.0, '[1, 2]')"
+                " choices) VALUES (1, 1.0, 5, 1, 12.0, %s)",
+                (json.dumps(choices),),
             )
     finally:
         conn.close()
+
+
+def test_a_table_of_another_releases_rules_is_not_read_with_these(fresh_dsn, caplog):
+    """0.4's table was a bare list of ids of 32 rules; read with today's 17 rules, ids
+    below 17 would silently mean other rules. The stored table names its rule set: another
+    one gives v3 everywhere, with a warning, until calibrate runs."""
+    _store_choices(fresh_dsn, [5] * cal.BINS)  # the old format: ids valid here too
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert lookup.calibration(fresh_dsn, max_age_s=0).rules == [cal.R_V3] * cal.BINS
+        assert "another version's rules" in caplog.text and "softwalltime calibrate" in caplog.text
+        _store_choices(fresh_dsn, {"rule_set": "0123456789abcdef", "rules": [5] * cal.BINS})
+        assert lookup.calibration(fresh_dsn, max_age_s=0).rules == [cal.R_V3] * cal.BINS
+        _store_choices(fresh_dsn, {"rule_set": cal.RULE_SET, "rules": [5] * cal.BINS})
+        assert lookup.calibration(fresh_dsn, max_age_s=0).rules == [5] * cal.BINS
+    finally:
+        lookup.close_cached()
+        lookup.forget_calibration()
+
+
+def test_a_stored_table_of_another_shape_is_a_clear_error(fresh_dsn):
+    from softwalltime.errors import DatabaseError
+
+    _store_choices(fresh_dsn, {"rule_set": cal.RULE_SET, "rules": [1, 2]})
     try:
         with pytest.raises(DatabaseError, match="softwalltime calibrate"):
             lookup.calibration(fresh_dsn, max_age_s=0)

@@ -90,7 +90,7 @@ def _stored(dsn):
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT choices FROM calibration_state")
-            return json.loads(cur.fetchone()[0])
+            return json.loads(cur.fetchone()[0])["rules"]
     finally:
         conn.close()
 

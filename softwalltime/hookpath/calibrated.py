@@ -27,6 +27,7 @@ each job end. Both run this module.
 Hook path: Python 3.6+ syntax, standard library only, no database, no ``pbs``.
 """
 
+import hashlib
 import math
 from itertools import islice
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
@@ -417,6 +418,18 @@ def describe(choice: Choice) -> str:
     return f"rule {RULES[choice.rule]} on {level} class of {out.class_jobs} jobs (bin {out.bin})"
 
 
+# What a stored table's rule ids mean: the rules and the bins, by name and cut. A table
+# calibrated by another release (other rules or bins) is not read with these meanings; the
+# hook then uses v3 until ``softwalltime calibrate`` runs (``lookup.calibration``).
+RULE_SET = hashlib.sha256(
+    repr((RULES, RULE_SPECS, LEVELS, _LEVEL_CUTS, _SPREAD_CUTS, N_SIZE, BINS)).encode()
+).hexdigest()[:16]
+
+
+class OtherRuleSet(ValueError):
+    """A stored table of another rule set (see :data:`RULE_SET`)."""
+
+
 class Choices:
     """A snapshot of the table's decisions: the rule per bin (what the hook reads).
 
@@ -436,12 +449,22 @@ class Choices:
         """Never calibrated: v3 everywhere."""
         return cls([R_V3] * BINS, LAMBDA_START, 0, 0)
 
+    def stored(self) -> Dict[str, Any]:
+        """What ``calibration_state.choices`` holds: the rule per bin and the rule set they
+        are ids of (:data:`RULE_SET`)."""
+        return {"rule_set": RULE_SET, "rules": list(self.rules)}
+
     @classmethod
-    def from_stored(cls, lam: float, total: int, total_under: int, rules: object) -> "Choices":
+    def from_stored(cls, lam: float, total: int, total_under: int, stored: object) -> "Choices":
         """Check and build from the stored row.
 
-        :raises ValueError: not a list of BINS rule ids (another version of the predictor)
+        :raises OtherRuleSet: stored with another release's rules or bins (or before they
+            were named): its ids would mean other rules here
+        :raises ValueError: not the shape :meth:`stored` writes
         """
+        if not isinstance(stored, dict) or stored.get("rule_set") != RULE_SET:
+            raise OtherRuleSet("the table was calibrated with another version's rules")
+        rules = stored.get("rules")
         if not isinstance(rules, list) or len(rules) != BINS:
             raise ValueError(f"expected a list of {BINS} rule ids")
         for rule in rules:

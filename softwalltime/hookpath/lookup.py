@@ -49,7 +49,7 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Typ
 
 from ..errors import UNDEFINED_TABLE, ConfigError, DatabaseError, SchemaMissingError
 from . import pgwire
-from .calibrated import Choices, ClassRow, SiteFetch
+from .calibrated import Choices, ClassRow, OtherRuleSet, SiteFetch
 from .config import STATEMENT_GRACE_S, redact_dsn, require_dsn
 from .state import STATE
 
@@ -560,6 +560,8 @@ def calibration(
     for lam, jobs, under, packed in rows:
         try:
             table = Choices.from_stored(float(lam), int(jobs), int(under), json.loads(packed))
+        except OtherRuleSet as err:
+            log.warning("calibrated: %s; v3 until 'softwalltime calibrate' runs", err)
         except (TypeError, ValueError) as err:
             raise DatabaseError(
                 f"calibration_state.choices: {err}; run 'softwalltime calibrate'"

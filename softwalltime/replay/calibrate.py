@@ -92,7 +92,7 @@ def store_table(conn: Connection, table: cal.Calibration, target_under_pct: floa
                 under_jobs=total_under,
                 target_under_pct=float(target_under_pct),
                 updated_at=now,
-                choices=json.dumps(table.choices(), separators=(",", ":")),
+                choices=json.dumps(table.snapshot().stored(), separators=(",", ":")),
             )
         )
     except sa.exc.SQLAlchemyError as err:
