@@ -35,7 +35,7 @@ def reference(work: sim.Workload, source: sim.EstimateSource, total: int, policy
                 + [step_time(j) for j in running]
             )
         )
-        for j in [j for j in running if start[j] + work.run[j] == t]:
+        for j in sorted(j for j in running if start[j] + work.run[j] == t):  # FCFS order
             running.remove(j)
             free += work.procs[j]
             source.on_end(j, t)

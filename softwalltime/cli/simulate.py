@@ -51,8 +51,8 @@ The model:
   its submit-time prediction. --backfill-depth K > 1 gives the first K jobs that cannot
   start a reservation each, protected the same way; --sjbf scans backfill candidates
   shortest estimate first.
-- Event order at equal times: job ends, then estimate corrections (and refreshes), then
-  arrivals, then one scheduling pass.
+- Event order at equal times: job ends (learnt by the predictors in FCFS order), then
+  estimate corrections (and refreshes), then arrivals, then one scheduling pass.
 - A running job that outlives its estimate is corrected (--correction): pbs (the estimate
   grows by the one the job started with, each time it is exceeded; PBS's rule), simple
   (+1 h once within 60 s of the estimate), power (the i-th adds 15 x 2^(i-2) minutes) or

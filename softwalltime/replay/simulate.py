@@ -24,8 +24,9 @@ The model (also in ``softwalltime simulate --help`` and the README):
   start a reservation each (computed on the availability profile, earlier reservations
   included), each protected the same way (extra = the least number of processors free from
   the shadow time on). ``sjbf`` scans backfill candidates shortest estimate first.
-- **Event order** at equal times: job ends, then estimate corrections (and refreshes),
-  then arrivals, then one scheduling pass.
+- **Event order** at equal times: job ends (reported to the estimate source in FCFS
+  order: a source that learns from ends, like ``calibrated``, may depend on it), then
+  estimate corrections (and refreshes), then arrivals, then one scheduling pass.
 - **Corrections** when a running job outlives its estimate: ``pbs`` (each time the
   estimate is exceeded it grows by the estimate the job started with), ``simple`` (+1 h
   once the job is within 60 s of its estimate), ``power`` (the i-th correction adds
