@@ -315,7 +315,12 @@ class CalibratedSource(EstimateSource):
     def bind(self, work: Workload) -> None:
         self.work = work
         self.table = cal.Calibration()
-        self.history: Dict[str, Deque[Tuple[int, int, int]]] = {}
+        # Per user: the jobs ended in the simulation, newest first, at most HISTORY_ROWS
+        # (every one has a walltime > 0: make_workload keeps no other), and per walltime
+        # those of them with it, in the same order: what cal.outcome_of_usable reads
+        # without a scan of the history.
+        self.history: Dict[str, List[Tuple[int, int, int]]] = {}
+        self.by_wall: Dict[str, Dict[int, List[Tuple[int, int, int]]]] = {}
         self.chosen: Dict[int, Any] = {}  # job -> its last Choice (what it runs with)
         # user -> (history version, walltime, procs, outcome): the outcome (the costly,
         # table-independent part of a prediction) is a pure function of these, so a job
@@ -333,7 +338,13 @@ class CalibratedSource(EstimateSource):
         if memo is not None and memo[0] == version and memo[1] == wall and memo[2] == procs:
             out = memo[3]
         else:
-            out = cal.outcome(wall, procs, list(self.history.get(user, ())))
+            walls = self.by_wall.get(user)
+            out = cal.outcome_of_usable(
+                wall,
+                procs,
+                self.history.get(user, []),  # type: ignore[arg-type]
+                walls.get(wall, []) if walls else [],  # type: ignore[arg-type]
+            )
             self.memo[user] = (version, wall, procs, out)
         rule = self.table.choose(out.bin)  # what Calibration.predict does with the outcome
         choice = cal.Choice(out.softs[rule], rule, out)
@@ -342,12 +353,20 @@ class CalibratedSource(EstimateSource):
 
     def on_end(self, j: int, now: int) -> None:
         choice = self.chosen.pop(j)
-        self.table.update(choice.outcome, self.work.run[j], self.target, choice.soft_walltime_s)
-        user = self.work.user[j]
+        work = self.work
+        self.table.update(choice.outcome, work.run[j], self.target, choice.soft_walltime_s)
+        user = work.user[j]
+        entry = (work.run[j], work.wall[j], work.procs[j])
         hist = self.history.get(user)
         if hist is None:
-            hist = self.history[user] = deque(maxlen=cal.HISTORY_ROWS)
-        hist.appendleft((self.work.run[j], self.work.wall[j], self.work.procs[j]))
+            hist = self.history[user] = []
+            walls = self.by_wall[user] = {}
+        else:
+            walls = self.by_wall[user]
+        hist.insert(0, entry)
+        walls.setdefault(entry[1], []).insert(0, entry)
+        if len(hist) > cal.HISTORY_ROWS:  # the oldest leaves both lists
+            walls[hist.pop()[1]].pop()
         self.version[user] = self.version.get(user, 0) + 1
 
 
