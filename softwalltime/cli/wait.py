@@ -22,7 +22,8 @@ DESCRIPTION = """\
 Replay SWF traces or PBS accounting logs through the queue-wait predictors of Kumar and
 Vadhiyar, "Identifying Quick Starters" (PQStar), and the baselines they compare with:
 IBL (instance-based learning, k nearest neighbours), a QBETS-style quantile bound and a
-log-uniform model.
+log-uniform model; and PQStar+IBL (PQStar checked by IBL where they disagree strongly; not in
+the paper).
 
 Each SOURCE is evaluated on its own (a directory of PBS accounting files is one source).
 As in the paper: the targets are the 10,001st to the 50,000th job in submit order (or to the
