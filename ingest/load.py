@@ -395,8 +395,26 @@ class Loader:
             raise _db_error(f"batch rolled back ({where})", err) from err
         return inserted_jobs, inserted_reruns
 
+    def release_lock(self) -> None:
+        """Release the ingest lock now, keeping the session (rolls back what is open).
+
+        PostgreSQL would release it when the session's backend exits, but that happens
+        after the client has closed its end: an ingest started right after this one (cron,
+        a test) could still find the lock held and do nothing. If the release fails (the
+        connection is gone), the session's end releases it.
+        """
+        try:
+            if not self.conn.closed:
+                self.conn.rollback()
+                with self.conn.cursor() as cur:
+                    cur.execute("SELECT pg_advisory_unlock_all()")
+                self.conn.commit()
+        except psycopg2.Error:
+            pass  # the session is gone or going: its end releases the lock
+
     def close(self) -> None:
-        """Close the session; PostgreSQL releases the advisory lock with it."""
+        """Release the ingest lock, then close the session."""
+        self.release_lock()
         try:
             self.conn.close()
         except psycopg2.Error:

@@ -1351,3 +1351,33 @@ def test_a_rename_is_found_among_checkpoints_that_share_inode_and_first_line(
     found = {cp.path: cp for cp in ([stale, good] if stale_first else [good, stale])}
     p = plan(f, None, index_checkpoints(found))
     assert (p.state, p.offset, p.line_number) == ("renamed", 1000, 3)
+
+
+def _takes_ingest_lock(conn) -> bool:
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,))
+        got = bool(cur.fetchone()[0])
+        if got:
+            cur.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
+    conn.commit()
+    return got
+
+
+def test_the_ingest_lock_is_free_before_the_ingesters_session_ends(fresh_dsn):
+    """An ingest started right after another found the lock still held ("another ingest is
+    running ... 0 s ago; nothing done"): closing the session released it only once its
+    backend had exited, after the client's close returned. The loader now releases it
+    itself; here while its session is still open."""
+    from softwalltime_ingest.load import Loader, connect
+
+    loader = Loader(connect(fresh_dsn))
+    other = psycopg2.connect(fresh_dsn)
+    try:
+        assert loader.try_lock()
+        assert not _takes_ingest_lock(other)
+        loader.release_lock()
+        assert not loader.conn.closed
+        assert _takes_ingest_lock(other)
+    finally:
+        loader.close()
+        other.close()
