@@ -72,3 +72,20 @@ def test_cli_policy_search(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["simulate", "--procs", "2176", "--policies", "sjf-bf1", "--sjbf", str(CERIT)]
     assert cli.main(argv) == 1
     assert "--policies: not with --sjbf" in capsys.readouterr().err
+    argv = ["simulate", "--procs", "2176", "--backfill-by-walltime", str(CERIT)]
+    assert cli.main(argv) == 1
+    assert "--backfill-by-walltime: only with --policies" in capsys.readouterr().err
+
+
+def test_cli_backfill_by_walltime_is_pbs_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    # With PBS's rule, perfect estimates place reservations earlier but candidates still
+    # need their walltime to fit: fewer backfills, so the figures differ from the EASY rule.
+    from softwalltime import cli
+
+    figures = []
+    for extra in ([], ["--backfill-by-walltime"]):
+        argv = ["simulate", "--procs", "2176", "--estimates", "perfect", "--policies"]
+        argv += ["fcfs-bf1", "--json", *extra, str(CERIT)]
+        assert cli.main(argv) == 0
+        figures.append(json.loads(capsys.readouterr().out)["configurations"][0])
+    assert figures[0]["bsld_mean"] != figures[1]["bsld_mean"]

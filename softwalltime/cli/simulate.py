@@ -141,6 +141,13 @@ def register(sub: Any) -> None:
         "default: %(default)s; cycles also run at every arrival and end)",
     )
     p.add_argument(
+        "--backfill-by-walltime",
+        action="store_true",
+        help="policy search: a job passes a top job's reservation only if its walltime (not "
+        "its soft walltime) ends by it, as PBS 23.06's scheduler checks it (soft walltimes "
+        "still place the reservations and feed the sort)",
+    )
+    p.add_argument(
         "--backfill-depth",
         type=whole_number(1),
         default=1,
@@ -201,7 +208,9 @@ def _run_policy(task: Tuple[str, str, str, Dict[str, Any]]) -> Tuple[str, Any, f
         work,
         sim.make_source(name, opts["params"], opts["target_under_pct"]),
         opts["procs"][path],
-        pbsched.parse_policy(policy, opts["iteration"]),
+        pbsched.parse_policy(policy, opts["iteration"])._replace(
+            backfill_by_walltime=opts["by_walltime"]
+        ),
         opts["correction"],
     )
     return path, srch.figures(policy, work, result), time.perf_counter() - started
@@ -233,6 +242,7 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
         except ValueError as err:
             raise ConfigError(f"--policies: {err}") from err
     opts["iteration"] = args.scheduler_iteration
+    opts["by_walltime"] = args.backfill_by_walltime
     tasks = [(path, pol, name, opts) for path in args.sources for pol in policies for name in names]
     if args.jobs > 1 and len(tasks) > 1:
         import multiprocessing
@@ -340,6 +350,8 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
     }
     if args.policies:
         return _search(args, names, opts)
+    if args.backfill_by_walltime:
+        raise ConfigError("--backfill-by-walltime: only with --policies (PBS's own scheduler)")
     tasks = [(path, name, opts) for path in args.sources for name in names]
     if args.jobs > 1 and len(tasks) > 1:
         import multiprocessing
