@@ -73,7 +73,7 @@ def test_managers_soft_walltime_is_kept(install, hook_db, jobs):
 def test_a_job_that_runs_is_predicted_again_and_its_record_ingested(
     install, hook_db, hook_cluster, jobs, tmp_path
 ):
-    install(dsn=hook_db)
+    install(dsn=hook_db, history_recheck_ms=0)  # the seed below is seen at once
     jobs.append(pbsctl.qsub("-h -l walltime=10:00:00", script="sleep 2"))
     assert soft(jobs[0]) == v3(10 * H)
     # newer history while it waits: alice's last job used half its walltime
@@ -322,7 +322,7 @@ def test_no_server_log_line_holds_a_users_variable(install, hook_db, jobs):
     """pbs_server logs a job's whole Variable_List when a hook sets an entry of it (0.3's
     mark did, at runjob: a -v value in server_logs, mode 0644). The mark is now a resource
     users can neither set nor alter, and pbs_server logs it alone."""
-    install(dsn=hook_db)
+    install(dsn=hook_db, history_recheck_ms=0)  # the seed below is seen at once
     # a user's own mark: refused where the hook leaves the job alone (no walltime yet)...
     refused = pbsctl.as_user("echo 'sleep 1' | qsub -h -l softwalltime_set=5", check=False)
     assert refused.returncode != 0 and "softwalltime_set" in refused.stderr

@@ -220,7 +220,8 @@ def test_deb_install_predict_ingest_purge(
 
     # the units: systemd-analyze verify resolves every executable and directive
     units = sorted(p.name for p in UNITS.glob("softwalltime-*"))
-    assert len(units) == 6, units
+    shipped = sorted(p.name for p in (REPO / "packaging" / "systemd").glob("softwalltime-*"))
+    assert units == shipped and len(units) >= 8, units  # ingest, refresh, status, prune
     verify = subprocess.run(
         ["systemd-analyze", "verify", *(str(UNITS / u) for u in units)],
         capture_output=True,
@@ -231,6 +232,7 @@ def test_deb_install_predict_ingest_purge(
     assert _unit("softwalltime-ingest.service")["User"] == [NAME]
     assert _unit("softwalltime-ingest.timer")["OnCalendar"] == ["*:0/5"]
     assert "User" not in _unit("softwalltime-refresh.service")  # root: qalter as manager
+    assert _unit("softwalltime-prune.service")["User"] == [NAME]
     subprocess.run(["systemctl", "enable", TIMERS[0]], capture_output=True, check=True)
     wants = Path("/etc/systemd/system/timers.target.wants") / TIMERS[0]
     assert wants.is_symlink()
