@@ -42,6 +42,20 @@ from softwalltime.db.localpg import LocalCluster  # noqa: E402
 
 SOFTWALLTIME = str(Path(sys.executable).with_name("softwalltime"))
 EMPTY_HOOK = "import pbs\npbs.event().accept()\n"
+# --floor: in place of the empty hook, one that does what softwalltime's does to a job (a soft
+# walltime, its mark, one debug line) without reading or deciding anything: what remains
+# between it and softwalltime is the lookup and the decision; between it and the empty hook,
+# pbs_server's own cost of altering the job.
+FLOOR_HOOK = (
+    "import pbs\n"
+    "e = pbs.event()\n"
+    "r = e.job.Resource_List\n"
+    "if r['walltime'] is not None:\n"
+    "    r['soft_walltime'] = pbs.duration(9900)\n"
+    "    r['softwalltime_set'] = 9900\n"
+    "pbs.logmsg(pbs.EVENT_DEBUG, 'floor: queuejob decided')\n"
+    "e.accept()\n"
+)
 _TIME_RE = re.compile(r"softwalltime(?:\[[^]]*\])?: queuejob user='alice'.*\[([0-9.]+) ms\]$")
 _RESTART = "Restarting Python interpreter"
 
@@ -67,9 +81,9 @@ def clear_jobs() -> None:
 HOOKS = {"no hook": None, "empty hook": "swt_empty", "softwalltime hook": "swt_bench"}
 
 
-def _install(workdir: Path, dsn: str) -> None:
+def _install(workdir: Path, dsn: str, floor: bool = False) -> None:
     script = workdir / "empty.py"
-    script.write_text(EMPTY_HOOK)
+    script.write_text(FLOOR_HOOK if floor else EMPTY_HOOK)
     pbsctl.qmgr("create hook swt_empty event=queuejob")
     pbsctl.qmgr(f"import hook swt_empty application/x-python default {script}")
     cfg = workdir / "softwalltime.json"
@@ -111,6 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=50, help="qsubs per configuration and round")
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5, help="untimed qsubs after each switch")
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="the 'empty hook' sets a constant soft walltime and mark instead (the cost of "
+        "altering a job, without the lookup)",
+    )
     args = ap.parse_args(argv)
     why = pbsctl.available()
     if why:
@@ -129,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             dsn = history_database(cluster)
             print(f"OpenPBS 23.06 at pbshost; {args.jobs} held jobs per configuration and round")
-            _install(workdir, dsn)
+            _install(workdir, dsn, args.floor)
+            if args.floor:
+                print("--floor: 'empty hook' below = a hook setting a constant soft walltime")
             for rnd in range(args.rounds):
                 for kind in kinds if rnd % 2 == 0 else kinds[::-1]:
                     _enable(kind)
