@@ -54,6 +54,29 @@ def _stime(info: dict[str, Any]) -> int:
     return int(time.mktime(time.strptime(info["stime"], "%a %b %d %H:%M:%S %Y")))
 
 
+def _assert_real_order(
+    specs: list[tuple[int, int, int]], expected: list[int], jobs: list[str]
+) -> None:
+    """Submit ``specs`` (ncpus, sleep s, soft_walltime s) while scheduling is off, then let
+    the real scheduler run them: a job simulated to start before another must not start
+    after it on the server."""
+    for cpus, run, soft in specs:
+        jobid = pbsctl.qsub(f"-l select=1:ncpus={cpus} -l walltime={WALLTIME_S}", f"sleep {run}")
+        jobs.append(jobid)
+        pbsctl.run("qalter", "-l", f"soft_walltime={soft}", jobid)
+    pbsctl.qmgr("set server scheduling = True")
+    for jobid in jobs:
+        pbsctl.wait_state(jobid, "F", timeout=120)
+    real = [_stime(pbsctl.job(jobid)) for jobid in jobs]
+    wrong = [
+        (a, b)
+        for a in range(len(specs))
+        for b in range(len(specs))
+        if expected[a] < expected[b] and real[a] > real[b]
+    ]
+    assert not wrong, f"simulated starts {expected}, real {[r - min(real) for r in real]}"
+
+
 @pytest.fixture()
 def sort_formula(pbs_server: None) -> Iterator[None]:
     """The scheduler's job_sort_formula and the server's scheduling, restored afterwards."""
@@ -80,21 +103,7 @@ def test_real_scheduler_starts_jobs_in_the_simulated_order(
     formula = setting.split("=", 1)[1].strip().strip("'\"")
     pbsctl.qmgr("set server scheduling = False")
     pbsctl.qmgr(f"set sched job_sort_formula = '{formula}'")
-    for cpus, run, soft in JOBS:
-        jobid = pbsctl.qsub(f"-l select=1:ncpus={cpus} -l walltime={WALLTIME_S}", f"sleep {run}")
-        jobs.append(jobid)
-        pbsctl.run("qalter", "-l", f"soft_walltime={soft}", jobid)
-    pbsctl.qmgr("set server scheduling = True")
-    for jobid in jobs:
-        pbsctl.wait_state(jobid, "F", timeout=120)
-    real = [_stime(pbsctl.job(jobid)) for jobid in jobs]
-    wrong = [
-        (a, b)
-        for a in range(len(JOBS))
-        for b in range(len(JOBS))
-        if expected[a] < expected[b] and real[a] > real[b]
-    ]
-    assert not wrong, f"simulated starts {expected}, real {[r - min(real) for r in real]}"
+    _assert_real_order(JOBS, expected, jobs)
 
 
 # strict_ordering with backfill_depth 1, FCFS (no formula): (ncpus, sleep s, soft_walltime s).
@@ -163,18 +172,4 @@ def test_real_strict_ordering_backfills_only_what_ends_before_the_top_job(
 
     pbsctl.qmgr("set server scheduling = False")
     pbsctl.qmgr("unset sched job_sort_formula", check=False)
-    for cpus, run, soft in STRICT_JOBS:
-        jobid = pbsctl.qsub(f"-l select=1:ncpus={cpus} -l walltime={WALLTIME_S}", f"sleep {run}")
-        jobs.append(jobid)
-        pbsctl.run("qalter", "-l", f"soft_walltime={soft}", jobid)
-    pbsctl.qmgr("set server scheduling = True")
-    for jobid in jobs:
-        pbsctl.wait_state(jobid, "F", timeout=120)
-    real = [_stime(pbsctl.job(jobid)) for jobid in jobs]
-    wrong = [
-        (a, b)
-        for a in range(len(STRICT_JOBS))
-        for b in range(len(STRICT_JOBS))
-        if expected[a] < expected[b] and real[a] > real[b]
-    ]
-    assert not wrong, f"simulated starts {expected}, real {[r - min(real) for r in real]}"
+    _assert_real_order(STRICT_JOBS, expected, jobs)
