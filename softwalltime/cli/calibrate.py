@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from ..errors import ConfigError
-from ..hookpath.config import Settings, require_dsn
+from ..hookpath.config import TARGET_V3, Settings, require_dsn, under_target
 
 DESCRIPTION = """\
 Rebuild the site calibration table of the predictor 'calibrated' from the finished_jobs
@@ -17,8 +17,9 @@ ended before it) with the target under-estimate rate target_under_pct, and the f
 replaces the stored one. The hook re-reads it within 60 s. Run it from cron (e.g. every
 10 minutes) or after each ingest; it is idempotent.
 
---target-under-pct v3 asks for as many under-estimates as v3 would have made on the same
-jobs (v3's running under-estimates are computed alongside and tracked).
+--target-under-pct v3 (or the setting target_under_pct = v3) asks for as many
+under-estimates as v3 would have made on the same jobs (v3's running under-estimates are
+computed alongside and tracked).
 
 The table starts from a prior shipped with the package (learned from public traces), as
 30 pseudo-jobs per job class, so that a new site's classes do not all fall back to v3
@@ -26,21 +27,21 @@ until each has 30 finished jobs; the site's own jobs outweigh it as they accumul
 --no-prior starts from an empty table.
 """
 
-TARGET_V3 = "v3"
 TARGET_HELP = (
     "target under-estimate rate in percent, or 'v3': as many under-estimates as v3 on the"
     " same jobs (default: the setting target_under_pct)"
 )
 
 
-def target_option(text: Optional[str], default: float) -> Optional[float]:
+def target_option(text: Optional[str], default: Union[float, str]) -> Optional[float]:
     """The target of ``--target-under-pct``: percent, or ``None`` for ``v3``.
 
     :param text: the option's value (``None``: not given, the setting ``default``)
+    :param default: the setting ``target_under_pct`` (a percentage or ``v3``)
     :raises ConfigError: neither ``v3`` nor a number above 0 and below 100
     """
     if text is None:
-        return default
+        return under_target(default)
     if text.strip().lower() == TARGET_V3:
         return None
     try:

@@ -77,8 +77,9 @@ v3_jobs, reserve_s, target_under_pct ...) come from the configuration, as in the
 
 The predictor 'calibrated' runs the hook's code with its site calibration table updated at
 every job end, in event order, from finished jobs only; the report gives its achieved
-under-estimate rate beside the target; --target-under-pct v3 sets the target to v3's
-under-estimates on the same jobs, computed alongside. --plot adds tradeoff.png:
+under-estimate rate beside the target; --target-under-pct v3 (or the setting
+target_under_pct = v3) sets the target to v3's under-estimates on the same jobs, computed
+alongside. --plot adds tradeoff.png:
 % under-estimated vs mean accuracy of every predictor, with 'calibrated' swept over
 targets of 2-25 %.
 """

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import ConfigError
 from ..hookpath.config import Settings
 from .argtypes import name_list, whole_number
+from .calibrate import TARGET_HELP, target_option
 from .evaluate import add_input_size
 
 log = logging.getLogger(__name__)
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 SOURCES = ("users", "v1", "v2", "v3", "calibrated", "perfect", "fixed10")
 DEFAULT_SOURCES = "users,v1,v2,v3,perfect"
 CORRECTIONS = ("pbs", "simple", "power", "walltime")
+BACKFILL_BY = ("walltime", "estimate")  # softwalltime.replay.pbsched.BACKFILL_BY
 
 DESCRIPTION = """\
 Simulate a first-come-first-served scheduler with EASY backfilling on a workload, once per
@@ -38,7 +40,9 @@ The model:
   walltime (PBS kills there).
 - Estimates the scheduler plans with: users (the walltimes), v1/v2/v3 and calibrated (the
   hook's predictors, same code, parameters from the configuration; calibrated's site table
-  learns from the jobs that end in the simulation), perfect (the real run time),
+  learns from the jobs that end in the simulation, towards --target-under-pct: a
+  percentage, or v3, as many under-estimates as v3 makes on the same jobs, computed
+  alongside), perfect (the real run time),
   fixed10 (10 minutes, at most the walltime). Predictions are made at submit and again at
   start, from the history of the user's jobs that have ended in the simulation by then.
 - Scheduler: FCFS (submit time, then trace order) with EASY backfilling. Each pass starts
@@ -79,7 +83,10 @@ mean and p95 wait, mean bounded slowdown, long jobs' (run > 24 h) mean, p95 and 
 wide jobs' (>= 1/8 of the machine) mean and max wait; recommended: the best mean bsld
 among sources a site can run (not perfect) whose long jobs' p95 wait is at most
 --long-p95-bound hours (default: theirs with the users' walltimes under the first policy),
-with the qmgr and sched_config lines that set it.
+with the qmgr and sched_config lines that set it. A job passes a top job's reservation
+only if its walltime ends by it, as PBS checks it (--backfill-by walltime, the default);
+--backfill-by estimate lets it pass if its soft walltime does (EASY as the literature
+models it).
 """
 
 EPILOG = """\
@@ -115,6 +122,9 @@ def register(sub: Any) -> None:
         default="pbs",
         help="what happens when a job outlives its estimate (default: %(default)s)",
     )
+    p.add_argument(
+        "--target-under-pct", metavar="PCT|v3", help="estimates calibrated: " + TARGET_HELP
+    )
     p.add_argument("--procs", type=whole_number(1), metavar="N", help="processors of the machine")
     p.add_argument(
         "--policies",
@@ -141,11 +151,13 @@ def register(sub: Any) -> None:
         "default: %(default)s; cycles also run at every arrival and end)",
     )
     p.add_argument(
-        "--backfill-by-walltime",
-        action="store_true",
-        help="policy search: a job passes a top job's reservation only if its walltime (not "
-        "its soft walltime) ends by it, as PBS 23.06's scheduler checks it (soft walltimes "
-        "still place the reservations and feed the sort)",
+        "--backfill-by",
+        choices=BACKFILL_BY,
+        metavar="{walltime,estimate}",
+        help="policy search: what must end by a top job's reservation for a job to pass it: "
+        "walltime (the default: PBS's rule, as PBS 23.06's scheduler checks it) or estimate "
+        "(its soft walltime: EASY backfilling as the literature models it); soft walltimes "
+        "place the reservations and feed the sort either way",
     )
     p.add_argument(
         "--backfill-depth",
@@ -208,9 +220,7 @@ def _run_policy(task: Tuple[str, str, str, Dict[str, Any]]) -> Tuple[str, Any, f
         work,
         sim.make_source(name, opts["params"], opts["target_under_pct"]),
         opts["procs"][path],
-        pbsched.parse_policy(policy, opts["iteration"])._replace(
-            backfill_by_walltime=opts["by_walltime"]
-        ),
+        pbsched.parse_policy(policy, opts["iteration"], opts["backfill_by"]),
         opts["correction"],
     )
     return path, srch.figures(policy, work, result), time.perf_counter() - started
@@ -242,7 +252,7 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
         except ValueError as err:
             raise ConfigError(f"--policies: {err}") from err
     opts["iteration"] = args.scheduler_iteration
-    opts["by_walltime"] = args.backfill_by_walltime
+    opts["backfill_by"] = args.backfill_by or pbsched.WALLTIME
     tasks = [(path, pol, name, opts) for path in args.sources for pol in policies for name in names]
     if args.jobs > 1 and len(tasks) > 1:
         import multiprocessing
@@ -258,14 +268,14 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
             log.info("%s: %s %s: %.2f s", os.path.basename(path), f.policy, f.source, elapsed)
         best = srch.recommend(rows, args.long_p95_bound)
         if args.json:
-            obj = srch.as_json(rows, best, args.scheduler_iteration)
+            obj = srch.as_json(rows, best, args.scheduler_iteration, opts["backfill_by"])
             obj["source"] = path
             out.append(obj)
         else:
             title = f"source: {path}   machine: {opts['procs'][path]} processors"
-            sys.stdout.write(
-                srch.format_search(title, rows, best, args.long_p95_bound, args.scheduler_iteration)
-            )
+            bound, iteration = args.long_p95_bound, args.scheduler_iteration
+            text = srch.format_search(title, rows, best, bound, iteration, opts["backfill_by"])
+            sys.stdout.write(text)
     if args.json:
         json.dump(out[0] if len(out) == 1 else out, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -318,6 +328,7 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
     from ..replay.traces import InputLimits
 
     names = _sources(args.estimates)
+    target = target_option(args.target_under_pct, settings.target_under_pct)  # before reading
     if args.refresh_pct < 0 or args.refresh_min < 0:
         raise ConfigError("--refresh-pct and --refresh-min must not be negative")
     if args.plot:
@@ -338,7 +349,7 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         procs[path] = machine
     opts = {
         "params": PredictorParams.from_settings(settings),
-        "target_under_pct": settings.target_under_pct,
+        "target_under_pct": target,
         "procs": procs,
         "correction": args.correction,
         "backfill_depth": args.backfill_depth,
@@ -350,8 +361,8 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
     }
     if args.policies:
         return _search(args, names, opts)
-    if args.backfill_by_walltime:
-        raise ConfigError("--backfill-by-walltime: only with --policies (PBS's own scheduler)")
+    if args.backfill_by:
+        raise ConfigError("--backfill-by: only with --policies (PBS's own scheduler)")
     tasks = [(path, name, opts) for path in args.sources for name in names]
     if args.jobs > 1 and len(tasks) > 1:
         import multiprocessing

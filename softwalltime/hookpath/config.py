@@ -13,7 +13,7 @@ v3_jobs                           SOFTWALLTIME_V3_JOBS                15
 reserve_s                         SOFTWALLTIME_RESERVE_S              900
 long_walltime_threshold_s         SOFTWALLTIME_LONG_WALLTIME_...      0 (off)
 long_walltime_factor              SOFTWALLTIME_LONG_WALLTIME_FACTOR   1.0
-target_under_pct                  SOFTWALLTIME_TARGET_UNDER_PCT       12.0 (predictor calibrated)
+target_under_pct                  SOFTWALLTIME_TARGET_UNDER_PCT       12.0 (calibrated; or v3)
 runjob_min_wait_s                 SOFTWALLTIME_RUNJOB_MIN_WAIT_S      0 (off)
 override_existing                 SOFTWALLTIME_OVERRIDE_EXISTING      false
 dry_run                           SOFTWALLTIME_DRY_RUN                false
@@ -53,7 +53,7 @@ import json
 import logging
 import os
 import re
-from typing import Any, Dict, Mapping, NamedTuple, Optional, Set, Tuple
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Set, Tuple, Union
 
 from ..errors import ConfigError
 from . import dsn as dsnlib
@@ -62,6 +62,9 @@ from .state import STATE
 PREDICTORS = ("v1", "v2", "v3", "calibrated")
 DEFAULT_CONFIG_FILE = "/etc/softwalltime.json"
 ENV_PREFIX = "SOFTWALLTIME_"
+# target_under_pct's other form: as many under-estimates as v3 makes on the same jobs (the
+# calibration tracks v3's running under-estimates, computed alongside)
+TARGET_V3 = "v3"
 
 
 class Settings(NamedTuple):
@@ -72,7 +75,7 @@ class Settings(NamedTuple):
     reserve_s: int
     long_walltime_threshold_s: int
     long_walltime_factor: float
-    target_under_pct: float
+    target_under_pct: Union[float, str]  # a percentage, or TARGET_V3 (see under_target)
     runjob_min_wait_s: int
     override_existing: bool
     dry_run: bool
@@ -177,7 +180,6 @@ _INT_KEYS = (
 _FLOAT_KEYS = (
     "long_walltime_factor",
     "connect_timeout_s",
-    "target_under_pct",
     "refresh_min_change_pct",
     "status_failure_rate_pct",
 )
@@ -221,6 +223,31 @@ def _check_range(where: str, key: str, number: Any) -> None:
         raise ConfigError(f"{where}: must be between {low:g} and {high:g}, got {number!r}")
 
 
+def under_target(value: Union[float, str]) -> Optional[float]:
+    """The calibration target of a ``target_under_pct`` setting: the percentage, or ``None``
+    for ``v3`` (what ``Calibration.update`` takes for "as many under-estimates as v3")."""
+    return None if value == TARGET_V3 else float(value)
+
+
+def _target(where: str, value: Any) -> Union[float, str]:
+    """``target_under_pct``: a percentage in its range, or ``v3`` (any case)."""
+    if isinstance(value, str) and value.strip().lower() == TARGET_V3:
+        return TARGET_V3
+    low, high = RANGES["target_under_pct"]
+    real = None
+    if not isinstance(value, bool):
+        try:
+            real = float(value)
+        except (TypeError, ValueError):
+            pass
+    if real is None or not low <= real <= high:  # nan fails the range test too
+        raise ConfigError(
+            f"{where}: expected a percentage between {low:g} and {high:g}, or v3 (as many"
+            f" under-estimates as v3), got {value!r}"
+        )
+    return real
+
+
 _BOOL_KEYS = ("override_existing", "dry_run", "debug")
 _STR_KEYS = ("dsn", "predictor", "accounting_dir", "server", "history_scope", "pbs_exec")
 
@@ -228,6 +255,8 @@ _STR_KEYS = ("dsn", "predictor", "accounting_dir", "server", "history_scope", "p
 def _coerce(key: str, value: Any, origin: str) -> Any:
     """Check and convert one value; ``origin`` names the file or variable for the error."""
     where = f"{origin}: key {key!r}"
+    if key == "target_under_pct":
+        return _target(where, value)
     if key in _BOOL_KEYS:
         if isinstance(value, bool):
             return value

@@ -304,13 +304,18 @@ class PredictorSource(EstimateSource):
 class CalibratedSource(EstimateSource):
     """The hook's ``calibrated`` predictor: each user's jobs that ended in the simulation
     (newest first, at most the hook's ``HISTORY_ROWS``) and a site table that learns each
-    job's outcome when it ends, as ``softwalltime calibrate`` would from the history."""
+    job's outcome when it ends, as ``softwalltime calibrate`` would from the history.
+
+    :param target_under_pct: the under-estimate target, percent; ``None``: as many
+        under-estimates as v3 on the same jobs (:meth:`Calibration.update` compares v3's
+        soft walltime, which the job's outcome holds, with its run time at each end)
+    """
 
     refreshable = True
     name = CALIBRATED
 
-    def __init__(self, target_under_pct: float = 12.0) -> None:
-        self.target = float(target_under_pct)
+    def __init__(self, target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT) -> None:
+        self.target = None if target_under_pct is None else float(target_under_pct)
 
     def bind(self, work: Workload) -> None:
         self.work = work
@@ -374,9 +379,14 @@ SOURCE_NAMES = (BASELINE,) + tuple(HOOK_PREDICTORS) + (CALIBRATED, PERFECT, FIXE
 
 
 def make_source(
-    name: str, params: Optional[PredictorParams] = None, target_under_pct: float = 12.0
+    name: str,
+    params: Optional[PredictorParams] = None,
+    target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT,
 ) -> EstimateSource:
-    """Build the estimate source called ``name`` (see :data:`SOURCE_NAMES`)."""
+    """Build the estimate source called ``name`` (see :data:`SOURCE_NAMES`).
+
+    :param target_under_pct: ``calibrated``'s target, percent, or ``None`` for v3's rate
+    """
     if name == BASELINE:
         return WalltimeSource()
     if name == PERFECT:
