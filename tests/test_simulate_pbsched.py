@@ -40,6 +40,12 @@ def test_formula_expressions_and_errors() -> None:
 def test_parse_policy_and_pbs_settings() -> None:
     assert pbsched.parse_policy("sjf-bf4") == pbsched.Policy("sjf", 4, True)
     assert pbsched.parse_policy("fcfs") == pbsched.Policy()
+    # PBS's backfill rule is the default (issue 17); the EASY literature's on request
+    assert pbsched.Policy().backfill_by == pbsched.WALLTIME == "walltime"
+    assert pbsched.parse_policy("sjf-greedy").backfill_by == "walltime"
+    assert pbsched.parse_policy("sjf-bf2", 0, "estimate").backfill_by == pbsched.ESTIMATE
+    with pytest.raises(ValueError, match="backfill_by must be one of"):
+        pbsched.parse_policy("sjf-bf1", backfill_by="soft")
     assert pbsched.parse_policy("small-greedy").strict_ordering is False
     assert pbsched.parse_policy("fcfs-strict").backfill_depth == 0
     assert pbsched.parse_policy("xfactor-bf2").name == "xfactor-bf2"
@@ -114,6 +120,23 @@ def test_cycle_backfill_by_walltime_as_pbs() -> None:
     )
 
 
+def test_simulate_pbs_backfills_by_walltime_by_default() -> None:
+    # 4 processors. a (2 procs, 1000 s) runs; b (4 procs) is the top job, reserved at 1000;
+    # c (2 procs, runs 50 s, walltime 5000 s) would end by the reservation by its (perfect)
+    # estimate but not by its walltime: PBS's rule keeps it behind b, EASY's starts it.
+    rows = [("a", 0, 1000, 1000, 2), ("b", 1, 1000, 1000, 4), ("c", 2, 5000, 50, 2)]
+    work = sim.make_workload("t", rows, 4)
+
+    def starts(policy: pbsched.Policy) -> List[int]:
+        return pbsched.simulate_pbs(work, sim.make_source("perfect"), 4, policy).start
+
+    assert starts(pbsched.Policy()) == [0, 1000, 2000]
+    assert starts(pbsched.Policy(backfill_by=pbsched.WALLTIME)) == [0, 1000, 2000]
+    assert starts(pbsched.Policy(backfill_by=pbsched.ESTIMATE)) == [0, 1000, 2]
+    with pytest.raises(ValueError, match="backfill_by must be one of"):
+        starts(pbsched.Policy(backfill_by="soft"))
+
+
 # --- estimates of running jobs
 
 
@@ -155,19 +178,25 @@ def test_extended_estimate_closed_form_equals_steps(correction: str) -> None:
     ),
 )
 def test_easy_with_correction_events_is_the_reference(source: str, correction: str) -> None:
-    # fcfs, backfill_depth 1, strict ordering, a cycle at every event and extension: the
-    # model of the naive reference, start for start on whole KTH-SP2.
+    # fcfs, backfill_depth 1, strict ordering, backfilling by the estimate, a cycle at every
+    # event and extension: the model of the naive reference, start for start on whole KTH-SP2.
     work = workload("kth")
-    policy = pbsched.Policy(scheduler_iteration=0, correction_events=True)
+    policy = pbsched.Policy(
+        scheduler_iteration=0, correction_events=True, backfill_by=pbsched.ESTIMATE
+    )
     got = pbsched.simulate_pbs(work, sim.make_source(source), 100, policy, correction).start
     want = reference(work, sim.make_source(source), 100, correction)
     assert first_mismatch(work, got, want) == ""
 
 
-@pytest.mark.parametrize("policy", ["fcfs-bf1", "sjf-bf2", "small-greedy", "fcfs-strict"])
-def test_skipping_idle_cycles_changes_nothing(policy: str) -> None:
+@pytest.mark.parametrize(
+    "policy,backfill_by",
+    [("fcfs-bf1", "walltime"), ("fcfs-bf1", "estimate"), ("sjf-bf2", "walltime")]
+    + [("sjf-bf2", "estimate"), ("small-greedy", "walltime"), ("fcfs-strict", "walltime")],
+)
+def test_skipping_idle_cycles_changes_nothing(policy: str, backfill_by: str) -> None:
     work = workload("kth")
-    p = pbsched.parse_policy(policy, 600)
+    p = pbsched.parse_policy(policy, 600, backfill_by)
     fast = pbsched.simulate_pbs(work, sim.make_source("v3"), 100, p)
     slow = pbsched.simulate_pbs(work, sim.make_source("v3"), 100, p, skip_idle_cycles=False)
     assert fast.start == slow.start and fast.corrections == slow.corrections

@@ -72,20 +72,43 @@ def test_cli_policy_search(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["simulate", "--procs", "2176", "--policies", "sjf-bf1", "--sjbf", str(CERIT)]
     assert cli.main(argv) == 1
     assert "--policies: not with --sjbf" in capsys.readouterr().err
-    argv = ["simulate", "--procs", "2176", "--backfill-by-walltime", str(CERIT)]
+    argv = ["simulate", "--procs", "2176", "--backfill-by", "walltime", str(CERIT)]
     assert cli.main(argv) == 1
-    assert "--backfill-by-walltime: only with --policies" in capsys.readouterr().err
+    assert "--backfill-by: only with --policies" in capsys.readouterr().err
+    argv = ["simulate", "--procs", "2176", "--policies", "sjf-bf1", "--backfill-by", "soft"]
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*argv, str(CERIT)])
+    assert exit_.value.code == 2 and "invalid choice: 'soft'" in capsys.readouterr().err
 
 
-def test_cli_backfill_by_walltime_is_pbs_rule(capsys: pytest.CaptureFixture[str]) -> None:
-    # With PBS's rule, perfect estimates place reservations earlier but candidates still
-    # need their walltime to fit: fewer backfills, so the figures differ from the EASY rule.
+def test_cli_backfills_by_walltime_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    # PBS's rule is the default: perfect estimates place reservations earlier but candidates
+    # still need their walltime to fit, so the figures differ from the EASY rule's.
     from softwalltime import cli
 
-    figures = []
-    for extra in ([], ["--backfill-by-walltime"]):
+    out = {}
+    for extra in ([], ["--backfill-by", "walltime"], ["--backfill-by", "estimate"]):
         argv = ["simulate", "--procs", "2176", "--estimates", "perfect", "--policies"]
         argv += ["fcfs-bf1", "--json", *extra, str(CERIT)]
         assert cli.main(argv) == 0
-        figures.append(json.loads(capsys.readouterr().out)["configurations"][0])
-    assert figures[0]["bsld_mean"] != figures[1]["bsld_mean"]
+        out[" ".join(extra)] = json.loads(capsys.readouterr().out)
+    default, walltime, estimate = (
+        out[""],
+        out["--backfill-by walltime"],
+        out["--backfill-by estimate"],
+    )
+    assert default == walltime and default["backfill_by"] == "walltime"
+    assert estimate["backfill_by"] == "estimate"
+    bsld = [o["configurations"][0]["bsld_mean"] for o in (default, estimate)]
+    assert bsld[0] != bsld[1]
+
+
+def test_format_search_names_the_backfill_rule() -> None:
+    rows = [_row("fcfs-bf1", "users", 5.0, 10.0), _row("sjf-bf1", "v3", 3.0, 9.0)]
+    best = search.recommend(rows, None)
+    text = search.format_search("t", rows, best, None)
+    assert "backfilling by walltime (PBS's rule)" in text.splitlines()[1]
+    assert "recommended: sjf-bf1 with v3 estimates, backfilling by walltime (" in text
+    text = search.format_search("t", rows, best, None, backfill_by="estimate")
+    assert "backfilling by estimate (EASY as in the literature" in text.splitlines()[1]
+    assert "with v3 estimates, backfilling by estimate (" in text

@@ -8,7 +8,9 @@
   without delaying a reservation starts; with ``strict_ordering`` the first
   ``backfill_depth`` jobs that cannot start are *top jobs* and get a reservation on the
   availability profile (``backfill_depth`` 0: nothing passes the first blocked job);
-  without it, jobs that do not fit are passed over (no reservation).
+  without it, jobs that do not fit are passed over (no reservation). A job passes a
+  reservation if its *walltime* ends by it, as PBS checks it (:attr:`Policy.backfill_by`;
+  ``estimate``: its soft walltime, EASY as the literature models it).
 - **Estimated ends** (:func:`extended_estimate`): a running job's estimate after the
   soft-walltime extensions due by now (see :mod:`.simulate` for the rules).
 - **The cycle** (:func:`simulate_pbs`): the scheduler runs on job arrivals and ends and every
@@ -50,6 +52,9 @@ FORMULAS: Dict[str, Optional[str]] = {
     "sjfage": f"eligible_time - {_EST}",
 }
 DEFAULT_ITERATION_S = 600  # PBS's default scheduler_iteration
+WALLTIME = "walltime"  # backfill by the walltime: PBS's rule (the default)
+ESTIMATE = "estimate"  # backfill by the estimate: EASY as in the literature
+BACKFILL_BY = (WALLTIME, ESTIMATE)
 
 
 class SortFormula(NamedTuple):
@@ -131,12 +136,14 @@ class Policy(NamedTuple):
     scheduler_iteration: int = DEFAULT_ITERATION_S
     """Seconds between periodic cycles (0: cycles on events only)."""
     correction_events: bool = False
-    backfill_by_walltime: bool = False
-    """As PBS 23.06's scheduler does (``check.cpp``: a job with a calendar event within its
-    walltime is checked with its walltime, its *hard duration*): a job passes a top job's
-    reservation only if its walltime, not its soft walltime, ends by it (or it fits the
-    processors left beside it). Soft walltimes still place the reservations (running jobs'
-    estimated ends) and feed the sort. Found by the real-server test (issue 17)."""
+    backfill_by: str = WALLTIME
+    """What must end by a top job's reservation for a job to pass it (unless it fits the
+    processors left beside it): ``walltime``, as PBS 23.06's scheduler checks it
+    (``check.cpp``: a job with a calendar event within its walltime is checked with its
+    walltime, its *hard duration*; found by the real-server test, issue 17), or
+    ``estimate``, its soft walltime (EASY backfilling as the literature models it). Soft
+    walltimes place the reservations (running jobs' estimated ends) and feed the sort
+    either way."""
 
     @property
     def name(self) -> str:
@@ -152,12 +159,16 @@ class Policy(NamedTuple):
 _HOW = re.compile(r"^(?P<sort>.+?)(?:-(?P<how>bf\d+|strict|greedy))?$")
 
 
-def parse_policy(text: str, scheduler_iteration: int = DEFAULT_ITERATION_S) -> Policy:
+def parse_policy(
+    text: str, scheduler_iteration: int = DEFAULT_ITERATION_S, backfill_by: str = WALLTIME
+) -> Policy:
     """``SORT[-bfK|-strict|-greedy]`` (e.g. ``fcfs-bf1``, ``sjf-bf4``, ``xfactor-greedy``);
     SORT is a name of :data:`FORMULAS` or a ``job_sort_formula`` expression.
 
-    :raises ValueError: unknown sort or form
+    :raises ValueError: unknown sort or form, or ``backfill_by`` not in :data:`BACKFILL_BY`
     """
+    if backfill_by not in BACKFILL_BY:
+        raise ValueError(f"backfill_by must be one of {BACKFILL_BY}, not {backfill_by!r}")
     match = _HOW.match(text.strip())
     if match is None:
         raise ValueError(f"policy {text!r}: expected SORT, SORT-bfK, SORT-strict or SORT-greedy")
@@ -166,10 +177,10 @@ def parse_policy(text: str, scheduler_iteration: int = DEFAULT_ITERATION_S) -> P
         raise ValueError(f"policy {text!r}: expected SORT, SORT-bfK, SORT-strict or SORT-greedy")
     sort_formula(sort)  # validates
     if how == "greedy":
-        return Policy(sort, 0, False, scheduler_iteration)
+        return Policy(sort, 0, False, scheduler_iteration, backfill_by=backfill_by)
     if how == "strict":
-        return Policy(sort, 0, True, scheduler_iteration)
-    return Policy(sort, int(how[2:]), True, scheduler_iteration)
+        return Policy(sort, 0, True, scheduler_iteration, backfill_by=backfill_by)
+    return Policy(sort, int(how[2:]), True, scheduler_iteration, backfill_by=backfill_by)
 
 
 def pbs_settings(policy: Policy) -> List[str]:
@@ -266,7 +277,7 @@ def schedule_cycle(
     :param on_start: called as each job starts; returns the estimate it runs with (default:
         ``est[j]``), which then holds its processors in the profile
     :param hard: the jobs' walltimes, when a job must end by a reservation by its walltime
-        (:attr:`Policy.backfill_by_walltime`; default: by its estimate)
+        (:attr:`Policy.backfill_by` ``walltime``; None: by its estimate)
     """
     profile = Profile(now, free, ends)
     resv: List[List[int]] = []  # [start, extra]
@@ -455,8 +466,8 @@ def simulate_pbs(
 
     ``skip_idle_cycles``: a cycle that would start nothing is skipped: no processor free,
     or nothing changed since the last cycle (no arrival, end, extension or job started
-    with another estimate, and a sort that does not depend on time). Tests check this
-    against running every cycle.
+    with another estimate than it was checked with, and a sort that does not depend on
+    time). Tests check this against running every cycle.
 
     :raises ValueError: bad parameters or a job wider than the machine
     """
@@ -464,6 +475,8 @@ def simulate_pbs(
         raise ValueError(f"correction must be one of {CORRECTIONS}, not {correction!r}")
     if policy.backfill_depth < 0 or policy.scheduler_iteration < 0:
         raise ValueError("backfill_depth and scheduler_iteration must be >= 0")
+    if policy.backfill_by not in BACKFILL_BY:
+        raise ValueError(f"backfill_by must be one of {BACKFILL_BY}, not {policy.backfill_by!r}")
     n = len(work.submit)
     if n and max(work.procs) > procs_total:
         raise ValueError("a job needs more processors than the machine has")
@@ -478,14 +491,17 @@ def simulate_pbs(
     a = 0
     restarted = False
     keys: Dict[int, Tuple[float, int]] = {}
+    hard = work.wall if policy.backfill_by == WALLTIME else None
 
     def begin(now: int, j: int) -> int:
-        # A job that starts with another estimate than it was planned with leaves a state
-        # that an idle cycle cannot be trusted to leave unchanged.
+        # A job that starts with another estimate than it was checked with (its walltime
+        # when backfilling by walltime) leaves a state that an idle cycle cannot be trusted
+        # to leave unchanged: the next cycle's profile frees its processors at its estimated
+        # end, so a job the reservation's extra processors could not take may now fit.
         nonlocal restarted
-        planned = queued_est[j]
+        checked = queued_est[j] if hard is None else hard[j]
         e = m.begin(j, now, source.on_start(j, now))
-        restarted = restarted or e != planned
+        restarted = restarted or e != checked or e != queued_est[j]
         return e
 
     passes = 0
@@ -523,7 +539,7 @@ def simulate_pbs(
             policy.backfill_depth,
             policy.strict_ordering,
             functools.partial(begin, t),
-            work.wall if policy.backfill_by_walltime else None,
+            hard,
         )
         for j, s in top:
             if reservation[j] < 0:

@@ -82,12 +82,21 @@ def _cells(jobs: int, *values: Tuple[float, str]) -> str:
     return "".join(format(format(v, spec) if jobs else "-", ">9") for v, spec in values)
 
 
+RULES = {
+    pbsched.WALLTIME: "backfilling by walltime (PBS's rule): a job passes a top job's "
+    "reservation only if its walltime ends by it",
+    pbsched.ESTIMATE: "backfilling by estimate (EASY as in the literature, not PBS's rule): "
+    "a job passes a top job's reservation if its soft walltime ends by it",
+}
+
+
 def format_search(
     title: str,
     rows: Sequence[Figures],
     best: Optional[Figures],
     bound_h: Optional[float],
     scheduler_iteration: int = pbsched.DEFAULT_ITERATION_S,
+    backfill_by: str = pbsched.WALLTIME,
 ) -> str:
     """The search table, the recommendation and the PBS settings that express it."""
     base = baseline(rows)
@@ -95,7 +104,8 @@ def format_search(
         "policy", "estimates", "wait", "p95", "bsld", "vs base%", "long", "long95",
         "longmax", "wide", "widemax",
     )  # fmt: skip
-    lines = [title, "waits in hours; long: run > 24 h; wide: >= 1/8 of the machine", "", head]
+    lines = [title, RULES[backfill_by]]
+    lines += ["waits in hours; long: run > 24 h; wide: >= 1/8 of the machine", "", head]
     for r in rows:
         rel = (
             format(100.0 * (r.bsld_mean - base.bsld_mean) / base.bsld_mean, "+.1f")
@@ -123,8 +133,8 @@ def format_search(
     else:
         why = "no long jobs in this workload"
     lines.append(
-        f"recommended: {best.policy} with {best.source} estimates "
-        f"(best mean bsld {best.bsld_mean:.2f}; {why})"
+        f"recommended: {best.policy} with {best.source} estimates, backfilling by "
+        f"{backfill_by} (best mean bsld {best.bsld_mean:.2f}; {why})"
     )
     policy = pbsched.parse_policy(best.policy, scheduler_iteration)
     lines.extend("  " + s for s in pbsched.pbs_settings(policy))
@@ -135,6 +145,7 @@ def as_json(
     rows: Sequence[Figures],
     best: Optional[Figures],
     scheduler_iteration: int = pbsched.DEFAULT_ITERATION_S,
+    backfill_by: str = pbsched.WALLTIME,
 ) -> Dict[str, Any]:
     out: List[Dict[str, Any]] = [r._asdict() for r in rows]
     rec = None
@@ -142,4 +153,4 @@ def as_json(
         rec = dict(best._asdict())
         policy = pbsched.parse_policy(best.policy, scheduler_iteration)
         rec["pbs_settings"] = pbsched.pbs_settings(policy)
-    return {"configurations": out, "recommended": rec}
+    return {"backfill_by": backfill_by, "configurations": out, "recommended": rec}

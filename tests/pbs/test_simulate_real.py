@@ -162,12 +162,13 @@ def _simulated(jobs: list[tuple[int, int, int]], policy: pbsched.Policy) -> list
 def test_real_strict_ordering_backfills_only_what_ends_before_the_top_job(
     strict_ordering: None, jobs: list[str]
 ) -> None:
-    policy = pbsched.parse_policy("fcfs-bf1")._replace(backfill_by_walltime=True)
+    policy = pbsched.parse_policy("fcfs-bf1")  # backfilling by walltime: the default
     assert policy.strict_ordering and policy.backfill_depth == 1
     expected = _simulated(STRICT_JOBS, policy)
     assert expected == [0, 6, 9, 9]  # the order worked out above
     # Backfilling by the soft walltime (the EASY model) and greedy predict other orders.
-    assert _simulated(STRICT_JOBS, pbsched.parse_policy("fcfs-bf1")) == [0, 6, 9, 0]
+    easy = pbsched.parse_policy("fcfs-bf1", backfill_by=pbsched.ESTIMATE)
+    assert _simulated(STRICT_JOBS, easy) == [0, 6, 9, 0]
     assert _simulated(STRICT_JOBS, pbsched.parse_policy("fcfs-greedy")) == [0, 9, 0, 6]
 
     pbsctl.qmgr("set server scheduling = False")
