@@ -4,10 +4,11 @@ it says of the jobs that dominate mean bounded slowdown (run <= 10 min: their bs
 wait / 10 min), and the mean bsld per run-time band (where the gap comes from).
 
     python tests/benchmarks/policy_gap.py [TRACE ...] [--policy xfactor-bf1]
-        [--estimates users,v3,perfect]
+        [--estimates users,v3,perfect] [--backfill-by walltime|estimate]
 
-One simulate_pbs run per source (the policy's cycle every 600 s); the estimates are the
-sources' answers at submit in that run.
+One simulate_pbs run per source (the policy's cycle every 600 s; backfilling by walltime,
+PBS's rule, unless --backfill-by estimate); the estimates are the sources' answers at
+submit in that run.
 """
 
 from __future__ import annotations
@@ -82,8 +83,9 @@ def main() -> None:
     parser.add_argument("traces", nargs="*", default=[str(p) for p in DEFAULT])
     parser.add_argument("--policy", default="xfactor-bf1")
     parser.add_argument("--estimates", default="users,v3,perfect")
+    parser.add_argument("--backfill-by", choices=pbsched.BACKFILL_BY, default=pbsched.WALLTIME)
     args = parser.parse_args()
-    policy = pbsched.parse_policy(args.policy)
+    policy = pbsched.parse_policy(args.policy, backfill_by=args.backfill_by)
     for path in args.traces:
         work = sim.read_workload(path)
         procs = work.machine_procs
@@ -91,7 +93,10 @@ def main() -> None:
         work = sim.fit_machine(work, procs)
         n = len(work.run)
         short = [k for k in range(n) if work.run[k] <= SHORT_S]
-        print(f"{Path(path).name}: {n} jobs, {len(short) / n:.0%} run <= 10 min; {args.policy}")
+        print(
+            f"{Path(path).name}: {n} jobs, {len(short) / n:.0%} run <= 10 min; {args.policy}, "
+            f"backfilling by {args.backfill_by}"
+        )
         print(
             "  source     order  short: median est  est<=1h   mean bsld   by run: "
             + "".join(f"{_band(lo, hi):>10}" for lo, hi in BANDS)
