@@ -209,3 +209,15 @@ def test_simulate_target_v3_tracks_v3s_rate_in_the_simulation():
     assert 1.0 < v3 < 5.0  # KTH-SP2: v3 under-estimates few jobs
     assert abs(rates["calibrated", None] - v3) < 0.25  # issue 18: the target holds within 0.25
     assert abs(rates["calibrated", 12.0] - 12.0) < 0.25 and rates["calibrated", 12.0] > v3 + 5
+
+
+def test_simulate_target_v3_same_schedule_as_the_naive_reference():
+    # the table tracking v3 learns in end order like the fixed target: the fast simulator's
+    # shortcuts must change no start with it either (the fixed target is in
+    # tests/test_simulate_reference.py)
+    from simulate_reference import reference
+
+    work = sim.fit_machine(sim.read_workload(str(KTH)), 100)
+    got = sim.simulate(work, sim.make_source("calibrated", None, None), 100, "pbs").start
+    want = reference(work, sim.make_source("calibrated", None, None), 100, "pbs")
+    assert got == want
