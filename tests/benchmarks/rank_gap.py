@@ -1,0 +1,318 @@
+"""Can a history-based estimate rank jobs (above all short ones) better than v3 (issue 17)?
+
+Two parts:
+
+    python tests/benchmarks/rank_gap.py order [TRACE ...]
+    python tests/benchmarks/rank_gap.py simulate [TRACE ...] [--candidates key-median,...]
+        [--policies sjf-bf1,xfactor-bf1]
+
+``order``: each trace is replayed in the order its jobs ended in the trace (a job's estimate
+uses the user's jobs whose submit + wait + run time is at or before its submit) and every
+candidate of :mod:`softwalltime.replay.rank` is computed. Printed per candidate: the share
+of random job pairs (different run times) put in run-time order, overall, among pairs with
+at least one job of <= 10 min, and among pairs within each run-time band (Kendall tau =
+2 x share - 1); and the median estimate of the jobs of <= 10 min.
+
+``simulate``: :func:`pbsched.simulate_pbs` with PBS's backfill rule (a job passes a top
+job's reservation only if its walltime ends by it) and the pbs correction. The sort reads
+a *rank* instead of the soft walltime: sjf = ``-softwalltime_rank``, xfactor =
+``(eligible_time + softwalltime_rank) / softwalltime_rank``, while the reservations and
+estimated ends use the soft walltime (v3). pbsched's sort reads the estimate array it is
+given, so the benchmark hands it the rank array instead (``_ranked_sort`` swaps
+``pbsched._order`` for the run; the minimal change to do it in pbsched is a ``rank``
+argument of ``simulate_pbs`` passed to ``_order`` in place of ``queued_est``). The rank is
+computed at submit from the user's jobs that ended *in the simulation* (as the hook would).
+Share of perfect's gain = (base - x) / (base - perfect), base = users under fcfs-bf1,
+perfect = perfect estimates under the same policy.
+
+Findings (2026-11-25, machine loaded, see the report of brief B; filled in below).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+from softwalltime.replay import pbsched, rank, search, traces
+from softwalltime.replay import simulate as sim
+
+TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
+DEFAULT = [
+    TRACES / "KTH-SP2-1996-2.1-cln.swf.gz",
+    TRACES / "SDSC-SP2-1998-4.2-cln.DERIVED-predictsim-strongfilter-easysim.swf.gz",
+    TRACES / "CTC-SP2-1996-3.1-cln.swf.gz",
+    TRACES / "HPC2N-2002-2.2-cln.swf.gz",
+]
+CERIT_PROCS = 2176  # 20 x 80 + 48 x 12 cores (CERIT-SC-wagap-2013.alea.swf.machines)
+SHORT_S = 600
+BANDS = ((0, 601), (601, 3600), (3600, 6 * 3600), (6 * 3600, None))  # [lo, hi) seconds
+PAIRS = 200_000
+
+
+# ---------------------------------------------------------------------------------------
+# Reading: the simulator's workload, and each job's end in the trace
+
+
+def read(path: str) -> Tuple[sim.Workload, List[int], int]:
+    """The workload as ``simulate`` reads it (fitted to the machine), each job's trace end
+    (submit + wait + run time; an unknown wait counts 0), and the machine's processors."""
+    work = sim.read_workload(path)
+    procs = work.machine_procs or (CERIT_PROCS if "CERIT" in path else None)
+    assert procs is not None, f"{path}: no MaxProcs"
+    work = sim.fit_machine(work, procs)
+    # The same rows again, with the wait: make_workload's filter and order, replayed here.
+    skipped: Dict[str, int] = {}
+    keep = []
+    for k, (user, submit, wait, run, alloc, req_p, req_s) in enumerate(
+        traces.swf_rows(path, skipped, traces.SwfHeader())
+    ):
+        p = alloc if alloc is not None and alloc > 0 else req_p
+        if not req_s or req_s <= 0 or run is None or run < 0 or not user or submit is None:
+            continue
+        if p is None or p <= 0 or p > procs:
+            continue
+        keep.append((submit, k, user, min(run, req_s), req_s, p, submit + (wait or 0) + run))
+    keep.sort(key=lambda r: (r[0], r[1]))
+    assert [r[0] for r in keep] == work.submit and [r[3] for r in keep] == work.run
+    assert [r[2] for r in keep] == work.user and [r[5] for r in keep] == work.procs
+    return work, [r[6] for r in keep], procs
+
+
+# ---------------------------------------------------------------------------------------
+# Part 1: order agreement
+
+
+def _band(lo: int, hi: Optional[int]) -> str:
+    return f"{lo // 60}-{hi // 60}m" if hi else f">{lo // 3600}h"
+
+
+def order_table(path: str) -> None:
+    work, end, _procs = read(path)
+    n = len(work.run)
+    t0 = time.perf_counter()
+    est = rank.replay(work.user, work.submit, end, work.run, work.wall, work.procs)
+    replay_s = time.perf_counter() - t0
+    run = work.run
+    short = [r <= SHORT_S for r in run]
+    rng = random.Random(17)
+    sets = [("all", rank.sample_pairs(run, PAIRS, rng))]
+    sets.append(("short", rank.sample_pairs(run, PAIRS, rng, short, either=True)))
+    for lo, hi in BANDS:
+        inside = [lo <= r and (hi is None or r < hi) for r in run]
+        sets.append((_band(lo, hi), rank.sample_pairs(run, PAIRS, rng, inside)))
+    nshort = sum(short)
+    print(f"{Path(path).name}: {n} jobs, {nshort / n:.0%} run <= 10 min (replay {replay_s:.1f} s)")
+    print(
+        f"  {'candidate':<19}"
+        + "".join(f"{name:>8}" for name, _ in sets)
+        + "  short: median est (min)"
+    )
+    names = list(rank.CANDIDATES) + ["perfect"]
+    for c, name in enumerate(names):
+        col = run if name == "perfect" else [e[c] for e in est]
+        cells = "".join(f"{rank.agreement(col, run, pairs):>8.3f}" for _, pairs in sets)
+        med = statistics.median(col[k] for k in range(n) if short[k]) / 60.0
+        print(f"  {name:<19}{cells}{med:>14.1f}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Part 2: simulation with a rank for the sort
+
+
+class CandidateSource(sim.EstimateSource):
+    """One candidate of :mod:`.rank`, from the user's jobs ended in the simulation."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.index = rank.CANDIDATES.index(name)
+
+    def bind(self, work: sim.Workload) -> None:
+        self.work = work
+        self.history = rank.UserHistory()
+
+    def on_submit(self, j: int, now: int) -> int:
+        w = self.work
+        return rank.estimates(w.wall[j], w.procs[j], self.history.of(w.user[j]))[self.index]
+
+    def on_end(self, j: int, now: int) -> None:
+        w = self.work
+        self.history.add(w.user[j], (w.run[j], w.wall[j], w.procs[j]))
+
+
+class Ranked(sim.EstimateSource):
+    """The soft walltime of ``soft`` and, in :attr:`rank`, what the sort reads: the value
+    of ``ranker`` at submit, and with ``refresh_s`` again for the queued jobs whose user
+    has had a job end since, at the first cycle of every ``refresh_s`` seconds (0: every
+    cycle), as ``softwalltime refresh`` could keep a published rank current."""
+
+    def __init__(
+        self, soft: sim.EstimateSource, ranker: sim.EstimateSource, refresh_s: Optional[int]
+    ) -> None:
+        self.soft = soft
+        self.ranker = ranker
+        self.refresh_s = refresh_s
+        self.name = f"{soft.name}/sort:{ranker.name}"
+
+    def bind(self, work: sim.Workload) -> None:
+        self.work = work
+        self.soft.bind(work)
+        self.ranker.bind(work)
+        self.rank = [0] * len(work.submit)
+        self.seen = [0] * len(work.submit)  # the user's history version the rank is of
+        self.version: Dict[str, int] = {}
+        self.next_refresh = 0
+
+    def on_submit(self, j: int, now: int) -> int:
+        self.rank[j] = self.ranker.on_submit(j, now)
+        self.seen[j] = self.version.get(self.work.user[j], 0)
+        return self.soft.on_submit(j, now)
+
+    def on_start(self, j: int, now: int) -> int:
+        return self.soft.on_start(j, now)
+
+    def on_end(self, j: int, now: int) -> None:
+        self.soft.on_end(j, now)
+        self.ranker.on_end(j, now)
+        user = self.work.user[j]
+        self.version[user] = self.version.get(user, 0) + 1
+
+    def refresh(self, queue: Sequence[int], now: int) -> None:
+        if self.refresh_s is None or now < self.next_refresh:
+            return
+        if self.refresh_s:
+            self.next_refresh = (now // self.refresh_s + 1) * self.refresh_s
+        users = self.work.user
+        for j in queue:
+            v = self.version.get(users[j], 0)
+            if v != self.seen[j]:
+                self.rank[j] = self.ranker.on_submit(j, now)
+                self.seen[j] = v
+
+
+@contextlib.contextmanager
+def _ranked_sort(source: Ranked) -> Iterator[None]:
+    """pbsched's sort reads ``source.rank`` instead of the queued jobs' soft walltimes."""
+    original = pbsched._order
+
+    def order(queue, formula, now, work, est, keys):  # type: ignore[no-untyped-def]
+        source.refresh(queue, now)
+        if source.refresh_s is not None:
+            keys = {}  # the ranks may have changed: no value kept from an earlier cycle
+        return original(queue, formula, now, work, source.rank, keys)
+
+    pbsched._order = order
+    try:
+        yield
+    finally:
+        pbsched._order = original
+
+
+class NoisyPerfect(sim.EstimateSource):
+    """The run time x exp(N(0, sigma)) (seeded): how good must a rank be?"""
+
+    def __init__(self, sigma: float) -> None:
+        self.sigma = sigma
+        self.name = f"perfect*e^N(0,{sigma:g})"
+
+    def bind(self, work: sim.Workload) -> None:
+        rng = random.Random(17)
+        self.value = [max(1, int(r * math.exp(rng.gauss(0.0, self.sigma)))) for r in work.run]
+
+    def on_submit(self, j: int, now: int) -> int:
+        return self.value[j]
+
+
+def _make(spec: str) -> sim.EstimateSource:
+    if spec.startswith("noise"):
+        return NoisyPerfect(float(spec[5:]))
+    if spec in rank.CANDIDATES and spec not in ("v3", "walltime"):
+        return CandidateSource(spec)
+    return sim.make_source({"walltime": "users"}.get(spec, spec))
+
+
+def run_one(
+    work: sim.Workload, procs: int, policy: pbsched.Policy, soft: str, sort: Optional[str]
+) -> Tuple[search.Figures, List[int]]:
+    """One simulation: soft walltimes from ``soft``; the sort by ``sort`` (None: by them,
+    as pbsched sorts). Returns the figures and what the sort read for each job."""
+    spec, _, every = (sort or soft).partition("@")
+    source = Ranked(_make(soft), _make(spec), int(every) if every else None)
+    if sort is None:
+        result = pbsched.simulate_pbs(work, source, procs, policy)
+    else:
+        with _ranked_sort(source):
+            result = pbsched.simulate_pbs(work, source, procs, policy)
+    return search.figures(policy.name, work, result), source.rank
+
+
+def simulate_table(
+    path: str, candidates: Sequence[str], policies: Sequence[str], noise: Sequence[str]
+) -> None:
+    work, _end, procs = read(path)
+    fcfs = pbsched.parse_policy("fcfs-bf1", backfill_by=pbsched.WALLTIME)
+    base, _ = run_one(work, procs, fcfs, "users", None)
+    run = work.run
+    rng = random.Random(17)
+    everywhere = rank.sample_pairs(run, PAIRS // 4, rng)
+    short = rank.sample_pairs(run, PAIRS // 4, rng, [r <= SHORT_S for r in run], either=True)
+    print(f"{Path(path).name}: {len(work.run)} jobs; base users fcfs-bf1 bsld {base.bsld_mean:.2f}")
+    print(
+        f"  {'policy':<13}{'soft walltime':<20}{'sort by':<20}{'order':>6}{'short':>6}"
+        f"{'bsld':>7}{'share':>7}{'wait h':>8}{'long95 h':>9}{'CPU s':>7}"
+    )
+    for name in policies:
+        policy = pbsched.parse_policy(name, backfill_by=pbsched.WALLTIME)
+        configs: List[Tuple[str, Optional[str]]] = [("perfect", None), ("v3", None)]
+        configs += [("v3", "perfect")] + [("v3", f"noise{sigma}") for sigma in noise]
+        for c in candidates:
+            configs += [("v3", c)] + ([] if "@" in c else [(c, None)])
+        perfect = None
+        for soft, sort in configs:
+            t0 = time.process_time()
+            fig, key = run_one(work, procs, policy, soft, sort)
+            cpu = time.process_time() - t0
+            if perfect is None:
+                perfect = fig.bsld_mean
+            gain = base.bsld_mean - perfect
+            share = (base.bsld_mean - fig.bsld_mean) / gain if gain > 0 else float("nan")
+            print(
+                f"  {name:<13}{soft:<20}{sort or '(same)':<20}"
+                f"{rank.agreement(key, run, everywhere):>6.3f}"
+                f"{rank.agreement(key, run, short):>6.3f}{fig.bsld_mean:>7.2f}"
+                f"{share:>7.0%}{fig.wait_mean_h:>8.2f}{fig.long_wait_p95_h:>9.1f}{cpu:>7.1f}",
+                flush=True,
+            )
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("part", choices=("order", "simulate"))
+    parser.add_argument("traces", nargs="*", default=[str(p) for p in DEFAULT])
+    parser.add_argument("--candidates", default="key-median")
+    parser.add_argument("--policies", default="sjf-bf1,xfactor-bf1")
+    parser.add_argument(
+        "--noise",
+        default="",
+        help="sigmas: also sort by the run time x exp(N(0, sigma)) (how good must a rank be)",
+    )
+    args = parser.parse_args(argv)
+    for c in args.candidates.split(","):
+        if c.partition("@")[0] not in rank.CANDIDATES:
+            sys.exit(f"rank_gap: unknown candidate {c!r} (known: {', '.join(rank.CANDIDATES)})")
+    for path in args.traces:
+        if args.part == "order":
+            order_table(path)
+        else:
+            noise = [x for x in args.noise.split(",") if x]
+            simulate_table(path, args.candidates.split(","), args.policies.split(","), noise)
+
+
+if __name__ == "__main__":
+    main()
