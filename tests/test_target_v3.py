@@ -150,9 +150,22 @@ def test_simulate_setting_v3_is_the_option_v3(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv(ENV, "v3")
     by_env = _json(capsys, args)
     assert by_file == by_option and by_env == by_option
+    tracked = by_option["sources"]["calibrated"]
+    assert tracked["target"] == "v3" and 1.0 < tracked["target_under_pct"] < 5.0
+    assert abs(tracked["under_pct"] - tracked["target_under_pct"]) < 0.25
     monkeypatch.delenv(ENV)
     fixed = _json(capsys, args)
-    assert fixed["sources"]["calibrated"] != by_option["sources"]["calibrated"]
+    assert fixed["sources"]["calibrated"] != tracked
+    assert fixed["sources"]["calibrated"]["target"] == "fixed"
+    assert fixed["sources"]["calibrated"]["target_under_pct"] == 12.0
+    # the table says both, as evaluate's does
+    assert cli.main(["simulate", "--estimates", "users,calibrated", "--target-under-pct", "V3",
+                     str(KTH)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    line = "calibrated: target under v3's rate, {:.1f} %, achieved {:.1f} %".format(
+        tracked["target_under_pct"], tracked["under_pct"]
+    )
+    assert line in out
     code = cli.main(args[:1] + ["--target-under-pct", "v4"] + args[1:])
     err = capsys.readouterr().err
     assert code != 0 and "--target-under-pct" in err and len(err.strip().splitlines()) == 1

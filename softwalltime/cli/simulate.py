@@ -302,10 +302,11 @@ def _run_one(task: Tuple[str, str, Dict[str, Any]]) -> Tuple[str, str, Any, Any,
     refresh = None
     if opts["refresh_every_s"]:
         refresh = sim.Refresh(opts["refresh_every_s"], opts["refresh_pct"], opts["refresh_min_s"])
+    source = sim.make_source(name, opts["params"], opts["target_under_pct"])
     started = time.perf_counter()
     result = sim.simulate(
         work,
-        sim.make_source(name, opts["params"], opts["target_under_pct"]),
+        source,
         opts["procs"][path],
         opts["correction"],
         opts["backfill_depth"],
@@ -314,7 +315,7 @@ def _run_one(task: Tuple[str, str, Dict[str, Any]]) -> Tuple[str, str, Any, Any,
         opts["lazy"],
     )
     elapsed = time.perf_counter() - started
-    return path, name, result, sim.summarize(work, result), elapsed
+    return path, name, result, sim.summarize(work, result, source), elapsed
 
 
 def run_simulate(args: argparse.Namespace, settings: Settings) -> int:

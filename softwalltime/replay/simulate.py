@@ -374,6 +374,22 @@ class CalibratedSource(EstimateSource):
             walls[hist.pop()[1]].pop()
         self.version[user] = self.version.get(user, 0) + 1
 
+    def target_report(self) -> Dict[str, Any]:
+        """The target and the rate achieved, as ``evaluate`` reports them: ``target``
+        (``"v3"`` or ``"fixed"``), ``target_under_pct`` (for ``v3``: v3's rate on the same
+        jobs, computed alongside) and ``under_pct`` (jobs whose last estimate, the one they
+        started with, was below their run time), percent of the jobs ended."""
+        table = self.table
+        n = table.total
+        target = self.target
+        if target is None and n:
+            target = 100.0 * table.v3_under() / n
+        return {
+            "target": "v3" if self.target is None else "fixed",
+            "target_under_pct": target,
+            "under_pct": 100.0 * table.total_under / n if n else None,
+        }
+
 
 SOURCE_NAMES = (BASELINE,) + tuple(HOOK_PREDICTORS) + (CALIBRATED, PERFECT, FIXED10)
 
@@ -1229,8 +1245,14 @@ def job_outcomes(work: Workload, result: SimResult) -> Tuple[List[int], List[flo
     return waits, bslds
 
 
-def summarize(work: Workload, result: SimResult) -> Dict[str, Any]:
-    """Metrics of one simulation as a JSON-ready dict."""
+def summarize(
+    work: Workload, result: SimResult, source: Optional[EstimateSource] = None
+) -> Dict[str, Any]:
+    """Metrics of one simulation as a JSON-ready dict.
+
+    :param source: the estimate source simulated: ``calibrated`` adds its target and the
+        under-estimate rate it achieved (:meth:`CalibratedSource.target_report`)
+    """
     waits, bslds = job_outcomes(work, result)
     classes = [runtime_class(r) for r in work.run]
     by_class = {}
@@ -1258,6 +1280,8 @@ def summarize(work: Workload, result: SimResult) -> Dict[str, Any]:
             "by_class": by_class,
         }
     )
+    if isinstance(source, CalibratedSource):
+        obj.update(source.target_report())
     return obj
 
 
@@ -1336,6 +1360,17 @@ def format_table(report: Dict[str, Any]) -> str:
         "makespan (h): "
         + "   ".join("{} {:.1f}".format(k, v["makespan_h"]) for k, v in sources.items())
     )
+    for name, obj in sources.items():
+        if "target" in obj:  # calibrated: its target and the rate achieved, as evaluate's
+            if obj["target"] == "v3":
+                target = "v3's rate, {} %".format(_fmt(obj["target_under_pct"], ".1f"))
+            else:
+                target = "{:g} %".format(obj["target_under_pct"])
+            lines.append(
+                "{}: target under {}, achieved {} % (estimates the jobs started with)".format(
+                    name, target, _fmt(obj["under_pct"], ".1f")
+                )
+            )
     if report.get("refresh_every_min"):
         lines.append(
             "refresh changes: "
