@@ -42,6 +42,15 @@ def test_each_candidate_on_a_hand_made_history():
     assert est[C("min-v3-ratio-p75")] == 600
     assert est[C("geo-wall-key-median")] == 1469  # isqrt(3600 x 600)
     assert est[C("geo-v3-key-median")] == 1122  # isqrt(2100 x 600)
+    assert est[C("key-p75")] == 1200
+    assert est[C("tight-key-median")] == 2100  # 1200 >= 2 x 300: the key disagrees, v3
+
+
+def test_tight_key_median_trusts_a_consistent_key_only():
+    consistent = [(600, 3600, 4), (500, 3600, 4), (700, 3600, 4)]
+    assert rank.estimates(3600, 4, consistent)[C("tight-key-median")] == 600
+    # the same run times at the user level (another walltime, scaled) are not trusted
+    assert rank.estimates(7200, 4, consistent)[C("tight-key-median")] == 7200 * 700 // 3600 + 900
 
 
 def test_the_key_falls_back_to_the_users_jobs_scaled_to_the_walltime():
@@ -109,3 +118,16 @@ def test_sample_pairs_respects_the_filter():
     # no pair can pass the filter: an empty list, not an endless loop
     assert rank.sample_pairs([1, 2, 3], 10, rng, [True, False, False]) == []
     assert rank.sample_pairs([1, 2, 3], 10, rng, [False, False, False], either=True) == []
+
+
+def test_coqueued_pairs_are_jobs_submitted_while_the_other_waited():
+    submit = [0, 0, 10, 20, 30]
+    start = [15, 0, 10, 40, 30]  # jobs 0 and 3 waited; 1, 2 and 4 started at once
+    run = [1, 2, 3, 4, 5]
+    pairs = rank.coqueued_pairs(submit, start, run, 300, random.Random(3))
+    assert len(pairs) == 300
+    assert set(pairs) == {(0, 1), (0, 2), (3, 4)}
+    # nobody waited: no pair, and no endless loop
+    assert rank.coqueued_pairs(submit, submit, run, 10, random.Random(3)) == []
+    # the only job submitted while job 0 waited has its run time: no pair either
+    assert rank.coqueued_pairs([0, 5], [9, 5], [7, 7], 10, random.Random(3)) == []

@@ -25,11 +25,15 @@ scaled to this job's walltime; its 10 newest jobs):
 * ``geo-wall-key-median``, ``geo-v3-key-median``: the geometric mean of the walltime (or
   v3) and key-median, rounded down (a hedge between what the user asked and what the
   user's similar jobs ran);
-* ``key-mean``: the mean of the key's run times, rounded up.
+* ``key-mean``: the mean of the key's run times, rounded up; ``key-p75``: their 75th
+  percentile;
+* ``tight-key-median``: key-median where the key's run times agree (max < 2 x min, and the
+  key is walltime+ncpus or walltime), else v3: history trusted only where it is consistent.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
@@ -53,7 +57,10 @@ CANDIDATES = (
     "geo-wall-key-median",
     "geo-v3-key-median",
     "key-mean",
+    "key-p75",
+    "tight-key-median",
 )
+TIGHT_SPREAD = 2  # tight-key-median: the key's max run time below 2 x its min
 RATIO_JOBS = 15  # as many jobs as v3 reads
 HISTORY_ROWS = cal.HISTORY_ROWS  # the user's jobs kept (the hook's one query reads as many)
 T = TypeVar("T")
@@ -91,9 +98,10 @@ def estimates(walltime_s: int, ncpus: int, history: Sequence[Row]) -> Tuple[int,
     v1 = predict("v1", walltime_s, pairs).soft_walltime_s
     v3 = predict("v3", walltime_s, pairs).soft_walltime_s
     assert v1 is not None and v3 is not None
-    _level, runs, _n = cal.features(walltime_s, ncpus, history)
+    level, runs, _n = cal.features(walltime_s, ncpus, history)
     ordered = sorted(runs)
     key_median = _clamp(percentile(ordered, 1, 2), walltime_s)
+    tight = level != cal.LEVEL_USER and ordered[-1] < TIGHT_SPREAD * ordered[0]
     p75 = _clamp(_ratio_estimate(walltime_s, history, 3, 4), walltime_s)
     return (
         walltime_s,
@@ -109,6 +117,8 @@ def estimates(walltime_s: int, ncpus: int, history: Sequence[Row]) -> Tuple[int,
         max(1, math.isqrt(walltime_s * key_median)),
         max(1, math.isqrt(v3 * key_median)),
         _clamp(-(-sum(runs) // len(runs)), walltime_s),
+        _clamp(percentile(ordered, 3, 4), walltime_s),
+        key_median if tight else v3,
     )
 
 
@@ -184,6 +194,35 @@ def sample_pairs(
             if not ok:
                 continue
         pairs.append((a, b))
+    return pairs
+
+
+def coqueued_pairs(
+    submit: Sequence[int],
+    start: Sequence[int],
+    run: Sequence[int],
+    count: int,
+    rng: random.Random,
+) -> List[Tuple[int, int]]:
+    """``count`` random pairs of jobs that were queued together (different run times): a job
+    ``a`` that waited, and a job ``b`` submitted after it while it waited; only such pairs
+    are ever compared by a sort. Jobs in submit order (``submit`` sorted). A job whose next
+    50 jobs of that window all have its run time is left out (so that drawing ends)."""
+    n = len(submit)
+    upto = [bisect.bisect_left(submit, start[a], a + 1) for a in range(n)]
+    waited = [
+        a
+        for a in range(n)
+        if upto[a] > a + 1 and any(run[b] != run[a] for b in range(a + 1, min(upto[a], a + 50)))
+    ]
+    pairs: List[Tuple[int, int]] = []
+    if not waited:
+        return pairs
+    while len(pairs) < count:
+        a = waited[rng.randrange(len(waited))]
+        b = rng.randrange(a + 1, upto[a])
+        if run[a] != run[b]:
+            pairs.append((a, b))
     return pairs
 
 

@@ -217,12 +217,13 @@ def _ranked_sort(source: Ranked) -> Iterator[None]:
 class NoisyPerfect(sim.EstimateSource):
     """The run time x exp(N(0, sigma)) (seeded): how good must a rank be?"""
 
-    def __init__(self, sigma: float) -> None:
+    def __init__(self, sigma: float, seed: int = 17) -> None:
         self.sigma = sigma
+        self.seed = seed
         self.name = f"perfect*e^N(0,{sigma:g})"
 
     def bind(self, work: sim.Workload) -> None:
-        rng = random.Random(17)
+        rng = random.Random(self.seed)
         self.value = [max(1, int(r * math.exp(rng.gauss(0.0, self.sigma)))) for r in work.run]
 
     def on_submit(self, j: int, now: int) -> int:
@@ -231,7 +232,8 @@ class NoisyPerfect(sim.EstimateSource):
 
 def _make(spec: str) -> sim.EstimateSource:
     if spec.startswith("noise"):
-        return NoisyPerfect(float(spec[5:]))
+        sigma, _, seed = spec[5:].partition(":")  # noiseSIGMA[:SEED]
+        return NoisyPerfect(float(sigma), int(seed or 17))
     if spec in rank.CANDIDATES and spec not in ("v3", "walltime"):
         return CandidateSource(spec)
     return sim.make_source({"walltime": "users"}.get(spec, spec))
@@ -239,9 +241,9 @@ def _make(spec: str) -> sim.EstimateSource:
 
 def run_one(
     work: sim.Workload, procs: int, policy: pbsched.Policy, soft: str, sort: Optional[str]
-) -> Tuple[search.Figures, List[int]]:
+) -> Tuple[search.Figures, List[int], List[int]]:
     """One simulation: soft walltimes from ``soft``; the sort by ``sort`` (None: by them,
-    as pbsched sorts). Returns the figures and what the sort read for each job."""
+    as pbsched sorts). Returns the figures, what the sort read for each job and the starts."""
     spec, _, every = (sort or soft).partition("@")
     source = Ranked(_make(soft), _make(spec), int(every) if every else None)
     if sort is None:
@@ -249,35 +251,40 @@ def run_one(
     else:
         with _ranked_sort(source):
             result = pbsched.simulate_pbs(work, source, procs, policy)
-    return search.figures(policy.name, work, result), source.rank
+    return search.figures(policy.name, work, result), source.rank, result.start
 
 
 def simulate_table(
-    path: str, candidates: Sequence[str], policies: Sequence[str], noise: Sequence[str]
+    path: str,
+    candidates: Sequence[str],
+    policies: Sequence[str],
+    noise: Sequence[str],
+    sort_only: bool = False,
 ) -> None:
     work, _end, procs = read(path)
     fcfs = pbsched.parse_policy("fcfs-bf1", backfill_by=pbsched.WALLTIME)
-    base, _ = run_one(work, procs, fcfs, "users", None)
+    base, _, _ = run_one(work, procs, fcfs, "users", None)
     run = work.run
     rng = random.Random(17)
     everywhere = rank.sample_pairs(run, PAIRS // 4, rng)
     short = rank.sample_pairs(run, PAIRS // 4, rng, [r <= SHORT_S for r in run], either=True)
     print(f"{Path(path).name}: {len(work.run)} jobs; base users fcfs-bf1 bsld {base.bsld_mean:.2f}")
     print(
-        f"  {'policy':<13}{'soft walltime':<20}{'sort by':<20}{'order':>6}{'short':>6}"
-        f"{'bsld':>7}{'share':>7}{'wait h':>8}{'long95 h':>9}{'CPU s':>7}"
+        f"  {'policy':<13}{'soft walltime':<20}{'sort by':<20}{'order':>6}{'short':>6}{'coq':>6}"
+        f"{'bsld':>7}{'share':>7}{'wait h':>8}{'p95 h':>7}{'long95 h':>9}{'CPU s':>7}"
     )
     for name in policies:
         policy = pbsched.parse_policy(name, backfill_by=pbsched.WALLTIME)
         configs: List[Tuple[str, Optional[str]]] = [("perfect", None), ("v3", None)]
         configs += [("v3", "perfect")] + [("v3", f"noise{sigma}") for sigma in noise]
         for c in candidates:
-            configs += [("v3", c)] + ([] if "@" in c else [(c, None)])
+            configs += [("v3", c)] + ([] if "@" in c or sort_only else [(c, None)])
         perfect = None
         for soft, sort in configs:
             t0 = time.process_time()
-            fig, key = run_one(work, procs, policy, soft, sort)
+            fig, key, start = run_one(work, procs, policy, soft, sort)
             cpu = time.process_time() - t0
+            together = rank.coqueued_pairs(work.submit, start, run, PAIRS // 4, random.Random(17))
             if perfect is None:
                 perfect = fig.bsld_mean
             gain = base.bsld_mean - perfect
@@ -285,8 +292,9 @@ def simulate_table(
             print(
                 f"  {name:<13}{soft:<20}{sort or '(same)':<20}"
                 f"{rank.agreement(key, run, everywhere):>6.3f}"
-                f"{rank.agreement(key, run, short):>6.3f}{fig.bsld_mean:>7.2f}"
-                f"{share:>7.0%}{fig.wait_mean_h:>8.2f}{fig.long_wait_p95_h:>9.1f}{cpu:>7.1f}",
+                f"{rank.agreement(key, run, short):>6.3f}"
+                f"{rank.agreement(key, run, together):>6.3f}{fig.bsld_mean:>7.2f}"
+                f"{share:>7.0%}{fig.wait_mean_h:>8.2f}{fig.wait_p95_h:>7.1f}{fig.long_wait_p95_h:>9.1f}{cpu:>7.1f}",
                 flush=True,
             )
 
@@ -298,9 +306,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--candidates", default="key-median")
     parser.add_argument("--policies", default="sjf-bf1,xfactor-bf1")
     parser.add_argument(
+        "--sort-only",
+        action="store_true",
+        help="no run with a candidate as the soft walltime too (only as the sort key)",
+    )
+    parser.add_argument(
         "--noise",
         default="",
-        help="sigmas: also sort by the run time x exp(N(0, sigma)) (how good must a rank be)",
+        help="SIGMA[:SEED],...: also sort by the run time x exp(N(0, sigma)) (how good must a"
+        " rank be; SEED 17 by default)",
     )
     args = parser.parse_args(argv)
     for c in args.candidates.split(","):
@@ -311,7 +325,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             order_table(path)
         else:
             noise = [x for x in args.noise.split(",") if x]
-            simulate_table(path, args.candidates.split(","), args.policies.split(","), noise)
+            simulate_table(
+                path,
+                args.candidates.split(","),
+                args.policies.split(","),
+                noise,
+                args.sort_only,
+            )
 
 
 if __name__ == "__main__":
