@@ -103,6 +103,15 @@ def test_cli_backfills_by_walltime_by_default(capsys: pytest.CaptureFixture[str]
     assert bsld[0] != bsld[1]
 
 
+def test_cli_backfill_choices_are_the_simulators() -> None:
+    # The CLI spells the rules out (it imports the simulator only when it runs).
+    from softwalltime.cli import simulate as cli_simulate
+    from softwalltime.replay import pbsched
+
+    assert cli_simulate.BACKFILL_BY == pbsched.BACKFILL_BY
+    assert cli_simulate.BACKFILL_BY[0] == pbsched.Policy().backfill_by
+
+
 def test_format_search_names_the_backfill_rule() -> None:
     rows = [_row("fcfs-bf1", "users", 5.0, 10.0), _row("sjf-bf1", "v3", 3.0, 9.0)]
     best = search.recommend(rows, None)
