@@ -624,14 +624,18 @@ def test_ctrl_c_during_a_parallel_run_is_one_line_and_exit_130(fresh_dsn, parall
 
 
 # Runs the console script's two lines; the first import of the ingester's loading code
-# blocks until a signal arrives, and a file says it is there.
+# blocks until a signal arrives, and a file says it is there. (Not signal.pause(): a SIGINT
+# that lands after the file is written but before pause() starts is only flagged, and
+# pause() then waits for a second signal that never comes. time.sleep returns to the
+# interpreter, which raises the flagged KeyboardInterrupt, at the latest a second later.)
 _SLOW_IMPORT = """
-import pathlib, signal, sys
+import pathlib, sys, time
 class SlowImport:
     def find_spec(self, name, path=None, target=None):
         if name == "softwalltime_ingest.run":
             pathlib.Path(sys.argv[1]).write_text("importing")
-            signal.pause()
+            while True:
+                time.sleep(1)
         return None
 sys.meta_path.insert(0, SlowImport())
 from softwalltime_ingest.__main__ import main
