@@ -595,6 +595,16 @@ def report_dict(
     }
 
 
+def target_text(obj: Dict[str, Any]) -> str:
+    """``target under R %, achieved A %`` for calibrated's report entry (``target`` "v3" or
+    "fixed", ``target_under_pct``, ``under_pct``): evaluate and simulate print it alike."""
+    if obj.get("target") == "v3":
+        target = "v3's rate, {} %".format(_fmt(obj["target_under_pct"], ".1f"))
+    else:
+        target = "{:g} %".format(obj["target_under_pct"])
+    return "target under {}, achieved {} %".format(target, _fmt(obj["under_pct"], ".1f"))
+
+
 def _fmt(value: Optional[float], spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
@@ -623,16 +633,7 @@ def format_table(report: Dict[str, Any]) -> str:
     ]
     for name, obj in report["predictors"].items():
         if "target_under_pct" in obj:
-            if obj.get("target") == "v3":
-                target = "v3's rate, {} %".format(_fmt(obj["target_under_pct"], ".1f"))
-            else:
-                target = "{:g} %".format(obj["target_under_pct"])
-            lines.insert(
-                3,
-                "{}: target under {}, achieved {} %".format(
-                    name, target, _fmt(obj["under_pct"], ".1f")
-                ),
-            )
+            lines.insert(3, f"{name}: {target_text(obj)}")
     for title, cls in groups:
         lines.append(title)
         for name, obj in report["predictors"].items():

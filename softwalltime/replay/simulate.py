@@ -57,7 +57,15 @@ from ..errors import ParseError
 from ..hookpath import calibrated as cal
 from ..hookpath.predict import PREDICTORS as HOOK_PREDICTORS
 from ..hookpath.predict import PredictorParams, predict
-from .evaluate import CLASSES, SKIP_RUNTIME, SKIP_TIMES, SKIP_USER, SKIP_WALLTIME, runtime_class
+from .evaluate import (
+    CLASSES,
+    SKIP_RUNTIME,
+    SKIP_TIMES,
+    SKIP_USER,
+    SKIP_WALLTIME,
+    runtime_class,
+    target_text,
+)
 
 if TYPE_CHECKING:
     from .traces import InputLimits
@@ -1362,15 +1370,7 @@ def format_table(report: Dict[str, Any]) -> str:
     )
     for name, obj in sources.items():
         if "target" in obj:  # calibrated: its target and the rate achieved, as evaluate's
-            if obj["target"] == "v3":
-                target = "v3's rate, {} %".format(_fmt(obj["target_under_pct"], ".1f"))
-            else:
-                target = "{:g} %".format(obj["target_under_pct"])
-            lines.append(
-                "{}: target under {}, achieved {} % (estimates the jobs started with)".format(
-                    name, target, _fmt(obj["under_pct"], ".1f")
-                )
-            )
+            lines.append(f"{name}: {target_text(obj)} (estimates the jobs started with)")
     if report.get("refresh_every_min"):
         lines.append(
             "refresh changes: "
