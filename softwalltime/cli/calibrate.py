@@ -7,8 +7,7 @@ import json
 import sys
 from typing import Any, Optional, Union
 
-from ..errors import ConfigError
-from ..hookpath.config import TARGET_V3, Settings, require_dsn, under_target
+from ..hookpath.config import Settings, parse_target, require_dsn, under_target
 
 DESCRIPTION = """\
 Rebuild the site calibration table of the predictor 'calibrated' from the finished_jobs
@@ -38,21 +37,11 @@ def target_option(text: Optional[str], default: Union[float, str]) -> Optional[f
 
     :param text: the option's value (``None``: not given, the setting ``default``)
     :param default: the setting ``target_under_pct`` (a percentage or ``v3``)
-    :raises ConfigError: neither ``v3`` nor a number above 0 and below 100
+    :raises ConfigError: neither ``v3`` nor a percentage in the setting's range
     """
     if text is None:
         return under_target(default)
-    if text.strip().lower() == TARGET_V3:
-        return None
-    try:
-        target = float(text)
-    except ValueError:
-        raise ConfigError(
-            f"--target-under-pct: expected a percentage or 'v3', got {text!r}"
-        ) from None
-    if not 0 < target < 100:
-        raise ConfigError(f"--target-under-pct: must be above 0 and below 100, got {target:g}")
-    return target
+    return under_target(parse_target("--target-under-pct", text))
 
 
 def register(sub: Any) -> None:

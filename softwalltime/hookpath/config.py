@@ -229,8 +229,13 @@ def under_target(value: Union[float, str]) -> Optional[float]:
     return None if value == TARGET_V3 else float(value)
 
 
-def _target(where: str, value: Any) -> Union[float, str]:
-    """``target_under_pct``: a percentage in its range, or ``v3`` (any case)."""
+def parse_target(where: str, value: Any) -> Union[float, str]:
+    """``target_under_pct`` (the setting or a command's ``--target-under-pct``): a
+    percentage in its range, or :data:`TARGET_V3` (any case).
+
+    :param where: what the value came from, for the error
+    :raises ConfigError: neither
+    """
     if isinstance(value, str) and value.strip().lower() == TARGET_V3:
         return TARGET_V3
     low, high = RANGES["target_under_pct"]
@@ -256,7 +261,7 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
     """Check and convert one value; ``origin`` names the file or variable for the error."""
     where = f"{origin}: key {key!r}"
     if key == "target_under_pct":
-        return _target(where, value)
+        return parse_target(where, value)
     if key in _BOOL_KEYS:
         if isinstance(value, bool):
             return value
