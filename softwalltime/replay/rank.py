@@ -39,6 +39,7 @@ import random
 from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from ..hookpath import calibrated as cal
+from ..hookpath import rank as hook_rank
 from ..hookpath.predict import predict
 
 Row = Tuple[int, int, int]  # (runtime_s, walltime_s, ncpus), newest end first
@@ -116,7 +117,7 @@ def estimates(walltime_s: int, ncpus: int, history: Sequence[Row]) -> Tuple[int,
         min(v3, p75),
         max(1, math.isqrt(walltime_s * key_median)),
         max(1, math.isqrt(v3 * key_median)),
-        _clamp(-(-sum(runs) // len(runs)), walltime_s),
+        hook_rank.key_mean(walltime_s, ncpus, history),  # what the hook publishes
         _clamp(percentile(ordered, 3, 4), walltime_s),
         key_median if tight else v3,
     )
