@@ -23,6 +23,7 @@ SOURCES = ("users", "v1", "v2", "v3", "calibrated", "perfect", "fixed10")
 DEFAULT_SOURCES = "users,v1,v2,v3,perfect"
 CORRECTIONS = ("pbs", "simple", "power", "walltime")
 BACKFILL_BY = ("walltime", "estimate")  # softwalltime.replay.pbsched.BACKFILL_BY
+RANK_REFRESH_S = 900  # softwalltime.replay.pbsched.DEFAULT_RANK_REFRESH_S
 
 DESCRIPTION = """\
 Simulate a first-come-first-served scheduler with EASY backfilling on a workload, once per
@@ -73,8 +74,10 @@ Each SOURCE is simulated on its own; --jobs N runs the configurations in N proce
 Policy search (--policies): PBS's own scheduler, in PBS's names, once per policy x estimate
 source. A policy is SORT[-bfK|-strict|-greedy]: SORT is the job_sort_formula (fcfs: none;
 sjf: shortest estimate first; sjfage: earliest submit + estimate first; xfactor: largest
-expansion factor first; small: fewest processors first; or an expression over
-soft_walltime, walltime, eligible_time and ncpus), bfK strict_ordering with backfill_depth
+expansion factor first; small: fewest processors first; sjf.rank, sjfage.rank,
+xfactor.rank: the same by the rank the hook publishes in the custom resource
+softwalltime_rank; or an expression over soft_walltime, walltime, eligible_time, ncpus
+and softwalltime_rank), bfK strict_ordering with backfill_depth
 K (top jobs with reservations), strict strict_ordering without backfilling, greedy no
 strict_ordering (jobs that do not fit are passed over). The scheduler cycles at every
 arrival and end and every --scheduler-iteration seconds; each cycle first extends the soft
@@ -87,6 +90,14 @@ with the qmgr and sched_config lines that set it. A job passes a top job's reser
 only if its walltime ends by it, as PBS checks it (--backfill-by walltime, the default);
 --backfill-by estimate lets it pass if its soft walltime does (EASY as the literature
 models it).
+
+The rank (softwalltime_rank, read by the *.rank sorts; 0 in other formulas): the mean run
+time of the user's 10 newest similar jobs (key-mean, the hook's code), computed at submit
+from the user's jobs that have ended in the simulation and, for queued jobs whose user had
+a job end since, again at the first cycle of every --rank-refresh seconds (900, as the
+softwalltime refresh timer; 0: at submit only). It is the same for every estimate source
+(the soft walltime varies); with perfect estimates the rank is the run time too, so that
+perfect is the ideal for a rank policy as well.
 """
 
 EPILOG = """\
@@ -95,6 +106,7 @@ examples:
   softwalltime simulate --procs 2176 --estimates users,v3 --correction power trace.swf.gz
   softwalltime simulate --procs 64 --json /var/spool/pbs/server_priv/accounting
   softwalltime simulate --policies fcfs-bf1,sjfage-bf1,xfactor-bf4 --jobs 2 trace.swf.gz
+  softwalltime simulate --policies fcfs-bf1,xfactor-bf1,xfactor.rank-bf1 trace.swf.gz
 """
 
 
@@ -132,8 +144,17 @@ def register(sub: Any) -> None:
         help="policy search: PBS scheduler policies, comma-separated, each SORT[-bfK|-strict|"
         "-greedy] with SORT fcfs, sjf (shortest estimate first), xfactor (largest expansion "
         "factor first), small (fewest processors first) or a job_sort_formula expression "
-        "(e.g. fcfs-bf1,sjf-bf1,xfactor-bf4); runs every policy x estimate source and "
-        "recommends one",
+        "(e.g. fcfs-bf1,sjf-bf1,xfactor-bf4); sjf.rank, sjfage.rank, xfactor.rank sort by "
+        "the rank the hook publishes (softwalltime_rank); runs every policy x estimate "
+        "source and recommends one",
+    )
+    p.add_argument(
+        "--rank-refresh",
+        type=whole_number(0),
+        metavar="SECONDS",
+        help="policy search: queued jobs are ranked again (softwalltime_rank, for the *.rank "
+        "sorts) at the first cycle of every SECONDS, as the softwalltime refresh timer "
+        f"does (default: {RANK_REFRESH_S}; 0: the rank is set at submit only)",
     )
     p.add_argument(
         "--long-p95-bound",
@@ -215,15 +236,23 @@ def _run_policy(task: Tuple[str, str, str, Dict[str, Any]]) -> Tuple[str, Any, f
 
     path, policy, name, opts = task
     work = _WORKLOADS[path]
+    parsed = pbsched.parse_policy(policy, opts["iteration"], opts["backfill_by"])
+    ranker = None
+    if pbsched.sort_formula(parsed.job_sort_formula).reads_rank:
+        # the rank is the same for every source; perfect estimates come with a perfect rank
+        perfect = name == sim.PERFECT
+        ranker = pbsched.PerfectRanker() if perfect else pbsched.Ranker(opts["rank_refresh_s"])
     started = time.perf_counter()
     result = pbsched.simulate_pbs(
         work,
         sim.make_source(name, opts["params"], opts["target_under_pct"]),
         opts["procs"][path],
-        pbsched.parse_policy(policy, opts["iteration"], opts["backfill_by"]),
+        parsed,
         opts["correction"],
+        ranker=ranker,
     )
-    return path, srch.figures(policy, work, result), time.perf_counter() - started
+    figures = srch.figures(policy, work, result, ranker.name if ranker else "")
+    return path, figures, time.perf_counter() - started
 
 
 def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) -> int:
@@ -253,6 +282,7 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
             raise ConfigError(f"--policies: {err}") from err
     opts["iteration"] = args.scheduler_iteration
     opts["backfill_by"] = args.backfill_by or pbsched.WALLTIME
+    refresh = opts["rank_refresh_s"] = _rank_refresh(args)
     tasks = [(path, pol, name, opts) for path in args.sources for pol in policies for name in names]
     if args.jobs > 1 and len(tasks) > 1:
         import multiprocessing
@@ -267,19 +297,25 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
         for _p, f, elapsed in (o for o in outcomes if o[0] == path):
             log.info("%s: %s %s: %.2f s", os.path.basename(path), f.policy, f.source, elapsed)
         best = srch.recommend(rows, args.long_p95_bound)
+        iteration, backfill_by = args.scheduler_iteration, opts["backfill_by"]
         if args.json:
-            obj = srch.as_json(rows, best, args.scheduler_iteration, opts["backfill_by"])
+            obj = srch.as_json(rows, best, iteration, backfill_by, refresh)
             obj["source"] = path
             out.append(obj)
         else:
             title = f"source: {path}   machine: {opts['procs'][path]} processors"
-            bound, iteration = args.long_p95_bound, args.scheduler_iteration
-            text = srch.format_search(title, rows, best, bound, iteration, opts["backfill_by"])
+            bound = args.long_p95_bound
+            text = srch.format_search(title, rows, best, bound, iteration, backfill_by, refresh)
             sys.stdout.write(text)
     if args.json:
         json.dump(out[0] if len(out) == 1 else out, sys.stdout, indent=2)
         sys.stdout.write("\n")
     return 0
+
+
+def _rank_refresh(args: argparse.Namespace) -> int:
+    # --rank-refresh defaults to the refresh timer's 15 minutes (None: not given)
+    return RANK_REFRESH_S if args.rank_refresh is None else int(args.rank_refresh)
 
 
 def _sources(text: str) -> List[str]:
@@ -364,6 +400,8 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         return _search(args, names, opts)
     if args.backfill_by:
         raise ConfigError("--backfill-by: only with --policies (PBS's own scheduler)")
+    if args.rank_refresh is not None:
+        raise ConfigError("--rank-refresh: only with --policies (the *.rank sorts)")
     tasks = [(path, name, opts) for path in args.sources for name in names]
     if args.jobs > 1 and len(tasks) > 1:
         import multiprocessing

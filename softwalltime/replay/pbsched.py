@@ -1,9 +1,13 @@
 """PBS's scheduling knobs, in PBS's names, as small pure units and one small event loop.
 
 - **Job sort** (:class:`SortFormula`): PBS's ``job_sort_formula``, a Python expression over
-  the job's numeric resources (``soft_walltime``, ``walltime``, ``ncpus``) and
-  ``eligible_time`` (seconds eligible, i.e. waiting, with ``eligible_time_enable``); the
-  highest value runs first, ties in submit order. ``fcfs`` is no formula (submit order).
+  the job's numeric resources (``soft_walltime``, ``walltime``, ``ncpus``, the custom
+  ``softwalltime_rank``) and ``eligible_time`` (seconds eligible, i.e. waiting, with
+  ``eligible_time_enable``); the highest value runs first, ties in submit order. ``fcfs``
+  is no formula (submit order).
+- **The rank** (:class:`Ranker`): the ``softwalltime_rank`` the hook publishes (the
+  key-mean of the user's history, at submit and again by ``softwalltime refresh``), for
+  the formulas that read it (``sjf.rank``, ``xfactor.rank``, ``sjfage.rank``).
 - **One cycle** (:func:`schedule_cycle`): jobs are taken in sort order; one that fits now
   without delaying a reservation starts; with ``strict_ordering`` the first
   ``backfill_depth`` jobs that cannot start are *top jobs* and get a reservation on the
@@ -26,8 +30,10 @@ import bisect
 import functools
 import heapq
 import re
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Tuple
 
+from ..hookpath import rank as hook_rank
+from .rank import UserHistory
 from .simulate import (
     CORRECTIONS,
     SIMPLE_MARGIN_S,
@@ -51,30 +57,54 @@ FORMULAS: Dict[str, Optional[str]] = {
     # waits for newer ones no longer than its own estimate (bounded starvation)
     "sjfage": f"eligible_time - {_EST}",
 }
+# The same sorts by the rank the hook publishes in a custom resource, else the estimate (a
+# job submitted before the hook published ranks has none: 0 in a formula). The name's
+# ".rank" cannot be taken for a -bfK/-strict/-greedy suffix, nor for an expression.
+RANK = hook_rank.RANK_RESOURCE
+_RANK = f"({RANK} or soft_walltime or walltime)"
+FORMULAS.update(
+    {
+        "sjf.rank": f"-{_RANK}",
+        "xfactor.rank": f"(eligible_time + {_RANK}) / {_RANK}",
+        "sjfage.rank": f"eligible_time - {_RANK}",
+    }
+)
+NAMES = ("soft_walltime", "walltime", "eligible_time", "ncpus", RANK)  # a formula may read
+DEFAULT_RANK_REFRESH_S = 900  # softwalltime-refresh.timer: OnCalendar=*:0/15
 DEFAULT_ITERATION_S = 600  # PBS's default scheduler_iteration
 WALLTIME = "walltime"  # backfill by the walltime: PBS's rule (the default)
 ESTIMATE = "estimate"  # backfill by the estimate: EASY as in the literature
 BACKFILL_BY = (WALLTIME, ESTIMATE)
 
 
+class SortValue(Protocol):
+    """A job's ``job_sort_formula`` value from its estimate (soft walltime), walltime,
+    seconds eligible, processors and rank (0: none)."""
+
+    def __call__(self, est: int, wall: int, waited: int, ncpus: int, rank: int = 0) -> float: ...
+
+
 class SortFormula(NamedTuple):
-    """A ``job_sort_formula``: ``value(est, wall, waited, ncpus)``, highest first."""
+    """A ``job_sort_formula``: ``value(est, wall, waited, ncpus, rank)``, highest first."""
 
     name: str
     expression: Optional[str]
-    value: Optional[Callable[[int, int, int, int], float]]
+    value: Optional[SortValue]
     time_dependent: bool
+    reads_rank: bool = False
+    """It reads ``softwalltime_rank``: the simulation needs a :class:`Ranker`."""
 
 
-def _compiled(expression: str) -> Callable[[int, int, int, int], float]:
+def _compiled(expression: str) -> SortValue:
     code = compile(expression, "<job_sort_formula>", "eval")
 
-    def value(est: int, wall: int, waited: int, ncpus: int) -> float:
+    def value(est: int, wall: int, waited: int, ncpus: int, rank: int = 0) -> float:
         names = {
             "soft_walltime": est,
             "walltime": wall,
             "eligible_time": waited,
             "ncpus": ncpus,
+            RANK: rank,
         }
         try:
             return float(eval(code, {"__builtins__": {}}, names))
@@ -84,24 +114,45 @@ def _compiled(expression: str) -> Callable[[int, int, int, int], float]:
     return value
 
 
-def _sjf(est: int, wall: int, waited: int, ncpus: int) -> float:
+def _sjf(est: int, wall: int, waited: int, ncpus: int, rank: int = 0) -> float:
     return -float(est or wall)
 
 
-def _xfactor(est: int, wall: int, waited: int, ncpus: int) -> float:
+def _xfactor(est: int, wall: int, waited: int, ncpus: int, rank: int = 0) -> float:
     e = est or wall
     return (waited + e) / e if e else 0.0
 
 
-def _small(est: int, wall: int, waited: int, ncpus: int) -> float:
+def _small(est: int, wall: int, waited: int, ncpus: int, rank: int = 0) -> float:
     return -float(ncpus)
 
 
-def _sjfage(est: int, wall: int, waited: int, ncpus: int) -> float:
+def _sjfage(est: int, wall: int, waited: int, ncpus: int, rank: int = 0) -> float:
     return float(waited - (est or wall))
 
 
-_FAST = {"sjf": _sjf, "xfactor": _xfactor, "small": _small, "sjfage": _sjfage}
+def _sjf_rank(est: int, wall: int, waited: int, ncpus: int, rank: int = 0) -> float:
+    return -float(rank or est or wall)
+
+
+def _xfactor_rank(est: int, wall: int, waited: int, ncpus: int, rank: int = 0) -> float:
+    e = rank or est or wall
+    return (waited + e) / e if e else 0.0
+
+
+def _sjfage_rank(est: int, wall: int, waited: int, ncpus: int, rank: int = 0) -> float:
+    return float(waited - (rank or est or wall))
+
+
+_FAST: Dict[str, SortValue] = {
+    "sjf": _sjf,
+    "xfactor": _xfactor,
+    "small": _small,
+    "sjfage": _sjfage,
+    "sjf.rank": _sjf_rank,
+    "xfactor.rank": _xfactor_rank,
+    "sjfage.rank": _sjfage_rank,
+}
 
 
 def sort_formula(spec: str) -> SortFormula:
@@ -117,14 +168,15 @@ def sort_formula(spec: str) -> SortFormula:
         code = compile(expression, "<job_sort_formula>", "eval")
     except SyntaxError as err:
         raise ValueError(f"job_sort_formula {expression!r}: {err.msg}") from err
-    unknown = set(code.co_names) - {"soft_walltime", "walltime", "eligible_time", "ncpus"}
+    unknown = set(code.co_names) - set(NAMES)
     if unknown:
         raise ValueError(
             f"job_sort_formula {expression!r}: unknown {', '.join(sorted(unknown))} "
-            "(known: soft_walltime, walltime, eligible_time, ncpus)"
+            f"(known: {', '.join(NAMES)})"
         )
     value = _FAST.get(spec) or _compiled(expression)
-    return SortFormula(spec, expression, value, "eligible_time" in code.co_names)
+    names = code.co_names
+    return SortFormula(spec, expression, value, "eligible_time" in names, RANK in names)
 
 
 class Policy(NamedTuple):
@@ -183,10 +235,14 @@ def parse_policy(
     return Policy(sort, int(how[2:]), True, scheduler_iteration, backfill_by=backfill_by)
 
 
-def pbs_settings(policy: Policy) -> List[str]:
-    """The ``qmgr`` commands and ``sched_config`` lines that express ``policy`` on PBS."""
+def pbs_settings(policy: Policy, rank_refresh_s: int = DEFAULT_RANK_REFRESH_S) -> List[str]:
+    """The ``qmgr`` commands and ``sched_config`` lines that express ``policy`` on PBS; for a
+    formula that reads the rank, also the custom resource, the hook setting that publishes
+    it and the timer that refreshes it (``rank_refresh_s``, as simulated; 0: none)."""
     formula = sort_formula(policy.job_sort_formula)
     lines = []
+    if formula.reads_rank:
+        lines.append(f'qmgr -c "create resource {RANK} type=long, flag=r"  # skip if it exists')
     if formula.expression is None:
         lines.append('qmgr -c "unset sched job_sort_formula"')
     else:
@@ -198,7 +254,104 @@ def pbs_settings(policy: Policy) -> List[str]:
         lines.append(f'qmgr -c "set sched scheduler_iteration = {policy.scheduler_iteration}"')
     strict = "True" if policy.strict_ordering else "False"
     lines.append(f"# $PBS_HOME/sched_priv/sched_config: strict_ordering: {strict} ALL")
+    if formula.reads_rank:
+        lines.append(
+            f'# hook config: "rank": "{hook_rank.NAME}" (softwalltime hooks install --rank)'
+        )
+        if rank_refresh_s == DEFAULT_RANK_REFRESH_S:
+            lines.append(
+                "# refresh timer: softwalltime refresh every 15 min re-ranks queued jobs "
+                "(systemctl enable --now softwalltime-refresh.timer)"
+            )
+        elif rank_refresh_s:
+            lines.append(
+                f"# refresh timer: softwalltime refresh every {rank_refresh_s} s re-ranks queued "
+                "jobs (softwalltime-refresh.timer's OnCalendar, or cron)"
+            )
+        else:
+            lines.append("# no softwalltime refresh: the rank is set at submit only")
     return lines
+
+
+# ---------------------------------------------------------------------------------------
+# The rank
+
+
+class Ranker:
+    """Each job's ``softwalltime_rank``, as the hook and ``softwalltime refresh`` set it.
+
+    At submit: :meth:`value` (the hook's :func:`~softwalltime.hookpath.rank.key_mean`) from
+    the user's jobs that have ended *in the simulation*, newest end first (:meth:`on_end`
+    is told of every end, in end order, as the estimate sources are). :meth:`refresh`, at
+    the first cycle of every ``refresh_s`` seconds (the refresh timer's quarter hours; 0:
+    never, the rank stays the submit-time one), ranks again the queued jobs whose user has
+    had a job end since their rank was computed; the scheduler reads the new ranks from
+    that cycle on. Subclasses may rank by something else (:class:`PerfectRanker`).
+    """
+
+    name = hook_rank.NAME
+
+    def __init__(self, refresh_s: int = DEFAULT_RANK_REFRESH_S) -> None:
+        if refresh_s < 0:
+            raise ValueError("refresh_s must be >= 0")
+        self.refresh_s = refresh_s
+
+    def bind(self, work: Workload) -> None:
+        """Start a simulation of ``work`` (called by :func:`simulate_pbs`)."""
+        n = len(work.submit)
+        self.work = work
+        self.history = UserHistory()
+        self.rank = [0] * n
+        self.seen = [0] * n  # the version of the user's history each rank was computed from
+        self.version: Dict[str, int] = {}
+        self.next_refresh = refresh_due(0, self.refresh_s)
+
+    def value(self, j: int) -> int:
+        """Job ``j``'s rank now."""
+        w = self.work
+        return hook_rank.key_mean(w.wall[j], w.procs[j], self.history.of(w.user[j]))
+
+    def on_submit(self, j: int, now: int) -> None:
+        self.rank[j] = self.value(j)
+        self.seen[j] = self.version.get(self.work.user[j], 0)
+
+    def on_end(self, j: int, now: int) -> None:
+        w = self.work
+        self.history.add(w.user[j], (w.run[j], w.wall[j], w.procs[j]))
+        self.version[w.user[j]] = self.version.get(w.user[j], 0) + 1
+
+    def refresh(self, queue: Sequence[int], now: int) -> List[int]:
+        """At a cycle at ``now``: rank ``queue`` again if a refresh is due; the jobs whose
+        rank changed."""
+        if now < self.next_refresh:
+            return []
+        self.next_refresh = refresh_due(now, self.refresh_s)
+        users, changed = self.work.user, []
+        for j in queue:
+            v = self.version.get(users[j], 0)
+            if v != self.seen[j]:
+                self.seen[j] = v
+                r = self.value(j)
+                if r != self.rank[j]:
+                    self.rank[j] = r
+                    changed.append(j)
+        return changed
+
+
+def refresh_due(now: int, refresh_s: int) -> float:
+    """When the next refresh after ``now`` is due: the next multiple of ``refresh_s``."""
+    return (now // refresh_s + 1) * refresh_s if refresh_s else float("inf")
+
+
+class PerfectRanker(Ranker):
+    """The real (simulated) run time as the rank: the ideal a rank could reach. With
+    ``perfect`` estimates a ``*.rank`` sort then reads what its plain sort does (a run time
+    of 0 is no rank: the formula falls back to the estimate, as it does)."""
+
+    name = "perfect"
+
+    def value(self, j: int) -> int:
+        return self.work.run[j]
 
 
 # ---------------------------------------------------------------------------------------
@@ -437,20 +590,23 @@ def _order(
     work: Workload,
     est: Sequence[int],
     keys: Dict[int, Tuple[float, int]],
+    rank: Sequence[int],
 ) -> List[int]:
     # The queue in job_sort_formula order (highest first, then submit order). A formula
-    # that does not depend on time is evaluated once per job (in ``keys``).
+    # that does not depend on time is evaluated once per job (in ``keys``; the caller
+    # drops a job's key when its rank changes).
     value = formula.value
     if value is None:
         return queue
+    wall, procs, submit = work.wall, work.procs, work.submit
     if not formula.time_dependent:
         for j in queue:
             if j not in keys:
-                keys[j] = (-value(est[j], work.wall[j], 0, work.procs[j]), j)
+                keys[j] = (-value(est[j], wall[j], 0, procs[j], rank[j]), j)
         return sorted(queue, key=keys.__getitem__)
     return sorted(
         queue,
-        key=lambda j: (-value(est[j], work.wall[j], now - work.submit[j], work.procs[j]), j),
+        key=lambda j: (-value(est[j], wall[j], now - submit[j], procs[j], rank[j]), j),
     )
 
 
@@ -461,13 +617,18 @@ def simulate_pbs(
     policy: Policy,
     correction: str = "pbs",
     skip_idle_cycles: bool = True,
+    ranker: Optional[Ranker] = None,
 ) -> SimResult:
     """Simulate PBS's scheduler with ``policy`` and the estimates of ``source``.
 
     ``skip_idle_cycles``: a cycle that would start nothing is skipped: no processor free,
-    or nothing changed since the last cycle (no arrival, end, extension or job started
-    with another estimate than it was checked with, and a sort that does not depend on
-    time). Tests check this against running every cycle.
+    or nothing changed since the last cycle (no arrival, end, extension, rank changed by a
+    refresh or job started with another estimate than it was checked with, and a sort that
+    does not depend on time). Tests check this against running every cycle.
+
+    ``ranker``: the ``softwalltime_rank`` of the jobs, for a formula that reads it (None:
+    every job's rank is 0, as for jobs the hook gave none). Its refreshes run at the cycles
+    whether they are skipped or not.
 
     :raises ValueError: bad parameters or a job wider than the machine
     """
@@ -482,6 +643,9 @@ def simulate_pbs(
         raise ValueError("a job needs more processors than the machine has")
     formula = sort_formula(policy.job_sort_formula)
     source.bind(work)
+    if ranker is not None:
+        ranker.bind(work)
+    rank = ranker.rank if ranker is not None else [0] * n
     m = _Machine(work, procs_total, correction)
     queue: List[int] = []
     queued_est = m.est  # a queued job's estimate is its submit-time prediction
@@ -515,20 +679,28 @@ def simulate_pbs(
         changed = restarted
         for j in m.end_due(t):
             source.on_end(j, t)
+            if ranker is not None:
+                ranker.on_end(j, t)
             changed = True
         changed = m.extend_due(t) or changed
         while a < n and work.submit[a] == t:
             queued_est[a] = source.on_submit(a, t)
+            if ranker is not None:
+                ranker.on_submit(a, t)
             queue.append(a)
             a += 1
             changed = True
+        if ranker is not None:
+            for j in ranker.refresh(queue, t):
+                keys.pop(j, None)  # its sort value changed with its rank
+                changed = True
         if not queue:
             continue
         if skip_idle_cycles and (m.free == 0 or not (changed or formula.time_dependent)):
             continue  # nothing can start (every job needs a processor; nothing changed)
         passes += 1
         restarted = False
-        order = _order(queue, formula, t, work, queued_est, keys)
+        order = _order(queue, formula, t, work, queued_est, keys, rank)
         started, top = schedule_cycle(
             t,
             order,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from ..hookpath import rank as hook_rank
 from . import pbsched
 from .simulate import BASELINE, PERFECT, SimResult, Workload, _pct, job_outcomes
 
@@ -28,14 +29,18 @@ class Figures(NamedTuple):
     wide_jobs: int
     wide_wait_mean_h: float
     wide_wait_max_h: float
+    rank: str = ""
+    """What ``softwalltime_rank`` was (a :class:`~.pbsched.Ranker`'s name: ``key-mean``,
+    or ``perfect`` with perfect estimates); empty when the sort does not read it."""
 
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def figures(policy: str, work: Workload, result: SimResult) -> Figures:
-    """The search's figures of one simulation (waits in hours)."""
+def figures(policy: str, work: Workload, result: SimResult, rank: str = "") -> Figures:
+    """The search's figures of one simulation (waits in hours; ``rank``: the ranker's
+    name if the sort read one)."""
     waits, bslds = job_outcomes(work, result)
     h = [w / 3600.0 for w in waits]
     long_w = sorted(h[k] for k, r in enumerate(work.run) if r > LONG_S)
@@ -54,6 +59,7 @@ def figures(policy: str, work: Workload, result: SimResult) -> Figures:
         wide_jobs=len(wide_w),
         wide_wait_mean_h=_mean(wide_w),
         wide_wait_max_h=max(wide_w, default=0.0),
+        rank=rank,
     )
 
 
@@ -90,6 +96,17 @@ RULES = {
 }
 
 
+def rank_note(rows: Sequence[Figures], rank_refresh_s: int) -> Optional[str]:
+    """What the rank policies' rows sorted by, if any row read the rank."""
+    if not any(r.rank for r in rows):
+        return None
+    every = f"refreshed every {rank_refresh_s} s" if rank_refresh_s else "set at submit only"
+    return (
+        f"*.rank: sorted by {pbsched.RANK} = the user's {hook_rank.NAME} ({every}) with every "
+        "estimate source; with perfect estimates the rank is the run time too"
+    )
+
+
 def format_search(
     title: str,
     rows: Sequence[Figures],
@@ -97,15 +114,19 @@ def format_search(
     bound_h: Optional[float],
     scheduler_iteration: int = pbsched.DEFAULT_ITERATION_S,
     backfill_by: str = pbsched.WALLTIME,
+    rank_refresh_s: int = pbsched.DEFAULT_RANK_REFRESH_S,
 ) -> str:
     """The search table, the recommendation and the PBS settings that express it."""
     base = baseline(rows)
-    head = "{:<16}{:<12}{:>8}{:>8}{:>8}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}".format(
+    width = max([16] + [len(r.policy) + 2 for r in rows])  # xfactor.rank-bf1 is 16 long
+    head = "{:<{w}}{:<12}{:>8}{:>8}{:>8}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}".format(
         "policy", "estimates", "wait", "p95", "bsld", "vs base%", "long", "long95",
-        "longmax", "wide", "widemax",
+        "longmax", "wide", "widemax", w=width,
     )  # fmt: skip
     lines = [title, RULES[backfill_by]]
-    lines += ["waits in hours; long: run > 24 h; wide: >= 1/8 of the machine", "", head]
+    lines.append("waits in hours; long: run > 24 h; wide: >= 1/8 of the machine")
+    note = rank_note(rows, rank_refresh_s)
+    lines += ([note] if note else []) + ["", head]
     for r in rows:
         rel = (
             format(100.0 * (r.bsld_mean - base.bsld_mean) / base.bsld_mean, "+.1f")
@@ -116,7 +137,7 @@ def format_search(
         long += _cells(r.long_jobs, (r.long_wait_max_h, ".1f"))
         wide = _cells(r.wide_jobs, (r.wide_wait_mean_h, ".2f"), (r.wide_wait_max_h, ".1f"))
         lines.append(
-            f"{r.policy:<16}{r.source:<12}{r.wait_mean_h:>8.2f}{r.wait_p95_h:>8.2f}"
+            f"{r.policy:<{width}}{r.source:<12}{r.wait_mean_h:>8.2f}{r.wait_p95_h:>8.2f}"
             f"{r.bsld_mean:>8.2f}{rel:>9}{long}{wide}"
         )
     lines.append("")
@@ -137,7 +158,7 @@ def format_search(
         f"{backfill_by} (best mean bsld {best.bsld_mean:.2f}; {why})"
     )
     policy = pbsched.parse_policy(best.policy, scheduler_iteration)
-    lines.extend("  " + s for s in pbsched.pbs_settings(policy))
+    lines.extend("  " + s for s in pbsched.pbs_settings(policy, rank_refresh_s))
     return "\n".join(lines) + "\n"
 
 
@@ -146,11 +167,18 @@ def as_json(
     best: Optional[Figures],
     scheduler_iteration: int = pbsched.DEFAULT_ITERATION_S,
     backfill_by: str = pbsched.WALLTIME,
+    rank_refresh_s: int = pbsched.DEFAULT_RANK_REFRESH_S,
 ) -> Dict[str, Any]:
+    """The search as one object; ``rank`` describes the rank the ``*.rank`` rows sorted by
+    (None if none did)."""
     out: List[Dict[str, Any]] = [r._asdict() for r in rows]
     rec = None
     if best is not None:
         rec = dict(best._asdict())
         policy = pbsched.parse_policy(best.policy, scheduler_iteration)
-        rec["pbs_settings"] = pbsched.pbs_settings(policy)
-    return {"backfill_by": backfill_by, "configurations": out, "recommended": rec}
+        rec["pbs_settings"] = pbsched.pbs_settings(policy, rank_refresh_s)
+    rank = None
+    if any(r.rank for r in rows):
+        # each row's "rank" says which ranked it: key-mean, or perfect with perfect estimates
+        rank = {"resource": pbsched.RANK, "name": hook_rank.NAME, "refresh_s": rank_refresh_s}
+    return {"backfill_by": backfill_by, "rank": rank, "configurations": out, "recommended": rec}

@@ -1,0 +1,282 @@
+"""The sort by the rank the hook publishes (``softwalltime_rank``, issue 17): the ``*.rank``
+sorts, :class:`pbsched.Ranker` alone, in the loop, in the settings and in the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import pytest
+from test_simulate import _check_invariants
+from test_simulate_reference import first_mismatch, workload
+
+from softwalltime.hookpath import rank as hook_rank
+from softwalltime.replay import pbsched, search
+from softwalltime.replay import simulate as sim
+
+CERIT = Path(__file__).resolve().parents[1] / "softwalltime" / "data"
+CERIT = CERIT / "CERIT-SC-wagap-2013.alea.swf.gz"
+
+Row = Tuple[str, int, int, int, int]  # (user, submit, walltime, run time, processors)
+
+
+def _work(rows: Sequence[Row], procs: int) -> sim.Workload:
+    return sim.make_workload("t", list(rows), procs)
+
+
+def _starts(
+    work: sim.Workload,
+    policy: str,
+    ranker: Optional[pbsched.Ranker],
+    skip: bool = True,
+    iteration: int = 600,
+) -> List[int]:
+    p = pbsched.parse_policy(policy, iteration)
+    return pbsched.simulate_pbs(
+        work, sim.make_source("users"), work.machine_procs or 0, p, ranker=ranker,
+        skip_idle_cycles=skip,
+    ).start  # fmt: skip
+
+
+# --- the formulas
+
+
+@pytest.mark.parametrize("name", ["sjf.rank", "xfactor.rank", "sjfage.rank"])
+def test_rank_sorts_equal_their_formula(name: str) -> None:
+    fast = pbsched.sort_formula(name)
+    assert fast.expression is not None and fast.value is not None and fast.reads_rank
+    assert "(softwalltime_rank or soft_walltime or walltime)" in fast.expression
+    slow = pbsched._compiled(fast.expression)
+    cases = [(60, 3600, 0, 1, 0), (0, 7200, 500, 8, 0), (3600, 3600, 99, 64, 120)]
+    for est, wall, waited, ncpus, rank in cases + [(0, 7200, 500, 8, 30), (60, 600, 9, 1, 7)]:
+        assert fast.value(est, wall, waited, ncpus, rank) == slow(est, wall, waited, ncpus, rank)
+    plain = pbsched.sort_formula(name.split(".")[0])
+    assert plain.value is not None and not plain.reads_rank
+    # no rank (0, a job the hook ranked not): the plain sort's value
+    assert fast.value(60, 3600, 9, 1, 0) == plain.value(60, 3600, 9, 1)
+    # a rank decides over the estimate
+    assert fast.value(60, 3600, 9, 1, 30) == plain.value(30, 3600, 9, 1)
+
+
+def test_a_formula_may_read_the_rank() -> None:
+    custom = pbsched.sort_formula("softwalltime_rank * ncpus")
+    assert custom.reads_rank and not custom.time_dependent
+    assert custom.value is not None and custom.value(1, 10, 0, 4, 25) == 100.0
+    assert custom.value(1, 10, 0, 4) == 0.0  # a job without a rank reads 0
+    assert not pbsched.sort_formula("sjf").reads_rank
+    assert pbsched.RANK == hook_rank.RANK_RESOURCE == "softwalltime_rank"
+
+
+def test_parse_policy_takes_the_rank_sorts() -> None:
+    assert pbsched.parse_policy("sjf.rank-bf4") == pbsched.Policy("sjf.rank", 4, True)
+    assert pbsched.parse_policy("xfactor.rank") == pbsched.Policy("xfactor.rank", 1, True)
+    assert pbsched.parse_policy("sjfage.rank-greedy").strict_ordering is False
+    assert pbsched.parse_policy("xfactor.rank-strict").backfill_depth == 0
+    assert pbsched.parse_policy("xfactor.rank-bf1").name == "xfactor.rank-bf1"
+    assert pbsched.parse_policy("-softwalltime_rank-bf2").job_sort_formula == "-softwalltime_rank"
+    for bad in ("sjf.ranked-bf1", "rank-bf1", "sjf.rank-bfx", "sjf-rank"):
+        with pytest.raises(ValueError):
+            pbsched.parse_policy(bad)
+
+
+def test_pbs_settings_of_a_rank_policy() -> None:
+    lines = pbsched.pbs_settings(pbsched.parse_policy("xfactor.rank-bf1"))
+    assert lines[0] == (
+        'qmgr -c "create resource softwalltime_rank type=long, flag=r"  # skip if it exists'
+    )
+    assert lines[1] == (
+        "qmgr -c \"set sched job_sort_formula = '(eligible_time + (softwalltime_rank or "
+        "soft_walltime or walltime)) / (softwalltime_rank or soft_walltime or walltime)'\""
+    )
+    assert 'qmgr -c "set server eligible_time_enable = True"' in lines
+    assert 'qmgr -c "set server backfill_depth = 1"' in lines
+    assert '# hook config: "rank": "key-mean" (softwalltime hooks install --rank)' in lines
+    assert lines[-1] == (
+        "# refresh timer: softwalltime refresh every 15 min re-ranks queued jobs "
+        "(systemctl enable --now softwalltime-refresh.timer)"
+    )
+    other = pbsched.pbs_settings(pbsched.parse_policy("sjf.rank-bf1"), 300)
+    assert "every 300 s" in other[-1]
+    assert "at submit only" in pbsched.pbs_settings(pbsched.parse_policy("sjf.rank"), 0)[-1]
+    # the timer the settings name runs every 15 minutes, the default refresh
+    timer = Path(__file__).resolve().parents[1] / "packaging" / "systemd"
+    assert "OnCalendar=*:0/15\n" in (timer / "softwalltime-refresh.timer").read_text()
+    assert pbsched.DEFAULT_RANK_REFRESH_S == 15 * 60
+    # a policy without the rank says nothing of it
+    assert not any("rank" in s for s in pbsched.pbs_settings(pbsched.parse_policy("sjf-bf1")))
+
+
+# --- the ranker alone
+
+
+def test_ranker_is_causal_and_refreshes_on_the_quarter_hour() -> None:
+    # Users y and z; job 0 (y) ends at 100 with run 100 of walltime 1000.
+    work = _work([("y", 0, 1000, 100, 1), ("y", 1, 2000, 50, 1), ("z", 2, 500, 9, 1)], 4)
+    ranker = pbsched.Ranker()
+    ranker.bind(work)
+    for j in range(3):
+        ranker.on_submit(j, j)
+    # no job had ended: every rank is the walltime (the hook's "no history")
+    assert ranker.rank == [1000, 2000, 500]
+    ranker.on_end(0, 100)
+    assert ranker.refresh([1, 2], 899) == [] and ranker.rank[1] == 2000  # not before 900
+    # at 900: job 1's user had a job end: ranked again, run 100 scaled to 2000 s; z's not
+    assert ranker.refresh([1, 2], 900) == [1]
+    assert ranker.rank[1] == hook_rank.key_mean(2000, 1, [(100, 1000, 1)]) == 200
+    assert ranker.refresh([1, 2], 1799) == []  # next one at 1800
+    # without refresh (0): the submit-time rank stays
+    once = pbsched.Ranker(0)
+    once.bind(work)
+    once.on_submit(1, 1)
+    once.on_end(0, 100)
+    assert once.refresh([1], 10**9) == [] and once.rank[1] == 2000
+    with pytest.raises(ValueError, match="refresh_s"):
+        pbsched.Ranker(-1)
+
+
+# --- the loop
+
+# 1 processor. Job 0 (x) runs 0-100: x ran 100 s of 1000. Job 1 (y) runs 100-1000. Jobs 2
+# (x, walltime 5000, rank 500 = 100 s scaled to 5000) and 3 (y, walltime 2000: y has no
+# ended job at its submit, rank 2000; refreshed at 1000 after job 1's end: 900 s scaled,
+# 1800) wait for job 1; at 1000 the sort picks one of them.
+DECIDES = [
+    ("x", 0, 1000, 100, 1),
+    ("y", 0, 1000, 900, 1),
+    ("x", 200, 5000, 300, 1),
+    ("y", 300, 2000, 1500, 1),
+]
+
+
+def test_the_rank_not_the_estimate_decides() -> None:
+    work = _work(DECIDES, 1)
+    # by the estimate (the walltime): job 3 (2000) before job 2 (5000)
+    assert _starts(work, "sjf-bf1", None) == [0, 100, 2500, 1000]
+    # by the rank: job 2 (500) before job 3 (2000)
+    ranker = pbsched.Ranker()
+    assert _starts(work, "sjf.rank-bf1", ranker) == [0, 100, 1000, 1300]
+    assert ranker.rank == [1000, 1000, 500, 1800]
+    # without a ranker the name reads 0: the sort falls back to the estimate
+    assert _starts(work, "sjf.rank-bf1", None) == [0, 100, 2500, 1000]
+    # and a sort that does not read the rank ignores a ranker
+    assert _starts(work, "sjf-bf1", pbsched.Ranker()) == [0, 100, 2500, 1000]
+
+
+# 2 processors. Job 0 (z) holds one until 4000; job 1 (y) runs 0-100. Job 2 (w, 2
+# processors, rank 500) and job 3 (y, 1 processor, rank 1000 at submit: y had no ended job)
+# wait. Strict ordering without backfilling: nothing passes the first job of the sort.
+REFRESH = [
+    ("z", 0, 5000, 4000, 1),
+    ("y", 0, 1000, 100, 1),
+    ("w", 1, 500, 10, 2),
+    ("y", 2, 1000, 10, 1),
+]
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_refresh_reranks_a_queued_job_at_the_first_cycle_of_the_period(skip: bool) -> None:
+    work = _work(REFRESH, 2)
+    # at submit only: job 2 stays first, job 3 waits behind it until job 0 ends
+    assert _starts(work, "sjf.rank-strict", pbsched.Ranker(0), skip) == [0, 0, 4000, 4010]
+    # refreshed every 900 s: the first cycle from 900 on is the periodic one at 1200; job
+    # 3 is ranked 100 (job 1's run) and starts on the free processor. That cycle has no
+    # arrival, end or extension: only the refresh makes the fast path run it.
+    ranker = pbsched.Ranker(900)
+    assert _starts(work, "sjf.rank-strict", ranker, skip) == [0, 0, 4000, 1200]
+    assert ranker.rank[3] == 100
+    # every 5000 s: no refresh is due before job 0 ends
+    assert _starts(work, "sjf.rank-strict", pbsched.Ranker(5000), skip) == [0, 0, 4000, 4010]
+    # with cycles on events only, the first cycle from 900 on is job 0's end at 4000
+    assert _starts(work, "sjf.rank-strict", pbsched.Ranker(900), skip, 0) == [0, 0, 4010, 4000]
+
+
+def test_ranks_at_submit_come_from_jobs_ended_in_the_simulation() -> None:
+    # Whole KTH-SP2: each job's rank at submit (no refresh) is key_mean over exactly its
+    # user's jobs that ended in the simulation by then, newest end first.
+    work = workload("kth")
+    ranker = pbsched.Ranker(0)
+    p = pbsched.parse_policy("sjf.rank-bf1")
+    result = pbsched.simulate_pbs(work, sim.make_source("v3"), 100, p, ranker=ranker)
+    _check_invariants(work, result, 100)
+    end = [s + r for s, r in zip(result.start, work.run)]
+    by_user: Dict[str, List[int]] = {}
+    for k in sorted(range(len(end)), key=lambda k: (end[k], k)):
+        by_user.setdefault(work.user[k], []).append(k)
+    checked = 0
+    for j in range(0, len(work.submit), 37):
+        ended = [k for k in by_user[work.user[j]] if end[k] <= work.submit[j]]
+        history = [(work.run[k], work.wall[k], work.procs[k]) for k in reversed(ended)]
+        assert ranker.rank[j] == hook_rank.key_mean(work.wall[j], work.procs[j], history), j
+        checked += bool(history)
+    assert checked > 500  # most sampled jobs had a history
+    # the rank is not the soft walltime: v3 sorted by itself starts jobs otherwise
+    plain = pbsched.simulate_pbs(work, sim.make_source("v3"), 100, pbsched.parse_policy("sjf-bf1"))
+    assert first_mismatch(work, result.start, plain.start) != ""
+
+
+@pytest.mark.parametrize("policy", ["sjf.rank-bf1", "sjf.rank-strict"])
+def test_skipping_idle_cycles_with_a_refreshed_rank_changes_nothing(policy: str) -> None:
+    # KTH-SP2, ranks refreshed every 15 min: skipping the cycles in which nothing changed
+    # starts every job when running every cycle does (so bsld is identical).
+    work = workload("kth")
+    p = pbsched.parse_policy(policy)
+    fast = pbsched.simulate_pbs(work, sim.make_source("v3"), 100, p, ranker=pbsched.Ranker())
+    slow = pbsched.simulate_pbs(
+        work, sim.make_source("v3"), 100, p, skip_idle_cycles=False, ranker=pbsched.Ranker()
+    )
+    assert first_mismatch(work, fast.start, slow.start) == ""
+    assert fast.passes < slow.passes
+    assert search.figures(policy, work, fast) == search.figures(policy, work, slow)
+
+
+# --- the CLI
+
+
+def test_cli_searches_rank_policies(capsys: pytest.CaptureFixture[str]) -> None:
+    from softwalltime import cli
+
+    argv = ["simulate", "--procs", "2176", "--estimates", "users,v3,perfect", "--jobs", "2"]
+    argv += ["--policies", "fcfs-bf1,xfactor-bf1,xfactor.rank-bf1", "--json", str(CERIT)]
+    assert cli.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rank"] == {"resource": "softwalltime_rank", "name": "key-mean", "refresh_s": 900}
+    rows = {(c["policy"], c["source"]): c for c in out["configurations"]}
+    assert {k: c["rank"] for k, c in rows.items() if c["rank"]} == {
+        ("xfactor.rank-bf1", "users"): "key-mean",
+        ("xfactor.rank-bf1", "v3"): "key-mean",
+        ("xfactor.rank-bf1", "perfect"): "perfect",
+    }
+    # perfect estimates come with the perfect rank: the ideal of the plain sort
+    plain, ranked = rows["xfactor-bf1", "perfect"], rows["xfactor.rank-bf1", "perfect"]
+    assert {**plain, "policy": "", "rank": ""} == {**ranked, "policy": "", "rank": ""}
+    # the rank moves the schedule of the sources a site can run
+    assert rows["xfactor.rank-bf1", "v3"]["bsld_mean"] != rows["xfactor-bf1", "v3"]["bsld_mean"]
+    # refreshed at submit only: other figures
+    assert cli.main([*argv, "--rank-refresh", "0"]) == 0
+    once = json.loads(capsys.readouterr().out)
+    assert once["rank"]["refresh_s"] == 0
+    got = {(c["policy"], c["source"]): c["bsld_mean"] for c in once["configurations"]}
+    assert got["xfactor.rank-bf1", "v3"] != rows["xfactor.rank-bf1", "v3"]["bsld_mean"]
+    assert got["xfactor-bf1", "v3"] == rows["xfactor-bf1", "v3"]["bsld_mean"]
+
+
+def test_cli_rank_table_and_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    from softwalltime import cli
+
+    argv = ["simulate", "--procs", "2176", "--estimates", "users,v3", "--policies"]
+    argv += ["fcfs-bf1,sjf.rank-bf1", "--long-p95-bound", "1000", str(CERIT)]
+    assert cli.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "*.rank: sorted by softwalltime_rank = the user's key-mean (refreshed every " in text
+    assert "recommended: sjf.rank-bf1 with " in text
+    assert '  qmgr -c "create resource softwalltime_rank type=long, flag=r"' in text
+    assert '  # hook config: "rank": "key-mean" (softwalltime hooks install --rank)' in text
+    # no rank policy: no note
+    argv = ["simulate", "--procs", "2176", "--estimates", "users", "--policies", "fcfs-bf1"]
+    assert cli.main([*argv, str(CERIT)]) == 0
+    assert "softwalltime_rank" not in capsys.readouterr().out
+    # --rank-refresh is the policy search's
+    argv = ["simulate", "--procs", "2176", "--rank-refresh", "900", str(CERIT)]
+    assert cli.main(argv) == 1
+    assert "--rank-refresh: only with --policies" in capsys.readouterr().err
