@@ -16,21 +16,25 @@ estimated above 1 h.
 
 ``simulate``: :func:`pbsched.simulate_pbs` with PBS's backfill rule (a job passes a top
 job's reservation only if its walltime ends by it) and the pbs correction. The sort reads
-a *rank* instead of the soft walltime: sjf = ``-softwalltime_rank``, xfactor =
-``(eligible_time + softwalltime_rank) / softwalltime_rank``, while the reservations and
-estimated ends use the soft walltime (v3). pbsched's sort reads the estimate array it is
-given, so the benchmark hands it the rank array instead (``_ranked_sort`` swaps
-``pbsched._order`` for the run; the minimal change to do it in pbsched is a ``rank``
-argument of ``simulate_pbs`` passed to ``_order`` in place of ``queued_est``). The rank is
+a *rank* instead of the soft walltime: the policy's ``.rank`` sort (sjf.rank =
+``-(softwalltime_rank or ...)``, xfactor.rank = ``(eligible_time + softwalltime_rank) /
+softwalltime_rank``), the rank given by a :class:`pbsched.Ranker` (:class:`CandidateRanker`
+here), while the reservations and estimated ends use the soft walltime (v3). The rank is
 computed at submit from the user's jobs that ended *in the simulation* (as the hook would).
 Share of perfect's gain = (base - x) / (base - perfect), base = users under fcfs-bf1,
 perfect = perfect estimates under the same policy.
 
 ``SORT@N``: the rank of the queued jobs whose user had a job end since is computed again at
-the first cycle of every N s (0: every cycle), as ``softwalltime refresh`` (every 15 min)
-could rewrite a published rank. ``noiseS[:SEED]``: the run time x exp(N(0, S)), a rank
-with a known error, to see how good a rank must be and how much the outcome moves with
-the seed alone.
+the first cycle of every N s, as ``softwalltime refresh`` (every 15 min) rewrites the
+published rank (``simulate --policies ... --rank-refresh N``); no ``@N`` or ``@0``: at submit
+only. ``noiseS[:SEED]``: the run time x exp(N(0, S)), a rank with a known error, to see how
+good a rank must be and how much the outcome moves with the seed alone.
+
+Until 2026-11-26 the benchmark swapped ``pbsched._order`` for its own, which refreshed at
+the first cycle *run* (the fast path skips cycles where nothing changed) and offered ``@0``
+(every cycle run); the figures below are of that version. pbsched refreshes at the first
+cycle of the period whether it runs or not, and a rank changed makes it run (else 546 starts
+differ on KTH sjf.rank-bf1 between skipping and running every cycle).
 
 Findings (2026-11-25; the machine was shared; the figures are deterministic, CPU times not).
 Share of perfect's bsld gain, sort sjf / xfactor (``-bf1``), soft walltime v3, PBS's rule:
@@ -80,14 +84,13 @@ geo-v3-key-median@900,key-mean@900,tight-key-median@900,key-p75@900 --noise 2,2:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import random
 import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from softwalltime.replay import pbsched, rank, search, traces
 from softwalltime.replay import simulate as sim
@@ -179,7 +182,8 @@ def order_table(path: str) -> None:
 
 
 class CandidateSource(sim.EstimateSource):
-    """One candidate of :mod:`.rank`, from the user's jobs ended in the simulation."""
+    """One candidate of :mod:`.rank` as the soft walltime, from the user's jobs ended in the
+    simulation."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -198,74 +202,6 @@ class CandidateSource(sim.EstimateSource):
         self.history.add(w.user[j], (w.run[j], w.wall[j], w.procs[j]))
 
 
-class Ranked(sim.EstimateSource):
-    """The soft walltime of ``soft`` and, in :attr:`rank`, what the sort reads: the value
-    of ``ranker`` at submit, and with ``refresh_s`` again for the queued jobs whose user
-    has had a job end since, at the first cycle of every ``refresh_s`` seconds (0: every
-    cycle), as ``softwalltime refresh`` could keep a published rank current."""
-
-    def __init__(
-        self, soft: sim.EstimateSource, ranker: sim.EstimateSource, refresh_s: Optional[int]
-    ) -> None:
-        self.soft = soft
-        self.ranker = ranker
-        self.refresh_s = refresh_s
-        self.name = f"{soft.name}/sort:{ranker.name}"
-
-    def bind(self, work: sim.Workload) -> None:
-        self.work = work
-        self.soft.bind(work)
-        self.ranker.bind(work)
-        self.rank = [0] * len(work.submit)
-        self.seen = [0] * len(work.submit)  # the user's history version the rank is of
-        self.version: Dict[str, int] = {}
-        self.next_refresh = 0
-
-    def on_submit(self, j: int, now: int) -> int:
-        self.rank[j] = self.ranker.on_submit(j, now)
-        self.seen[j] = self.version.get(self.work.user[j], 0)
-        return self.soft.on_submit(j, now)
-
-    def on_start(self, j: int, now: int) -> int:
-        return self.soft.on_start(j, now)
-
-    def on_end(self, j: int, now: int) -> None:
-        self.soft.on_end(j, now)
-        self.ranker.on_end(j, now)
-        user = self.work.user[j]
-        self.version[user] = self.version.get(user, 0) + 1
-
-    def refresh(self, queue: Sequence[int], now: int) -> None:
-        if self.refresh_s is None or now < self.next_refresh:
-            return
-        if self.refresh_s:
-            self.next_refresh = (now // self.refresh_s + 1) * self.refresh_s
-        users = self.work.user
-        for j in queue:
-            v = self.version.get(users[j], 0)
-            if v != self.seen[j]:
-                self.rank[j] = self.ranker.on_submit(j, now)
-                self.seen[j] = v
-
-
-@contextlib.contextmanager
-def _ranked_sort(source: Ranked) -> Iterator[None]:
-    """pbsched's sort reads ``source.rank`` instead of the queued jobs' soft walltimes."""
-    original = pbsched._order
-
-    def order(queue, formula, now, work, est, keys):  # type: ignore[no-untyped-def]
-        source.refresh(queue, now)
-        if source.refresh_s is not None:
-            keys = {}  # the ranks may have changed: no value kept from an earlier cycle
-        return original(queue, formula, now, work, source.rank, keys)
-
-    pbsched._order = order
-    try:
-        yield
-    finally:
-        pbsched._order = original
-
-
 class NoisyPerfect(sim.EstimateSource):
     """The run time x exp(N(0, sigma)) (seeded): how good must a rank be?"""
 
@@ -282,6 +218,38 @@ class NoisyPerfect(sim.EstimateSource):
         return self.value[j]
 
 
+class CandidateRanker(pbsched.Ranker):
+    """``softwalltime_rank`` from a candidate of :mod:`.rank` (``key-mean``: the hook's,
+    pbsched's own), ``perfect`` (the run time) or ``noiseS[:SEED]``; refreshed as
+    :class:`pbsched.Ranker` does (``refresh_s`` 0: at submit only)."""
+
+    def __init__(self, spec: str, refresh_s: int) -> None:
+        super().__init__(refresh_s)
+        self.name = spec
+        self.noisy: Optional[NoisyPerfect] = None
+        self.index = -1
+        if spec.startswith("noise"):
+            sigma, _, seed = spec[5:].partition(":")  # noiseSIGMA[:SEED]
+            self.noisy = NoisyPerfect(float(sigma), int(seed or 17))
+        elif spec != "perfect":
+            self.index = rank.CANDIDATES.index({"users": "walltime"}.get(spec, spec))
+
+    def bind(self, work: sim.Workload) -> None:
+        super().bind(work)
+        if self.noisy is not None:
+            self.noisy.bind(work)
+
+    def value(self, j: int) -> int:
+        if self.noisy is not None:
+            return self.noisy.value[j]
+        if self.name == "perfect":
+            return self.work.run[j]
+        if self.name == "key-mean":
+            return super().value(j)
+        w = self.work
+        return rank.estimates(w.wall[j], w.procs[j], self.history.of(w.user[j]))[self.index]
+
+
 def _make(spec: str) -> sim.EstimateSource:
     if spec.startswith("noise"):
         sigma, _, seed = spec[5:].partition(":")  # noiseSIGMA[:SEED]
@@ -294,16 +262,20 @@ def _make(spec: str) -> sim.EstimateSource:
 def run_one(
     work: sim.Workload, procs: int, policy: pbsched.Policy, soft: str, sort: Optional[str]
 ) -> Tuple[search.Figures, List[int], List[int]]:
-    """One simulation: soft walltimes from ``soft``; the sort by ``sort`` (None: by them,
-    as pbsched sorts). Returns the figures, what the sort read for each job and the starts."""
+    """One simulation: soft walltimes from ``soft``; the sort by the rank ``sort`` (the
+    policy's ``.rank`` sort, e.g. ``xfactor.rank``; None: by the soft walltimes, the plain
+    sort). Returns the figures, what the sort read for each job and the starts."""
     spec, _, every = (sort or soft).partition("@")
-    source = Ranked(_make(soft), _make(spec), int(every) if every else None)
-    if sort is None:
-        result = pbsched.simulate_pbs(work, source, procs, policy)
-    else:
-        with _ranked_sort(source):
-            result = pbsched.simulate_pbs(work, source, procs, policy)
-    return search.figures(policy.name, work, result), source.rank, result.start
+    # without a sort, the ranker only records the soft walltimes at submit (the order
+    # columns); the plain sort does not read it
+    ranker = CandidateRanker(spec, int(every or 0))
+    if sort is not None:
+        ranked = policy.job_sort_formula + ".rank"
+        if ranked not in pbsched.FORMULAS:
+            raise ValueError(f"{policy.name}: no {ranked} sort")
+        policy = policy._replace(job_sort_formula=ranked)
+    result = pbsched.simulate_pbs(work, _make(soft), procs, policy, ranker=ranker)
+    return search.figures(policy.name, work, result), ranker.rank, result.start
 
 
 def simulate_table(
