@@ -1,4 +1,5 @@
-"""softwalltime server hook (queuejob, runjob, modifyjob): set Resource_List["soft_walltime"].
+"""softwalltime server hook (queuejob, runjob, modifyjob): set Resource_List["soft_walltime"]
+(and, with the setting rank, Resource_List["softwalltime_rank"]).
 
 Install with ``softwalltime hooks install``. Fails open: any failure logs one line and
 accepts the job unchanged. PBS's Python (3.6+) loads no site-packages: the config's
@@ -69,20 +70,17 @@ def _main(e):
     server = str(old.id or "").partition(".")[2]  # the job's server (no id yet at queuejob)
     if not server and settings.history_scope == "server":
         server = pbs.server().name
-    ncpus = calibrated.ncpus_of(old_res) if settings.predictor == calibrated.NAME else None
+    ranking = settings.rank != "off"  # the sort rank too, from the same history read
+    by_key = ranking or settings.predictor == calibrated.NAME  # both compare ncpus
+    ncpus = calibrated.ncpus_of(old_res) if by_key else None
     this = decide.JobEvent(kind, user, queue, None if walltime is None else int(walltime),
         None if soft is None else int(soft), not altered and decide.marked(old_res, soft),
-        shrink, wait_s, ncpus, server)  # fmt: skip
+        shrink, wait_s, ncpus, server, decide.rank_of(old_res) if ranking else None)  # fmt: skip
     bound_s, recheck_s = swconfig.hook_bound_s(settings), settings.history_recheck_ms / 1000.0
     with lookup.event(_start + bound_s, recheck_s):  # one deadline for every read
         decision = lookup.decided(settings, this if kind == "queuejob" else None, lambda: (
             decide.decide(this, settings, lookup.fetcher(settings, server))))  # fmt: skip
-    if decision.soft_walltime_s is not None:
-        res["soft_walltime"] = pbs.duration(decision.soft_walltime_s)
-        try:
-            res[decide.MARK_RESOURCE] = decision.soft_walltime_s
-        except Exception as err:  # noqa: BLE001 - not defined: the value stays, unmarked
-            pbs.logmsg(pbs.LOG_WARNING, hooklog.unmarked_line(decide.MARK_RESOURCE, err))
+    decide.publish(decision, res, pbs.duration, lambda line: pbs.logmsg(pbs.LOG_WARNING, line))
     # straight to pbs.logmsg: a record of the logging module costs more than the lookup
     pbs.logmsg(pbs.EVENT_DEBUG, hooklog.decision_line(decision.reason, _start, _hook))
 

@@ -56,6 +56,8 @@ def test_lists_from_file_and_env(tmp_path):
     ("data", "key", "why"),
     [
         ({"predictor": "v4"}, "predictor", "must be one of v1, v2, v3"),
+        ({"rank": "key_mean"}, "rank", "must be one of off, key-mean, got 'key_mean'"),
+        ({"rank": None}, "rank", "must be one of off, key-mean, got None"),
         ({"v1_jobs": 0}, "v1_jobs", "between 1 and 1000"),
         ({"reserve_s": "lots"}, "reserve_s", "expected an integer"),
         ({"dry_run": "maybe"}, "dry_run", "expected true or false"),
@@ -219,6 +221,7 @@ def test_config_command_shows_defaults_lists_and_a_source_per_key(capsys, tmp_pa
     assert rows["users_allow"].split() == ["[]", "default"]
     assert rows["accounting_dir"].split() == ["$PBS_HOME/server_priv/accounting", "default"]
     assert rows["dry_run"].split() == ["false", "default"]
+    assert rows["rank"].split() == ["off", "default"]
     assert "source" not in rows and "pw" not in "".join(rows.values()).replace("password", "")
 
 
@@ -232,3 +235,12 @@ def test_hook_settings_are_kept_while_the_files_stamp_is_the_same(tmp_path):
     with open(path, "w") as fh:
         json.dump({"predictor": "v3"}, fh)
     assert hook_settings(path).predictor == "v3"  # no stamp: the bytes are compared
+
+
+def test_rank_from_file_and_environment(tmp_path):
+    assert load_settings(environ={}).rank == "off"
+    path = _write(tmp_path, {"rank": "key-mean"})
+    assert load_settings(path, environ={}).rank == "key-mean"
+    assert load_settings(path, environ={"SOFTWALLTIME_RANK": "off"}).rank == "off"
+    with pytest.raises(ConfigError, match="SOFTWALLTIME_RANK: key 'rank': must be one of"):
+        load_settings(environ={"SOFTWALLTIME_RANK": "on"})

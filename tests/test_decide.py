@@ -148,3 +148,128 @@ def test_user_name_is_quoted_in_the_log_line():
     d, fetch = run(user="x'; DROP TABLE finished_jobs; --\n")
     assert fetch.calls[0][0] == "x'; DROP TABLE finished_jobs; --\n"
     assert "\n" not in d.reason
+
+
+# ---- the sort rank (setting rank, issue 17) ----
+
+# (runtime_s, walltime_s, ncpus), newest first: three 4-cpu 1 h jobs
+CLASSES = [(600, 3600, 4), (300, 3600, 4), (1200, 3600, 4)]
+RANK_1H_4 = 700  # their mean
+
+
+class BothFetch(Fetch):
+    """The hook's reader with the rank on: ``both`` gives the predictor's rows and the
+    rank's in one call (one statement); a plain call must not happen then."""
+
+    def __init__(self, rows=HISTORY, classes=CLASSES):
+        super().__init__(rows)
+        self.classes = classes
+
+    def __call__(self, user, limit, with_walltime_only):
+        raise AssertionError("rank on: the history is read with both()")
+
+    def both(self, user, limit, with_walltime_only):
+        self.calls.append((user, limit, with_walltime_only))
+        return self.rows, self.classes
+
+
+def ranked(event="queuejob", walltime=3600, existing=None, ours=False, ncpus=4, rank=None,
+           fetch=None, stf=False, user="alice", wait=None, **overrides):  # fmt: skip
+    fetch = fetch or BothFetch()
+    settings = load_settings(environ={}, overrides={"rank": "key-mean", **overrides})
+    job = JobEvent(event, user, "workq", walltime, existing, ours, stf, wait, ncpus, None, rank)
+    return decide(job, settings, fetch), fetch
+
+
+def test_rank_set_with_the_soft_walltime_from_one_read():
+    d, fetch = ranked()
+    assert d.soft_walltime_s == 3600 // 4 + 900 and d.rank_s == d.ranked_s == RANK_1H_4
+    assert fetch.calls == [("alice", 15, True)]
+    assert d.reason.endswith("; rank key-mean=700 s set")
+    # another ncpus: the walltime key (the same three jobs)
+    assert ranked(ncpus=8)[0].rank_s == RANK_1H_4
+    # v1 reads its rows with both() as well
+    d, fetch = ranked(predictor="v1")
+    assert fetch.calls == [("alice", 2, False)] and d.rank_s == RANK_1H_4
+
+
+def test_rank_off_leaves_the_rank_alone():
+    d, fetch = run()
+    assert d.rank_s is None and d.ranked_s is None and "rank" not in d.reason
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"users_deny": "alice"},
+        {"queues_allow": "gpu"},
+        {"stf": True},
+        {"walltime": None},
+        {"walltime": None, "event": "runjob"},
+        {"event": "movejob"},
+        {"user": ""},
+        # runjob_min_wait_s keeps the queuejob values, the rank with them
+        {"event": "runjob", "existing": 1800, "ours": True, "wait": 60, "runjob_min_wait_s": 600},
+    ],
+)
+def test_no_rank_where_the_job_is_left_alone(kwargs):
+    d, fetch = ranked(**kwargs)
+    assert d.soft_walltime_s is None and d.rank_s is None and d.ranked_s is None
+    assert fetch.calls == [] and "rank" not in d.reason
+
+
+def test_an_unchanged_soft_walltime_does_not_keep_the_rank():
+    d, _ = ranked(event="runjob", existing=1800, ours=True)
+    assert d.soft_walltime_s is None and d.rank_s == RANK_1H_4
+    assert d.reason.endswith(": unchanged; rank key-mean=700 s set")
+
+
+def test_a_managers_soft_walltime_is_kept_and_the_job_ranked():
+    d, _ = ranked(existing=1234)
+    assert d.soft_walltime_s is None and d.rank_s == RANK_1H_4
+    assert "leave alone: soft_walltime already set to 1234 s; rank key-mean=700 s set" in d.reason
+
+
+def test_the_same_rank_is_not_set_again():
+    d, _ = ranked(rank=RANK_1H_4)
+    assert d.soft_walltime_s == 1800 and d.rank_s is None and d.ranked_s == RANK_1H_4
+    assert d.reason.endswith("rank key-mean=700 s unchanged")
+    d, _ = ranked(event="runjob", existing=1800, ours=True, rank=RANK_1H_4)
+    assert d.soft_walltime_s is None and d.rank_s is None
+
+
+def test_dry_run_sets_no_rank():
+    d, _ = ranked(dry_run=True)
+    assert d.soft_walltime_s is None and d.rank_s is None and d.ranked_s == RANK_1H_4
+    assert "dry run, would set v3" in d.reason and "rank key-mean=700 s would be set" in d.reason
+
+
+def test_no_history_ranks_at_the_walltime():
+    d, _ = ranked(fetch=BothFetch(rows=[], classes=[]))
+    assert d.soft_walltime_s == 3600 and d.rank_s == 3600
+
+
+def test_calibrated_ranks_from_its_own_rows():
+    from softwalltime.hookpath import calibrated as cal
+
+    asked = []
+
+    def history(user, limit):
+        asked.append((user, limit))
+        return CLASSES
+
+    site = cal.SiteFetch(history, cal.Choices.empty)
+    settings = load_settings(environ={}, overrides={"rank": "key-mean", "predictor": "calibrated"})
+    job = JobEvent("queuejob", "alice", "workq", 3600, None, ncpus=4)
+    d = decide(job, settings, BothFetch(), site=site)
+    assert asked == [("alice", cal.HISTORY_ROWS)]  # one read, the predictor's
+    assert d.rank_s == RANK_1H_4 and d.soft_walltime_s is not None
+
+
+def test_database_errors_propagate_with_the_rank_on():
+    class Down(BothFetch):
+        def both(self, user, limit, with_walltime_only):
+            raise RuntimeError("db down")
+
+    with pytest.raises(RuntimeError):
+        ranked(fetch=Down())

@@ -133,10 +133,50 @@ def test_install_needs_a_dsn(capsys, monkeypatch):
 def test_uninstall_dry_run(capsys):
     code, out, _ = run(capsys, "hooks", "uninstall", "--dry-run", "--name", "swt2")
     assert code == 0
+    kept = "# if it exists; refused while a job has it: kept then"
     assert out.splitlines() == [
         "qmgr -c 'delete hook swt2'",
-        "qmgr -c 'delete resource softwalltime_set'  # refused while a job has it: kept then",
+        f"qmgr -c 'delete resource softwalltime_set'  {kept}",
+        f"qmgr -c 'delete resource softwalltime_rank'  {kept}",
     ]
+
+
+def _dry_run_install(capsys, *argv):
+    code, out, err = run(capsys, *argv, "hooks", "install", "--dry-run")
+    assert code == 0, err
+    lines = out.splitlines()
+    start = lines.index("cat > \"$config\" <<'EOF'")
+    config = json.loads("\n".join(lines[start + 1 : lines.index("EOF", start)]))
+    return config, [line for line in lines if line.startswith("qmgr ")]
+
+
+def test_install_rank_creates_the_resource_and_turns_the_rank_on(capsys, tmp_path):
+    config, qmgr = _dry_run_install(capsys, "--dsn", DSN)
+    assert config["rank"] == "off"
+    assert not any("softwalltime_rank" in line for line in qmgr)
+
+    code, out, err = run(capsys, "--dsn", DSN, "hooks", "install", "--dry-run", "--rank")
+    assert code == 0, err
+    lines = out.splitlines()
+    start = lines.index("cat > \"$config\" <<'EOF'")
+    assert json.loads("\n".join(lines[start + 1 : lines.index("EOF", start)]))["rank"] == (
+        "key-mean"
+    )
+    # both resources before the hook, each skipped when 'list resource' finds it
+    creates = [line for line in lines if "create " in line and line.startswith("qmgr ")]
+    assert creates[:3] == [
+        "qmgr -c 'create resource softwalltime_set type=long, flag=r'",
+        "qmgr -c 'create resource softwalltime_rank type=long, flag=r'",
+        "qmgr -c 'create hook softwalltime'",
+    ]
+    assert "# 2. the sort rank (skipped if 'list resource softwalltime_rank' finds it)" in lines
+
+    # the setting does what the option does
+    cfg = tmp_path / "sw.json"
+    cfg.write_text(json.dumps({"dsn": DSN, "rank": "key-mean"}))
+    config, qmgr = _dry_run_install(capsys, "--config", str(cfg))
+    assert config["rank"] == "key-mean"
+    assert "qmgr -c 'create resource softwalltime_rank type=long, flag=r'" in qmgr
 
 
 FAKE_QMGR = textwrap.dedent(

@@ -231,3 +231,109 @@ def test_a_pass_is_bounded_by_changes_and_time(tmp_path):
     assert [x.split()[0] for x in lines] == ["60.pbshost", "61.pbshost"]  # the oldest first
     summary = r.refresh(pbs, settings(), dry_run=True, time_budget_s=0, fetch=fetch)
     assert (summary.changed, dict(summary.skipped)) == (0, {"time budget": 5})
+
+
+# ---- the sort rank (setting rank, issue 17) ----
+
+
+class BothHistory:
+    """History as the hook reads it with the rank on: ``both`` gives the predictor's rows
+    and the rank's (runtime, walltime, ncpus); the plain call for the rank off."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __call__(self, user, limit, with_walltime_only):
+        return [(run, wall) for run, wall, _n in self.rows.get(user, [])][:limit]
+
+    def both(self, user, limit, with_walltime_only):
+        rows = self.rows.get(user, [])
+        return [(run, wall) for run, wall, _n in rows][:limit], rows[:100]
+
+
+def ranked_job(rank=None, soft="02:45:00", mark=9900, ncpus=1):
+    attrs = json.loads(QSTAT)["Jobs"]["70.pbshost"]
+    res = attrs["Resource_List"]
+    res.update(soft_walltime=soft, softwalltime_set=mark, ncpus=ncpus)
+    if rank is not None:
+        res["softwalltime_rank"] = rank
+    return r.job_from_qstat("70.pbshost", attrs)
+
+
+# alice's history as at qsub (v3: 0.25 x 10 h + 900 = 02:45:00); three 10 h 1-cpu jobs
+# with these run times: rank 2 h
+SAME = BothHistory(
+    {"alice": [(H, 4 * H, 1), (9000, 10 * H, 1), (7200, 10 * H, 1), (5400, 10 * H, 1)]}
+)
+
+
+def test_job_from_qstat_reads_the_rank_and_ncpus():
+    job = ranked_job(rank=5400, ncpus=8)
+    assert (job.rank_s, job.ncpus) == (5400, 8)
+    assert jobs()["70.pbshost"].rank_s is None
+    # ncpus from the select when Resource_List.ncpus is missing
+    attrs = json.loads(QSTAT)["Jobs"]["70.pbshost"]
+    del attrs["Resource_List"]["ncpus"]
+    attrs["Resource_List"]["select"] = "2:ncpus=4"
+    assert r.job_from_qstat("70.pbshost", attrs).ncpus == 8
+
+
+def test_a_missing_or_moved_rank_is_a_change_of_its_own():
+    on = settings(rank="key-mean")
+    # the soft walltime did not move; the rank is missing: set
+    plan = r.plan_job(ranked_job(), on, SAME)
+    assert (plan.action, plan.reason, plan.new_s, plan.new_rank_s) == (
+        "change", "rank moved", None, 2 * H,
+    )  # fmt: skip
+    # the same rank: nothing to do
+    assert r.plan_job(ranked_job(rank=2 * H), on, SAME).action == "unchanged"
+    # moved by more than both thresholds (10 %, 300 s): set; by less: left
+    assert r.plan_job(ranked_job(rank=H), on, SAME).new_rank_s == 2 * H
+    small = r.plan_job(ranked_job(rank=2 * H - 299), on, SAME)
+    assert (small.action, small.new_rank_s) == ("unchanged", None)
+    # rank off: a missing rank is no reason for a qalter
+    assert r.plan_job(ranked_job(), settings(), SAME).action == "unchanged"
+
+
+def test_the_soft_walltime_and_the_rank_move_together():
+    on = settings(rank="key-mean")
+    newer = BothHistory({"alice": [(5 * H, 10 * H, 1)] * 3})
+    plan = r.plan_job(ranked_job(rank=2 * H), on, newer)
+    assert (plan.action, plan.new_s, plan.new_rank_s) == ("change", 5 * H + 900, 5 * H)
+    assert (
+        r._what(plan) == "soft_walltime 02:45:00 -> 05:15:00, softwalltime_rank 7200 s -> 18000 s"
+    )
+
+
+def test_a_managers_soft_walltime_gets_its_rank_refreshed():
+    on = settings(rank="key-mean")
+    managers = ranked_job(soft="05:00:00", mark=9900)  # the mark does not match: a manager's
+    plan = r.plan_job(managers, on, SAME)
+    assert (plan.action, plan.new_s, plan.new_rank_s) == ("change", None, 2 * H)
+    assert r._what(plan) == "softwalltime_rank unset -> 7200 s"
+    assert r.plan_job(ranked_job(rank=2 * H, soft="05:00:00"), on, SAME).reason == (
+        "set by a manager"
+    )
+    assert r.plan_job(managers, settings(), SAME).reason == "set by a manager"
+
+
+def test_summary_counts_rank_changes_when_the_rank_is_on():
+    s = r.Summary(seen=3, changed=2, unchanged=1, ranks=1)
+    assert s.line().startswith("refresh: 3 queued jobs seen, 2 changed (1 rank), 1 unchanged")
+    s.ranks = 2
+    assert "2 changed (2 ranks)," in s.line()
+
+
+def test_a_dry_run_pass_lists_rank_changes(tmp_path):
+    data = json.loads(QSTAT)
+    data["Jobs"]["70.pbshost"]["Resource_List"]["softwalltime_rank"] = 600
+    pbs = recorded_pbs(tmp_path, json.dumps(data))
+    lines: list[str] = []
+    on = settings(rank="key-mean")
+    summary = r.refresh(pbs, on, dry_run=True, fetch=SAME, out=lines.append)
+    # bob's job (a manager's soft walltime, kept) is ranked too: no history, its walltime
+    assert lines == [
+        "72.pbshost user=bob walltime=10:00:00: softwalltime_rank unset -> 36000 s (dry run)",
+        "70.pbshost user=alice walltime=10:00:00: softwalltime_rank 600 s -> 7200 s (dry run)",
+    ]
+    assert summary.line().startswith("refresh: 2 queued jobs seen, 2 would change (2 ranks),")

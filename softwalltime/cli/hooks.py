@@ -33,6 +33,8 @@ from ..hookpath.config import (
     require_dsn,
 )
 from ..hookpath.decide import MARK_RESOURCE
+from ..hookpath.rank import NAME as RANK_NAME
+from ..hookpath.rank import RANK_RESOURCE
 
 HOOK_FILE = "softwalltime_hook.py"
 # queuejob: first prediction; runjob: refreshed with the final walltime; modifyjob: a
@@ -63,10 +65,17 @@ HOOK_KEYS = (
     "server",
     "history_cache_entries",
     "history_recheck_ms",
+    "rank",
 )
 # The hook's mark (the soft walltime it set): a long that only managers and hooks may set
 # (flag r: users see it in qstat -f, cannot request or alter it; checked on OpenPBS 23.06).
 MARK_DIRECTIVE = f"create resource {MARK_RESOURCE} type=long, flag=r"
+# The sort rank (setting rank, --rank): a long for job_sort_formula, flag r as the mark, so
+# a user can neither request a rank (qsub -l) nor alter one (qalter -l) to sort a job first
+# (both refused with "Cannot set attribute, read only or insufficient permission" on
+# OpenPBS 23.06; a manager's qalter and a hook may set it). Jobs without it read 0 in the
+# formula (the scheduler puts every numeric resource in the formula's names, unset ones 0).
+RANK_DIRECTIVE = f"create resource {RANK_RESOURCE} type=long, flag=r"
 # qmgr object names: letters, digits, '_' and '-' (hook names are file names in
 # server_priv/hooks, NAME.PY / NAME.CF / NAME.HK).
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
@@ -96,13 +105,16 @@ def import_roots() -> list[str]:
     return [str(Path(str(softwalltime.__file__)).resolve().parent.parent)]
 
 
-def hook_config(settings: Settings) -> dict[str, Any]:
+def hook_config(settings: Settings, rank: bool = False) -> dict[str, Any]:
     """The JSON hook configuration: current settings plus this installation's sys_path.
 
+    :param rank: set the rank on (``--rank``): ``"rank": "key-mean"``
     :raises ConfigError: no DSN configured (the hook could not do anything)
     """
     require_dsn(settings)
     values = settings._asdict()
+    if rank:
+        values["rank"] = RANK_NAME
     config: dict[str, Any] = {key: values[key] for key in HOOK_KEYS}
     sys_path = list(settings.sys_path)
     sys_path += [p for p in import_roots() if p not in sys_path]
@@ -166,6 +178,13 @@ def register(sub: Any) -> None:
     inst.add_argument("--order", type=int, default=1, help="hook order, 1-1000 (default: 1)")
     inst.add_argument(
         "--alarm", type=int, default=30, help="hook alarm in seconds (default: 30, PBS's)"
+    )
+    inst.add_argument(
+        "--rank",
+        action="store_true",
+        help=f"also publish the sort rank: create resource {RANK_RESOURCE} (type long, flag r)"
+        f" and write rank {RANK_NAME} in the hook config (for job_sort_formula; the setting"
+        " rank does the same)",
     )
     inst.set_defaults(func=install)
 
@@ -267,7 +286,10 @@ def install(args: Any, settings: Settings) -> int:
         )
     qmgr = _qmgr(args)
     script = _check_path(hook_script(), "hook script")
-    config = hook_config(settings)
+    config = hook_config(settings, rank=bool(getattr(args, "rank", False)))
+    resources = [(MARK_RESOURCE, MARK_DIRECTIVE)]
+    if config["rank"] != "off":
+        resources.append((RANK_RESOURCE, RANK_DIRECTIVE))
     if args.dry_run:
         shown = dict(config, dsn=redact_dsn(config["dsn"]))
         print(
@@ -280,8 +302,10 @@ def install(args: Any, settings: Settings) -> int:
         print("cat > \"$config\" <<'EOF'")
         print(json.dumps(shown, indent=2))
         print("EOF")
-        print(f"# 2. the hook's mark (skipped if 'list resource {MARK_RESOURCE}' finds it)")
-        print(shlex.join([qmgr, "-c", MARK_DIRECTIVE]))
+        for name, directive in resources:
+            what = "the hook's mark" if name == MARK_RESOURCE else "the sort rank"
+            print(f"# 2. {what} (skipped if 'list resource {name}' finds it)")
+            print(shlex.join([qmgr, "-c", directive]))
         print("# 3. the hook")
         for directive in install_commands(args.name, args.order, args.alarm, script, "CONFIG"):
             line = shlex.join([qmgr, "-c", directive])
@@ -298,40 +322,48 @@ def install(args: Any, settings: Settings) -> int:
         if exists:
             print(f"hook {args.name} exists; updating it")
             directives = directives[2:]
-        if not _qmgr_ok(qmgr, f"list resource {MARK_RESOURCE}"):
-            directives.insert(0, MARK_DIRECTIVE)
+        for name, directive in reversed(resources):
+            if not _qmgr_ok(qmgr, f"list resource {name}"):
+                directives.insert(0, directive)
         for directive in directives:
             _run_qmgr(qmgr, directive)
             print(f"qmgr -c {shlex.quote(directive)}")
     finally:
         os.unlink(tmp)
-    print(f"hook {args.name} installed (events {HOOK_EVENTS}; DSN {redact_dsn(settings.dsn)})")
+    ranked = f"; rank {config['rank']} in {RANK_RESOURCE}" if config["rank"] != "off" else ""
+    print(
+        f"hook {args.name} installed (events {HOOK_EVENTS}; DSN {redact_dsn(settings.dsn)}{ranked})"
+    )
     return 0
 
 
 def uninstall(args: Any, settings: Settings) -> int:
-    """Print (``--dry-run``) or run ``qmgr -c "delete hook NAME"``.
+    """Print (``--dry-run``) or run ``qmgr -c "delete hook NAME"``, then delete the mark's
+    and the rank's resources (kept while jobs still have them).
 
     :raises SoftwalltimeError: bad name, qmgr missing or failing
     """
     _validate(args)
     qmgr = _qmgr(args)
     directive = f"delete hook {args.name}"
-    mark = f"delete resource {MARK_RESOURCE}"
     if args.dry_run:
         print(shlex.join([qmgr, "-c", directive]))
-        print(shlex.join([qmgr, "-c", mark]) + "  # refused while a job has it: kept then")
+        for name in (MARK_RESOURCE, RANK_RESOURCE):
+            delete = shlex.join([qmgr, "-c", f"delete resource {name}"])
+            print(f"{delete}  # if it exists; refused while a job has it: kept then")
         return 0
     _run_qmgr(qmgr, directive)
     print(f"hook {args.name} deleted")
-    if _qmgr_ok(qmgr, f"list resource {MARK_RESOURCE}"):
-        try:
-            _run_qmgr(qmgr, mark)
-            print(f"resource {MARK_RESOURCE} deleted")
-        except SoftwalltimeError as err:  # jobs still carry the mark
-            print(
-                f"resource {MARK_RESOURCE} kept ({err}); when no job has it:"
-                f" {shlex.join([qmgr, '-c', mark])}",
-                file=sys.stderr,
-            )
+    for name in (MARK_RESOURCE, RANK_RESOURCE):
+        if _qmgr_ok(qmgr, f"list resource {name}"):
+            delete = f"delete resource {name}"
+            try:
+                _run_qmgr(qmgr, delete)
+                print(f"resource {name} deleted")
+            except SoftwalltimeError as err:  # jobs still carry it
+                print(
+                    f"resource {name} kept ({err}); when no job has it:"
+                    f" {shlex.join([qmgr, '-c', delete])}",
+                    file=sys.stderr,
+                )
     return 0

@@ -37,6 +37,7 @@ history_scope                     SOFTWALLTIME_HISTORY_SCOPE          all (or: s
 history_cache_entries             SOFTWALLTIME_HISTORY_CACHE_ENTRIES  1000 (0: off)
 history_keep_days                 SOFTWALLTIME_HISTORY_KEEP_DAYS      0 (keep all; db prune)
 history_recheck_ms                SOFTWALLTIME_HISTORY_RECHECK_MS     1000 (0: every event)
+rank                              SOFTWALLTIME_RANK                   off (or: key-mean)
 ================================  ==================================  ===========
 
 The ``refresh_*``, ``pbs_*`` and ``status_*`` keys are for ``softwalltime refresh`` and
@@ -101,6 +102,7 @@ class Settings(NamedTuple):
     history_cache_entries: int
     history_keep_days: int
     history_recheck_ms: int
+    rank: str
     source: str
     origins: Tuple[Tuple[str, str], ...]
 
@@ -151,8 +153,14 @@ DEFAULTS: Dict[str, Any] = {
     # round trip, and a job is predicted from history at most this much behind the last
     # commit to it; 0 reads the counter at every event
     "history_recheck_ms": 1000,
+    # the sort rank for job_sort_formula, set by the hook in Resource_List.softwalltime_rank
+    "rank": "off",
 }
 HISTORY_SCOPES = ("all", "server")
+# The sort rank the hook publishes beside the soft walltime (hookpath/rank.py): off, or
+# key-mean in the custom resource softwalltime_rank (``hooks install --rank`` creates it)
+RANK_OFF = "off"
+RANKS = (RANK_OFF, "key-mean")
 
 _LIST_KEYS = (
     "users_allow",
@@ -297,6 +305,12 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
         if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
             return tuple(value)
         raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+    if key == "rank":
+        if value not in RANKS:
+            raise ConfigError(
+                "{}: must be one of {}, got {!r}".format(where, ", ".join(RANKS), value)
+            )
+        return value
     if key in _STR_KEYS:
         if value is None:
             return None

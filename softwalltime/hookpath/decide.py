@@ -21,13 +21,22 @@ Rules, in order (each "leave" names its reason in :attr:`Decision.reason`):
    queuejob and checks nothing at runjob);
 7. ``dry_run``: everything above happens, the decision says what would be set, nothing is.
 
+With ``rank`` on (``key-mean``), the decision also carries the job's sort rank
+(:func:`softwalltime.hookpath.rank.key_mean`, for ``Resource_List.softwalltime_rank``),
+from the same history read (one query: :meth:`fetch.both` for v1/v2/v3, the class rows of
+``calibrated``). Rules 1 to 4 leave the rank alone too, and so does a ``runjob`` kept by
+``runjob_min_wait_s``; a soft walltime kept (a manager's, or unchanged) does not keep the
+rank from being set; a rank equal to the job's is not set again; ``dry_run`` sets none.
+
 Hook path: Python 3.6+ syntax, standard library only.
 """
 
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from . import calibrated as cal
+from .hooklog import unmarked_line, unranked_line
 from .predict import HistoryRow, Prediction, PredictorParams, predict
+from .rank import RANK_RESOURCE, key_mean
 
 EVENTS = ("queuejob", "runjob", "modifyjob")
 # The hook's mark: the soft walltime it set, in seconds, in a custom resource of this name
@@ -37,6 +46,16 @@ MARK_RESOURCE = "softwalltime_set"
 
 # fetch(username, limit, with_walltime_only) -> [(runtime_s, walltime_s or None), ...]
 HistoryFetch = Callable[[str, int, bool], Sequence[HistoryRow]]
+
+
+def rank_of(resources: Any) -> Optional[int]:
+    """The job's rank (``Resource_List.softwalltime_rank``) in seconds, None when unset or
+    when the resource is not defined (PBS raises on reading an undefined name)."""
+    try:
+        value = resources[RANK_RESOURCE]
+        return None if value is None else int(value)
+    except Exception:  # noqa: BLE001 - undefined resource, odd value: no rank
+        return None
 
 
 def marked(resources: Any, soft: Any) -> bool:
@@ -64,6 +83,7 @@ class JobEvent(NamedTuple):
     wait_s: Optional[float] = None
     ncpus: Optional[int] = None
     server: Optional[str] = None
+    existing_rank_s: Optional[int] = None
 
 
 JobEvent.__doc__ = """What the hook knows of one job at one event: plain values, no ``pbs``.
@@ -76,8 +96,9 @@ JobEvent.__doc__ = """What the hook knows of one job at one event: plain values,
 ``existing_is_ours``: that soft_walltime is the value this hook set (its mark says so).
 ``shrink_to_fit``: the job has ``min_walltime`` (PBS forbids soft_walltime then).
 ``wait_s``: seconds since the job was created (runjob), None if unknown.
-``ncpus``: the job's processors (predictor ``calibrated``), None if unknown.
+``ncpus``: the job's processors (predictor ``calibrated``, the rank), None if unknown.
 ``server``: the job's PBS server (``history_scope = server``), None if unknown.
+``existing_rank_s``: the job's ``softwalltime_rank`` in seconds, None if unset.
 
 Hashable: a user's burst of identical ``queuejob`` requests is decided once
 (:func:`softwalltime.hookpath.lookup.decided` keys the kept decisions by it).
@@ -88,13 +109,18 @@ class Decision(NamedTuple):
     soft_walltime_s: Optional[int]
     prediction: Optional[Prediction]
     reason: str
+    rank_s: Optional[int] = None
+    ranked_s: Optional[int] = None
 
 
 Decision.__doc__ = """The outcome for one event.
 
 ``soft_walltime_s``: the value to set, in seconds, or ``None`` to leave the job unchanged
 (always ``None`` in dry-run mode). ``prediction``: the prediction made, if any.
-``reason``: one line for the debug log (user, walltime, predictor, soft walltime, basis).
+``reason``: one line for the debug log (user, walltime, predictor, soft walltime, basis;
+the rank). ``rank_s``: the sort rank to set in ``softwalltime_rank``, or ``None`` to leave
+it (rank off, excluded job, unchanged, dry run). ``ranked_s``: the rank computed, if any
+(also when unchanged or in a dry run).
 """
 
 
@@ -166,12 +192,17 @@ def decide(
         return leave("no walltime")
     if walltime_s <= 0:
         return leave("walltime is not positive")
+    ranking = settings.rank != "off"
+    kept = None  # why the soft walltime stays as it is while the rank is decided
     if existing_soft_s is not None:
         if not (settings.override_existing or job.existing_is_ours):
-            return leave(f"soft_walltime already set to {existing_soft_s} s")
+            kept = f"soft_walltime already set to {existing_soft_s} s"
+            if not ranking:
+                return leave(kept)
         wait_s = job.wait_s
         if (
-            event == "runjob"
+            kept is None
+            and event == "runjob"
             and settings.runjob_min_wait_s
             and wait_s is not None
             and wait_s < settings.runjob_min_wait_s
@@ -184,6 +215,7 @@ def decide(
     if params is None:
         params = PredictorParams.from_settings(settings)
     predictor = settings.predictor
+    rows: Optional[Sequence[cal.ClassRow]] = None  # the rank's history (rank on)
     if predictor == cal.NAME:
         if site is None:
             site = getattr(fetch, "site", None)
@@ -195,16 +227,57 @@ def decide(
             choice.soft_walltime_s, predictor, choice.outcome.class_jobs, None, cal.describe(choice)
         )
     else:
-        history = fetch(user, params.history_jobs(predictor), predictor == "v3")
+        limit, only = params.history_jobs(predictor), predictor == "v3"
+        if ranking:  # the predictor's rows and the rank's, one round trip
+            history, rows = fetch.both(user, limit, only)  # type: ignore[attr-defined]
+        else:
+            history = fetch(user, limit, only)
         prediction = predict(predictor, walltime_s, history, params)
+    rank = None if rows is None else key_mean(walltime_s, job.ncpus, rows)
+    new_rank = None if rank is None or rank == job.existing_rank_s else rank
+    ranked = ""
+    if rank is not None:
+        state = "unchanged" if new_rank is None else "would be set" if settings.dry_run else "set"
+        ranked = f"; rank {settings.rank}={rank} s {state}"
+    if settings.dry_run:
+        new_rank = None
+
+    def keep(why: str) -> Decision:
+        return Decision(None, prediction, f"{who}: leave alone: {why}{ranked}", new_rank, rank)
+
+    if kept is not None:
+        return keep(kept)
     soft = prediction.soft_walltime_s
     if soft is None:
-        return leave(f"{predictor}: no prediction", prediction)
+        return keep(f"{predictor}: no prediction")
     # predict() already caps; this guard keeps the PBS invariant even if it ever did not.
     soft = max(1, min(int(soft), int(walltime_s)))
     what = f"{predictor} soft_walltime={soft} s ({_describe(prediction)})"
     if existing_soft_s is not None and existing_soft_s == soft:
-        return leave(f"{what}: unchanged", prediction)
+        return keep(f"{what}: unchanged")
     if settings.dry_run:
-        return Decision(None, prediction, f"{who}: dry run, would set {what}")
-    return Decision(soft, prediction, f"{who}: set {what}")
+        return Decision(None, prediction, f"{who}: dry run, would set {what}{ranked}", None, rank)
+    return Decision(soft, prediction, f"{who}: set {what}{ranked}", new_rank, rank)
+
+
+def publish(
+    decision: Decision, resources: Any, duration: Callable[[int], Any], warn: Callable[[str], None]
+) -> None:
+    """Set what ``decision`` says on a job's ``Resource_List`` (the hook's one writer; the
+    rest of this module never sees a ``pbs`` object).
+
+    ``soft_walltime`` as ``duration(seconds)`` (``pbs.duration``) with the mark; the rank.
+    Setting a resource the server does not define raises in PBS: the soft walltime is kept
+    without its mark, or without the rank, and ``warn`` gets one line saying so.
+    """
+    if decision.soft_walltime_s is not None:
+        resources["soft_walltime"] = duration(decision.soft_walltime_s)
+        try:
+            resources[MARK_RESOURCE] = decision.soft_walltime_s
+        except Exception as err:  # noqa: BLE001 - not defined: the value stays, unmarked
+            warn(unmarked_line(MARK_RESOURCE, err))
+    if decision.rank_s is not None:
+        try:
+            resources[RANK_RESOURCE] = decision.rank_s
+        except Exception as err:  # noqa: BLE001 - not defined: the soft walltime stays
+            warn(unranked_line(RANK_RESOURCE, err))

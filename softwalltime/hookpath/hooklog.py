@@ -41,6 +41,15 @@ def unmarked_line(resource: str, err: BaseException) -> str:
     )
 
 
+def unranked_line(resource: str, err: BaseException) -> str:
+    """The warning for a rank that could not be set (its resource missing)."""
+    return (
+        f"softwalltime: sort rank not set ({type(err).__name__}: {one_line(str(err))});"
+        f" the soft walltime is; run 'softwalltime hooks install --rank' to create"
+        f" resource {resource}"
+    )
+
+
 class CallbackHandler(logging.Handler):
     """Send each record to ``logmsg(level, "softwalltime: message")``."""
 

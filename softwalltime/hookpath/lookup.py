@@ -49,7 +49,7 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Typ
 
 from ..errors import UNDEFINED_TABLE, ConfigError, DatabaseError, SchemaMissingError
 from . import pgwire
-from .calibrated import Choices, ClassRow, OtherRuleSet, SiteFetch
+from .calibrated import HISTORY_ROWS, Choices, ClassRow, OtherRuleSet, SiteFetch
 from .config import STATEMENT_GRACE_S, redact_dsn, require_dsn
 from .state import STATE
 
@@ -81,6 +81,32 @@ CLASS_JOBS_SQL = (
     " AND (ncpus IS NULL OR ncpus > 0)"
     " ORDER BY ended_at DESC, job_seq DESC LIMIT $2"
 )
+# Rank on (``rank``, hookpath/rank.py) with predictor v1, v2 or v3: the predictor's rows
+# and the rank's (calibrated's class rows) in one statement, so an event still costs one
+# round trip. Two index-only scans of ix_finished_jobs_user_recent, each with its own filter
+# and LIMIT, exactly the rows RECENT_JOBS_SQL (or ..._WITH_WALLTIME_SQL) and CLASS_JOBS_SQL
+# return; the outer ORDER BY keeps each part newest first (UNION ALL alone promises no
+# order). {scope}: " AND server = $4" or nothing.
+_BOTH_SQL = (
+    "SELECT part, runtime_s, walltime_s, ncpus FROM ("
+    "(SELECT 0 AS part, runtime_s, walltime_s, ncpus, ended_at, job_seq FROM finished_jobs"
+    " WHERE username = $1 AND {first}{scope} ORDER BY ended_at DESC, job_seq DESC LIMIT $2)"
+    " UNION ALL "
+    "(SELECT 1, runtime_s, walltime_s, ncpus, ended_at, job_seq FROM finished_jobs"
+    " WHERE username = $1 AND runtime_s >= 0 AND walltime_s > 0"
+    " AND (ncpus IS NULL OR ncpus > 0){scope} ORDER BY ended_at DESC, job_seq DESC LIMIT $3)"
+    ") AS rows ORDER BY part, ended_at DESC, job_seq DESC"
+)
+_ANY_WALLTIME = "runtime_s >= 0 AND (walltime_s IS NULL OR walltime_s >= 0)"
+_WITH_WALLTIME = "runtime_s >= 0 AND walltime_s > 0"
+
+
+def both_sql(with_walltime_only: bool, server: bool) -> str:
+    """The statement of :func:`both_jobs` (public for the benchmark's ``EXPLAIN``)."""
+    first = _WITH_WALLTIME if with_walltime_only else _ANY_WALLTIME
+    return _BOTH_SQL.format(first=first, scope=" AND server = $4" if server else "")
+
+
 # The site calibration table's decisions, read at most every CALIBRATION_TTL_S seconds:
 # one row, the rule per bin as a JSON list (the cells themselves are for calibrate/psql).
 CALIBRATION_SQL = "SELECT lam, jobs, under_jobs, choices FROM calibration_state"
@@ -394,6 +420,46 @@ def _fetch(
             _close(conn)
 
 
+def both_jobs(
+    dsn: str,
+    username: str,
+    limit: int,
+    with_walltime_only: bool,
+    class_limit: int,
+    connect_timeout_s: float = 1.0,
+    statement_timeout_ms: int = 250,
+    reuse: bool = True,
+    server: Optional[str] = None,
+    cache_entries: int = 0,
+) -> Tuple[List[Tuple[int, Optional[int]]], List[Tuple[int, Optional[int], Optional[int]]]]:
+    """:func:`recent_jobs` and :func:`class_jobs` of one user in one statement (the
+    predictor's rows and the rank's): ``(history, class rows)``, each most recent first and
+    each exactly what that function returns for the same arguments.
+
+    :raises DatabaseError: connection or query failed or timed out
+    """
+    sql = both_sql(with_walltime_only, server is not None)
+    params: Tuple[Any, ...] = (username, int(limit), int(class_limit))
+    if server is not None:
+        params += (server,)
+    parts = _fetch(
+        dsn, sql, params, connect_timeout_s, statement_timeout_ms, reuse, cache_entries,
+        _clean_both,
+    )  # fmt: skip
+    history, classes = parts
+    return history, classes
+
+
+def _clean_both(rows: List[Tuple[Any, ...]]) -> List[List[Any]]:
+    """``[history rows, class rows]`` of :func:`both_jobs`' statement, each cleaned as its
+    own query's rows are."""
+    first = [row[1:3] for row in rows if row and row[0] == 0]
+    second = [row[1:] for row in rows if row and row[0] == 1]
+    if len(first) + len(second) != len(rows):
+        log.warning("ignoring %d malformed history rows", len(rows) - len(first) - len(second))
+    return [_clean(first), _clean_class(second)]
+
+
 def _clean(rows: List[Tuple[Any, ...]]) -> List[Tuple[int, Optional[int]]]:
     """Keep rows that are ``(runtime_s >= 0, walltime_s >= 0 or None)``.
 
@@ -477,6 +543,23 @@ class _Fetch:
         if self._site is None:
             self._site = site_fetcher(self.settings, self.server)
         return self._site
+
+    def both(
+        self, username: str, limit: int, with_walltime_only: bool
+    ) -> Tuple[List[Tuple[int, Optional[int]]], List[ClassRow]]:
+        """``(self(username, limit, with_walltime_only), site.history(username,
+        HISTORY_ROWS))`` in one round trip: the predictor's rows and the rank's."""
+        return both_jobs(
+            self.dsn,
+            username,
+            limit,
+            with_walltime_only,
+            HISTORY_ROWS,
+            self.settings.connect_timeout_s,
+            self.settings.statement_timeout_ms,
+            server=self.only,
+            cache_entries=self.settings.history_cache_entries,
+        )
 
     def __call__(
         self, username: str, limit: int, with_walltime_only: bool

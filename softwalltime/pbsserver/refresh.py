@@ -14,6 +14,11 @@ does for a user's ``qalter``. A ``qalter -l soft_walltime=N`` would look like a 
 value to the hook from then on (never refreshed or re-predicted at runjob again): going
 through the hook keeps one writer of the mark. The value is read back afterwards with ``qstat``.
 
+With the hook's ``rank`` on, the job's sort rank (``softwalltime_rank``) is kept fresh the
+same way: a rank that moved (by the same thresholds) or is missing has the job altered, and
+the hook sets the rank in that ``modifyjob``, whether or not the soft walltime moved. Jobs
+whose soft walltime a manager set get their rank refreshed too (the hook keeps the value).
+
 :func:`plan_job` and :func:`significant` are pure; :func:`refresh` talks to PBS.
 """
 
@@ -28,10 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from ..errors import ConfigError, DatabaseError, SoftwalltimeError
-from ..hookpath import lookup
-from ..hookpath.config import Settings, load_settings
+from ..hookpath import calibrated, lookup
+from ..hookpath.config import RANK_OFF, Settings, load_settings
 from ..hookpath.decide import MARK_RESOURCE, JobEvent, decide
 from ..hookpath.predict import HistoryRow
+from ..hookpath.rank import RANK_RESOURCE
 from ..units import duration_or_none, format_duration, qstat_time
 from .commands import Pbs, PbsError, chunks
 
@@ -65,6 +71,8 @@ class QueuedJob:
     mark: Optional[str]
     shrink_to_fit: bool
     queued_since: int
+    ncpus: int = 1
+    rank_s: Optional[int] = None  # softwalltime_rank
 
 
 def job_from_qstat(job_id: str, attrs: dict[str, Any]) -> QueuedJob:
@@ -77,6 +85,8 @@ def job_from_qstat(job_id: str, attrs: dict[str, Any]) -> QueuedJob:
     user = attrs.get("euser") or str(attrs.get("Job_Owner") or "").split("@")[0]
     walltime = res.get("walltime")
     since = qstat_time(attrs.get("qtime")) or qstat_time(attrs.get("ctime")) or 0
+    rank = res.get(RANK_RESOURCE) if isinstance(res, dict) else None
+    ncpus = calibrated.ncpus_of({"ncpus": res.get("ncpus"), "select": res.get("select")})
     return QueuedJob(
         job_id=job_id,
         state=str(attrs.get("job_state") or ""),
@@ -88,7 +98,17 @@ def job_from_qstat(job_id: str, attrs: dict[str, Any]) -> QueuedJob:
         mark=None if mark is None else str(mark),
         shrink_to_fit=res.get("min_walltime") is not None,
         queued_since=since,
+        ncpus=ncpus,
+        rank_s=_long(rank),
     )
+
+
+def _long(value: Any) -> Optional[int]:
+    """A long resource as qstat's JSON prints it (a number), None when unset or not one."""
+    try:
+        return None if value is None or isinstance(value, bool) else int(str(value))
+    except ValueError:
+        return None
 
 
 def is_ours(job: QueuedJob) -> bool:
@@ -119,12 +139,13 @@ class Plan:
     action: str
     reason: str
     new_s: Optional[int] = None
+    new_rank_s: Optional[int] = None  # the rank that a change sets (None: left as it is)
 
 
 def leave_label(text: str) -> str:
     """A short label for a decide() "leave alone" reason (its log line), for summaries."""
     why = text.split("leave alone: ", 1)[-1]
-    if why.rstrip().endswith(": unchanged") or ": unchanged [" in why:
+    if why.rstrip().endswith(": unchanged") or ": unchanged [" in why or ": unchanged;" in why:
         return "same value"
     for key, label in (
         ("deny list", "user or queue lists"),
@@ -148,22 +169,45 @@ def plan_job(job: QueuedJob, settings: Settings, fetch: Fetch) -> Plan:
     """Decide what refresh does with one job (pure apart from ``fetch``).
 
     :param settings: the hook's settings, plus the ``refresh_*`` thresholds
-    :param fetch: history, as the hook reads it; its exceptions propagate
+    :param fetch: history, as the hook reads it (with ``fetch.both`` when the rank is on);
+        its exceptions propagate
     """
+    ranking = settings.rank != RANK_OFF
     if job.state not in QUEUED_STATES:
         return Plan(job, "skip", "not queued")
     if job.shrink_to_fit:
         return Plan(job, "skip", "shrink-to-fit")
     if job.soft_s is None:
         return Plan(job, "skip", "no soft_walltime")
-    if not is_ours(job):
+    ours = is_ours(job)
+    if not ours and not ranking:
         return Plan(job, "skip", "set by a manager")
     if job.walltime_s is None or not job.walltime:
         return Plan(job, "skip", "no walltime")
-    this = JobEvent("modifyjob", job.user, job.queue, job.walltime_s, job.soft_s, True)
+    by_key = ranking or settings.predictor == calibrated.NAME  # as the hook: ncpus then
+    this = JobEvent(
+        "modifyjob", job.user, job.queue, job.walltime_s, job.soft_s, ours,
+        ncpus=job.ncpus if by_key else None, existing_rank_s=job.rank_s,
+    )  # fmt: skip
     decision = decide(this, settings._replace(dry_run=False), fetch)
+    # The rank is worth a qalter by the thresholds of the soft walltime: it orders jobs, and
+    # a move below both swaps the job only with jobs of nearly the same rank, for a qalter
+    # that costs PBS ~80 ms (docs/operate.md); a missing rank is always set.
+    rank = decision.ranked_s
+    new_rank = None
+    if rank is not None and (
+        job.rank_s is None
+        or significant(
+            job.rank_s, rank, settings.refresh_min_change_pct, settings.refresh_min_change_s
+        )
+    ):
+        new_rank = rank
     new = decision.soft_walltime_s
     if new is None:
+        if new_rank is not None:
+            return Plan(job, "change", "rank moved", None, new_rank)
+        if not ours:
+            return Plan(job, "skip", "set by a manager")
         predicted = decision.prediction.soft_walltime_s if decision.prediction else None
         if predicted is not None:
             return Plan(job, "unchanged", "same prediction", min(predicted, job.walltime_s))
@@ -172,8 +216,10 @@ def plan_job(job: QueuedJob, settings: Settings, fetch: Fetch) -> Plan:
     if not significant(
         job.soft_s, new, settings.refresh_min_change_pct, settings.refresh_min_change_s
     ):
+        if new_rank is not None:
+            return Plan(job, "change", "rank moved", None, new_rank)
         return Plan(job, "unchanged", "below threshold", new)
-    return Plan(job, "change", "prediction moved", new)
+    return Plan(job, "change", "prediction moved", new, new_rank)
 
 
 @dataclass
@@ -185,13 +231,15 @@ class Summary:
     errors: int = 0
     dry_run: bool = False
     elapsed_s: float = 0.0
+    ranks: Optional[int] = None  # jobs whose rank changed (None: the rank is off)
 
     def line(self) -> str:
         skipped = sum(self.skipped.values())
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items()))
         verb = "would change" if self.dry_run else "changed"
+        ranks = "" if self.ranks is None else f" ({self.ranks} rank{'s' * (self.ranks != 1)})"
         return (
-            f"refresh: {self.seen} queued jobs seen, {self.changed} {verb}, "
+            f"refresh: {self.seen} queued jobs seen, {self.changed} {verb}{ranks}, "
             f"{self.unchanged} unchanged, {skipped} skipped"
             + (f" ({reasons})" if reasons else "")
             + f", {self.errors} errors in {self.elapsed_s:.1f} s"
@@ -267,20 +315,45 @@ def parse_qmgr_hook(text: str) -> dict[str, str]:
     return out
 
 
+class _Memo:
+    """``fetch`` (and its ``both``, the rank's read) asked once per user and arguments."""
+
+    def __init__(self, fetch: Fetch) -> None:
+        self.fetch = fetch
+        self.cache: dict[tuple[str, str, int, bool], Any] = {}
+
+    def __call__(self, user: str, limit: int, with_walltime_only: bool) -> Sequence[HistoryRow]:
+        return self._get("rows", user, limit, with_walltime_only)  # type: ignore[no-any-return]
+
+    def both(self, user: str, limit: int, with_walltime_only: bool) -> Any:
+        return self._get("both", user, limit, with_walltime_only)
+
+    def _get(self, what: str, user: str, limit: int, with_walltime_only: bool) -> Any:
+        key = (what, user, limit, with_walltime_only)
+        if key not in self.cache:
+            read = self.fetch if what == "rows" else self.fetch.both  # type: ignore[attr-defined]
+            self.cache[key] = read(user, limit, with_walltime_only)
+        return self.cache[key]
+
+
 def _memo(fetch: Fetch) -> Fetch:
-    cache: dict[tuple[str, int, bool], Sequence[HistoryRow]] = {}
-
-    def cached(user: str, limit: int, with_walltime_only: bool) -> Sequence[HistoryRow]:
-        key = (user, limit, with_walltime_only)
-        if key not in cache:
-            cache[key] = fetch(user, limit, with_walltime_only)
-        return cache[key]
-
-    return cached
+    return _Memo(fetch)
 
 
 def _fmt(seconds: Optional[int]) -> str:
     return "unset" if seconds is None else format_duration(seconds)
+
+
+def _what(plan: Plan) -> str:
+    """What a change does, for ``--dry-run`` and ``--verbose``: the soft walltime's move,
+    the rank's (in seconds, as ``qstat`` shows it), or both."""
+    parts = []
+    if plan.new_s is not None:
+        parts.append(f"soft_walltime {_fmt(plan.job.soft_s)} -> {_fmt(plan.new_s)}")
+    if plan.new_rank_s is not None:
+        old = "unset" if plan.job.rank_s is None else f"{plan.job.rank_s} s"
+        parts.append(f"{RANK_RESOURCE} {old} -> {plan.new_rank_s} s")
+    return ", ".join(parts)
 
 
 def refresh(
@@ -305,7 +378,7 @@ def refresh(
     budget = settings.refresh_time_budget_s if time_budget_s is None else time_budget_s
     deadline = start + budget
     limit = settings.refresh_max_changes if max_changes is None else max_changes
-    summary = Summary(dry_run=dry_run)
+    summary = Summary(dry_run=dry_run, ranks=None if settings.rank == RANK_OFF else 0)
     if fetch is None:
         if not settings.dsn:
             raise RefreshError("the hook config has no dsn")
@@ -362,10 +435,8 @@ def refresh(
         if plan.action == "change":
             changes.append(plan)
             if dry_run or verbose:
-                out(
-                    f"{job.job_id} user={job.user} walltime={job.walltime}: soft_walltime "
-                    f"{_fmt(job.soft_s)} -> {_fmt(plan.new_s)}" + (" (dry run)" if dry_run else "")
-                )
+                out(f"{job.job_id} user={job.user} walltime={job.walltime}: {_what(plan)}"
+                    + (" (dry run)" if dry_run else ""))  # fmt: skip
         elif plan.action == "unchanged":
             summary.unchanged += 1
         else:
@@ -373,6 +444,8 @@ def refresh(
 
     if dry_run:
         summary.changed = len(changes)
+        if summary.ranks is not None:
+            summary.ranks = sum(1 for p in changes if p.new_rank_s is not None)
     else:
         _apply(pbs, changes, deadline, summary, err)
     lookup.close_cached()
@@ -434,11 +507,28 @@ def _verify(pbs: Pbs, sent: list[Plan], summary: Summary, err: Callable[[str], N
             summary.skipped["left the queue"] += 1
             continue
         job = job_from_qstat(plan.job.job_id, attrs)
-        if job.soft_s != plan.job.soft_s and is_ours(job):
+        # the hook predicted again in the qalter's modifyjob: what it set may differ from
+        # the plan (newer history), so a change is a new value, not the planned one
+        soft_moved = job.soft_s != plan.job.soft_s and is_ours(job)
+        rank_moved = job.rank_s is not None and job.rank_s != plan.job.rank_s
+        if (plan.new_s is None or soft_moved) and (plan.new_rank_s is None or rank_moved):
             summary.changed += 1
-        else:
+            if rank_moved and summary.ranks is not None:
+                summary.ranks += 1
+        elif plan.new_s is not None and not soft_moved:
             summary.errors += 1
             err(
                 f"refresh: {plan.job.job_id}: soft_walltime is {_fmt(job.soft_s)} after qalter "
                 f"(expected {_fmt(plan.new_s)} set by the hook; is its modifyjob event enabled?)"
             )
+        else:
+            summary.errors += 1
+            err(
+                f"refresh: {plan.job.job_id}: {RANK_RESOURCE} is {_fmt_rank(job.rank_s)} after"
+                f" qalter (expected {plan.new_rank_s} s set by the hook; is its rank on and"
+                f" the resource defined?)"
+            )
+
+
+def _fmt_rank(seconds: Optional[int]) -> str:
+    return "unset" if seconds is None else f"{seconds} s"

@@ -45,7 +45,7 @@ from psycopg2.extensions import make_dsn
 
 from softwalltime.db import engine as db
 from softwalltime.db.localpg import LocalCluster
-from softwalltime.hookpath import calibrated, decide, lookup, pgwire
+from softwalltime.hookpath import calibrated, decide, lookup, pgwire, rank
 from softwalltime.hookpath.config import hook_bound_s, load_settings, redact_dsn
 from softwalltime.hookpath.predict import PREDICTORS, predict
 from softwalltime.replay.calibrate import store_table
@@ -182,7 +182,7 @@ def _decisions(
     site = lookup.site_fetcher(settings)
     walltimes = [3600, 4 * 3600, 24 * 3600, 48 * 3600]
     samples = []
-    sets = 0
+    sets = ranks = 0
     for _ in range(n):
         user = rng.choice(users)
         wall = rng.choice(walltimes)
@@ -198,8 +198,11 @@ def _decisions(
             d = decide.decide(job, settings, fetch, site=site)
         samples.append(time.perf_counter() - start)
         sets += d.soft_walltime_s is not None
+        ranks += d.rank_s is not None
     if sets != n:
         raise SystemExit(f"bench: only {sets} of {n} decisions set a soft walltime")
+    if settings.rank != "off" and ranks != n:
+        raise SystemExit(f"bench: only {ranks} of {n} decisions set a rank")
     return samples
 
 
@@ -256,13 +259,15 @@ def _warm_queries(dsn: str, users: list[str], n: int, driver: str) -> list[float
     return samples
 
 
-def _hook_runs(settings_path: str, users: list[str], n: int) -> list[float]:
+def _hook_runs(settings_path: str, users: list[str], n: int, ranked: bool = False) -> list[float]:
     spec = importlib.util.spec_from_file_location("pbs", REPO / "tests" / "fakes" / "pbs.py")
     assert spec and spec.loader
     pbs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pbs)
     sys.modules["pbs"] = pbs
     pbs.hook_config_filename = settings_path
+    if ranked:  # hooks install --rank created the resource
+        pbs.define_resource(rank.RANK_RESOURCE, int)
     hook = str(REPO / "hooks" / "softwalltime_hook.py")
     rng = random.Random(7)
     samples = []
@@ -274,6 +279,8 @@ def _hook_runs(settings_path: str, users: list[str], n: int) -> list[float]:
         samples.append(time.perf_counter() - start)
         if out["soft_walltime"] is None:
             raise SystemExit(f"bench: hook set nothing: {pbs.logged}")
+        if ranked and job.Resource_List[rank.RANK_RESOURCE] is None:
+            raise SystemExit(f"bench: hook set no rank: {pbs.logged}")
     return samples
 
 
@@ -312,6 +319,14 @@ def _explain(dsn: str, user: str) -> None:
             time.monotonic() + 10,
         )
         print(f"EXPLAIN (ANALYZE, BUFFERS) of the calibrated lookup for {user}:")
+        for (line,) in rows:
+            print("    " + line)
+        rows = conn.query(
+            "EXPLAIN (ANALYZE, BUFFERS) " + lookup.both_sql(True, False),
+            (user, 15, calibrated.HISTORY_ROWS),
+            time.monotonic() + 10,
+        )
+        print(f"EXPLAIN (ANALYZE, BUFFERS) of the v3 lookup with the rank's rows for {user}:")
         for (line,) in rows:
             print("    " + line)
     finally:
@@ -409,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         _decisions(settings, users, 500, cold=False, seed=1)  # warm up the buffer cache
         _stats("warm (cached connection)", _decisions(settings, users, args.warm, False, 2))
+        ranked = settings._replace(rank=rank.NAME)  # the same jobs, with the sort rank
+        _decisions(ranked, users, 500, cold=False, seed=1)
+        _stats("warm, rank key-mean", _decisions(ranked, users, args.warm, False, 2))
         _stats("cold (new connection each)", _decisions(settings, users, args.cold, True, 3))
         kept = settings._replace(history_cache_entries=1000)
         _stats("kept (one user's burst)", _decisions(kept, [busiest], args.warm, False, 7))
@@ -430,10 +448,18 @@ def main(argv: list[str] | None = None) -> int:
         lookup.close_cached()
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
             json.dump({"dsn": dsn, "history_cache_entries": 0}, fh)
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fr:
+            json.dump({"dsn": dsn, "history_cache_entries": 0, "rank": rank.NAME}, fr)
         try:
             _stats("hook script via runpy, warm", _hook_runs(fh.name, users, args.hook_runs))
+            lookup.close_cached()
+            _stats(
+                "hook script, rank key-mean",
+                _hook_runs(fr.name, users, args.hook_runs, ranked=True),
+            )
         finally:
             os.unlink(fh.name)
+            os.unlink(fr.name)
             lookup.close_cached()
         _explain(dsn, busiest)
         _predict_throughput()

@@ -137,12 +137,14 @@ class Installer:
         self.workdir = workdir
         self.installed = False
 
-    def __call__(self, **settings: Any) -> subprocess.CompletedProcess[str]:
+    def __call__(self, *options: str, **settings: Any) -> subprocess.CompletedProcess[str]:
+        """``hooks install --name HOOK [options]`` with ``settings`` as its config file."""
         cfg = self.workdir / "softwalltime.json"
         cfg.write_text(json.dumps(settings))
         proc = pbsctl.run(
-            SOFTWALLTIME, "--config", str(cfg), "hooks", "install", "--name", HOOK, timeout=120
-        )
+            SOFTWALLTIME, "--config", str(cfg), "hooks", "install", "--name", HOOK, *options,
+            timeout=120,
+        )  # fmt: skip
         self.installed = True
         if os.environ.get("SOFTWALLTIME_TEST_BROKEN_HOOK"):
             broken = self.workdir / "broken.py"
