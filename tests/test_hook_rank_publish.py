@@ -262,3 +262,28 @@ def test_fetch_both_honours_the_history_scope(fresh_dsn):
         assert history == [(900, 3600)] * 3 and classes == [(900, 3600, 1)] * 3
     finally:
         lookup.close_cached()
+
+
+# ---- softwalltime predict shows the rank the hook would set ----
+
+
+def test_predict_shows_the_rank(db, capsys, tmp_path, monkeypatch):
+    from softwalltime import cli
+
+    monkeypatch.delenv("SOFTWALLTIME_RANK", raising=False)
+    argv = ["--dsn", db, "predict", "--user", "alice", "--walltime", "10:00:00", "--ncpus", "4"]
+    try:
+        assert cli.main([*argv, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["rank_s"] is None  # rank off
+        cfg = tmp_path / "cfg.json"
+        cfg.write_text(json.dumps({"rank": "key-mean"}))
+        assert cli.main(["--config", str(cfg), *argv, "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert (data["soft_walltime_s"], data["rank_s"]) == (4 * H + 900, RANK_10H_4)
+        assert data["history"][0] == {"runtime_s": 2 * H, "walltime_s": DAY, "ncpus": None}
+        assert cli.main(["--config", str(cfg), *argv]) == 0
+        out = capsys.readouterr().out
+        assert "rank: 10800 s (key-mean, for job_sort_formula)" in out
+        assert "; rank key-mean=10800 s set" in out
+    finally:
+        lookup.close_cached()

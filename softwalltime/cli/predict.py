@@ -31,6 +31,7 @@ JSON_KEYS = (
     ("ncpus", "the job's processors (predictor calibrated)"),
     ("soft_walltime_s", "what the hook sets, seconds; null: it leaves the job alone"),
     ("predicted_s", "the prediction, seconds, also in a dry run; null: none"),
+    ("rank_s", "the sort rank (setting rank), seconds, also in a dry run; null: none"),
     ("dry_run", "the dry_run setting: the hook sets nothing"),
     ("reason", "the hook's one-line reason"),
     ("basis_jobs", "history jobs the prediction used"),
@@ -136,9 +137,20 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         seen.extend(rows)
         return rows
 
+    class_rows: list[calibrated.ClassRow] = []
+
+    def recording_both(
+        user: str, limit: int, with_walltime_only: bool
+    ) -> tuple[list[HistoryRow], list[calibrated.ClassRow]]:
+        """The rank on: the predictor's rows and the rank's, in one statement (as the hook)."""
+        rows, classes = fetch.both(user, limit, with_walltime_only)  # type: ignore[attr-defined]
+        seen.extend(rows)
+        class_rows.extend(classes)
+        return rows, classes
+
+    recording_fetch.both = recording_both  # type: ignore[attr-defined]
     params = PredictorParams.from_settings(settings)
     site = lookup.site_fetcher(settings, args.server)
-    class_rows: list[calibrated.ClassRow] = []
 
     def recording_history(user: str, limit: int) -> list[calibrated.ClassRow]:
         rows = list(site.history(user, limit))
@@ -167,6 +179,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             "ncpus": ncpus,
             "soft_walltime_s": decision.soft_walltime_s,
             "predicted_s": prediction.soft_walltime_s if prediction else None,
+            "rank_s": decision.ranked_s,
             "dry_run": settings.dry_run,
             "reason": decision.reason,
             "basis_jobs": prediction.basis_jobs if prediction else 0,
@@ -189,6 +202,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"soft_walltime: none set (dry run; would be {format_duration(soft)}, {soft} s)")
     else:
         print("soft_walltime: none (the hook leaves the job alone)")
+    if decision.ranked_s is not None:
+        print(f"rank: {decision.ranked_s} s ({settings.rank}, for job_sort_formula)")
     print(f"why: {decision.reason}")
     if prediction is not None and settings.predictor == calibrated.NAME:
         table = site.calibration()

@@ -18,7 +18,10 @@ Behaviour copied from OpenPBS (``src/modules/python/pbs/v1/_base_types.py``,
   seconds (fraction >= .5 rounds up); ``str()`` returns the original text.
 * ``Variable_List`` is a dict (``pbs_env``); PBS-reserved names are read-only in hooks.
 * Custom resources: ``softwalltime_set`` (type long, what ``softwalltime hooks install``
-  creates) is defined; :func:`define_resource` / :func:`undefine_resource` change that.
+  creates) is defined; ``softwalltime_rank`` (what ``hooks install --rank`` adds) is not,
+  as on a server installed without ``--rank``; :func:`define_resource` /
+  :func:`undefine_resource` change that. As on OpenPBS 23.06, a hook may set either at
+  queuejob, modifyjob and runjob (``tests/pbs/test_rank_real.py``).
 * ``server_log``: the lines pbs_server itself writes when a hook sets job attributes, as
   seen on OpenPBS 23.06: one line per resource (``hook set job's Resource_List.X = v``),
   and the *whole* list for ``Variable_List`` (every variable the user passed with ``-v``).
