@@ -230,6 +230,23 @@ def test_skipping_idle_cycles_with_a_refreshed_rank_changes_nothing(policy: str)
     assert search.figures(policy, work, fast) == search.figures(policy, work, slow)
 
 
+def test_recommend_skips_the_rank_without_soft_walltimes() -> None:
+    # users under a .rank sort is the rank alone: the hook that publishes it also sets
+    # soft walltimes, so a site cannot run it; v3 under the same sort it can.
+    def row(policy: str, source: str, bsld: float, rank: str = "") -> search.Figures:
+        return search.Figures(policy, source, 1, 2, bsld, 3, 1, 9.0, 5, 2, 1, 3, rank)
+
+    rows = [
+        row("fcfs-bf1", "users", 5.0),
+        row("xfactor.rank-bf1", "users", 2.0, "key-mean"),
+        row("xfactor.rank-bf1", "v3", 3.0, "key-mean"),
+        row("xfactor.rank-bf1", "perfect", 1.0, "perfect"),
+    ]
+    best = search.recommend(rows, None)
+    assert best is not None and (best.policy, best.source) == ("xfactor.rank-bf1", "v3")
+    assert search.recommend(rows[:2], None) == rows[0]
+
+
 # --- the CLI
 
 

@@ -68,18 +68,21 @@ def baseline(rows: Sequence[Figures]) -> Optional[Figures]:
     return next((r for r in rows if r.source == BASELINE), None)
 
 
+def runnable(row: Figures) -> bool:
+    """A site can run this configuration: not ``perfect``, and not the users' walltimes
+    under a sort by the rank (the hook that publishes the rank also sets soft walltimes;
+    that row shows what the rank alone does)."""
+    return row.source != PERFECT and not (row.rank and row.source == BASELINE)
+
+
 def recommend(rows: Sequence[Figures], long_p95_bound_h: Optional[float]) -> Optional[Figures]:
     """The configuration with the best mean bsld whose long jobs' p95 wait is within the
-    bound (default: the baseline's), among sources a site can run (not ``perfect``)."""
+    bound (default: the baseline's), among those a site can run (:func:`runnable`)."""
     base = baseline(rows)
     bound = long_p95_bound_h
     if bound is None and base is not None:
         bound = base.long_wait_p95_h
-    ok = [
-        r
-        for r in rows
-        if r.source != PERFECT and (bound is None or r.long_wait_p95_h <= bound + 1e-9)
-    ]
+    ok = [r for r in rows if runnable(r) and (bound is None or r.long_wait_p95_h <= bound + 1e-9)]
     return min(ok, key=lambda r: r.bsld_mean) if ok else None
 
 
@@ -103,7 +106,8 @@ def rank_note(rows: Sequence[Figures], rank_refresh_s: int) -> Optional[str]:
     every = f"refreshed every {rank_refresh_s} s" if rank_refresh_s else "set at submit only"
     return (
         f"*.rank: sorted by {pbsched.RANK} = the user's {hook_rank.NAME} ({every}) with every "
-        "estimate source; with perfect estimates the rank is the run time too"
+        "estimate source (users: the rank alone, not recommended as the hook sets both); "
+        "with perfect estimates the rank is the run time too"
     )
 
 
