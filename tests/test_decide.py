@@ -264,6 +264,11 @@ def test_calibrated_ranks_from_its_own_rows():
     d = decide(job, settings, BothFetch(), site=site)
     assert asked == [("alice", cal.HISTORY_ROWS)]  # one read, the predictor's
     assert d.rank_s == RANK_1H_4 and d.soft_walltime_s is not None
+    # rank off: calibrated reads the same rows, and ranks nothing
+    off = settings._replace(rank="off")
+    d = decide(job, off, BothFetch(), site=site)
+    assert d.rank_s is None and d.ranked_s is None and "rank" not in d.reason
+    assert d.soft_walltime_s is not None
 
 
 def test_database_errors_propagate_with_the_rank_on():

@@ -233,7 +233,7 @@ def decide(
         else:
             history = fetch(user, limit, only)
         prediction = predict(predictor, walltime_s, history, params)
-    rank = None if rows is None else key_mean(walltime_s, job.ncpus, rows)
+    rank = key_mean(walltime_s, job.ncpus, rows) if ranking and rows is not None else None
     new_rank = None if rank is None or rank == job.existing_rank_s else rank
     ranked = ""
     if rank is not None:
