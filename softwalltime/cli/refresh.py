@@ -23,6 +23,8 @@ def register(sub: Any) -> None:
             "with the hook's code and config; when the value moved by more than "
             "refresh_min_change_pct %% and refresh_min_change_s seconds, have the hook set "
             "it (qalter -l walltime=<unchanged> as manager fires its modifyjob event). "
+            "With the hook's setting rank on, a sort rank (softwalltime_rank) that moved as "
+            "much, or is missing, is applied the same way. "
             "Exit 0: done; 1: some jobs failed (one line each on stderr); 2: could not run."
         ),
     )
