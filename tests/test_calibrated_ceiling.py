@@ -130,3 +130,19 @@ def test_record_maps_each_outcome_to_its_job(tmp_path):
         assert int(jobs.tracking[j]) in jobs.softs[j].tolist()
     assert len(set(jobs.bins.tolist())) > 3
     assert jobs.online_lam > 0
+
+
+def test_merge_size_drops_only_the_size_dimension():
+    seen = {}
+    for level in range(len(cal.LEVELS)):
+        for size in range(cal.N_SIZE):
+            for spread in range(cal.N_SPREAD):
+                for lvl in range(cal.N_LEVEL):
+                    bin_ = ((level * cal.N_SIZE + size) * cal.N_SPREAD + spread) * cal.N_LEVEL + lvl
+                    merged = ceiling.merge_size(bin_)
+                    assert (
+                        merged == ((level * cal.N_SIZE) * cal.N_SPREAD + spread) * cal.N_LEVEL + lvl
+                    )
+                    seen.setdefault(merged, set()).add((level, spread, lvl))
+    assert len(seen) == len(cal.LEVELS) * cal.N_SPREAD * cal.N_LEVEL
+    assert all(len(keys) == 1 for keys in seen.values())
