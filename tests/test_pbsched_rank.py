@@ -270,7 +270,9 @@ def test_cli_searches_rank_policies(capsys: pytest.CaptureFixture[str]) -> None:
     # the rank moves the schedule of the sources a site can run
     assert rows["xfactor.rank-bf1", "v3"]["bsld_mean"] != rows["xfactor-bf1", "v3"]["bsld_mean"]
     # refreshed at submit only: other figures
-    assert cli.main([*argv, "--rank-refresh", "0"]) == 0
+    argv = ["simulate", "--procs", "2176", "--estimates", "v3", "--rank-refresh", "0"]
+    argv += ["--policies", "xfactor-bf1,xfactor.rank-bf1", "--json", str(CERIT)]
+    assert cli.main(argv) == 0
     once = json.loads(capsys.readouterr().out)
     assert once["rank"]["refresh_s"] == 0
     got = {(c["policy"], c["source"]): c["bsld_mean"] for c in once["configurations"]}
