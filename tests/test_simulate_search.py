@@ -121,3 +121,53 @@ def test_format_search_names_the_backfill_rule() -> None:
     text = search.format_search("t", rows, best, None, backfill_by="estimate")
     assert "backfilling by estimate (EASY as in the literature" in text.splitlines()[1]
     assert "with v3 estimates, backfilling by estimate (" in text
+
+
+def _wide(policy: str, source: str, bsld: float, wide_max: float) -> search.Figures:
+    # no long jobs (as on CTC-SP2 and SDSC-SP2), two wide ones
+    return search.Figures(policy, source, 1.0, 2.0, bsld, 0, 0.0, 0.0, 0.0, 2, 1.0, wide_max)
+
+
+def test_recommend_bounds_the_longest_wait_of_wide_jobs() -> None:
+    # A sort by length starves wide jobs; without long jobs only this bound sees it.
+    rows = [
+        _wide("fcfs-bf1", "users", 10.0, 80.0),
+        _wide("sjf.rank-bf1", "v3", 5.0, 2300.0),  # best bsld, wide jobs wait 95 days
+        _wide("xfactor.rank-bf1", "v3", 6.0, 230.0),  # within 3 x 80 h
+    ]
+    best = search.recommend(rows, None)
+    assert best is not None and best.policy == "xfactor.rank-bf1"
+    assert search.bounds(rows, None) == search.Bounds(0.0, search.WIDE_MAX_FACTOR * 80.0)
+    # the admin's bound replaces the default, either way
+    best = search.recommend(rows, None, 3000.0)
+    assert best is not None and best.policy == "sjf.rank-bf1"
+    best = search.recommend(rows, None, 100.0)
+    assert best is not None and best.policy == "fcfs-bf1"
+    assert search.recommend(rows, None, 50.0) is None
+    text = search.format_search("t", rows, search.recommend(rows, None), None)
+    assert "wide jobs' longest wait 230.0 h <= 240.0 h" in text
+    text = search.format_search("t", rows, None, None, wide_bound_h=50.0)
+    assert "within the bounds (long p95 <= 0.00 h, wide max <= 50.0 h)" in text
+
+
+def test_the_clis_wide_bound_default_is_the_search_modules() -> None:
+    from softwalltime.cli import simulate as cli_simulate
+
+    assert cli_simulate.WIDE_MAX_FACTOR == search.WIDE_MAX_FACTOR
+
+
+def test_cli_wide_max_bound(capsys: pytest.CaptureFixture[str]) -> None:
+    from softwalltime import cli
+
+    # 2048 processors: CERIT-SC's one 256-processor job is wide (1/8 of the machine)
+    argv = ["simulate", "--procs", "2048", "--estimates", "users", "--policies", "fcfs-bf1"]
+    assert cli.main(argv + ["--json", str(CERIT)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (row,) = out["configurations"]
+    assert row["wide_jobs"] == 1
+    assert out["bounds"] == {
+        "long_p95_h": row["long_wait_p95_h"],
+        "wide_max_h": search.WIDE_MAX_FACTOR * row["wide_wait_max_h"],
+    }
+    assert cli.main(argv + ["--wide-max-bound", "7.5", "--json", str(CERIT)]) == 0
+    assert json.loads(capsys.readouterr().out)["bounds"]["wide_max_h"] == 7.5

@@ -24,6 +24,7 @@ DEFAULT_SOURCES = "users,v1,v2,v3,perfect"
 CORRECTIONS = ("pbs", "simple", "power", "walltime")
 BACKFILL_BY = ("walltime", "estimate")  # softwalltime.replay.pbsched.BACKFILL_BY
 RANK_REFRESH_S = 900  # softwalltime.replay.pbsched.DEFAULT_RANK_REFRESH_S
+WIDE_MAX_FACTOR = 3  # softwalltime.replay.search.WIDE_MAX_FACTOR (a test checks)
 
 DESCRIPTION = """\
 Simulate a first-come-first-served scheduler with EASY backfilling on a workload, once per
@@ -85,7 +86,8 @@ walltimes of running jobs found past theirs (--correction). Reported per configu
 mean and p95 wait, mean bounded slowdown, long jobs' (run > 24 h) mean, p95 and max wait,
 wide jobs' (>= 1/8 of the machine) mean and max wait; recommended: the best mean bsld
 among sources a site can run (not perfect) whose long jobs' p95 wait is at most
---long-p95-bound hours (default: theirs with the users' walltimes under the first policy),
+--long-p95-bound hours (default: theirs with the users' walltimes under the first policy)
+and whose wide jobs' longest wait is at most --wide-max-bound hours (default: 3 x theirs),
 with the qmgr and sched_config lines that set it. A job passes a top job's reservation
 only if its walltime ends by it, as PBS checks it (--backfill-by walltime, the default);
 --backfill-by estimate lets it pass if its soft walltime does (EASY as the literature
@@ -162,6 +164,14 @@ def register(sub: Any) -> None:
         metavar="HOURS",
         help="policy search: the most long jobs' (run > 24 h) p95 wait may be (default: "
         "theirs with the users' walltimes under the first policy)",
+    )
+    p.add_argument(
+        "--wide-max-bound",
+        type=float,
+        metavar="HOURS",
+        help="policy search: the longest wide jobs (>= 1/8 of the machine) may wait (default: "
+        f"{WIDE_MAX_FACTOR} x their longest wait with the users' walltimes under the "
+        "first policy; a sort by length can starve them)",
     )
     p.add_argument(
         "--scheduler-iteration",
@@ -296,16 +306,19 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
         rows = [f for p, f, _e in outcomes if p == path]
         for _p, f, elapsed in (o for o in outcomes if o[0] == path):
             log.info("%s: %s %s: %.2f s", os.path.basename(path), f.policy, f.source, elapsed)
-        best = srch.recommend(rows, args.long_p95_bound)
+        best = srch.recommend(rows, args.long_p95_bound, args.wide_max_bound)
         iteration, backfill_by = args.scheduler_iteration, opts["backfill_by"]
         if args.json:
-            obj = srch.as_json(rows, best, iteration, backfill_by, refresh)
+            limits = srch.bounds(rows, args.long_p95_bound, args.wide_max_bound)
+            obj = srch.as_json(rows, best, iteration, backfill_by, refresh, limits)
             obj["source"] = path
             out.append(obj)
         else:
             title = f"source: {path}   machine: {opts['procs'][path]} processors"
             bound = args.long_p95_bound
-            text = srch.format_search(title, rows, best, bound, iteration, backfill_by, refresh)
+            text = srch.format_search(
+                title, rows, best, bound, iteration, backfill_by, refresh, args.wide_max_bound
+            )
             sys.stdout.write(text)
     if args.json:
         json.dump(out[0] if len(out) == 1 else out, sys.stdout, indent=2)
