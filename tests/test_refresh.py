@@ -337,3 +337,20 @@ def test_a_dry_run_pass_lists_rank_changes(tmp_path):
         "70.pbshost user=alice walltime=10:00:00: softwalltime_rank 600 s -> 7200 s (dry run)",
     ]
     assert summary.line().startswith("refresh: 2 queued jobs seen, 2 would change (2 ranks),")
+
+
+@pytest.mark.parametrize(
+    ("line", "label"),
+    [
+        ("runjob user='a' queue='q' walltime=3600 s: leave alone: v3 soft_walltime=1800 s"
+         " (max runtime/walltime 0.2500 over 3 jobs; history): unchanged; rank key-mean=700 s"
+         " set [0.31 ms]", "same value"),
+        ("runjob user='a' queue='q' walltime=3600 s: leave alone: soft_walltime already set to"
+         " 1234 s; rank key-mean=700 s unchanged", "soft_walltime set by a manager"),
+        ("queuejob user='a' queue='q' walltime=3600 s: leave alone: v3 soft_walltime=1800 s"
+         " (...): unchanged", "same value"),
+    ],
+)  # fmt: skip
+def test_leave_labels_with_the_ranks_suffix(line, label):
+    # status counts the hook's lines by these labels (status.parse_activity)
+    assert r.leave_label(line) == label
