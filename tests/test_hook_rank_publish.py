@@ -86,7 +86,7 @@ def test_queuejob_sets_the_rank_beside_the_soft_walltime_in_one_query(pbs, db, r
     assert ": set v3 soft_walltime=15300 s" in line and "; rank key-mean=10800 s set" in line
     assert warnings(pbs) == []
     # one statement read both (the kept lookup is the only one)
-    assert [sql for sql, _params in STATE.lookups] == [lookup.both_sql(True, False)]
+    assert [sql for sql, _params in STATE.lookups] == [lookup.V3_WITH_CLASSES_SQL]
     # another ncpus, another key: the 24 h, 1-cpu jobs hold two, fewer than three, so the
     # 24 h key does too; all five jobs scaled to 24 h
     ev = queuejob(pbs, walltime="24:00:00", ncpus=1)
@@ -251,6 +251,20 @@ def test_both_jobs_is_recent_jobs_and_class_jobs(fresh_dsn):
                 classes = lookup.class_jobs(fresh_dsn, "bob", 100, server=server, reuse=False)
                 assert got == (history, classes), (only, limit, server)
                 assert len(classes) == 100 and len(history) == min(limit, 400)
+
+
+def test_v3_and_the_rank_read_one_scan_unless_odd_rows_push_the_ranks_past_it(fresh_dsn):
+    insert(fresh_dsn, "bob", [(60, 3600, 1)] * 120)
+    insert(fresh_dsn, "carol", [(60, 3600, [1, 0][i % 2]) for i in range(120)])
+    try:
+        for user, statements in (("bob", 1), ("carol", 2)):
+            lookup.close_cached()
+            history, classes = lookup.both_jobs(fresh_dsn, user, 15, True, 100, cache_entries=10)
+            assert len(history) == 15 and len(classes) == (100 if user == "bob" else 60)
+            # the lookups kept: one statement, or the rank's read again (ncpus 0 rows)
+            assert len(STATE.lookups) == statements, list(STATE.lookups)
+    finally:
+        lookup.close_cached()
 
 
 def test_fetch_both_honours_the_history_scope(fresh_dsn):

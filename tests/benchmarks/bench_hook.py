@@ -321,14 +321,16 @@ def _explain(dsn: str, user: str) -> None:
         print(f"EXPLAIN (ANALYZE, BUFFERS) of the calibrated lookup for {user}:")
         for (line,) in rows:
             print("    " + line)
-        rows = conn.query(
-            "EXPLAIN (ANALYZE, BUFFERS) " + lookup.both_sql(True, False),
-            (user, 15, calibrated.HISTORY_ROWS),
-            time.monotonic() + 10,
-        )
-        print(f"EXPLAIN (ANALYZE, BUFFERS) of the v3 lookup with the rank's rows for {user}:")
-        for (line,) in rows:
-            print("    " + line)
+        for what, statement, params in (
+            ("v3", lookup.V3_WITH_CLASSES_SQL, (user, calibrated.HISTORY_ROWS)),
+            ("v1", lookup.both_sql(False, False), (user, 2, calibrated.HISTORY_ROWS)),
+        ):
+            rows = conn.query(
+                "EXPLAIN (ANALYZE, BUFFERS) " + statement, params, time.monotonic() + 10
+            )
+            print(f"EXPLAIN (ANALYZE, BUFFERS) of the {what} lookup with the rank's rows:")
+            for (line,) in rows:
+                print("    " + line)
     finally:
         conn.close()
 
