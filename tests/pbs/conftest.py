@@ -169,9 +169,11 @@ def install(pbs_server: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 @pytest.fixture()
 def jobs(pbs_server: None) -> Iterator[list[str]]:
-    """Job ids a test submits; all deleted afterwards."""
+    """Job ids a test submits; all deleted afterwards with their job history, and waited
+    for: while a job (a finished one too) holds the hook's resources, ``hooks uninstall``
+    cannot delete them, and the server would not be left as found."""
     ids: list[str] = []
     try:
         yield ids
     finally:
-        pbsctl.qdel(*ids)
+        pbsctl.purge(ids)

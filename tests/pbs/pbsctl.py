@@ -102,6 +102,23 @@ def wait_state(jobid: str, states: str, timeout: float = 60) -> str:
     raise PbsError(f"{jobid} still in state {state!r} after {timeout} s (wanted {states})")
 
 
+def purge(jobids: list[str], timeout: float = 60) -> None:
+    """Delete jobs and their job history (``qdel -x -Wforce``), and wait until ``qstat -x``
+    knows none of them: a job, even one finished in the history, keeps the resources it
+    carries from being deleted ("Resource busy on job", 15174)."""
+    if not jobids:
+        return
+    run("qdel", "-x", "-Wforce", *jobids, check=False)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [j for j in jobids if run("qstat", "-x", j, check=False).returncode == 0]
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise PbsError(f"jobs still there after {timeout} s: {left}")
+        time.sleep(0.3)
+
+
 def server_attribute(name: str) -> str | None:
     out = run("qmgr", "-c", f"list server {name}").stdout
     for line in out.splitlines():

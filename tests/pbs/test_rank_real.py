@@ -56,15 +56,6 @@ def resource_exists(name: str) -> bool:
     return pbsctl.qmgr(f"list resource {name}", check=False).returncode == 0
 
 
-def wait_until(what: str, condition: Any, timeout: float = 30) -> None:
-    """Poll ``condition()`` until true; fail naming ``what`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.2)
-
-
 def sched_setting(name: str) -> str | None:
     for line in pbsctl.qmgr("list sched").stdout.splitlines():
         key, _, value = line.strip().partition(" = ")
@@ -91,15 +82,9 @@ def rank_server(install: Any) -> Iterator[list[str]]:
             pbsctl.qmgr(f"set sched job_sort_formula = '{formula}'", check=False)
         if events is not None:
             pbsctl.qmgr(f"set sched log_events = {events}", check=False)
-        if ids:
-            pbsctl.run("qdel", "-x", "-Wforce", *ids, check=False)
-            wait_until("jobs gone", lambda: all(_gone(j) for j in ids))
+        pbsctl.purge(ids)
         install.uninstall()
         assert not resource_exists(RANK), "hooks uninstall left softwalltime_rank"
-
-
-def _gone(jobid: str) -> bool:
-    return pbsctl.run("qstat", "-x", jobid, check=False).returncode != 0
 
 
 def formula_values(since: dict[str, int]) -> dict[str, float]:

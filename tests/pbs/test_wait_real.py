@@ -99,7 +99,7 @@ def test_a_job_queued_behind_a_full_node_is_predicted_and_its_owner_sees_it(
         assert again.returncode == 0, again.stderr
         assert " 0 changed" in again.stdout
     finally:
-        pbsctl.qdel(*jobs)
+        pbsctl.purge(jobs)  # with their history: PBS refuses while a job holds it
         jobs.clear()
         if not had_resource:
             # PBS refuses while a job (finished ones in its history too) holds it
