@@ -119,13 +119,21 @@ def purge(jobids: list[str], timeout: float = 60) -> None:
         time.sleep(0.3)
 
 
-def server_attribute(name: str) -> str | None:
-    out = run("qmgr", "-c", f"list server {name}").stdout
-    for line in out.splitlines():
+def _attribute(listing: str, name: str) -> str | None:
+    """The value of ``name`` in a ``qmgr -c "list ..."`` listing, None when unset."""
+    for line in listing.splitlines():
         key, _, value = line.strip().partition(" = ")
         if key == name:
             return value
     return None
+
+
+def server_attribute(name: str) -> str | None:
+    return _attribute(run("qmgr", "-c", f"list server {name}").stdout, name)
+
+
+def sched_attribute(name: str) -> str | None:
+    return _attribute(run("qmgr", "-c", "list sched").stdout, name)
 
 
 class ServerLog:

@@ -10,7 +10,6 @@ alice's ranks."""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +19,7 @@ from conftest import ALICE_HISTORY, seed
 from test_refresh_real import refresh, soft
 
 from softwalltime.hookpath import rank
+from softwalltime.units import qstat_time
 
 RANK = "softwalltime_rank"
 SCHED_LOGS = pbsctl.PBS_HOME / "sched_logs"
@@ -56,21 +56,16 @@ def resource_exists(name: str) -> bool:
     return pbsctl.qmgr(f"list resource {name}", check=False).returncode == 0
 
 
-def sched_setting(name: str) -> str | None:
-    for line in pbsctl.qmgr("list sched").stdout.splitlines():
-        key, _, value = line.strip().partition(" = ")
-        if key == name:
-            return value
-    return None
-
-
 @pytest.fixture()
 def rank_server(install: Any) -> Iterator[list[str]]:
     """Job ids (deleted with their history afterwards); the scheduler's formula, log
     events and the server's scheduling restored; the hook uninstalled, which must delete
     the rank's resource."""
     ids: list[str] = []
-    formula, events = sched_setting("job_sort_formula"), sched_setting("log_events")
+    formula, events = (
+        pbsctl.sched_attribute("job_sort_formula"),
+        pbsctl.sched_attribute("log_events"),
+    )
     assert not resource_exists(RANK), "softwalltime_rank left over: delete it first"
     try:
         yield ids
@@ -101,8 +96,9 @@ def formula_values(since: dict[str, int]) -> dict[str, float]:
 
 
 def _stime(jobid: str) -> int:
-    info = pbsctl.job(jobid)
-    return int(time.mktime(time.strptime(info["stime"], "%a %b %d %H:%M:%S %Y")))
+    stime = qstat_time(pbsctl.job(jobid)["stime"])
+    assert stime is not None
+    return stime
 
 
 def qsub(ids: list[str], walltime_s: int, options: str = "") -> str:

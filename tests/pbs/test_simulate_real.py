@@ -11,7 +11,6 @@ later on the server (equal simulated starts may come in either order).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 
 from softwalltime.replay import pbsched
 from softwalltime.replay import simulate as sim
+from softwalltime.units import qstat_time
 
 NODE_CPUS = 2
 # (ncpus, sleep s, soft_walltime s); walltime 10 min. Sorted shortest soft_walltime first:
@@ -51,7 +51,9 @@ def simulated_starts(policy: pbsched.Policy) -> list[int]:
 
 
 def _stime(info: dict[str, Any]) -> int:
-    return int(time.mktime(time.strptime(info["stime"], "%a %b %d %H:%M:%S %Y")))
+    stime = qstat_time(info["stime"])
+    assert stime is not None
+    return stime
 
 
 def _assert_real_order(
