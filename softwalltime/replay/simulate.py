@@ -50,378 +50,72 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections import deque
-from typing import TYPE_CHECKING, Any, Deque, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
-from ..errors import ParseError
-from ..hookpath import calibrated as cal
-from ..hookpath.predict import PREDICTORS as HOOK_PREDICTORS
-from ..hookpath.predict import PredictorParams, predict
-from .evaluate import (
-    CLASSES,
-    SKIP_RUNTIME,
-    SKIP_TIMES,
-    SKIP_USER,
-    SKIP_WALLTIME,
-    runtime_class,
-    target_text,
+from .evaluate import CLASSES, runtime_class, target_text
+from .sources import (
+    BASELINE,
+    CALIBRATED,
+    FIXED10,
+    PERFECT,
+    SOURCE_NAMES,
+    CalibratedSource,
+    EstimateSource,
+    FixedSource,
+    PerfectSource,
+    PredictorSource,
+    WalltimeSource,
+    make_source,
+)
+from .workload import (
+    SKIP_PROCS,
+    SKIP_TOO_WIDE,
+    Workload,
+    fit_machine,
+    make_workload,
+    read_workload,
 )
 
-if TYPE_CHECKING:
-    from .traces import InputLimits
+# The workload and the estimate sources are re-exported: callers of simulate name them here.
+__all__ = [
+    "BASELINE",
+    "BSLD_BOUND_S",
+    "CALIBRATED",
+    "CORRECTIONS",
+    "FIXED10",
+    "PERFECT",
+    "SIMPLE_MARGIN_S",
+    "SIMPLE_STEP_S",
+    "SKIP_PROCS",
+    "SKIP_TOO_WIDE",
+    "SOURCE_NAMES",
+    "CalibratedSource",
+    "EstimateSource",
+    "FixedSource",
+    "PerfectSource",
+    "PredictorSource",
+    "Refresh",
+    "SimResult",
+    "Stats",
+    "WalltimeSource",
+    "Workload",
+    "fit_machine",
+    "format_table",
+    "job_outcomes",
+    "make_source",
+    "make_workload",
+    "read_workload",
+    "simulate",
+    "stats",
+    "summarize",
+]
 
-BASELINE = "users"
-FIXED10 = "fixed10"
-PERFECT = "perfect"
-CALIBRATED = "calibrated"
 CORRECTIONS = ("pbs", "simple", "power", "walltime")
 BSLD_BOUND_S = 600
 _TRACK = True  # tests may turn the moving-shadow shortcut off
 _FULL = False  # tests: every correction an event, a full pass at every instant
 SIMPLE_MARGIN_S = 60
 SIMPLE_STEP_S = 3600
-SKIP_PROCS = "no processor count"
-SKIP_TOO_WIDE = "more processors than the machine"
-
-
-# ---------------------------------------------------------------------------------------
-# Workload
-
-
-class Workload(NamedTuple):
-    """Jobs to simulate, in FCFS order (submit time, then trace order): parallel lists."""
-
-    source: str
-    user: List[str]
-    submit: List[int]
-    run: List[int]
-    """Run time as simulated: the trace's run time cut at the walltime."""
-    wall: List[int]
-    procs: List[int]
-    machine_procs: Optional[int]
-    """Processors of the machine from the trace header (SWF ``MaxProcs``), if any."""
-    skipped: Dict[str, int]
-
-
-def make_workload(
-    source: str,
-    rows: Sequence[
-        Tuple[Optional[str], Optional[int], Optional[int], Optional[int], Optional[int]]
-    ],
-    machine_procs: Optional[int] = None,
-    skipped: Optional[Dict[str, int]] = None,
-) -> Workload:
-    """Build a :class:`Workload` from ``(user, submit_s, walltime_s, runtime_s, procs)`` rows.
-
-    Rows are in trace order; unusable rows are skipped and counted by reason.
-    """
-    skipped = dict(skipped or {})
-    keep = []
-    for k, (user, submit, wall, run, procs) in enumerate(rows):
-        reason = None
-        if wall is None or wall <= 0:
-            reason = SKIP_WALLTIME
-        elif run is None or run < 0:
-            reason = SKIP_RUNTIME
-        elif not user:
-            reason = SKIP_USER
-        elif submit is None:
-            reason = SKIP_TIMES
-        elif procs is None or procs <= 0:
-            reason = SKIP_PROCS
-        if reason is not None:
-            skipped[reason] = skipped.get(reason, 0) + 1
-            continue
-        keep.append((submit, k, user, min(run, wall), wall, procs))  # type: ignore[type-var]
-    keep.sort(key=lambda r: (r[0], r[1]))
-    return Workload(
-        source=source,
-        user=[r[2] for r in keep],  # type: ignore[misc]
-        submit=[r[0] for r in keep],  # type: ignore[misc]
-        run=[r[3] for r in keep],  # type: ignore[misc]
-        wall=[r[4] for r in keep],  # type: ignore[misc]
-        procs=[r[5] for r in keep],  # type: ignore[misc]
-        machine_procs=machine_procs,
-        skipped=skipped,
-    )
-
-
-def fit_machine(work: Workload, procs_total: int) -> Workload:
-    """Drop jobs wider than the machine (counted as skipped)."""
-    wide = [k for k, p in enumerate(work.procs) if p > procs_total]
-    if not wide:
-        return work
-    drop = set(wide)
-    keep = [k for k in range(len(work.procs)) if k not in drop]
-    skipped = dict(work.skipped)
-    skipped[SKIP_TOO_WIDE] = skipped.get(SKIP_TOO_WIDE, 0) + len(wide)
-    return work._replace(
-        user=[work.user[k] for k in keep],
-        submit=[work.submit[k] for k in keep],
-        run=[work.run[k] for k in keep],
-        wall=[work.wall[k] for k in keep],
-        procs=[work.procs[k] for k in keep],
-        skipped=skipped,
-    )
-
-
-def read_workload(path: str, limits: Optional[InputLimits] = None) -> Workload:
-    """Read one SOURCE (SWF trace, PBS accounting file or directory) with processor counts.
-
-    SWF: processors = field 5 (allocated), else field 8 (requested); ``; MaxProcs:`` gives
-    the machine. PBS: ``ncpus`` of the ``E`` records (the machine must be given). The readers
-    of ``evaluate`` (:mod:`.traces`) read it: same limits, same skip reasons (malformed
-    lines, duplicates, values beyond :mod:`.bounds`).
-
-    :param limits: shared by the sources of one command (default: a fresh one)
-    :raises ParseError: the source cannot be read or is beyond the limits
-    """
-    import os
-
-    from . import traces
-
-    if limits is None:
-        limits = traces.InputLimits()
-    if os.path.isdir(path) or (
-        os.path.exists(path) and traces.sniff_format(path, limits) == traces.PBS
-    ):
-        trace = traces.read_pbs([path], limits=limits)
-        rows = [(j.user, j.submit_s, j.walltime_s, j.runtime_s, j.ncpus) for j in trace.jobs]
-        return make_workload(path, rows, None, trace.skipped)
-    if not os.path.exists(path):
-        raise ParseError(f"{path}: no such file or directory")
-    header = traces.SwfHeader()
-    skipped: Dict[str, int] = {}
-    rows = []
-    for user, submit_s, _wait, run_s, alloc, req_procs, req_s in traces.swf_rows(
-        path, skipped, header, limits
-    ):
-        procs = alloc if alloc is not None and alloc > 0 else req_procs
-        rows.append(
-            (user, submit_s, req_s, run_s, procs if procs is not None and procs > 0 else None)
-        )
-    return make_workload(path, rows, header.max_procs, skipped)
-
-
-# ---------------------------------------------------------------------------------------
-# Estimate sources
-
-
-class EstimateSource:
-    """What the scheduler plans with. Subclasses answer at submit and start, and learn at end.
-
-    ``bind`` is called once with the workload before the simulation; job ``j`` is an index
-    into it. ``refreshable`` sources are asked again by the refresh (``on_refresh``).
-    """
-
-    name = "?"
-    refreshable = False
-
-    def bind(self, work: Workload) -> None:
-        self.work = work
-
-    def on_submit(self, j: int, now: int) -> int:
-        raise NotImplementedError
-
-    def on_start(self, j: int, now: int) -> int:
-        return self.on_submit(j, now)
-
-    def on_end(self, j: int, now: int) -> None:
-        """Job ``j`` ended at ``now`` (its simulated run time is ``work.run[j]``)."""
-
-    def on_refresh(self, j: int, now: int) -> int:
-        return self.on_submit(j, now)
-
-
-class WalltimeSource(EstimateSource):
-    """The users' walltimes (the baseline)."""
-
-    name = BASELINE
-
-    def on_submit(self, j: int, now: int) -> int:
-        return self.work.wall[j]
-
-
-class PerfectSource(EstimateSource):
-    """The real (simulated) run time."""
-
-    name = PERFECT
-
-    def on_submit(self, j: int, now: int) -> int:
-        return self.work.run[j]
-
-
-class FixedSource(EstimateSource):
-    """Every job predicted ``seconds`` (at most its walltime): Rubio et al.'s correction alone."""
-
-    def __init__(self, seconds: int = 600, name: str = FIXED10) -> None:
-        self.seconds = seconds
-        self.name = name
-
-    def on_submit(self, j: int, now: int) -> int:
-        return min(self.seconds, self.work.wall[j])
-
-
-class PredictorSource(EstimateSource):
-    """A predictor of the hook, fed with the jobs that ended in the simulation."""
-
-    refreshable = True
-
-    def __init__(self, name: str, params: Optional[PredictorParams] = None) -> None:
-        if name not in HOOK_PREDICTORS:
-            raise ValueError(f"unknown predictor {name!r}")
-        self.name = name
-        self.params = params or PredictorParams.create()
-
-    def bind(self, work: Workload) -> None:
-        self.work = work
-        self.keep = max(self.params.history_jobs(self.name), 1)
-        self.history: Dict[str, Deque[Tuple[int, int]]] = {}
-        self.ids: Dict[str, Deque[int]] = {}
-        self.memo: Dict[str, Tuple[Any, int, int]] = {}
-
-    def on_submit(self, j: int, now: int) -> int:
-        user = self.work.user[j]
-        wall = self.work.wall[j]
-        hist = self.history.get(user)
-        if hist is None:
-            return wall
-        head = hist[0]
-        last = self.memo.get(user)
-        if last is not None and last[0] is head and last[1] == wall:
-            return last[2]
-        value = predict(self.name, wall, hist, self.params).soft_walltime_s
-        assert value is not None
-        self.memo[user] = (head, wall, value)
-        return value
-
-    def on_end(self, j: int, now: int) -> None:
-        user = self.work.user[j]
-        hist = self.history.get(user)
-        if hist is None:
-            hist = self.history[user] = deque(maxlen=self.keep)
-            self.ids[user] = deque(maxlen=self.keep)
-        hist.appendleft((self.work.run[j], self.work.wall[j]))
-        self.ids[user].appendleft(j)
-
-    def history_ids(self, user: str) -> List[int]:
-        """Jobs in the user's history now, most recent end first (for tests)."""
-        return list(self.ids.get(user, ()))
-
-
-class CalibratedSource(EstimateSource):
-    """The hook's ``calibrated`` predictor: each user's jobs that ended in the simulation
-    (newest first, at most the hook's ``HISTORY_ROWS``) and a site table that learns each
-    job's outcome when it ends, as ``softwalltime calibrate`` would from the history.
-
-    :param target_under_pct: the under-estimate target, percent; ``None``: as many
-        under-estimates as v3 on the same jobs (:meth:`Calibration.update` compares v3's
-        soft walltime, which the job's outcome holds, with its run time at each end)
-    """
-
-    refreshable = True
-    name = CALIBRATED
-
-    def __init__(self, target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT) -> None:
-        self.target = None if target_under_pct is None else float(target_under_pct)
-
-    def bind(self, work: Workload) -> None:
-        self.work = work
-        self.table = cal.Calibration()
-        # Per user: the jobs ended in the simulation, newest first, at most HISTORY_ROWS
-        # (every one has a walltime > 0: make_workload keeps no other), and per walltime
-        # those of them with it, in the same order: what cal.outcome_of_usable reads
-        # without a scan of the history.
-        self.history: Dict[str, List[Tuple[int, int, int]]] = {}
-        self.by_wall: Dict[str, Dict[int, List[Tuple[int, int, int]]]] = {}
-        self.chosen: Dict[int, Any] = {}  # job -> its last Choice (what it runs with)
-        # user -> (history version, walltime, procs, outcome): the outcome (the costly,
-        # table-independent part of a prediction) is a pure function of these, so a job
-        # asked again at start, or the next job of a burst, reuses it until the user's
-        # history changes.
-        self.memo: Dict[str, Tuple[int, int, int, Any]] = {}
-        self.version: Dict[str, int] = {}
-
-    def on_submit(self, j: int, now: int) -> int:
-        user = self.work.user[j]
-        wall = self.work.wall[j]
-        procs = self.work.procs[j]
-        version = self.version.get(user, 0)
-        memo = self.memo.get(user)
-        if memo is not None and memo[0] == version and memo[1] == wall and memo[2] == procs:
-            out = memo[3]
-        else:
-            walls = self.by_wall.get(user)
-            out = cal.outcome_of_usable(
-                wall,
-                procs,
-                self.history.get(user, []),  # type: ignore[arg-type]
-                walls.get(wall, []) if walls else [],  # type: ignore[arg-type]
-            )
-            self.memo[user] = (version, wall, procs, out)
-        rule = self.table.choose(out.bin)  # what Calibration.predict does with the outcome
-        choice = cal.Choice(out.softs[rule], rule, out)
-        self.chosen[j] = choice
-        return int(choice.soft_walltime_s)
-
-    def on_end(self, j: int, now: int) -> None:
-        choice = self.chosen.pop(j)
-        work = self.work
-        self.table.update(choice.outcome, work.run[j], self.target, choice.soft_walltime_s)
-        user = work.user[j]
-        entry = (work.run[j], work.wall[j], work.procs[j])
-        hist = self.history.get(user)
-        if hist is None:
-            hist = self.history[user] = []
-            walls = self.by_wall[user] = {}
-        else:
-            walls = self.by_wall[user]
-        hist.insert(0, entry)
-        walls.setdefault(entry[1], []).insert(0, entry)
-        if len(hist) > cal.HISTORY_ROWS:  # the oldest leaves both lists
-            walls[hist.pop()[1]].pop()
-        self.version[user] = self.version.get(user, 0) + 1
-
-    def target_report(self) -> Dict[str, Any]:
-        """The target and the rate achieved, as ``evaluate`` reports them: ``target``
-        (``"v3"`` or ``"fixed"``), ``target_under_pct`` (for ``v3``: v3's rate on the same
-        jobs, computed alongside) and ``under_pct`` (jobs whose last estimate, the one they
-        started with, was below their run time), percent of the jobs ended."""
-        table = self.table
-        n = table.total
-        target = self.target
-        if target is None and n:
-            target = 100.0 * table.v3_under() / n
-        return {
-            "target": "v3" if self.target is None else "fixed",
-            "target_under_pct": target,
-            "under_pct": 100.0 * table.total_under / n if n else None,
-        }
-
-
-SOURCE_NAMES = (BASELINE,) + tuple(HOOK_PREDICTORS) + (CALIBRATED, PERFECT, FIXED10)
-
-
-def make_source(
-    name: str,
-    params: Optional[PredictorParams] = None,
-    target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT,
-) -> EstimateSource:
-    """Build the estimate source called ``name`` (see :data:`SOURCE_NAMES`).
-
-    :param target_under_pct: ``calibrated``'s target, percent, or ``None`` for v3's rate
-    """
-    if name == BASELINE:
-        return WalltimeSource()
-    if name == PERFECT:
-        return PerfectSource()
-    if name == FIXED10:
-        return FixedSource(600)
-    if name in HOOK_PREDICTORS:
-        return PredictorSource(name, params)
-    if name == CALIBRATED:
-        return CalibratedSource(target_under_pct)
-    raise ValueError("unknown estimate source {!r}; known: {}".format(name, ",".join(SOURCE_NAMES)))
 
 
 # ---------------------------------------------------------------------------------------

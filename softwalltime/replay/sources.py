@@ -1,0 +1,238 @@
+"""Estimate sources: what a simulated scheduler plans with (pure).
+
+A source answers at submit (the hook's ``queuejob``) and again at start (``runjob``), and
+learns when a job ends: the users' walltimes, a predictor of the hook fed with the jobs that
+ended in the simulation, ``calibrated``, ``perfect`` (the real run time) or ``fixed10``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Deque, Dict, List, Optional, Tuple
+
+from ..hookpath import calibrated as cal
+from ..hookpath.predict import PREDICTORS as HOOK_PREDICTORS
+from ..hookpath.predict import PredictorParams, predict
+from .workload import Workload
+
+BASELINE = "users"
+FIXED10 = "fixed10"
+PERFECT = "perfect"
+CALIBRATED = "calibrated"
+
+
+class EstimateSource:
+    """What the scheduler plans with. Subclasses answer at submit and start, and learn at end.
+
+    ``bind`` is called once with the workload before the simulation; job ``j`` is an index
+    into it. ``refreshable`` sources are asked again by the refresh (``on_refresh``).
+    """
+
+    name = "?"
+    refreshable = False
+
+    def bind(self, work: Workload) -> None:
+        self.work = work
+
+    def on_submit(self, j: int, now: int) -> int:
+        raise NotImplementedError
+
+    def on_start(self, j: int, now: int) -> int:
+        return self.on_submit(j, now)
+
+    def on_end(self, j: int, now: int) -> None:
+        """Job ``j`` ended at ``now`` (its simulated run time is ``work.run[j]``)."""
+
+    def on_refresh(self, j: int, now: int) -> int:
+        return self.on_submit(j, now)
+
+
+class WalltimeSource(EstimateSource):
+    """The users' walltimes (the baseline)."""
+
+    name = BASELINE
+
+    def on_submit(self, j: int, now: int) -> int:
+        return self.work.wall[j]
+
+
+class PerfectSource(EstimateSource):
+    """The real (simulated) run time."""
+
+    name = PERFECT
+
+    def on_submit(self, j: int, now: int) -> int:
+        return self.work.run[j]
+
+
+class FixedSource(EstimateSource):
+    """Every job predicted ``seconds`` (at most its walltime): Rubio et al.'s correction alone."""
+
+    def __init__(self, seconds: int = 600, name: str = FIXED10) -> None:
+        self.seconds = seconds
+        self.name = name
+
+    def on_submit(self, j: int, now: int) -> int:
+        return min(self.seconds, self.work.wall[j])
+
+
+class PredictorSource(EstimateSource):
+    """A predictor of the hook, fed with the jobs that ended in the simulation."""
+
+    refreshable = True
+
+    def __init__(self, name: str, params: Optional[PredictorParams] = None) -> None:
+        if name not in HOOK_PREDICTORS:
+            raise ValueError(f"unknown predictor {name!r}")
+        self.name = name
+        self.params = params or PredictorParams.create()
+
+    def bind(self, work: Workload) -> None:
+        self.work = work
+        self.keep = max(self.params.history_jobs(self.name), 1)
+        self.history: Dict[str, Deque[Tuple[int, int]]] = {}
+        self.ids: Dict[str, Deque[int]] = {}
+        self.memo: Dict[str, Tuple[Any, int, int]] = {}
+
+    def on_submit(self, j: int, now: int) -> int:
+        user = self.work.user[j]
+        wall = self.work.wall[j]
+        hist = self.history.get(user)
+        if hist is None:
+            return wall
+        head = hist[0]
+        last = self.memo.get(user)
+        if last is not None and last[0] is head and last[1] == wall:
+            return last[2]
+        value = predict(self.name, wall, hist, self.params).soft_walltime_s
+        assert value is not None
+        self.memo[user] = (head, wall, value)
+        return value
+
+    def on_end(self, j: int, now: int) -> None:
+        user = self.work.user[j]
+        hist = self.history.get(user)
+        if hist is None:
+            hist = self.history[user] = deque(maxlen=self.keep)
+            self.ids[user] = deque(maxlen=self.keep)
+        hist.appendleft((self.work.run[j], self.work.wall[j]))
+        self.ids[user].appendleft(j)
+
+    def history_ids(self, user: str) -> List[int]:
+        """Jobs in the user's history now, most recent end first (for tests)."""
+        return list(self.ids.get(user, ()))
+
+
+class CalibratedSource(EstimateSource):
+    """The hook's ``calibrated`` predictor: each user's jobs that ended in the simulation
+    (newest first, at most the hook's ``HISTORY_ROWS``) and a site table that learns each
+    job's outcome when it ends, as ``softwalltime calibrate`` would from the history.
+
+    :param target_under_pct: the under-estimate target, percent; ``None``: as many
+        under-estimates as v3 on the same jobs (:meth:`Calibration.update` compares v3's
+        soft walltime, which the job's outcome holds, with its run time at each end)
+    """
+
+    refreshable = True
+    name = CALIBRATED
+
+    def __init__(self, target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT) -> None:
+        self.target = None if target_under_pct is None else float(target_under_pct)
+
+    def bind(self, work: Workload) -> None:
+        self.work = work
+        self.table = cal.Calibration()
+        # Per user: the jobs ended in the simulation, newest first, at most HISTORY_ROWS
+        # (every one has a walltime > 0: make_workload keeps no other), and per walltime
+        # those of them with it, in the same order: what cal.outcome_of_usable reads
+        # without a scan of the history.
+        self.history: Dict[str, List[Tuple[int, int, int]]] = {}
+        self.by_wall: Dict[str, Dict[int, List[Tuple[int, int, int]]]] = {}
+        self.chosen: Dict[int, Any] = {}  # job -> its last Choice (what it runs with)
+        # user -> (history version, walltime, procs, outcome): the outcome (the costly,
+        # table-independent part of a prediction) is a pure function of these, so a job
+        # asked again at start, or the next job of a burst, reuses it until the user's
+        # history changes.
+        self.memo: Dict[str, Tuple[int, int, int, Any]] = {}
+        self.version: Dict[str, int] = {}
+
+    def on_submit(self, j: int, now: int) -> int:
+        user = self.work.user[j]
+        wall = self.work.wall[j]
+        procs = self.work.procs[j]
+        version = self.version.get(user, 0)
+        memo = self.memo.get(user)
+        if memo is not None and memo[0] == version and memo[1] == wall and memo[2] == procs:
+            out = memo[3]
+        else:
+            walls = self.by_wall.get(user)
+            out = cal.outcome_of_usable(
+                wall,
+                procs,
+                self.history.get(user, []),  # type: ignore[arg-type]
+                walls.get(wall, []) if walls else [],  # type: ignore[arg-type]
+            )
+            self.memo[user] = (version, wall, procs, out)
+        rule = self.table.choose(out.bin)  # what Calibration.predict does with the outcome
+        choice = cal.Choice(out.softs[rule], rule, out)
+        self.chosen[j] = choice
+        return int(choice.soft_walltime_s)
+
+    def on_end(self, j: int, now: int) -> None:
+        choice = self.chosen.pop(j)
+        work = self.work
+        self.table.update(choice.outcome, work.run[j], self.target, choice.soft_walltime_s)
+        user = work.user[j]
+        entry = (work.run[j], work.wall[j], work.procs[j])
+        hist = self.history.get(user)
+        if hist is None:
+            hist = self.history[user] = []
+            walls = self.by_wall[user] = {}
+        else:
+            walls = self.by_wall[user]
+        hist.insert(0, entry)
+        walls.setdefault(entry[1], []).insert(0, entry)
+        if len(hist) > cal.HISTORY_ROWS:  # the oldest leaves both lists
+            walls[hist.pop()[1]].pop()
+        self.version[user] = self.version.get(user, 0) + 1
+
+    def target_report(self) -> Dict[str, Any]:
+        """The target and the rate achieved, as ``evaluate`` reports them: ``target``
+        (``"v3"`` or ``"fixed"``), ``target_under_pct`` (for ``v3``: v3's rate on the same
+        jobs, computed alongside) and ``under_pct`` (jobs whose last estimate, the one they
+        started with, was below their run time), percent of the jobs ended."""
+        table = self.table
+        n = table.total
+        target = self.target
+        if target is None and n:
+            target = 100.0 * table.v3_under() / n
+        return {
+            "target": "v3" if self.target is None else "fixed",
+            "target_under_pct": target,
+            "under_pct": 100.0 * table.total_under / n if n else None,
+        }
+
+
+SOURCE_NAMES = (BASELINE,) + tuple(HOOK_PREDICTORS) + (CALIBRATED, PERFECT, FIXED10)
+
+
+def make_source(
+    name: str,
+    params: Optional[PredictorParams] = None,
+    target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT,
+) -> EstimateSource:
+    """Build the estimate source called ``name`` (see :data:`SOURCE_NAMES`).
+
+    :param target_under_pct: ``calibrated``'s target, percent, or ``None`` for v3's rate
+    """
+    if name == BASELINE:
+        return WalltimeSource()
+    if name == PERFECT:
+        return PerfectSource()
+    if name == FIXED10:
+        return FixedSource(600)
+    if name in HOOK_PREDICTORS:
+        return PredictorSource(name, params)
+    if name == CALIBRATED:
+        return CalibratedSource(target_under_pct)
+    raise ValueError("unknown estimate source {!r}; known: {}".format(name, ",".join(SOURCE_NAMES)))

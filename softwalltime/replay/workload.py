@@ -1,0 +1,133 @@
+"""The jobs a simulation replays: one trace read into parallel lists (pure).
+
+:func:`read_workload` reads SWF traces and PBS accounting logs through :mod:`.traces`, the
+reader of ``evaluate`` (same limits, same skip reasons), with each job's processors.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from ..errors import ParseError
+from .evaluate import SKIP_RUNTIME, SKIP_TIMES, SKIP_USER, SKIP_WALLTIME
+
+if TYPE_CHECKING:
+    from .traces import InputLimits
+
+SKIP_PROCS = "no processor count"
+SKIP_TOO_WIDE = "more processors than the machine"
+
+
+class Workload(NamedTuple):
+    """Jobs to simulate, in FCFS order (submit time, then trace order): parallel lists."""
+
+    source: str
+    user: List[str]
+    submit: List[int]
+    run: List[int]
+    """Run time as simulated: the trace's run time cut at the walltime."""
+    wall: List[int]
+    procs: List[int]
+    machine_procs: Optional[int]
+    """Processors of the machine from the trace header (SWF ``MaxProcs``), if any."""
+    skipped: Dict[str, int]
+
+
+def make_workload(
+    source: str,
+    rows: Sequence[
+        Tuple[Optional[str], Optional[int], Optional[int], Optional[int], Optional[int]]
+    ],
+    machine_procs: Optional[int] = None,
+    skipped: Optional[Dict[str, int]] = None,
+) -> Workload:
+    """Build a :class:`Workload` from ``(user, submit_s, walltime_s, runtime_s, procs)`` rows.
+
+    Rows are in trace order; unusable rows are skipped and counted by reason.
+    """
+    skipped = dict(skipped or {})
+    keep = []
+    for k, (user, submit, wall, run, procs) in enumerate(rows):
+        reason = None
+        if wall is None or wall <= 0:
+            reason = SKIP_WALLTIME
+        elif run is None or run < 0:
+            reason = SKIP_RUNTIME
+        elif not user:
+            reason = SKIP_USER
+        elif submit is None:
+            reason = SKIP_TIMES
+        elif procs is None or procs <= 0:
+            reason = SKIP_PROCS
+        if reason is not None:
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        keep.append((submit, k, user, min(run, wall), wall, procs))  # type: ignore[type-var]
+    keep.sort(key=lambda r: (r[0], r[1]))
+    return Workload(
+        source=source,
+        user=[r[2] for r in keep],  # type: ignore[misc]
+        submit=[r[0] for r in keep],  # type: ignore[misc]
+        run=[r[3] for r in keep],  # type: ignore[misc]
+        wall=[r[4] for r in keep],  # type: ignore[misc]
+        procs=[r[5] for r in keep],  # type: ignore[misc]
+        machine_procs=machine_procs,
+        skipped=skipped,
+    )
+
+
+def fit_machine(work: Workload, procs_total: int) -> Workload:
+    """Drop jobs wider than the machine (counted as skipped)."""
+    wide = [k for k, p in enumerate(work.procs) if p > procs_total]
+    if not wide:
+        return work
+    drop = set(wide)
+    keep = [k for k in range(len(work.procs)) if k not in drop]
+    skipped = dict(work.skipped)
+    skipped[SKIP_TOO_WIDE] = skipped.get(SKIP_TOO_WIDE, 0) + len(wide)
+    return work._replace(
+        user=[work.user[k] for k in keep],
+        submit=[work.submit[k] for k in keep],
+        run=[work.run[k] for k in keep],
+        wall=[work.wall[k] for k in keep],
+        procs=[work.procs[k] for k in keep],
+        skipped=skipped,
+    )
+
+
+def read_workload(path: str, limits: Optional[InputLimits] = None) -> Workload:
+    """Read one SOURCE (SWF trace, PBS accounting file or directory) with processor counts.
+
+    SWF: processors = field 5 (allocated), else field 8 (requested); ``; MaxProcs:`` gives
+    the machine. PBS: ``ncpus`` of the ``E`` records (the machine must be given). The readers
+    of ``evaluate`` (:mod:`.traces`) read it: same limits, same skip reasons (malformed
+    lines, duplicates, values beyond :mod:`.bounds`).
+
+    :param limits: shared by the sources of one command (default: a fresh one)
+    :raises ParseError: the source cannot be read or is beyond the limits
+    """
+    import os
+
+    from . import traces
+
+    if limits is None:
+        limits = traces.InputLimits()
+    if os.path.isdir(path) or (
+        os.path.exists(path) and traces.sniff_format(path, limits) == traces.PBS
+    ):
+        trace = traces.read_pbs([path], limits=limits)
+        rows = [(j.user, j.submit_s, j.walltime_s, j.runtime_s, j.ncpus) for j in trace.jobs]
+        return make_workload(path, rows, None, trace.skipped)
+    if not os.path.exists(path):
+        raise ParseError(f"{path}: no such file or directory")
+    header = traces.SwfHeader()
+    skipped: Dict[str, int] = {}
+    rows = []
+    for user, submit_s, _wait, run_s, alloc, req_procs, req_s in traces.swf_rows(
+        path, skipped, header, limits
+    ):
+        procs = alloc if alloc is not None and alloc > 0 else req_procs
+        rows.append(
+            (user, submit_s, req_s, run_s, procs if procs is not None and procs > 0 else None)
+        )
+    return make_workload(path, rows, header.max_procs, skipped)
