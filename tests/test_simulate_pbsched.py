@@ -10,7 +10,7 @@ from simulate_reference import reference
 from test_simulate import _check_invariants
 from test_simulate_reference import SLOW, first_mismatch, workload
 
-from softwalltime.replay import pbsched
+from softwalltime.replay import corrections, pbsched
 from softwalltime.replay import simulate as sim
 
 # --- job_sort_formula
@@ -149,7 +149,7 @@ def _pbs_server(soft: int, wall: int, elapsed: int) -> int:
 def test_extended_estimate_closed_form_equals_steps(correction: str) -> None:
     for orig, wall in [(60, 7200), (1, 500), (900, 900), (1000, 86400)]:
         for elapsed in range(0, wall + 10, max(1, wall // 97)):
-            est, n = pbsched.extended_estimate(correction, orig, orig, 0, wall, elapsed)
+            est, n = corrections.extended_estimate(correction, orig, orig, 0, wall, elapsed)
             e, c = orig, 0  # one correction at a time, as the reference does
             margin = 60 if correction == "simple" else 0
             while e < wall and elapsed >= e - margin:

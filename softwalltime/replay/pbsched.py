@@ -15,8 +15,8 @@
   without it, jobs that do not fit are passed over (no reservation). A job passes a
   reservation if its *walltime* ends by it, as PBS checks it (:attr:`Policy.backfill_by`;
   ``estimate``: its soft walltime, EASY as the literature models it).
-- **Estimated ends** (:func:`extended_estimate`): a running job's estimate after the
-  soft-walltime extensions due by now (see :mod:`.simulate` for the rules).
+- **Estimated ends** (:func:`.corrections.extended_estimate`): a running job's estimate
+  after the soft-walltime extensions due by now.
 - **The cycle** (:func:`simulate_pbs`): the scheduler runs on job arrivals and ends and every
   ``scheduler_iteration`` seconds; each cycle first extends the estimates of the running
   jobs found past theirs (as PBS's scheduler does), then schedules. ``correction_events``
@@ -33,15 +33,12 @@ import re
 from typing import Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Tuple
 
 from ..hookpath import rank as hook_rank
+from .corrections import CORRECTIONS, SIMPLE_MARGIN_S, extended_estimate
+from .easy import SimResult
+from .profile import Profile
 from .rank import UserHistory
-from .simulate import (
-    CORRECTIONS,
-    SIMPLE_MARGIN_S,
-    SIMPLE_STEP_S,
-    EstimateSource,
-    SimResult,
-    Workload,
-)
+from .sources import EstimateSource
+from .workload import Workload
 
 FCFS = "fcfs"
 # Named sorts and the job_sort_formula that expresses each; the estimate is the job's
@@ -358,55 +355,6 @@ class PerfectRanker(Ranker):
 # One cycle
 
 
-class Profile:
-    """Processors free from each breakpoint on (breakpoints sorted, the first is now)."""
-
-    def __init__(self, now: int, free: int, ends: Sequence[Tuple[int, int]]) -> None:
-        # ends: (estimated end, processors) of the running jobs, sorted.
-        self.times = [now]
-        self.frees = [free]
-        for e, p in ends:
-            if e <= self.times[-1]:
-                self.frees[-1] += p
-            else:
-                self.times.append(e)
-                self.frees.append(self.frees[-1] + p)
-
-    def _point(self, x: int) -> int:
-        k = bisect.bisect_left(self.times, x)
-        if k == len(self.times) or self.times[k] != x:
-            self.times.insert(k, x)
-            self.frees.insert(k, self.frees[k - 1])
-        return k
-
-    def occupy(self, s: int, d: int, p: int) -> None:
-        """Take ``p`` processors over ``[s, s + d)``."""
-        if d <= 0:
-            return
-        end = s + d
-        k = self._point(s)
-        self._point(end)
-        while self.times[k] < end:
-            self.frees[k] -= p
-            k += 1
-
-    def earliest(self, p: int, d: int) -> int:
-        """Earliest breakpoint from which ``p`` processors stay free for ``d`` seconds."""
-        times, frees = self.times, self.frees
-        for k, s in enumerate(times):
-            m = k
-            while m < len(times) and (m == k or times[m] < s + d):
-                if frees[m] < p:
-                    break
-                m += 1
-            else:
-                return s
-        return times[-1]  # unreachable when p fits the machine: the last point is all free
-
-    def least_from(self, s: int) -> int:
-        return min(self.frees[bisect.bisect_left(self.times, s) :])
-
-
 def schedule_cycle(
     now: int,
     order: Sequence[int],
@@ -463,29 +411,6 @@ def schedule_cycle(
 
 # ---------------------------------------------------------------------------------------
 # Estimates of running jobs
-
-
-def extended_estimate(
-    correction: str, est: int, orig: int, ncorr: int, wall: int, elapsed: int
-) -> Tuple[int, int]:
-    """A running job's ``(estimate, corrections so far)`` after the extensions due once it
-    has run ``elapsed`` seconds (the rules of :mod:`.simulate`; never past ``wall``)."""
-    margin = SIMPLE_MARGIN_S if correction == "simple" else 0
-    if est >= wall or elapsed < est - margin:
-        return est, ncorr
-    if correction == "pbs":
-        inc = max(orig, 1)
-        m = min((elapsed - est) // inc + 1, -(-(wall - est) // inc))
-        return min(est + m * inc, wall), ncorr + m
-    while est < wall and elapsed >= est - margin:
-        ncorr += 1
-        if correction == "simple":
-            est = min(est + SIMPLE_STEP_S, wall)
-        elif correction == "power":
-            est = min(est + (450 << (ncorr - 1)), wall)
-        else:
-            est = wall
-    return est, ncorr
 
 
 # ---------------------------------------------------------------------------------------
