@@ -434,9 +434,9 @@ class Easy:
         changes. The due jobs are the entries with an end <= now (a job at its walltime, or
         whose next step is past its end, ends after now), so no heap."""
         running = self.running
+        if not running or running[0][0] > t:
+            return  # none due (the common case)
         k = bisect.bisect_right(running, (t, self.n))
-        if not k:
-            return
         start = self.start
         wall = self.wall
         orig = self.orig
