@@ -110,6 +110,24 @@ def test_pass_backfills_what_does_not_delay_the_head() -> None:
     assert easy.reservation[1] == 100
 
 
+def test_pass_with_two_reservations_protects_both() -> None:
+    rows = [
+        ("a", 0, 100, 100, 6),  # A: runs 0..100
+        ("c", 1, 500, 500, 8),  # C: reserved at 100 (A's end)
+        ("g", 1, 100, 100, 10),  # G: the whole machine, reserved at 600 (C's end)
+        ("d", 1, 300, 300, 2),  # D: past C's reservation, on its 2 spare processors
+        ("e", 1, 50, 50, 1),  # E: ends before both
+        ("f", 1, 200, 200, 1),  # F: past C's, no spare processor left there
+    ]
+    easy = Easy(sim.make_workload("two", rows), sim.make_source(sim.PERFECT), 10, backfill_depth=2)
+    easy.step()
+    assert easy.step() == 1
+    assert easy.start[1:] == [-1, -1, 1, 1, -1]
+    assert easy.reservation[1:3] == [100, 600]
+    assert easy.queue == [1, 2, 5]
+    assert easy.shadow == 100
+
+
 # ---------------------------------------------------------------------------------------
 # Easy on real states: stepping through KTH-SP2
 
