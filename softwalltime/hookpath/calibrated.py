@@ -120,10 +120,12 @@ def _scaled(rows: Sequence[ClassRow], walltime_s: int) -> List[int]:
 
 def _bucket(value: int, walltime_s: int, cuts: Sequence[Tuple[int, int]]) -> int:
     """Index of the first cut ``num/den`` with ``value < num/den x walltime``."""
-    for k, (num, den) in enumerate(cuts):
+    k = 0  # counted by hand: enumerate() costs a replay more
+    for num, den in cuts:
         if value * den < num * walltime_s:
             return k
-    return len(cuts)
+        k += 1
+    return k
 
 
 _LEVEL_CUTS = ((1, 20), (1, 8), (3, 10), (6, 10))  # max run/walltime: <0.05,<0.125,<0.3,<0.6,>=
@@ -157,12 +159,14 @@ def _features(
     ncpus: Optional[int],
     usable: List[ClassRow],
     same_wall: Optional[List[ClassRow]] = None,
+    same_both: Optional[List[ClassRow]] = None,
 ) -> Tuple[int, List[int], int]:
     if same_wall is None:
         same_wall = [row for row in usable if row[1] == walltime_s]
     if len(same_wall) >= MIN_KEY_JOBS:
         if ncpus is not None:
-            same_both = [row for row in same_wall if row[2] == ncpus]
+            if same_both is None:
+                same_both = [row for row in same_wall if row[2] == ncpus]
             if len(same_both) >= MIN_KEY_JOBS:
                 runs = [row[0] for row in same_both[:KEY_JOBS]]
                 return LEVEL_WALL_NCPUS, runs, len(same_both)
@@ -202,14 +206,17 @@ def outcome_of_usable(
     ncpus: Optional[int],
     usable: List[ClassRow],
     same_wall: Optional[List[ClassRow]] = None,
+    same_both: Optional[List[ClassRow]] = None,
 ) -> Outcome:
     """:func:`outcome` of a history already cut to HISTORY_ROWS rows, every one with a
     walltime > 0 (the replay keeps its buffers so, and skips the filter).
 
     :param same_wall: the rows of ``usable`` with this walltime, in the same order, if the
         caller keeps them (the replay does, per user and walltime)
+    :param same_both: the rows of ``same_wall`` with ``ncpus`` processors, in the same
+        order, if the caller keeps them too (the simulation does, per user and class)
     """
-    level, runs, n = _features(walltime_s, ncpus, usable, same_wall)
+    level, runs, n = _features(walltime_s, ncpus, usable, same_wall, same_both)
     if not runs:
         return Outcome(level * N_SIZE * N_SPREAD * N_LEVEL, (walltime_s,) * len(RULES), level, 0)
     v3 = _clamp(_v3(walltime_s, usable), walltime_s)
@@ -361,8 +368,13 @@ class Calibration:
         """Move the deficit by ``step`` and lambda with it (proportional + integral)."""
         self.deficit += step
         log_lam = self.log_lam + LAMBDA_STEP * step + LAMBDA_INTEGRAL * self.deficit
-        self.log_lam = min(LOG_LAMBDA_MAX, max(LOG_LAMBDA_MIN, log_lam))
-        level = round(self.log_lam / LAMBDA_GRID)
+        # min(LOG_LAMBDA_MAX, max(LOG_LAMBDA_MIN, log_lam)) without two calls (NaN too)
+        if log_lam > LOG_LAMBDA_MAX:
+            log_lam = LOG_LAMBDA_MAX
+        elif not log_lam >= LOG_LAMBDA_MIN:
+            log_lam = LOG_LAMBDA_MIN
+        self.log_lam = log_lam
+        level = round(log_lam / LAMBDA_GRID)
         if level != self.level:
             self.level = level
             self.lam = math.exp(LAMBDA_GRID * level)

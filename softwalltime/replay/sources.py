@@ -141,60 +141,90 @@ class CalibratedSource(EstimateSource):
 
     def bind(self, work: Workload) -> None:
         self.work = work
+        self.users = work.user
+        self.walls = work.wall
+        self.ncpus = work.procs
+        self.runs = work.run
         self.table = cal.Calibration()
         # Per user: the jobs ended in the simulation, newest first, at most HISTORY_ROWS
-        # (every one has a walltime > 0: make_workload keeps no other), and per walltime
-        # those of them with it, in the same order: what cal.outcome_of_usable reads
-        # without a scan of the history.
+        # (every one has a walltime > 0: make_workload keeps no other); per walltime those
+        # of them with it, and per (walltime, procs) those with both, in the same order:
+        # what cal.outcome_of_usable reads without a scan of the history.
         self.history: Dict[str, List[Tuple[int, int, int]]] = {}
         self.by_wall: Dict[str, Dict[int, List[Tuple[int, int, int]]]] = {}
-        self.chosen: Dict[int, Any] = {}  # job -> its last Choice (what it runs with)
-        # user -> (history version, walltime, procs, outcome): the outcome (the costly,
-        # table-independent part of a prediction) is a pure function of these, so a job
-        # asked again at start, or the next job of a burst, reuses it until the user's
-        # history changes.
-        self.memo: Dict[str, Tuple[int, int, int, Any]] = {}
-        self.version: Dict[str, int] = {}
+        self.by_class: Dict[str, Dict[Tuple[int, int], List[Tuple[int, int, int]]]] = {}
+        # job -> (soft walltime, rule, outcome, self.ended then) of its last answer (a
+        # Choice's fields, and when): the answer is a pure function of the history and the
+        # table, which change only at an end, so a job that starts with no end since its
+        # submit (most do) gets the same answer again
+        self.chosen: Dict[int, Any] = {}
+        self.ended = 0
+        # user -> (walltime, procs, outcome) of the last prediction, dropped when the
+        # user's history changes: the outcome (the costly, table-independent part of a
+        # prediction) is a pure function of these, so a job asked again at start, or the
+        # next job of a burst, reuses it.
+        self.memo: Dict[str, Tuple[int, int, cal.Outcome]] = {}
 
     def on_submit(self, j: int, now: int) -> int:
-        user = self.work.user[j]
-        wall = self.work.wall[j]
-        procs = self.work.procs[j]
-        version = self.version.get(user, 0)
+        last = self.chosen.get(j)
+        if last is not None and last[3] == self.ended:
+            return last[0]  # type: ignore[no-any-return]
+        user = self.users[j]
+        wall = self.walls[j]
+        procs = self.ncpus[j]
         memo = self.memo.get(user)
-        if memo is not None and memo[0] == version and memo[1] == wall and memo[2] == procs:
-            out = memo[3]
+        if memo is not None and memo[0] == wall and memo[1] == procs:
+            out = memo[2]
         else:
-            walls = self.by_wall.get(user)
-            out = cal.outcome_of_usable(
-                wall,
-                procs,
-                self.history.get(user, []),  # type: ignore[arg-type]
-                walls.get(wall, []) if walls else [],  # type: ignore[arg-type]
-            )
-            self.memo[user] = (version, wall, procs, out)
+            hist = self.history.get(user)
+            if hist is None:
+                out = cal.outcome_of_usable(wall, procs, [])
+            else:
+                out = cal.outcome_of_usable(
+                    wall,
+                    procs,
+                    hist,  # type: ignore[arg-type]
+                    self.by_wall[user].get(wall, []),  # type: ignore[arg-type]
+                    self.by_class[user].get((wall, procs), []),  # type: ignore[arg-type]
+                )
+            self.memo[user] = (wall, procs, out)
         rule = self.table.choose(out.bin)  # what Calibration.predict does with the outcome
-        choice = cal.Choice(out.softs[rule], rule, out)
-        self.chosen[j] = choice
-        return int(choice.soft_walltime_s)
+        soft = out.softs[rule]
+        self.chosen[j] = (soft, rule, out, self.ended)
+        return soft
 
     def on_end(self, j: int, now: int) -> None:
-        choice = self.chosen.pop(j)
-        work = self.work
-        self.table.update(choice.outcome, work.run[j], self.target, choice.soft_walltime_s)
-        user = work.user[j]
-        entry = (work.run[j], work.wall[j], work.procs[j])
+        last = self.chosen.pop(j)
+        run = self.runs[j]
+        self.table.update(last[2], run, self.target, last[0])
+        self.ended += 1
+        user = self.users[j]
+        wall = self.walls[j]
+        entry = (run, wall, self.ncpus[j])
         hist = self.history.get(user)
         if hist is None:
             hist = self.history[user] = []
             walls = self.by_wall[user] = {}
+            classes = self.by_class[user] = {}
         else:
             walls = self.by_wall[user]
+            classes = self.by_class[user]
+        self.memo.pop(user, None)  # the history changes
         hist.insert(0, entry)
-        walls.setdefault(entry[1], []).insert(0, entry)
-        if len(hist) > cal.HISTORY_ROWS:  # the oldest leaves both lists
-            walls[hist.pop()[1]].pop()
-        self.version[user] = self.version.get(user, 0) + 1
+        same = walls.get(wall)
+        if same is None:
+            walls[wall] = [entry]
+        else:
+            same.insert(0, entry)
+        same = classes.get((wall, entry[2]))
+        if same is None:
+            classes[wall, entry[2]] = [entry]
+        else:
+            same.insert(0, entry)
+        if len(hist) > cal.HISTORY_ROWS:  # the oldest leaves every list
+            oldest = hist.pop()
+            walls[oldest[1]].pop()
+            classes[oldest[1], oldest[2]].pop()
 
     def target_report(self) -> Dict[str, Any]:
         """The target and the rate achieved, as ``evaluate`` reports them: ``target``
