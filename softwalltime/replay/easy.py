@@ -145,8 +145,9 @@ class Easy:
         self.margin = rules.margin(correction)
         # Depth 1, pbs, corrections as events: corrections are taken only when a pass reads
         # the running jobs' ends (take_due).
-        self.deferred = self.is_pbs and backfill_depth == 1 and not lazy_corrections
-        self.deferred = self.deferred and not every_instant
+        self.deferred = (
+            self.is_pbs and backfill_depth == 1 and not lazy_corrections and not every_instant
+        )
 
         self.est = [0] * n  # queued: submit-time estimate; running: current estimate
         self.orig = [0] * n  # estimate at start

@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from .corrections import CORRECTIONS, SIMPLE_MARGIN_S, SIMPLE_STEP_S
+from .corrections import CORRECTIONS
 from .easy import Easy, Refresh, SimResult
 from .evaluate import CLASSES, runtime_class, target_text
 from .sources import (
@@ -85,8 +85,6 @@ __all__ = [
     "CORRECTIONS",
     "FIXED10",
     "PERFECT",
-    "SIMPLE_MARGIN_S",
-    "SIMPLE_STEP_S",
     "SKIP_PROCS",
     "SKIP_TOO_WIDE",
     "SOURCE_NAMES",

@@ -14,9 +14,9 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 from ..hookpath.predict import PredictorParams
 from ..replay.evaluate import Trace, TraceJob, replay, skip_reason
 from ..replay.traces import InputLimits, _read_lines
+from ..replay.workload import SKIP_PROCS
 
 ERT_SOURCES = ("walltime", "soft")
-SKIP_PROCS = "no processor count"
 
 
 class WaitJob(NamedTuple):
