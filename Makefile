@@ -11,7 +11,7 @@ HOOK_PATH := softwalltime/__init__.py softwalltime/errors.py softwalltime/units.
 COMPOSE_DSN := postgresql://softwalltime:softwalltime@127.0.0.1:5432/softwalltime
 LINTED    := $(wildcard softwalltime ingest hooks migrations tests)
 
-.PHONY: test lint pytest demo demo-stop clean man
+.PHONY: test lint pytest demo demo-stop clean man compile
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,12 @@ lint: $(VENV)/.installed
 	$(BIN)/vermin -q -t=3.6- --no-tips --violations $(HOOK_PATH)
 	$(BIN)/vermin -q -t=3.9- --no-tips --violations --eval-annotations softwalltime ingest migrations
 
-pytest: $(VENV)/.installed
+pytest: compile
 	$(BIN)/pytest
+
+## compile: the simulator's hot modules as C extensions in place (mypyc), when missing or stale
+compile: $(VENV)/.installed
+	$(BIN)/python packaging/compile_simulator.py --if-needed
 
 ## man: a man page per command and subcommand in build/man (from the argparse definitions)
 man: $(VENV)/.installed
@@ -38,7 +42,7 @@ man: $(VENV)/.installed
 
 ## test-pbs: the hook inside a real OpenPBS server (root, Debian 12; ../shared/openpbs)
 .PHONY: test-pbs
-test-pbs: $(VENV)/.installed
+test-pbs: compile
 	$(BIN)/pytest -m pbs tests/pbs
 
 ## demo: end to end on a throwaway local PostgreSQL (or $SOFTWALLTIME_DSN if set)
@@ -81,6 +85,7 @@ demo-stop:
 clean: demo-stop
 	@[ ! -d .bench/pg ] || $(BIN)/python -m softwalltime.db.localpg stop .bench/pg
 	rm -rf $(VENV) .demo .bench build dist .hypothesis *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -f softwalltime/replay/*.so
 
 ## bench-hook: hook decision time (warm/cold connection) over 1M history rows / 10k users
 .PHONY: bench-hook
@@ -109,7 +114,7 @@ bench-evaluate: $(VENV)/.installed
 
 ## bench-simulate: scheduler simulation time and jobs/s per estimate source on HPC2N
 .PHONY: bench-simulate
-bench-simulate: $(VENV)/.installed
+bench-simulate: compile
 	$(BIN)/python tests/benchmarks/bench_simulate.py
 
 ## bench-soak: pbs_server's memory over 20,000 hook events, softwalltime vs an empty hook (root)

@@ -27,11 +27,24 @@ from psycopg2.extensions import make_dsn, parse_dsn
 
 from softwalltime.db import engine as db
 from softwalltime.db.localpg import INSTALL_HINT, LocalCluster
+from softwalltime.replay import native
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 TEMPLATE_DB = f"swt_template_{os.getpid()}"
 _counter = itertools.count()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Never test a compiled simulator older than its sources (make compile rebuilds it)."""
+    old = native.stale(str(REPO / "softwalltime" / "replay"))
+    if old:
+        names = ", ".join(Path(p).name for p in old)
+        pytest.exit(
+            f"stale compiled simulator ({names}): run `make compile`, or "
+            "`python packaging/compile_simulator.py --clean` to run it as plain Python",
+            returncode=4,
+        )
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,6 @@ Whole simulations against the naive reference are in test_simulate_reference.py.
 
 from __future__ import annotations
 
-import copy
 from typing import Iterator, List, Tuple
 
 import pytest
@@ -165,7 +164,7 @@ def test_shadow_by_is_the_shadow_once_the_corrections_are_taken(source: str) -> 
         for later in (t + 1, t + 600, t + 7200):
             if later >= bound:
                 break
-            other = copy.deepcopy(easy)
+            other = easy.copy()
             other.take_due(later)
             want, _ = other.blocked_shadow(later, head)
             assert easy.shadow_by(later, need) == max(want, later), (t, later)
@@ -191,7 +190,7 @@ def test_noop_until_admits_no_job_in_its_window(source: str) -> None:
             continue
         windows += 1
         for later in sorted({t + 1, (t + last) // 2, last}):
-            other = copy.deepcopy(easy)
+            other = easy.copy()
             other.source = sim.make_source(sim.PERFECT)  # a pass asks it at start
             other.source.bind(work)
             other.take_due(later)

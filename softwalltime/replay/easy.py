@@ -23,6 +23,7 @@ to a pass at every instant (``every_instant``) and to a naive reference simulato
 from __future__ import annotations
 
 import bisect
+import copy
 import heapq
 from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 
@@ -53,6 +54,56 @@ class SimResult(NamedTuple):
     passes: int
 
 
+_STATE = (  # every attribute of an Easy (its __slots__; copy() copies them all)
+    "a",
+    "backfill_depth",
+    "corr",
+    "correction",
+    "deferred",
+    "dirty",
+    "ends",
+    "est",
+    "est_end",
+    "every_instant",
+    "extra",
+    "free",
+    "is_pbs",
+    "is_simple",
+    "lazy",
+    "margin",
+    "min_est",
+    "min_p",
+    "n",
+    "ncorr",
+    "next_cross",
+    "next_refresh",
+    "orig",
+    "passes",
+    "period",
+    "procs",
+    "procs_total",
+    "queue",
+    "queued_by_user",
+    "refresh",
+    "refresh_changes",
+    "reservation",
+    "restale",
+    "run_s",
+    "running",
+    "shadow",
+    "shadow_job",
+    "sjbf",
+    "source",
+    "start",
+    "submit",
+    "track",
+    "track_shadow",
+    "wall",
+    "work",
+)
+_SHARED = ("work", "source", "refresh", "submit", "run_s", "wall", "procs")  # never changed
+
+
 class Easy:
     """One simulation: FCFS + EASY backfilling with the estimates of ``source``.
 
@@ -63,53 +114,7 @@ class Easy:
     (each correction an event, a full pass at every instant).
     """
 
-    __slots__ = (
-        "a",
-        "backfill_depth",
-        "corr",
-        "correction",
-        "deferred",
-        "dirty",
-        "ends",
-        "est",
-        "est_end",
-        "every_instant",
-        "extra",
-        "free",
-        "is_pbs",
-        "is_simple",
-        "lazy",
-        "margin",
-        "min_est",
-        "min_p",
-        "n",
-        "ncorr",
-        "next_cross",
-        "next_refresh",
-        "orig",
-        "passes",
-        "period",
-        "procs",
-        "procs_total",
-        "queue",
-        "queued_by_user",
-        "refresh",
-        "refresh_changes",
-        "reservation",
-        "restale",
-        "run_s",
-        "running",
-        "shadow",
-        "shadow_job",
-        "sjbf",
-        "source",
-        "start",
-        "submit",
-        "track",
-        "track_shadow",
-        "wall",
-        "work",
-    )
+    __slots__ = _STATE
 
     def __init__(
         self,
@@ -123,6 +128,7 @@ class Easy:
         lazy_corrections: bool = False,
         track_shadow: bool = True,
         every_instant: bool = False,
+        bind: bool = True,
     ) -> None:
         n = len(work.submit)
         self.n = n
@@ -181,7 +187,19 @@ class Easy:
         self.restale = False  # a job started with another estimate than it was admitted with
         self.track = -1  # the running job the shadow moves with (see next_cross)
         self.shadow_job = -1  # the running job whose end is the shadow (blocked_shadow)
-        source.bind(work)
+        if bind:  # False: a copy, whose source is bound already
+            source.bind(work)
+
+    def copy(self) -> Easy:
+        """A copy of this state that steps on alone (tests); it shares the workload and the
+        source (give it another one if it will start jobs)."""
+        other = Easy(self.work, self.source, self.procs_total, bind=False)
+        for name in _STATE:
+            value = getattr(self, name)
+            if name not in _SHARED:
+                value = copy.deepcopy(value)
+            setattr(other, name, value)
+        return other
 
     # -----------------------------------------------------------------------------------
     # The event loop
@@ -281,7 +299,7 @@ class Easy:
             if period and self.queued_by_user.get(users[j]):
                 self.dirty.add(users[j])
                 if self.next_refresh == _INF:
-                    self.next_refresh = -(-t // period) * period
+                    self.next_refresh = float(-(-t // period) * period)
 
     def correct(self, t: int) -> bool:
         """Step 2: the corrections due by ``t``, taken lazily (in closed form for pbs); not
@@ -359,7 +377,7 @@ class Easy:
             # shadow or extra admits the best candidate of the last scan.
             sh, ex = self.blocked_shadow(t, self.queue[0])
             if t + self.min_est > sh and self.min_p > ex:
-                self.shadow = sh
+                self.shadow = float(sh)
                 self.extra = ex
             else:
                 full = True
@@ -626,7 +644,7 @@ class Easy:
                 ex = self._scan_sjbf(t, first, sh, ex)
             else:
                 ex = self._scan_fcfs(t, first, sh, ex)
-        self.shadow = sh
+        self.shadow = float(sh)
         self.extra = ex
 
     def _scan_fcfs(self, t: int, first: int, sh: int, ex: int) -> int:
@@ -656,9 +674,9 @@ class Easy:
                         break
                     continue
                 if est[j] < min_est:
-                    min_est = est[j]
+                    min_est = float(est[j])
                 if p < min_p:
-                    min_p = p
+                    min_p = float(p)
             k += 1
         self.min_est = min_est
         self.min_p = min_p
@@ -683,9 +701,9 @@ class Easy:
                     self.start_job(j, t)
                 else:
                     if est[j] < self.min_est:
-                        self.min_est = est[j]
+                        self.min_est = float(est[j])
                     if p < self.min_p:
-                        self.min_p = p
+                        self.min_p = float(p)
                 if self.free == 0:
                     break
         if started:
@@ -792,7 +810,7 @@ class Easy:
                 if st + wall[j] <= shadow:
                     continue
                 inc = orig[j] if orig[j] > 1 else 1
-                c = e + int((shadow - e) // inc) * inc
+                c = float(e + int((shadow - e) // inc) * inc)
                 if c >= st + run[j]:
                     continue
             else:
