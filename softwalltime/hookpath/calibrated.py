@@ -176,6 +176,14 @@ def _features(
     return LEVEL_NONE, [], 0
 
 
+def _positions(m: int) -> Tuple[int, int, int]:
+    """Where the p90, p75 and median of ``m`` sorted run times are (nearest rank)."""
+    return max(0, -(-9 * m // 10) - 1), max(0, -(-3 * m // 4) - 1), (m - 1) // 2
+
+
+_AT = [_positions(m) for m in range(KEY_JOBS + 1)]  # by class size (runs: <= KEY_JOBS)
+
+
 def _v3(walltime_s: int, usable: Sequence[ClassRow]) -> int:
     """v3 with the default parameters (15 jobs, +900 s), exact, uncapped."""
     best_rt = 0
@@ -221,16 +229,10 @@ def outcome_of_usable(
         return Outcome(level * N_SIZE * N_SPREAD * N_LEVEL, (walltime_s,) * len(RULES), level, 0)
     v3 = _clamp(_v3(walltime_s, usable), walltime_s)
     ordered = sorted(runs)
-    m = len(ordered)
+    p90, p75, median = _AT[len(ordered)]
     top = ordered[-1]
     low = ordered[0]
-    stats = (
-        top,  # max
-        ordered[max(0, -(-9 * m // 10) - 1)],  # p90
-        ordered[max(0, -(-3 * m // 4) - 1)],  # p75
-        ordered[(m - 1) // 2],  # median
-        runs[0],  # last
-    )
+    stats = (top, ordered[p90], ordered[p75], ordered[median], runs[0])  # runs[0]: last
     # every value is >= RULE_ADD_S >= 1, so only the cap at the walltime applies
     values = [walltime_s, v3]
     values += [-(-value * num // den) + RULE_ADD_S for value in stats for num, den in FACTORS]
@@ -353,10 +355,8 @@ class Calibration:
             if soft < runtime_s:
                 under[k] += 1
                 acc[k] += soft / runtime_s
-            elif soft == runtime_s:
-                acc[k] += 1.0
             else:
-                acc[k] += runtime_s / soft
+                acc[k] += runtime_s / soft  # exactly 1.0 when equal
             k += 1
 
     def v3_under(self) -> float:

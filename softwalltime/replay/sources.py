@@ -200,7 +200,8 @@ class CalibratedSource(EstimateSource):
         self.ended += 1
         user = self.users[j]
         wall = self.walls[j]
-        entry = (run, wall, self.ncpus[j])
+        procs = self.ncpus[j]
+        entry = (run, wall, procs)
         hist = self.history.get(user)
         if hist is None:
             hist = self.history[user] = []
@@ -216,15 +217,16 @@ class CalibratedSource(EstimateSource):
             walls[wall] = [entry]
         else:
             same.insert(0, entry)
-        same = classes.get((wall, entry[2]))
+        key = (wall, procs)
+        same = classes.get(key)
         if same is None:
-            classes[wall, entry[2]] = [entry]
+            classes[key] = [entry]
         else:
             same.insert(0, entry)
         if len(hist) > cal.HISTORY_ROWS:  # the oldest leaves every list
-            oldest = hist.pop()
-            walls[oldest[1]].pop()
-            classes[oldest[1], oldest[2]].pop()
+            _, old_wall, old_procs = hist.pop()
+            walls[old_wall].pop()
+            classes[old_wall, old_procs].pop()
 
     def target_report(self) -> Dict[str, Any]:
         """The target and the rate achieved, as ``evaluate`` reports them: ``target``
