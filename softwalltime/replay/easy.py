@@ -90,6 +90,7 @@ _STATE = (  # every attribute of an Easy (its __slots__; copy() copies them all)
     "restale",
     "run_s",
     "running",
+    "shift",
     "shadow",
     "shadow_job",
     "sjbf",
@@ -162,7 +163,10 @@ class Easy:
         self.ncorr = [0] * n
         self.reservation = [-1] * n
         self.queue: List[int] = []
-        self.running: List[Tuple[int, int]] = []  # (estimated end, job), sorted
+        # The running jobs, sorted by estimated end then job, each as one int key
+        # (end << shift | job; see key): ints compare and bisect without tuples.
+        self.shift = max(n.bit_length(), 1)
+        self.running: List[int] = []
         self.ends: List[Tuple[int, int]] = []  # heap (end, job)
         self.corr: List[Tuple[int, int]] = []  # heap (correction time, job)
         self.free = procs_total
@@ -294,7 +298,7 @@ class Easy:
             _, j = heapq.heappop(ends)
             self.advance(j, t - 1)  # count the corrections before the end
             self.free += procs[j]
-            del running[bisect.bisect_left(running, (self.est_end[j], j))]
+            del running[bisect.bisect_left(running, self.key(self.est_end[j], j))]
             on_end(j, t)
             if period and self.queued_by_user.get(users[j]):
                 self.dirty.add(users[j])
@@ -437,11 +441,21 @@ class Easy:
 
     def set_estimate(self, j: int, e: int) -> None:
         running = self.running
-        del running[bisect.bisect_left(running, (self.est_end[j], j))]
+        del running[bisect.bisect_left(running, self.key(self.est_end[j], j))]
         self.est[j] = e
         new = self.start[j] + e
         self.est_end[j] = new
-        bisect.insort(running, (new, j))
+        bisect.insort(running, self.key(new, j))
+
+    def key(self, end: int, j: int) -> int:
+        """Running job ``j``'s entry in ``running`` while its estimated end is ``end``."""
+        return (end << self.shift) | j
+
+    def running_ends(self) -> List[Tuple[int, int]]:
+        """``running`` decoded: (estimated end, job), sorted (tests)."""
+        shift = self.shift
+        mask = (1 << shift) - 1
+        return [(k >> shift, k & mask) for k in self.running]
 
     def take_due(self, t: int) -> None:
         """Deferred: take the pbs corrections due by ``t``.
@@ -453,9 +467,12 @@ class Easy:
         changes. The due jobs are the entries with an end <= now (a job at its walltime, or
         whose next step is past its end, ends after now), so no heap."""
         running = self.running
-        if not running or running[0][0] > t:
+        shift = self.shift
+        after = (t + 1) << shift  # the least key of an end after t
+        if not running or running[0] >= after:
             return  # none due (the common case)
-        k = bisect.bisect_right(running, (t, self.n))
+        k = bisect.bisect_left(running, after)
+        mask = (1 << shift) - 1
         start = self.start
         wall = self.wall
         orig = self.orig
@@ -463,7 +480,9 @@ class Easy:
         est = self.est
         est_end = self.est_end
         taken = []
-        for when, j in running[:k]:  # rules.extended_estimate under pbs, inlined
+        for key in running[:k]:  # rules.extended_estimate under pbs, inlined
+            when = key >> shift
+            j = key & mask
             st = start[j]
             e = when - st
             w = wall[j]
@@ -478,7 +497,7 @@ class Easy:
                 e = w
             est[j] = e
             est_end[j] = st + e
-            taken.append((st + e, j))
+            taken.append(((st + e) << shift) | j)
         del running[:k]
         if k > 4:
             running.extend(taken)
@@ -492,7 +511,11 @@ class Easy:
         start = self.start
         wall = self.wall
         run = self.run_s
-        for e, j in self.running:
+        shift = self.shift
+        mask = (1 << shift) - 1
+        for key in self.running:
+            e = key >> shift
+            j = key & mask
             st = start[j]
             if e < st + wall[j] and e < st + run[j]:
                 return e
@@ -527,11 +550,11 @@ class Easy:
             e += m * inc
             if e > w:
                 e = w
-            del running[bisect.bisect_left(running, (when, j))]
+            del running[bisect.bisect_left(running, self.key(when, j))]
             est[j] = e
             new = st + e
             self.est_end[j] = new
-            bisect.insort(running, (new, j))
+            bisect.insort(running, self.key(new, j))
             if e < w and new < end:
                 heapq.heappush(corr, (new, j))
             taken = True
@@ -580,7 +603,7 @@ class Easy:
             self.restale = True
         self.est[j] = e
         self.est_end[j] = t + e
-        bisect.insort(self.running, (t + e, j))
+        bisect.insort(self.running, self.key(t + e, j))
         self.free -= self.procs[j]
         heapq.heappush(self.ends, (t + run, j))
         if not self.deferred:
@@ -599,20 +622,25 @@ class Easy:
         running = self.running
         free = self.free
         need = procs[head] - free
+        shift = self.shift
+        mask = (1 << shift) - 1
         acc = 0
         sh = t
         k = 0
         nrun = len(running)
         while k < nrun:
-            e, r = running[k]
+            key = running[k]
+            r = key & mask
             acc += procs[r]
             k += 1
             if acc >= need:
+                e = key >> shift
                 sh = e if e > t else t
                 self.shadow_job = r
                 break
-        while k < nrun and running[k][0] <= sh:
-            acc += procs[running[k][1]]
+        after = (sh + 1) << shift
+        while k < nrun and running[k] < after:
+            acc += procs[running[k] & mask]
             k += 1
         return sh, free + acc - procs[head]
 
@@ -723,7 +751,7 @@ class Easy:
         if not q:
             self.shadow = -1.0
             return
-        profile = Profile(t, self.free, [(e, procs[r]) for e, r in self.running])
+        profile = Profile(t, self.free, [(e, procs[r]) for e, r in self.running_ends()])
         resv: List[List[int]] = []  # [shadow, extra]
         order = list(q)
         rest: List[int] = []
@@ -798,19 +826,24 @@ class Easy:
         orig = self.orig
         run = self.run_s
         is_pbs = self.is_pbs
+        shift = self.shift
+        mask = (1 << shift) - 1
+        sh = int(shadow)
         best = _INF
-        for e, j in running:
-            if e > shadow:
+        for key in running:
+            e = key >> shift
+            if e > sh:
                 break
+            j = key & mask
             if j == track:
                 # Reaching the next end (not only passing it) adds that job to extra.
                 c = self.crossing(j, limit - 1) if limit < _INF else _INF
             elif is_pbs:  # rules.crossing under pbs, inlined
                 st = start[j]
-                if st + wall[j] <= shadow:
+                if st + wall[j] <= sh:
                     continue
                 inc = orig[j] if orig[j] > 1 else 1
-                c = float(e + int((shadow - e) // inc) * inc)
+                c = float(e + (sh - e) // inc * inc)
                 if c >= st + run[j]:
                     continue
             else:
@@ -840,12 +873,13 @@ class Easy:
         if self.deferred:
             self.take_due(t)  # equal ends and the next end, as they are now
         running = self.running
-        lo = bisect.bisect_left(running, (self.est_end[dj], -1))
-        hi = bisect.bisect_left(running, (self.est_end[dj], self.n))
+        end = self.est_end[dj]
+        lo = bisect.bisect_left(running, end << self.shift)
+        hi = bisect.bisect_left(running, (end + 1) << self.shift)
         if hi - lo != 1:
             return self.shadow
         self.track = dj
-        return running[hi][0] if hi < len(running) else _INF
+        return running[hi] >> self.shift if hi < len(running) else _INF
 
     def gap_bound(self, t: int, need: int) -> float:
         """G >= S(t') - t' for every t' >= t until the next end, arrival or refresh, where
@@ -861,9 +895,13 @@ class Easy:
         procs = self.procs
         correction = self.correction
         is_pbs = self.is_pbs
+        shift = self.shift
+        mask = (1 << shift) - 1
         acc = 0
         gap = 0
-        for e, j in self.running:
+        for key in self.running:
+            e = key >> shift
+            j = key & mask
             w = start[j] + wall[j]
             if is_pbs:  # rules.reach, inlined
                 b = t + (orig[j] if orig[j] > 1 else 1)
@@ -896,15 +934,17 @@ class Easy:
         need = procs[head] - self.free
         min_est = self.min_est
         min_p = self.min_p
+        shift = self.shift
+        mask = (1 << shift) - 1
         ok = t
         gap = self.gap_bound(t, need)
         if min_est > gap:
             x = self.free - procs[head]
             reach = _INF
-            for e, j in running:
-                x += procs[j]
+            for key in running:
+                x += procs[key & mask]
                 if x >= min_p:
-                    reach = e - gap
+                    reach = (key >> shift) - gap
                     break
             if reach - 1 >= last:
                 return int(last)
@@ -922,10 +962,10 @@ class Easy:
             if s_t == _INF or (t + min_est <= s_t and min_est <= gap):
                 return ok
             x_max = self.free - procs[head]
-            for e, j in running:
-                if e > s_t:
+            for key in running:
+                if key >> shift > s_t:
                     break
-                x_max += procs[j]
+                x_max += procs[key & mask]
             if min_p <= x_max:
                 return ok
             ok = int(cand)
@@ -936,14 +976,18 @@ class Easy:
         ``cand`` applied: only the ends due by then move; the others keep their order."""
         running = self.running
         procs = self.procs
-        k = bisect.bisect_right(running, (cand + self.margin, self.n))
+        shift = self.shift
+        mask = (1 << shift) - 1
+        k = bisect.bisect_left(running, (int(cand) + self.margin + 1) << shift)  # ends by then
         if self.is_pbs:  # virtual_end, inlined
             start = self.start
             wall = self.wall
             run = self.run_s
             orig = self.orig
             vends = []
-            for e, j in running[:k]:
+            for key in running[:k]:
+                e = key >> shift
+                j = key & mask
                 st = start[j]
                 w = st + wall[j]
                 lim = st + run[j] - 1
@@ -957,10 +1001,15 @@ class Easy:
                 vends.append((e, procs[j]))
             vends.sort()
         else:
-            vends = sorted((self.virtual_end(j, e, cand), procs[j]) for e, j in running[:k])
+            vends = sorted(
+                (self.virtual_end(key & mask, key >> shift, cand), procs[key & mask])
+                for key in running[:k]
+            )
         acc = 0
         i = 0
-        for e, j in running[k:]:
+        for key in running[k:]:
+            e = key >> shift
+            j = key & mask
             while i < k and vends[i][0] <= e:
                 acc += vends[i][1]
                 if acc >= need:
