@@ -3,7 +3,9 @@
 For each trace (default: HPC2N, 202,871 jobs on 240 processors) and each estimate source,
 one simulation with the ``pbs`` correction (or ``--correction``) on one core, trace already
 in memory: wall and CPU seconds, CPU time relative to ``users`` in the same run (the machine
-is shared: compare ratios), jobs/s, scheduling passes and corrections. ``--policies`` times the PBS
+is shared: compare ratios), jobs/s, scheduling passes and corrections. The first line says
+whether the simulator's hot modules run compiled (``make compile``; ``make bench-simulate``
+builds them) or as plain Python, as in the packages. ``--policies`` times the PBS
 policy simulator (:mod:`softwalltime.replay.pbsched`, cycles every 600 s) instead.
 
     python tests/benchmarks/bench_simulate.py [TRACE ...] [--estimates LIST] [--correction C]
@@ -16,7 +18,7 @@ import argparse
 import time
 from pathlib import Path
 
-from softwalltime.replay import pbsched
+from softwalltime.replay import native, pbsched
 from softwalltime.replay import simulate as sim
 
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
@@ -31,6 +33,12 @@ def main() -> None:
     parser.add_argument("--correction", default="pbs", choices=sim.CORRECTIONS)
     parser.add_argument("--policies", help="time pbsched.simulate_pbs with these policies")
     args = parser.parse_args()
+    compiled = native.compiled()
+    print(
+        "simulator: "
+        + (f"compiled (mypyc): {', '.join(compiled)}" if compiled else "plain Python")
+        + " (make compile builds it; packaging/compile_simulator.py --clean removes it)"
+    )
     for path in args.traces:
         started = time.perf_counter()
         work = sim.read_workload(path)
