@@ -762,10 +762,7 @@ class Easy:
                 break
             p = procs[j]
             d = est[j]
-            if p <= self.free and all(t + d <= s or p <= x for s, x in resv):
-                for rv in resv:
-                    if t + d > rv[0]:
-                        rv[1] -= p
+            if self._passes(t, p, d, resv):
                 profile.occupy(t, max(d, 1), p)
                 self.start_job(j, t)
                 started.add(j)
@@ -780,17 +777,23 @@ class Easy:
         for j in rest:
             if self.free == 0:
                 break
-            p = procs[j]
-            d = est[j]
-            if p <= self.free and all(t + d <= s or p <= x for s, x in resv):
-                for rv in resv:
-                    if t + d > rv[0]:
-                        rv[1] -= p
+            if self._passes(t, procs[j], est[j], resv):
                 self.start_job(j, t)
                 started.add(j)
         if started:
             q[:] = [j for j in q if j not in started]
         self.shadow = float(resv[0][0]) if resv else -1.0
+
+    def _passes(self, t: int, p: int, d: int, resv: List[List[int]]) -> bool:
+        """Whether a job of ``p`` processors and estimate ``d`` may start at ``t`` without
+        delaying a reservation ([shadow, extra]); if so, each reservation it runs past
+        loses its processors from extra."""
+        if p > self.free or not all(t + d <= s or p <= x for s, x in resv):
+            return False
+        for rv in resv:
+            if t + d > rv[0]:
+                rv[1] -= p
+        return True
 
     # -----------------------------------------------------------------------------------
     # Depth 1: when the next correction can change a decision
