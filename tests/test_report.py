@@ -321,3 +321,47 @@ def test_a_failed_other_connection_leaves_its_figures_to_the_first(demo, monkeyp
         got, _ = build.make_report(conn, timings=timings)
     assert "heatmaps (3)" in timings and "by_queue (2)" not in timings
     assert json.loads(build.to_json(got, {})) == json.loads(build.to_json(data, {}))
+
+
+def test_cli_out_never_replaces_what_is_not_a_regular_file(demo_dsn, tmp_path, capsys):
+    """Issue 32: as root, --out /dev/null became a 173 kB regular file and a symlink at the
+    path was replaced. Now a symlink, a fifo or a directory is refused: one line, exit 1."""
+    secret = tmp_path / "secret"
+    secret.write_text("root's\n")
+    link = tmp_path / "r.html"
+    link.symlink_to(secret)
+    fifo = tmp_path / "fifo.html"
+    os.mkfifo(fifo)
+    for path, kind in ((link, "a symlink"), (fifo, "a fifo"), (tmp_path, "a directory")):
+        assert main(["--dsn", demo_dsn, "report", "--out", str(path)]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            f"softwalltime: error: cannot write {path}: it is {kind}, not a regular file;"
+            " give a file's path"
+        ]
+    assert link.is_symlink() and secret.read_text() == "root's\n"
+    assert fifo.is_fifo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo.html", "r.html", "secret"]
+
+
+def test_cli_out_keeps_the_mode_honours_the_umask_and_dash_is_stdout(demo_dsn, tmp_path, capsys):
+    """Issue 32: the page was always chmod 0644, world-readable whatever the umask."""
+    new = tmp_path / "new.html"
+    old_mask = os.umask(0o077)
+    try:
+        assert main(["--dsn", demo_dsn, "report", "--out", str(new)]) == 0
+    finally:
+        os.umask(old_mask)
+    assert oct(new.stat().st_mode & 0o777) == oct(0o600)
+    kept = tmp_path / "kept.html"
+    kept.write_text("old")
+    kept.chmod(0o640)
+    assert main(["--dsn", demo_dsn, "report", "--out", str(kept)]) == 0
+    assert oct(kept.stat().st_mode & 0o777) == oct(0o640) and "<svg" in kept.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.html", "new.html"]
+    capsys.readouterr()
+    assert main(["--dsn", demo_dsn, "report", "--out", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("<!DOCTYPE html>") and out.count("<svg") >= 10
+    assert err.startswith("-: ") and " jobs, " in err
+    assert not (tmp_path / "-").exists()

@@ -8,12 +8,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import resource
+import signal
 import time
 from collections import Counter
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from softwalltime import outfile
 from softwalltime.errors import SoftwalltimeError
 from softwalltime.hookpath import pgwire
 from softwalltime.pbsserver import status as s
@@ -296,7 +299,7 @@ def test_prometheus_file_is_replaced_atomically(tmp_path):
     path = tmp_path / "softwalltime.prom"
     path.write_text("old\n")
     inode = os.stat(path).st_ino
-    s.write_atomically(str(path), "softwalltime_status 0\n")
+    outfile.write_text(str(path), "softwalltime_status 0\n")
     assert path.read_text() == "softwalltime_status 0\n"
     assert os.stat(path).st_ino != inode  # renamed over, never rewritten in place
     assert [p.name for p in tmp_path.iterdir()] == ["softwalltime.prom"]
@@ -304,11 +307,24 @@ def test_prometheus_file_is_replaced_atomically(tmp_path):
 
 def test_a_failed_prometheus_write_leaves_no_temporary_file(tmp_path):
     target = tmp_path / "softwalltime.prom"
-    target.mkdir()  # the rename over it fails after the temporary file was written
-    with pytest.raises(SoftwalltimeError, match=f"cannot write {target}: Is a directory"):
-        s.write_atomically(str(target), "softwalltime_status 0\n")
+    target.mkdir()  # refused before anything is written
+    with pytest.raises(SoftwalltimeError, match=f"cannot write {target}: it is a directory"):
+        outfile.write_text(str(target), "softwalltime_status 0\n")
     assert [p.name for p in tmp_path.iterdir()] == ["softwalltime.prom"]
     assert list(target.iterdir()) == []
+    # A write that fails half way (the file size limit: EFBIG) removes its temporary file.
+    path = tmp_path / "full.prom"
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (10, limits[1]))
+    try:
+        with pytest.raises(SoftwalltimeError) as caught:
+            outfile.write_text(str(path), "softwalltime_status 0\n" * 10)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, handler)
+    assert str(caught.value) == f"cannot write {path}: File too large"
+    assert [p.name for p in tmp_path.iterdir()] == ["softwalltime.prom"]
 
 
 def _all_checks() -> list[s.Check]:
@@ -483,7 +499,7 @@ def test_cli_prometheus_write_fails_unknown_and_no_temporary_file(capsys, tmp_pa
     target.mkdir()
     code, out, err = _status(capsys, tmp_path, "--nagios", "--prometheus", str(target))
     assert code == 3 and err == ""
-    assert f"prometheus UNKNOWN: cannot write {target}: Is a directory" in out
+    assert f"prometheus UNKNOWN: cannot write {target}: it is a directory" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "cfg.json",
         "isdir.prom",
@@ -500,3 +516,35 @@ def test_cli_nagios_error_before_the_checks_is_unknown(capsys, tmp_path, pbs_hom
     )
     code, out, err = _status(capsys, tmp_path, "--json", config={"predictor": "v9"})
     assert code == 1 and out == "" and "key 'predictor'" in err
+
+
+def test_cli_prometheus_refuses_a_symlink_and_keeps_the_mode(capsys, tmp_path, pbs_home):
+    """Issue 32: the metrics file replaced a symlink at its path and was always chmod 0644;
+    now a symlink or device is refused (UNKNOWN, one line), an existing file keeps its mode,
+    a new one honours the umask, and '-' prints the metrics instead of the table."""
+    secret = tmp_path / "secret"
+    secret.write_text("root's\n")
+    link = tmp_path / "link.prom"
+    link.symlink_to(secret)
+    code, _, err = _status(capsys, tmp_path, "--prometheus", str(link))
+    assert code == 3 and err == (
+        f"softwalltime status: error: cannot write {link}: it is a symlink, not a regular"
+        " file; give a file's path\n"
+    )
+    assert link.is_symlink() and secret.read_text() == "root's\n"
+    kept = tmp_path / "kept.prom"
+    kept.write_text("old\n")
+    kept.chmod(0o640)
+    _status(capsys, tmp_path, "--prometheus", str(kept))
+    assert oct(kept.stat().st_mode & 0o777) == oct(0o640)
+    assert "softwalltime_status 3\n" in kept.read_text()
+    new = tmp_path / "new.prom"
+    old_mask = os.umask(0o027)
+    try:
+        _status(capsys, tmp_path, "--prometheus", str(new))
+    finally:
+        os.umask(old_mask)
+    assert oct(new.stat().st_mode & 0o777) == oct(0o640)
+    code, out, err = _status(capsys, tmp_path, "--prometheus", "-")
+    assert code == 3 and out.startswith("# HELP") and "softwalltime_status 3\n" in out
+    assert "│" not in out and not (tmp_path / "-").exists()

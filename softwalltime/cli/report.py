@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import logging
-import os
-import tempfile
+import sys
 import time
 from typing import Any
 
-from ..errors import SoftwalltimeError
+from .. import outfile
 from ..hookpath.config import Settings, require_dsn
 
 log = logging.getLogger(__name__)
@@ -49,7 +48,11 @@ def register(sub: Any) -> None:
     parser.add_argument("--server", help="only this PBS server's jobs")
     parser.add_argument("--queue", help="only this queue's jobs")
     parser.add_argument(
-        "--out", metavar="FILE", default="softwalltime-report.html", help="HTML file to write"
+        "--out",
+        metavar="FILE",
+        default="softwalltime-report.html",
+        help="HTML file to write, atomically; only a regular file is replaced (keeping its"
+        " mode), a new one gets the umask's mode; '-' writes to standard output",
     )
     parser.add_argument(
         "--json", action="store_true", help="print every figure's numbers as JSON instead"
@@ -73,19 +76,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(build.to_json(data, meta))
         return 0
-    _write(args.out, html.render(data, meta))
-    print(f"{args.out}: {data['totals']['jobs']} jobs, {time.perf_counter() - start:.1f} s")
+    outfile.write_text(args.out, html.render(data, meta))
+    done = f"{args.out}: {data['totals']['jobs']} jobs, {time.perf_counter() - start:.1f} s"
+    print(done, file=sys.stderr if args.out == outfile.STDOUT else sys.stdout)
     return 0
-
-
-def _write(path: str, text: str) -> None:
-    """Write atomically (a reader never sees half a page)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".report-", suffix=".html")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as err:
-        raise SoftwalltimeError(f"cannot write {path}: {err.strerror or err}") from err

@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any, Mapping
 
+from .. import outfile
 from ..errors import SoftwalltimeError
 from ..hookpath.config import Settings
 from ..pbsserver import status as lib
@@ -62,7 +63,9 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--prometheus",
         metavar="FILE",
-        help="also write the metrics to FILE (node_exporter textfile collector; atomic rename)",
+        help="also write the metrics to FILE (node_exporter textfile collector): atomically, "
+        "replacing only a regular file (keeping its mode; a new one gets the umask's mode); "
+        "'-' prints them instead of the table",
     )
     parser.set_defaults(func=run, on_error=_on_error)
 
@@ -135,13 +138,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     code = lib.overall(checks)
     if args.prometheus:
         try:
-            lib.write_atomically(args.prometheus, lib.render_prometheus(checks))
+            outfile.write_text(args.prometheus, lib.render_prometheus(checks))
         except SoftwalltimeError as err:
             checks.append(lib.Check("prometheus", lib.UNKNOWN, str(err)))
             code = lib.overall(checks)
             if not args.nagios:
                 print(f"softwalltime status: error: {err}", file=sys.stderr)
-    if args.json:
+    if args.prometheus == outfile.STDOUT:
+        pass  # the metrics were the output
+    elif args.json:
         print(lib.render_json(checks))
     elif args.nagios:
         print(lib.render_nagios(checks))

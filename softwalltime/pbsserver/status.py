@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from ..errors import ConfigError, DatabaseError, SoftwalltimeError
+from ..errors import ConfigError, DatabaseError
 from ..hookpath import pgwire
 from ..hookpath.config import Settings, load_settings, redact_dsn
 from .commands import Pbs, PbsError
@@ -820,29 +820,3 @@ def render_nagios(checks: Sequence[Check]) -> str:
     perf = [f"status={state}"]
     perf += [f"{_perf_label(m)}={_perf_value(m)}" for c in checks for m in c.metrics]
     return f"SOFTWALLTIME {STATE_NAMES[state]} - {text} | {' '.join(perf)}"
-
-
-def write_atomically(path: str, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path``
-    (node_exporter never reads a half-written file). A failed write leaves no
-    temporary file behind.
-
-    :raises SoftwalltimeError: the directory cannot be written
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".softwalltime-", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as err:
-        raise SoftwalltimeError(f"cannot write {path}: {err.strerror}") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
