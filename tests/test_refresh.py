@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -166,6 +167,67 @@ def test_lock_is_exclusive_across_processes(tmp_path):
         assert other.returncode == 1 and "another refresh holds" in other.stderr
     with r.RunLock(path):  # released
         pass
+
+
+def test_lock_never_follows_a_symlink_nor_truncates_its_target(tmp_path):
+    """Issue 32: a user's symlink at the lock path made root's refresh truncate any file
+    (a 0600 root file became "28657"). The lock is opened with O_NOFOLLOW now."""
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o755)
+    target = tmp_path / "shadow"
+    target.write_text("root's secret\n")
+    target.chmod(0o600)
+    lock = folder / "refresh.lock"
+    lock.symlink_to(target)
+    with pytest.raises(r.RefreshError) as caught:
+        with r.RunLock(str(lock)):
+            pass
+    assert str(caught.value) == (
+        f"cannot open lock file {lock}: it is a symlink or not a regular file"
+    )
+    assert target.read_text() == "root's secret\n" and lock.is_symlink()
+
+
+def test_lock_refuses_a_folder_others_may_write(tmp_path):
+    """Issue 32: in world-writable /run/lock any user could plant the lock file (and hold its
+    flock to stop every refresh). A folder writable by its group or others, or owned by
+    another user than root or this one, is refused before anything is opened."""
+    folder = tmp_path / "lock"
+    folder.mkdir()
+    for mode in (0o1777, 0o775):
+        folder.chmod(mode)
+        with pytest.raises(r.RefreshError) as caught:
+            with r.RunLock(str(folder / "refresh.lock")):
+                pass
+        assert str(caught.value) == (
+            f"lock folder {folder} is writable by its group or others (mode {mode:04o});"
+            " use a folder only root or this user may write (--lock-file)"
+        )
+        assert list(folder.iterdir()) == []
+    folder.chmod(0o755)
+    if os.geteuid() == 0:
+        os.chown(folder, 4242, 4242)
+        with pytest.raises(r.RefreshError, match=f"lock folder {folder} belongs to uid 4242"):
+            with r.RunLock(str(folder / "refresh.lock")):
+                pass
+        os.chown(folder, 0, 0)
+    with r.RunLock(str(folder / "refresh.lock")) as held:
+        assert os.read(held.fd, 64) == f"{os.getpid()}\n".encode()
+
+
+def test_lock_folder_is_made_when_missing_and_default_is_private(tmp_path):
+    """The default is in /run/softwalltime (the unit's RuntimeDirectory=), not /run/lock;
+    run by hand, refresh makes the folder, 0755 at most."""
+    assert r.DEFAULT_LOCK == "/run/softwalltime/refresh.lock"
+    folder = tmp_path / "softwalltime"
+    with r.RunLock(str(folder / "refresh.lock")):
+        assert folder.stat().st_mode & 0o777 == 0o755 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def test_pbs_conf_and_command_prefix(tmp_path):

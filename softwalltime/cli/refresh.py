@@ -55,7 +55,8 @@ def register(sub: Any) -> None:
         "--lock-file",
         default=lib.DEFAULT_LOCK,
         metavar="FILE",
-        help=f"flock taken for the run (default: {lib.DEFAULT_LOCK})",
+        help=f"flock taken for the run (default: {lib.DEFAULT_LOCK}); its folder must be"
+        " writable by root or this user only",
     )
     parser.add_argument("--verbose", action="store_true", help="one line per job altered")
     parser.set_defaults(func=run)

@@ -24,8 +24,10 @@ whose soft walltime a manager set get their rank refreshed too (the hook keeps t
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import stat
 import tempfile
 import time
 from collections import Counter
@@ -43,7 +45,8 @@ from .commands import Pbs, PbsError, chunks
 
 MARK = MARK_RESOURCE  # the hook's mark: a custom resource in Resource_List
 QUEUED_STATES = ("Q", "H")
-DEFAULT_LOCK = "/run/lock/softwalltime-refresh.lock"
+# in a folder only root or the service user may write (the unit's RuntimeDirectory=)
+DEFAULT_LOCK = "/run/softwalltime/refresh.lock"
 # after this many database errors in a row the history is unreachable: stop the run
 MAX_DB_ERRORS_IN_A_ROW = 5
 # job ids per qalter: one alteration costs ~0.1 s on a busy server, so the time budget is
@@ -259,10 +262,18 @@ class RunLock:
         self.fd = -1
 
     def __enter__(self) -> RunLock:
+        check_lock_folder(os.path.dirname(os.path.abspath(self.path)))
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         try:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.fd = os.open(self.path, flags, 0o644)
         except OSError as err:
-            raise RefreshError(f"cannot open lock file {self.path}: {err.strerror}") from None
+            why = "it is a symlink or not a regular file" if err.errno == errno.ELOOP else None
+            raise RefreshError(
+                f"cannot open lock file {self.path}: {why or err.strerror}"
+            ) from None
+        if not stat.S_ISREG(os.fstat(self.fd).st_mode):
+            os.close(self.fd)
+            raise RefreshError(f"cannot open lock file {self.path}: it is not a regular file")
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -271,12 +282,39 @@ class RunLock:
             raise RefreshError(
                 f"another refresh holds {self.path} (pid {holder}); nothing done"
             ) from None
-        os.ftruncate(self.fd, 0)
+        os.ftruncate(self.fd, 0)  # only once the lock is held
         os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
         return self
 
     def __exit__(self, *exc: object) -> None:
         os.close(self.fd)  # closing releases the flock
+
+
+def check_lock_folder(folder: str) -> None:
+    """Make ``folder`` (0755) if it is missing, then refuse it unless only root or this
+    user may write it: a lock file in a folder others write (``/run/lock``) may be a user's
+    symlink, or a user may hold its flock and stop every refresh.
+
+    :raises RefreshError: the folder cannot be made, or others may write it
+    """
+    try:
+        os.mkdir(folder, 0o755)
+    except FileExistsError:
+        pass
+    except OSError as err:
+        raise RefreshError(f"cannot make lock folder {folder}: {err.strerror}") from None
+    st = os.stat(folder)
+    if st.st_uid not in (0, os.geteuid()):
+        raise RefreshError(
+            f"lock folder {folder} belongs to uid {st.st_uid}, not root or this user;"
+            " use a folder only root or this user may write (--lock-file)"
+        )
+    if st.st_mode & 0o022:
+        raise RefreshError(
+            f"lock folder {folder} is writable by its group or others"
+            f" (mode {stat.S_IMODE(st.st_mode):04o}); use a folder only root or this user"
+            " may write (--lock-file)"
+        )
 
 
 def hook_settings(pbs: Pbs, hook: str, cli: Settings) -> Settings:
