@@ -199,12 +199,15 @@ def options(args: argparse.Namespace, settings: Settings) -> Options:
     run within minutes instead of holding the ingest lock for hours.
 
     :raises ConfigError: no DSN, or a server name that is no host name
+    :raises FileError: PBS_CONF_FILE names a file that cannot be read
     """
-    directory = args.dir or settings.accounting_dir or default_directory(os.environ)
+    directory = args.dir or settings.accounting_dir
+    if not directory and not args.files:  # files named: no directory is read
+        directory = default_directory(os.environ)
     return Options(
         dsn=with_keepalives(require_dsn(settings)),
         paths=tuple(args.files),
-        directory=directory,
+        directory=directory or "",
         server=_server_name(args.server or settings.server),
         batch_size=args.batch_size,
         progress=sys.stderr.isatty() if args.progress is None else args.progress,

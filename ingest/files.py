@@ -89,24 +89,36 @@ def os_path(text: str) -> str:
 def pbs_home(environ: Mapping[str, str]) -> str:
     """``PBS_HOME`` from the environment, else from ``/etc/pbs.conf`` (or ``PBS_CONF_FILE``).
 
+    Without ``PBS_CONF_FILE`` a missing ``/etc/pbs.conf`` means PBS's default home; a
+    ``PBS_CONF_FILE`` that cannot be read is an error, never that default (which may be
+    another server's logs).
+
     :param environ: the process environment
+    :raises FileError: ``PBS_CONF_FILE`` names a file that cannot be read
     """
     if environ.get("PBS_HOME"):
         return environ["PBS_HOME"]
-    conf = environ.get("PBS_CONF_FILE") or DEFAULT_PBS_CONF
+    named = environ.get("PBS_CONF_FILE")
     try:
-        with open(conf, encoding="utf-8", errors="replace") as fh:
+        with open(named or DEFAULT_PBS_CONF, encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 key, _, value = line.strip().partition("=")
                 if key.strip() == "PBS_HOME" and value.strip():
                     return value.strip()
-    except OSError:
-        pass
+    except OSError as err:
+        if named:
+            raise FileError(
+                f"PBS_CONF_FILE names {named}, which cannot be read: {err.strerror}"
+                " (fix it, or give --dir or accounting_dir)"
+            ) from None
     return DEFAULT_PBS_HOME
 
 
 def default_directory(environ: Mapping[str, str]) -> str:
-    """``$PBS_HOME/server_priv/accounting``, where pbs_server writes its accounting files."""
+    """``$PBS_HOME/server_priv/accounting``, where pbs_server writes its accounting files.
+
+    :raises FileError: ``PBS_CONF_FILE`` names a file that cannot be read
+    """
     return os.path.join(pbs_home(environ), "server_priv", "accounting")
 
 

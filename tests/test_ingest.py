@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from softwalltime_ingest import __main__ as ingest_main
 from softwalltime_ingest import parse as parse_module
+from softwalltime_ingest.files import FileError
 from softwalltime_ingest.load import LOCK_KEY
 from softwalltime_ingest.parse import _parse_lines, copy_line, e_copy_line, parse_chunk
 
@@ -249,7 +250,31 @@ def test_directory_from_pbs_conf_and_setting(monkeypatch, tmp_path):
     assert default_directory({"PBS_CONF_FILE": str(conf)}) == "/srv/pbs/server_priv/accounting"
     assert default_directory({"PBS_HOME": "/x"}) == "/x/server_priv/accounting"
     missing = {"PBS_CONF_FILE": str(tmp_path / "none")}
-    assert default_directory(missing) == "/var/spool/pbs/server_priv/accounting"
+    with pytest.raises(FileError) as caught:
+        default_directory(missing)
+    assert str(caught.value) == (
+        f"PBS_CONF_FILE names {tmp_path}/none, which cannot be read: No such file or"
+        " directory (fix it, or give --dir or accounting_dir)"
+    )
+
+
+def test_a_missing_pbs_conf_file_is_an_error_not_the_real_servers_logs(
+    capsys, fresh_dsn, monkeypatch, tmp_path
+):
+    """Issue 32: with PBS_CONF_FILE naming a missing file, ingest fell back to
+    /var/spool/pbs and ingested the real server's accounting into a scratch database."""
+    monkeypatch.delenv("PBS_HOME", raising=False)
+    monkeypatch.setenv("PBS_CONF_FILE", str(tmp_path / "none.conf"))
+    code, out, err = ingest(capsys, fresh_dsn)
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        f"softwalltime: error: PBS_CONF_FILE names {tmp_path}/none.conf, which cannot be"
+        " read: No such file or directory (fix it, or give --dir or accounting_dir)"
+    ]
+    assert count(fresh_dsn) == 0
+    acct = tmp_path / "acct"
+    acct.mkdir()
+    assert ingest(capsys, fresh_dsn, "--dir", str(acct))[0] == 0  # --dir needs no pbs.conf
 
 
 def test_rotation_by_rename_is_followed(capsys, fresh_dsn, tmp_path, template_e):
