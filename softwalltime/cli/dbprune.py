@@ -20,6 +20,7 @@ MAX_KEEP_DAYS = 100 * 366
 # --json: its keys, for --help and the test that parses them.
 JSON_KEYS = (
     ("keep_days", "history_keep_days used"),
+    ("keep_jobs", "each user's newest jobs on each server kept whatever their age"),
     ("cutoff", "ISO 8601 instant, jobs that ended before it go; null when keep_days is 0"),
     ("dry_run", "true: nothing was deleted, the counts are what would be"),
     ("finished_jobs", "rows of finished_jobs deleted"),
@@ -38,8 +39,11 @@ def add_prune_command(dbsub: Any) -> None:
         help="delete finished jobs older than history_keep_days (in small batches)",
         description=(
             "Delete the finished jobs (and their earlier runs) that ended more than "
-            "history_keep_days ago, in batches of at most --batch-rows rows, each its own "
-            "short transaction: the hook and the ingester never wait on it. With "
+            "history_keep_days ago, except each user's newest jobs on each server (at "
+            "least 100, and at least v1_jobs and v3_jobs: every job the hook's predictors "
+            "and rank read, so an idle user keeps their soft walltimes), in batches of at "
+            "most --batch-rows rows, each its own short transaction: the hook and the "
+            "ingester never wait more than one batch on it. With "
             "history_keep_days 0 (the default) the whole history is kept and nothing is "
             "done. The ingest checkpoints stay, so deleted jobs are never ingested again. "
             "Run it with a role that may DELETE (the pruner's of 'softwalltime db grant'). "
@@ -84,26 +88,31 @@ def _bounded(low: int, high: int) -> Callable[[str], int]:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """``softwalltime db prune``: 0 when done (or nothing to do)."""
     keep_days = args.keep_days or settings.history_keep_days
+    from ..db import retention
+
     if not keep_days:
         if args.json:
             nothing: dict[str, Any] = dict.fromkeys((k for k, _ in JSON_KEYS), 0)
             nothing.update(cutoff=None, dry_run=args.dry_run, seconds=0.0)
+            nothing.update(keep_jobs=retention.keep_jobs_for(settings))
             print(json.dumps(nothing, indent=2))
         else:
             print("softwalltime db prune: history_keep_days is 0: the whole history is kept")
         return 0
     from ..db import engine as db
-    from ..db import retention
 
+    keep_jobs = retention.keep_jobs_for(settings)
     dsn = require_dsn(settings)
     engine = db.make_engine(dsn)
     try:
         db.connect(engine, dsn).close()  # a connection failure in one line
         if args.dry_run:
-            done = retention.dry_run(engine, keep_days)
+            done = retention.dry_run(engine, keep_days, keep_jobs=keep_jobs)
         else:
             progress = _progress if sys.stderr.isatty() else None
-            done = retention.prune(engine, keep_days, args.batch_rows, on_batch=progress)
+            done = retention.prune(
+                engine, keep_days, args.batch_rows, on_batch=progress, keep_jobs=keep_jobs
+            )
             if progress and done.batches:
                 print(file=sys.stderr)  # end the progress line
     finally:
@@ -128,7 +137,7 @@ def render(done: Any) -> str:
     line = (
         f"softwalltime db prune: {verb} {done.finished_jobs:,} finished jobs and"
         f" {done.job_reruns:,} reruns that ended before {done.cutoff:%Y-%m-%d %H:%M:%S %Z}"
-        f" (history_keep_days {done.keep_days})"
+        f" (history_keep_days {done.keep_days}; each user's newest {done.keep_jobs} kept)"
     )
     if done.dry_run:
         return line + "; nothing deleted (--dry-run)"

@@ -4,7 +4,10 @@
 while the predictors read each user's last few jobs and the reports a recent window. What
 is deleted: the rows of ``finished_jobs`` that ended before the cutoff (``now -
 history_keep_days``), and the rows of ``job_reruns`` (earlier runs) that ended before it,
-unless their job's final row is kept. Nothing else: ``ingest_checkpoints`` stays, so the
+unless their job's final row is kept. Never deleted, whatever their age: each user's newest
+:data:`KEEP_JOBS_PER_USER` usable jobs on each server (more when ``v1_jobs`` or ``v3_jobs``
+ask for more), so a user who has not run anything for ``history_keep_days`` keeps the
+predictions and the rank the hook gives them. Nothing else: ``ingest_checkpoints`` stays, so the
 ingester never reads those jobs again from the accounting files still on disk, and what
 ``calibrate`` learned stays learned.
 
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from typing import Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -35,6 +38,17 @@ from sqlalchemy.engine import Connection, Engine
 from ..errors import UNDEFINED_TABLE, DatabaseError, SchemaMissingError
 
 DEFAULT_BATCH_ROWS = 5000
+# The newest jobs of each user (on each server) a prune always keeps, whatever their age:
+# at least every row the hook's lookups read (hookpath/lookup.py's LIMITs: v1/v2 read
+# v1_jobs (2), v3 v3_jobs (15), calibrated and the rank calibrated.HISTORY_ROWS (100));
+# tests/test_db_prune.py ties it to those. Settings above it (v1_jobs, v3_jobs up to 1000)
+# raise it for the run: see keep_jobs_for().
+KEEP_JOBS_PER_USER = 100
+# The jobs counted are those every lookup of the hook would read, were they among the
+# newest: "runtime_s >= 0 AND walltime_s > 0 AND (ncpus IS NULL OR ncpus > 0)", the
+# conjunction of the filters of RECENT_JOBS_SQL, RECENT_JOBS_WITH_WALLTIME_SQL and
+# CLASS_JOBS_SQL (so at least KEEP_JOBS_PER_USER rows of each of them stay).
+USABLE = "runtime_s >= 0 AND walltime_s > 0 AND (ncpus IS NULL OR ncpus > 0)"
 MAX_BATCH_ROWS = 100_000
 # Each batch waits at most this long for a lock (a migration, VACUUM FULL) and runs at
 # most STATEMENT_TIMEOUT per statement; either ends the run with one line, batches done
@@ -54,27 +68,46 @@ _OLD_JOBS = sa.text(
     " UNION ALL"
     " SELECT (SELECT f.username FROM finished_jobs f WHERE f.username > users.name"
     " ORDER BY f.username LIMIT 1) FROM users WHERE users.name IS NOT NULL)"
-    " SELECT users.name, old.ctid::text FROM users CROSS JOIN LATERAL ("
+    " SELECT users.name, old.ctid::text FROM users"
+    " CROSS JOIN LATERAL (SELECT DISTINCT server FROM finished_jobs f"
+    " WHERE f.username = users.name) AS s"
+    # the user's keep-th newest usable job on this server: older jobs may go
+    " CROSS JOIN LATERAL (SELECT ended_at, job_seq FROM finished_jobs f"
+    " WHERE f.username = users.name AND f.server = s.server AND runtime_s >= 0"
+    " AND walltime_s > 0 AND (ncpus IS NULL OR ncpus > 0)"
+    " ORDER BY ended_at DESC, job_seq DESC OFFSET :keep - 1 LIMIT 1) AS kept"
+    " CROSS JOIN LATERAL ("
     " SELECT f.ctid FROM finished_jobs f WHERE f.username = users.name"
-    " AND f.ended_at < :cutoff LIMIT :n) AS old"
+    " AND f.server = s.server AND f.ended_at < :cutoff AND f.ended_at <= kept.ended_at"
+    " AND (f.ended_at, f.job_seq) < (kept.ended_at, kept.job_seq) LIMIT :n) AS old"
     " WHERE users.name IS NOT NULL LIMIT :n"
 )
 _DELETE_JOBS = sa.text(
     "DELETE FROM finished_jobs WHERE ctid = ANY(CAST(:ctids AS tid[])) AND ended_at < :cutoff"
 )
 # A rerun (an earlier run of a job) goes when it ended before the cutoff and its job's
-# final row, if stored, goes too.
-_OLD_RERUNS_WHERE = (
-    "r.ended_at < :cutoff AND NOT EXISTS (SELECT FROM finished_jobs f"
-    " WHERE f.server = r.server AND f.job_id = r.job_id AND f.ctime = r.ctime"
-    " AND f.ended_at >= :cutoff)"
-)
+# final row is not stored (any more: the reruns are pruned after the finished jobs).
 _DELETE_RERUNS = sa.text(
-    "DELETE FROM job_reruns WHERE ctid = ANY(ARRAY(SELECT r.ctid FROM job_reruns r"  # noqa: S608
-    f" WHERE {_OLD_RERUNS_WHERE} LIMIT :n))"
+    "DELETE FROM job_reruns WHERE ctid = ANY(ARRAY(SELECT r.ctid FROM job_reruns r"
+    " WHERE r.ended_at < :cutoff AND NOT EXISTS (SELECT FROM finished_jobs f"
+    " WHERE f.server = r.server AND f.job_id = r.job_id AND f.ctime = r.ctime) LIMIT :n))"
 )
-_COUNT_JOBS = sa.text("SELECT count(*) FROM finished_jobs WHERE ended_at < :cutoff")
-_COUNT_RERUNS = sa.text(f"SELECT count(*) FROM job_reruns r WHERE {_OLD_RERUNS_WHERE}")  # noqa: S608
+# --dry-run: the same choice in one read (a scan of the table, deleting nothing).
+_COUNT_OLD = sa.text(
+    "WITH kept AS (SELECT username, server, ended_at, job_seq FROM ("
+    " SELECT username, server, ended_at, job_seq, row_number() OVER (PARTITION BY"
+    " username, server ORDER BY ended_at DESC, job_seq DESC) AS n"
+    " FROM finished_jobs WHERE runtime_s >= 0 AND walltime_s > 0"
+    " AND (ncpus IS NULL OR ncpus > 0)) AS ranked WHERE n = :keep),"
+    " old AS (SELECT f.server, f.job_id, f.ctime FROM finished_jobs f"
+    " JOIN kept k ON k.username = f.username AND k.server = f.server"
+    " WHERE f.ended_at < :cutoff AND (f.ended_at, f.job_seq) < (k.ended_at, k.job_seq))"
+    " SELECT (SELECT count(*) FROM old), (SELECT count(*) FROM job_reruns r"
+    " WHERE r.ended_at < :cutoff AND NOT EXISTS (SELECT FROM finished_jobs f"
+    " WHERE f.server = r.server AND f.job_id = r.job_id AND f.ctime = r.ctime"
+    " AND NOT EXISTS (SELECT FROM old o WHERE o.server = f.server"
+    " AND o.job_id = f.job_id AND o.ctime = f.ctime)))"
+)
 
 
 class Pruned(NamedTuple):
@@ -82,6 +115,7 @@ class Pruned(NamedTuple):
 
     cutoff: dt.datetime
     keep_days: int
+    keep_jobs: int
     finished_jobs: int
     job_reruns: int
     batches: int
@@ -96,6 +130,12 @@ def cutoff_for(keep_days: int, now: Optional[dt.datetime] = None) -> dt.datetime
     return (now or dt.datetime.now(dt.timezone.utc)) - dt.timedelta(days=keep_days)
 
 
+def keep_jobs_for(settings: Any) -> int:
+    """The newest jobs per user and server a prune keeps with these settings: at least
+    :data:`KEEP_JOBS_PER_USER`, more when ``v1_jobs`` or ``v3_jobs`` read more."""
+    return max(KEEP_JOBS_PER_USER, int(settings.v1_jobs), int(settings.v3_jobs))
+
+
 def _limits(conn: Connection) -> None:
     conn.execute(sa.text(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"))
     conn.execute(sa.text(f"SET LOCAL statement_timeout = '{STATEMENT_TIMEOUT}'"))
@@ -108,13 +148,15 @@ def _failed(err: sa.exc.SQLAlchemyError) -> DatabaseError:
     return DatabaseError(f"db prune failed: {lines[0] if lines else type(err).__name__}")
 
 
-def count_old(engine: Engine, cutoff: dt.datetime) -> tuple[int, int]:
+def count_old(
+    engine: Engine, cutoff: dt.datetime, keep_jobs: int = KEEP_JOBS_PER_USER
+) -> tuple[int, int]:
     """(finished jobs, reruns) a prune at ``cutoff`` would delete; changes nothing."""
     try:
         with engine.connect() as conn:
             _limits(conn)
-            jobs = int(conn.execute(_COUNT_JOBS, {"cutoff": cutoff}).scalar_one())
-            reruns = int(conn.execute(_COUNT_RERUNS, {"cutoff": cutoff}).scalar_one())
+            row = conn.execute(_COUNT_OLD, {"cutoff": cutoff, "keep": keep_jobs}).one()
+            jobs, reruns = int(row[0]), int(row[1])
             conn.rollback()
     except sa.exc.SQLAlchemyError as err:
         raise _failed(err) from err
@@ -124,12 +166,14 @@ def count_old(engine: Engine, cutoff: dt.datetime) -> tuple[int, int]:
 class _Jobs:
     """Batches of old finished jobs, users in order: ``after`` is where the next starts."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_jobs: int) -> None:
         self.after = ""
+        self.keep = keep_jobs
 
     def __call__(self, conn: Connection, cutoff: dt.datetime, n: int) -> int:
         """Delete up to ``n`` old finished jobs in this transaction; how many went."""
-        found = conn.execute(_OLD_JOBS, {"cutoff": cutoff, "n": n, "after": self.after}).all()
+        where = {"cutoff": cutoff, "n": n, "after": self.after, "keep": self.keep}
+        found = conn.execute(_OLD_JOBS, where).all()
         if not found:
             return 0  # no DELETE: the change counter stays where it is
         self.after = found[-1][0]
@@ -147,23 +191,28 @@ def prune(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     now: Optional[dt.datetime] = None,
     on_batch: Optional[Callable[[int, int], None]] = None,
+    keep_jobs: int = KEEP_JOBS_PER_USER,
 ) -> Pruned:
     """Delete the history older than ``keep_days``, one committed batch at a time.
 
     :param batch_rows: rows per transaction, 1 to :data:`MAX_BATCH_ROWS`
     :param on_batch: called after each committed batch with (jobs so far, reruns so far)
+    :param keep_jobs: each user's newest usable jobs on each server that stay whatever
+        their age (at least 1; :func:`keep_jobs_for` gives the command's)
     :raises SchemaMissingError: no history tables
     :raises DatabaseError: a batch failed (lock wait, timeout, server gone); the batches
         committed before it stay deleted
     """
     if not 1 <= batch_rows <= MAX_BATCH_ROWS:
         raise ValueError(f"batch_rows must be 1 to {MAX_BATCH_ROWS}, got {batch_rows}")
+    if keep_jobs < 1:
+        raise ValueError(f"keep_jobs must be at least 1, got {keep_jobs}")
     cutoff = cutoff_for(keep_days, now)
     start = time.monotonic()
     done = {"finished_jobs": 0, "job_reruns": 0}
     batches = 0
     batchers: tuple[tuple[str, Callable[[Connection, dt.datetime, int], int]], ...] = (
-        ("finished_jobs", _Jobs()),
+        ("finished_jobs", _Jobs(keep_jobs)),
         ("job_reruns", _reruns_batch),
     )
     for table, batch in batchers:
@@ -181,14 +230,21 @@ def prune(
             if on_batch:
                 on_batch(done["finished_jobs"], done["job_reruns"])
     seconds = time.monotonic() - start
-    return Pruned(
-        cutoff, keep_days, done["finished_jobs"], done["job_reruns"], batches, seconds, False
-    )
+    jobs, reruns = done["finished_jobs"], done["job_reruns"]
+    return Pruned(cutoff, keep_days, keep_jobs, jobs, reruns, batches, seconds, False)
 
 
-def dry_run(engine: Engine, keep_days: int, now: Optional[dt.datetime] = None) -> Pruned:
+def dry_run(
+    engine: Engine,
+    keep_days: int,
+    now: Optional[dt.datetime] = None,
+    keep_jobs: int = KEEP_JOBS_PER_USER,
+) -> Pruned:
     """What :func:`prune` would delete now, deleting nothing."""
+    if keep_jobs < 1:
+        raise ValueError(f"keep_jobs must be at least 1, got {keep_jobs}")
     cutoff = cutoff_for(keep_days, now)
     start = time.monotonic()
-    jobs, reruns = count_old(engine, cutoff)
-    return Pruned(cutoff, keep_days, jobs, reruns, 0, time.monotonic() - start, True)
+    jobs, reruns = count_old(engine, cutoff, keep_jobs)
+    seconds = time.monotonic() - start
+    return Pruned(cutoff, keep_days, keep_jobs, jobs, reruns, 0, seconds, True)

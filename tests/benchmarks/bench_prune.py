@@ -13,8 +13,9 @@ Zipf-like users). Prints, in one run on two copies of the same history:
   longest any lock is held), rows per second;
 * a daily prune afterwards (one more day: ~2,900 rows; after a VACUUM, as autovacuum
   would have run in between), and one that finds nothing;
-* for comparison, the same half deleted by one ``DELETE ... WHERE ended_at < cutoff``
-  (one transaction holding every deleted row's lock until it ends).
+* for comparison, every row before the same cutoff deleted by one ``DELETE ... WHERE
+  ended_at < cutoff`` (one transaction holding every deleted row's lock until it ends; it
+  also deletes the newest 100 jobs per user the prune keeps).
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"first prune: {done.finished_jobs:,} of {args.rows:,} rows in {done.batches}"
             f" batches of <= {args.batch_rows:,}, {done.seconds:.1f} s"
-            f" ({done.finished_jobs / done.seconds:,.0f} rows/s); longest batch {longest:.3f} s"
+            f" ({done.finished_jobs / done.seconds:,.0f} rows/s); longest batch {longest:.3f} s;"
+            f" each user's newest {done.keep_jobs} kept"
         )
         # a day later autovacuum has cleared the deleted rows' index entries
         conn = psycopg2.connect(dsn)
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 cur.execute("DELETE FROM finished_jobs WHERE ended_at < %s", (done.cutoff,))
                 one = time.monotonic() - start
                 print(
-                    f"one DELETE of the same {cur.rowcount:,} rows: {one:.1f} s in one"
+                    f"one DELETE of all {cur.rowcount:,} rows before the cutoff: {one:.1f} s in one"
                     f" transaction (batched/one = {done.seconds / one:.2f})"
                 )
         finally:
