@@ -343,6 +343,18 @@ def test_publish_alters_only_what_changed_and_stops_at_its_time_budget():
         (["--history", "1000001", "5"], "--history: at most 1,000,000 jobs, got 1,000,001"),
         (["--publish", "--time-budget", "2:00:00"], "at most 3,600 seconds, got 7,200"),
         (["--ncpus", "100000001", "--walltime", "60"], "at most 100,000,000 processors"),
+        # issue 32: every number and duration of wait and eval-wait is bounded
+        (["--ncpus", "1", "--walltime", "999999999:00:00"], "--walltime: at most 316,224,000"),
+        (["--ncpus", "1", "--walltime", "nan"], "--walltime: not a duration: 'nan'"),
+        (["--ncpus", "1", "--walltime=-1:00:00"], "--walltime: must be positive"),
+        (["--ncpus", "-1", "--walltime", "60"], "--ncpus: must be at least 1, got -1"),
+        (["--quick", "9999:00:00", "5"], "--quick: at most 31,622,400 seconds, got 35,996,400"),
+        (["--quick", "inf", "5"], "--quick: not a duration: 'inf'"),
+        (["--machine-procs", "nan", "5"], "--machine-procs: expected a whole number, got 'nan'"),
+        (["--max-lag", "0", "5"], "--max-lag: must be positive: '0'"),
+        (["--warn-lag", "99999:00:00", "5"], "--warn-lag: at most 31,622,400 seconds"),
+        (["--history", "-5", "5"], "--history: must be at least 1, got -5"),
+        (["--publish", "--time-budget", "nan"], "--time-budget: not a duration: 'nan'"),
     ],
 )
 def test_what_a_user_chooses_is_capped(capsys, args, message):
@@ -351,4 +363,67 @@ def test_what_a_user_chooses_is_capped(capsys, args, message):
     with pytest.raises(SystemExit) as stop:  # argparse's own exit
         main(["wait", *args])
     assert stop.value.code == 2
-    assert message in capsys.readouterr().err.strip().splitlines()[-1]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1] and err[-1].startswith("softwalltime wait: error: argument")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--quick", "99999:00:00"], "--quick: at most 31,622,400 seconds, got 359,996,400"),
+        (["--quick", "nan"], "--quick: not a duration: 'nan'"),
+        (["--first", "10000000000"], "--first: at most 1,000,000,000 jobs"),
+        (["--targets", "-3"], "--targets: must be at least 1, got -3"),
+        (["--targets", "nan"], "--targets: expected a whole number, got 'nan'"),
+        (["--machine-procs", "100000001"], "--machine-procs: at most 100,000,000 processors"),
+    ],
+)
+def test_what_eval_wait_is_given_is_capped(capsys, args, message):
+    from softwalltime.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["eval-wait", "trace.swf", *args])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1] and err[-1].startswith("softwalltime eval-wait: error: argument")
+
+
+# -- a stale database (issue 32): its lag said, a warning past --warn-lag, a refusal past
+# --max-lag -------------------------------------------------------------------------------
+
+
+def test_wait_says_how_stale_the_database_is_and_refuses_past_max_lag(fresh_dsn, tmp_path, capsys):
+    """The issue's case: the history's newest record 123 h old. wait answered "quick
+    starter: yes" without a word; now it refuses, and with a --max-lag above the lag it
+    answers with a warning line on stderr and the lag in its JSON."""
+    import json
+    import time
+
+    from softwalltime.cli import main
+
+    now = int(time.time())
+    h = 3600
+    _add_finished(fresh_dsn, [("carol", now - 124 * h, now - 124 * h, now - 123 * h, 1, 7200)])
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"pbs_exec": str(tmp_path / "nopbs")}))
+    base = ["--dsn", fresh_dsn, "--config", str(cfg), "wait", "--machine-procs", "16"]
+    base += ["--ncpus", "1", "--walltime", "00:20:00"]
+    assert main(base) == 1
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert captured.out == "" and len(err) == 1, err
+    assert err[0].startswith("softwalltime: error: the database's newest record is 123:0")
+    assert "more than --max-lag 24:00:00: its answer would be stale" in err[0]
+
+    assert main([*base, "--max-lag", "200:00:00", "--json"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert 123 * h <= out["database_lag_s"] <= 123 * h + 60 and out["database_stale"] is True
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("softwalltime wait: warning: the database's")
+    assert "(more than --warn-lag 01:00:00): the answer may be stale" in err[0]
+
+    # a lag under --warn-lag: no warning
+    assert main([*base, "--warn-lag", "130:00:00", "--max-lag", "200:00:00", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and json.loads(captured.out)["database_stale"] is False

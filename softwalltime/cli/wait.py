@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DatabaseError
 from ..hookpath.config import Settings
 from .argtypes import positive_duration, whole_number
 from .evaluate import add_input_size, check_plot_dir
@@ -67,6 +67,15 @@ def _at_most(parse: Any, limit: int, what: str) -> Any:
 _procs = _at_most(_positive, 10**8, "processors")
 _history = _at_most(_positive, 1_000_000, "jobs")
 _budget = _at_most(positive_duration, 3600, "seconds")
+# A job's walltime: at most 10 years, as predict's --walltime. A quick-starter threshold
+# and a lag: at most a year. eval-wait's job numbers: at most 10^9 (no trace is longer).
+_walltime = _at_most(positive_duration, 10 * 366 * 86400, "seconds")
+_year = _at_most(positive_duration, 366 * 86400, "seconds")
+_jobs = _at_most(_positive, 10**9, "jobs")
+# The database's lag (the age of the newest record it holds) past which wait warns, and
+# past which it refuses to answer (--warn-lag, --max-lag).
+WARN_LAG_S = 3600
+MAX_LAG_S = 24 * 3600
 
 
 WAIT_DESCRIPTION = """\
@@ -117,7 +126,7 @@ def _register_wait(sub: Any) -> None:
     p.add_argument("--ncpus", type=_procs, metavar="N", help="processors of a job not submitted")
     p.add_argument(
         "--walltime",
-        type=positive_duration,
+        type=_walltime,
         metavar="DURATION",
         help="its walltime, e.g. 04:00:00",
     )
@@ -137,10 +146,25 @@ def _register_wait(sub: Any) -> None:
     )
     p.add_argument(
         "--quick",
-        type=positive_duration,
+        type=_year,
         default=3600,
         metavar="DURATION",
         help="threshold (3600 s)",
+    )
+    p.add_argument(
+        "--warn-lag",
+        type=_year,
+        default=WARN_LAG_S,
+        metavar="DURATION",
+        help="warn when the database's newest record is older than this (default: 1:00:00)",
+    )
+    p.add_argument(
+        "--max-lag",
+        type=_year,
+        default=MAX_LAG_S,
+        metavar="DURATION",
+        help="refuse to answer (exit 1) when the database's newest record is older than"
+        " this: is the ingester running? (default: 24:00:00)",
     )
     p.add_argument("--machine-procs", type=_procs, metavar="N", help="the machine's processors")
     p.add_argument(
@@ -187,20 +211,18 @@ def _register_eval_wait(sub: Any) -> None:
     )
     p.add_argument(
         "--quick",
-        type=positive_duration,
+        type=_year,
         default=3600,
         metavar="DURATION",
         help="quick-starter threshold and the bound PQStar gives (default: 3600 s)",
     )
     p.add_argument(
-        "--first", type=_positive, default=10_001, metavar="N", help="first target job (10001)"
+        "--first", type=_jobs, default=10_001, metavar="N", help="first target job (10001)"
     )
-    p.add_argument(
-        "--targets", type=_positive, default=40_000, metavar="N", help="target jobs (40000)"
-    )
+    p.add_argument("--targets", type=_jobs, default=40_000, metavar="N", help="target jobs (40000)")
     p.add_argument(
         "--machine-procs",
-        type=_positive,
+        type=_procs,
         metavar="N",
         help="the machine's processors (default: the SWF header's MaxProcs, else the most"
         " in use at once)",
@@ -374,6 +396,7 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
 
     _check_wait_args(args)
     snap = _snapshot(args, settings)
+    stale = _check_lag(args, snap)
     params = WaitParams(quick_s=args.quick)
     machine = args.machine_procs or snap.work.machine_procs
     if args.publish:
@@ -428,6 +451,7 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
         not_counted=snap.left,
         finished_jobs=len(snap.work.jobs),
         database_lag_s=None if snap.newest_s is None else max(0, now - snap.newest_s),
+        database_stale=stale,
         database_newest_end_s_ago=None if newest_end is None else now - newest_end,
     )
     if args.json:
@@ -435,6 +459,33 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     _print_wait(args, out, target, ert_s)
     return 0
+
+
+def _check_lag(args: argparse.Namespace, snap: _Snapshot) -> bool:
+    """Refuse past --max-lag, warn on stderr past --warn-lag; True when warned.
+
+    The lag is the age of the newest record the database holds (a finished job's end, a
+    live job's state change): the ingester's delay, or a quiet server's last event.
+
+    :raises DatabaseError: the lag is more than --max-lag
+    """
+    if snap.newest_s is None:
+        return False
+    lag = max(0, snap.now_s - snap.newest_s)
+    what = f"the database's newest record is {_hms(lag)} old"
+    if lag > args.max_lag:
+        raise DatabaseError(
+            f"{what}, more than --max-lag {_hms(args.max_lag)}: its answer would be stale"
+            " (is the ingester running? 'softwalltime status' says)"
+        )
+    if lag > args.warn_lag:
+        print(
+            f"softwalltime wait: warning: {what} (more than --warn-lag"
+            f" {_hms(args.warn_lag)}): the answer may be stale",
+            file=sys.stderr,
+        )
+        return True
+    return False
 
 
 def _pbs_estimate(qstat: Optional[Dict[str, Any]], job_id: str) -> Optional[int]:
