@@ -334,6 +334,8 @@ def inspect(path: str) -> LogFile:
         if not stat.S_ISREG(st.st_mode):
             raise FileError(f"{path}: not a regular file")
         compressed = _is_gzip(path)
+        if not compressed and path.endswith(".gz"):
+            raise FileError(f"{path}: named .gz but not gzip data; nothing read")
         isize = None
         with _open(path, compressed) as fh:
             start = fh.read(HEAD_BYTES)

@@ -250,6 +250,9 @@ class Ingester:
         self.reruns: List[str] = []
         self.checkpoints: Dict[str, Checkpoint] = {}
         self.batch_lines = 0
+        # files read from their start in this run -> [records, malformed] so far: one with
+        # malformed lines and no record is no accounting log (no checkpoint, exit 1)
+        self.from_start: Dict[str, List[int]] = {}
         # the batch's live_jobs effects, one per job: [the stored row becomes a tombstone
         # first, the row to write (state or tombstone) or None]
         self.live: Dict[Tuple[str, str], List[object]] = {}
@@ -376,6 +379,8 @@ class Ingester:
     def _read(self, f: LogFile, p: Plan) -> None:
         """Queue ``f``'s new chunks for parsing, then a marker for its end."""
         source = copy_text(f.path)
+        if p.offset == 0:
+            self.from_start[f.path] = [0, 0]
         reader = Reader(f, p.offset)
         lineno = p.line_number
         pos = p.offset
@@ -449,17 +454,39 @@ class Ingester:
         for rule, n in chunk.impossible.items():
             s.impossible[rule] = s.impossible.get(rule, 0) + n
         s.ignored_lines += chunk.ignored
+        self._tally(f, chunk)
         self.batch_lines += item.nlines
-        if self.batch_lines >= batch_size * _LINES_PER_ROW:
+        if self.batch_lines >= batch_size * _LINES_PER_ROW and not self._no_record_yet(f):
             self.checkpoints[f.path] = Checkpoint(
                 f.path, f.inode, f.fingerprint or "", item.end, item.lineno
             )
             self._flush()
         self.progress.update(s.bytes_read, s.records)
 
+    def _tally(self, f: LogFile, chunk: Chunk) -> None:
+        """Count a chunk's records (impossible ones included) and malformed lines, for a
+        file read from its start."""
+        tally = self.from_start.get(f.path)
+        if tally is not None:
+            bad = chunk.malformed_total - sum(chunk.impossible.values())
+            tally[0] += sum(read for read, _ in chunk.counts.values()) - bad
+            tally[1] += bad
+
+    def _no_record_yet(self, f: LogFile) -> bool:
+        """Whether ``f``, read from its start, has shown malformed lines and no record."""
+        tally = self.from_start.get(f.path)
+        return tally is not None and tally[0] == 0 and tally[1] > 0
+
     def _end_file(self, item: _FileEnd) -> None:
         """A file read to its end: its checkpoint, its state and what to tell about it."""
         f = item.f
+        if item.error is None and self._no_record_yet(f):
+            lines = self.from_start[f.path][1]
+            self._fail(
+                f"{f.path}: not an accounting log (none of its {lines:,} lines is a record);"
+                " nothing stored"
+            )
+            return
         fingerprint = f.fingerprint or ""
         if f.compressed and item.error is None and fingerprint:
             # read to its end: known by its size on disk (its trailer covers the last

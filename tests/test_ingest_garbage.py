@@ -74,3 +74,52 @@ def test_the_summary_says_where_the_malformed_lines_went(capsys, caplog, fresh_d
     assert code == 0
     assert "12 malformed line(s) in all; the first 10 went to stderr" in out
     assert caplog.text.count("not an accounting record") == 10
+
+
+@pytest.mark.parametrize("body", [b"hello", b"", SAMPLE.read_bytes()])
+def test_a_gz_that_is_not_gzip_is_an_error(capsys, caplog, fresh_dsn, tmp_path, body):
+    """Issue 32: a .gz that is not gzip was 'no complete line yet; left for the next run',
+    exit 0 (and a plain log named .gz was read as if it were one)."""
+    path = tmp_path / "20261123.gz"
+    path.write_bytes(body)
+    code, out, err = ingest(capsys, fresh_dsn, str(path))
+    assert code == 1 and "(1 unusable)" in out and "no complete line" not in out
+    assert err == "softwalltime ingest: 1 file(s) could not be read (see above)\n"
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert line == f"{path}: named .gz but not gzip data; nothing read"
+    assert _stored(fresh_dsn) == (0, 0)
+
+
+def test_a_text_file_with_no_record_is_an_error_without_a_checkpoint(
+    capsys, caplog, fresh_dsn, tmp_path
+):
+    """Issue 32: /etc/passwd gave '26 malformed line(s)', exit 0, with a checkpoint stored,
+    so cron never alerted. A file with no valid record at all is exit 1, no checkpoint,
+    however long (the checkpoint is not taken half way either)."""
+    passwd = "".join(f"user{i}:x:{1000 + i}:{1000 + i}::/home/user{i}:/bin/sh\n" for i in range(26))
+    path = tmp_path / "20261123"
+    path.write_text(passwd)
+    code, out, err = ingest(capsys, fresh_dsn, str(path))
+    assert code == 1 and "(1 unusable)" in out
+    assert err == "softwalltime ingest: 1 file(s) could not be read (see above)\n"
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [
+        f"{path}: not an accounting log (none of its 26 lines is a record); nothing stored"
+    ]
+    assert _stored(fresh_dsn) == (0, 0)
+    caplog.clear()
+    path.write_text(passwd * 400)  # 10,400 lines: past a batch's worth of lines
+    code, out, _ = ingest(capsys, fresh_dsn, "--batch-size", "100", str(path))
+    assert code == 1 and _stored(fresh_dsn) == (0, 0)
+
+
+def test_a_mostly_valid_file_keeps_counting_its_malformed_lines(
+    capsys, caplog, fresh_dsn, tmp_path
+):
+    path = tmp_path / "20261123"
+    path.write_text("torn line\n" + SAMPLE.read_text())
+    code, out, _ = ingest(capsys, fresh_dsn, str(path))
+    total = next(line.split() for line in out.splitlines() if line.split()[:1] == ["total"])
+    assert code == 0 and total[-1] == "1"  # read, stored, skipped, malformed
+    assert f"{path}:1: not an accounting record" in caplog.text
+    assert _stored(fresh_dsn)[0] > 0 and _stored(fresh_dsn)[1] == 1
