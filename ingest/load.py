@@ -275,7 +275,7 @@ class Loader:
                 got = bool(cur.fetchone()[0])
             self.conn.commit()  # the lock is session-level: it outlives this transaction
         except psycopg2.Error as err:
-            self.conn.rollback()
+            self.rollback_quietly()
             raise _db_error("cannot take the ingest lock", err) from err
         return got
 
@@ -287,7 +287,7 @@ class Loader:
                 row = cur.fetchone()
             self.conn.commit()
         except psycopg2.Error as err:
-            self.conn.rollback()
+            self.rollback_quietly()
             raise _db_error("cannot find who holds the ingest lock", err) from err
         if row is None:
             return None
@@ -307,10 +307,10 @@ class Loader:
                 rows = cur.fetchall()
             self.conn.commit()
         except psycopg2.errors.UndefinedTable as err:
-            self.conn.rollback()
+            self.rollback_quietly()
             raise SchemaMissingError() from err
         except psycopg2.Error as err:
-            self.conn.rollback()
+            self.rollback_quietly()
             raise _db_error("cannot read ingest checkpoints", err) from err
         return {r[0]: Checkpoint(r[0], r[1], r[2], int(r[3]), int(r[4])) for r in rows}
 

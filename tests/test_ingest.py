@@ -1410,3 +1410,34 @@ def test_the_ingest_lock_is_free_before_the_ingesters_session_ends(fresh_dsn):
     finally:
         loader.close()
         other.close()
+
+
+@pytest.mark.parametrize("step", ["try_lock", "lock_holder", "checkpoints"])
+@pytest.mark.parametrize("how", ["terminated", "closed"])
+def test_a_connection_lost_at_the_lock_step_is_one_clean_error(fresh_dsn, step, how):
+    """Issue 32: an ingester whose backend was killed during the lock step printed a
+    27-line traceback: the except blocks called rollback() on the closed connection,
+    which raised again. Now it is a DatabaseError of one line (the CLI's one-line error)."""
+    from softwalltime_ingest.load import Loader, connect
+
+    from softwalltime.errors import DatabaseError
+
+    loader = Loader(connect(fresh_dsn))
+    try:
+        if how == "closed":
+            loader.conn.close()
+        else:
+            other = psycopg2.connect(fresh_dsn)
+            try:
+                with other.cursor() as cur:
+                    cur.execute("SELECT pg_terminate_backend(%s)", (loader.conn.info.backend_pid,))
+                    assert cur.fetchone() == (True,)
+            finally:
+                other.close()
+        with pytest.raises(DatabaseError) as caught:
+            getattr(loader, step)()
+        message = str(caught.value)
+        assert "\n" not in message and message.startswith("cannot ")
+        assert message.split(": ", 1)[1]  # says why
+    finally:
+        loader.close()
