@@ -337,3 +337,65 @@ def test_the_hooks_grants_are_what_the_hook_queries():
     others = {"job_reruns", "ingest_checkpoints", "calibration_cells"}
     assert read == set(dbgrant.HOOK_GRANTS[0][1])
     assert not any(t in texts for t in others)
+
+
+def test_only_the_ingesters_role_creates_temporary_tables(roles, capsys):
+    """Issue 32, item 9: REVOKE TEMPORARY from the hook's role did nothing while PUBLIC held
+    TEMPORARY (every role has what PUBLIC has). db grant revokes it from PUBLIC."""
+    code, out, err = grant(roles, capsys)
+    assert code == 0, err
+    assert "PUBLIC: TEMPORARY on database " in out and " revoked" in out
+    for dsn in (roles.hook_dsn, roles.prune_dsn):
+        with pytest.raises(errors.InsufficientPrivilege):
+            run_sql(dsn, "CREATE TEMP TABLE scratch (x int)")
+    run_sql(roles.ingest_dsn, "CREATE TEMP TABLE scratch (x int)")  # its COPY staging
+    public = run_sql(
+        roles.admin_dsn,
+        "SELECT count(*) FROM pg_database d, aclexplode(coalesce(d.datacl, acldefault('d',"
+        " d.datdba))) AS a WHERE d.datname = current_database() AND a.grantee = 0"
+        " AND a.privilege_type = 'TEMPORARY'",
+    )
+    assert public == [(0,)]
+
+
+def test_a_role_that_does_not_own_the_database_says_public_keeps_temporary(roles, capsys):
+    """The tables' owner (CREATEROLE, not a superuser) may grant on them but not revoke
+    PUBLIC's TEMPORARY on a database it does not own: db grant says so, and does the rest."""
+    owner = f"swt_tables_{os.getpid()}_{next(_names)}"
+    _admin(
+        roles.admin_dsn,
+        sql.SQL("CREATE ROLE {} LOGIN CREATEROLE PASSWORD {}").format(
+            sql.Identifier(owner), sql.Literal(PASSWORD)
+        ),
+    )
+    try:
+        tables = run_sql(
+            roles.admin_dsn,
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm')",
+        )
+        for (table,) in tables:
+            _admin(
+                roles.admin_dsn,
+                sql.SQL("ALTER TABLE {} OWNER TO {}").format(
+                    sql.Identifier(str(table)), sql.Identifier(owner)
+                ),
+            )
+        as_owner = roles._replace(
+            admin_dsn=make_dsn(roles.admin_dsn, user=owner, password=PASSWORD)
+        )
+        argv = ["--dsn", as_owner.admin_dsn, "db", "grant", "--hook-role", roles.hook]
+        code = cli.main([*argv, "--ingest-role", roles.ingest, "--prune-role", roles.prune])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        line = [ln for ln in out.splitlines() if ln.startswith("PUBLIC:")]
+        assert len(line) == 1 and line[0].startswith("PUBLIC: keeps TEMPORARY on database ")
+        assert f"{owner} neither owns it" in line[0]
+        assert "REVOKE TEMPORARY ON DATABASE " in line[0]
+    finally:
+        _admin(
+            roles.admin_dsn,
+            sql.SQL("REASSIGN OWNED BY {} TO CURRENT_USER").format(sql.Identifier(owner)),
+        )
+        _admin(roles.admin_dsn, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(owner)))
+        _admin(roles.admin_dsn, sql.SQL("DROP ROLE {}").format(sql.Identifier(owner)))

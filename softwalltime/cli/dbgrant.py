@@ -16,6 +16,11 @@ Three roles, each allowed what its program does and nothing more:
   ``UPDATE`` of ``history_version`` (the trigger moves it on every delete). Kept apart from
   the ingester's, which parses files and so never needs to delete anything.
 
+``TEMPORARY`` is also revoked from ``PUBLIC`` on the database (every role holds what PUBLIC
+holds, so revoking it from the hook's role alone did nothing, issue 32) when the running role
+may (it owns the database, or is a superuser); otherwise the output says PUBLIC keeps it, and
+why.
+
 Each run first revokes every table privilege the roles hold in the schema, then grants the
 list above: running it again (after a ``db upgrade`` added a table) converges. The SQL is
 one text that ``--print`` shows and the command runs in one transaction, so an admin can
@@ -149,6 +154,17 @@ def role_sql(role: Role) -> List[str]:
     return out
 
 
+# Who owns the database, and whether the running role may revoke PUBLIC's privileges on it
+# (its owner's member with the owner's rights, or a superuser).
+_MAY_REVOKE_SQL = (
+    "SELECT current_database(), pg_get_userbyid(d.datdba), current_user,"
+    " pg_has_role(current_user, d.datdba, 'USAGE')"
+    " OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)"
+    " FROM pg_database d WHERE d.datname = current_database()"
+)
+REVOKE_PUBLIC_TEMPORARY = _execute("REVOKE TEMPORARY ON DATABASE {database} FROM PUBLIC")
+
+
 def script(selected: Sequence[Role]) -> str:
     """The statements as a psql script: one transaction, with what each part is for."""
     lines = [
@@ -160,10 +176,12 @@ def script(selected: Sequence[Role]) -> str:
         lines.append(f"-- {role.name}: {role.what}")
         lines += [statement + ";" for statement in role_sql(role)]
     lines += [
+        "-- PUBLIC: no TEMPORARY (every role has what PUBLIC has); needs the database's owner",
+        REVOKE_PUBLIC_TEMPORARY + ";",
         "COMMIT;",
-        "-- Every role also has what PostgreSQL grants PUBLIC (CONNECT and TEMPORARY on the",
-        "-- database; before PostgreSQL 15 also CREATE on schema public): revoke those from",
-        "-- PUBLIC if no other role should have them.",
+        "-- Every role also has what PostgreSQL grants PUBLIC (CONNECT on the database;",
+        "-- before PostgreSQL 15 also CREATE on schema public): revoke those from PUBLIC if",
+        "-- no other role should have them.",
     ]
     return "\n".join(lines)
 
@@ -198,6 +216,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 for role in selected:
                     for statement in role_sql(role):
                         cur.execute(statement)
+                cur.execute(_MAY_REVOKE_SQL)
+                database, owner, user, may = cur.fetchone()
+                if may:
+                    cur.execute(REVOKE_PUBLIC_TEMPORARY)
             raw.commit()
         except psycopg2.Error as err:
             raw.rollback()
@@ -213,6 +235,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         state = "exists, privileges reset" if existed[role.name] else "created (LOGIN, no password)"
         granted = "; ".join(f"{p} on {', '.join(t)}" for p, t in role.grants)
         print(f"{role.name:<22} {role.what}: {state}: {granted}")
+    print(_public_line(bool(may), database, owner, user))
     new = [role.name for role in selected if not existed[role.name]]
     if new:
         print(
@@ -220,3 +243,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             f" authentication in pg_hba.conf: {', '.join(new)}"
         )
     return 0
+
+
+def _public_line(revoked: bool, database: str, owner: str, user: str) -> str:
+    """What became of PUBLIC's TEMPORARY on the database."""
+    if revoked:
+        return (
+            f"PUBLIC: TEMPORARY on database {database} revoked (of the three, only the"
+            " ingester's role may create temporary tables)"
+        )
+    return (
+        f"PUBLIC: keeps TEMPORARY on database {database}: {user} neither owns it (its owner is"
+        f" {owner}) nor is a superuser, so every role, the hook's included, may still create"
+        f" temporary tables; as {owner}: REVOKE TEMPORARY ON DATABASE {database} FROM PUBLIC"
+    )
