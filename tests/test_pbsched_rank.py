@@ -139,8 +139,9 @@ def test_ranker_is_causal_and_refreshes_on_the_quarter_hour() -> None:
 
 # 1 processor. Job 0 (x) runs 0-100: x ran 100 s of 1000. Job 1 (y) runs 100-1000. Jobs 2
 # (x, walltime 5000, rank 500 = 100 s scaled to 5000) and 3 (y, walltime 2000: y has no
-# ended job at its submit, rank 2000; refreshed at 1000 after job 1's end: 900 s scaled,
-# 1800) wait for job 1; at 1000 the sort picks one of them.
+# ended job at its submit, rank 2000; the refresh is due at the periodic cycle at 900, an
+# iteration after job 3's arrival, before job 1's end, so it stays 2000) wait for job 1; at
+# 1000 the sort picks one of them.
 DECIDES = [
     ("x", 0, 1000, 100, 1),
     ("y", 0, 1000, 900, 1),
@@ -156,7 +157,7 @@ def test_the_rank_not_the_estimate_decides() -> None:
     # by the rank: job 2 (500) before job 3 (2000)
     ranker = pbsched.Ranker()
     assert _starts(work, "sjf.rank-bf1", ranker) == [0, 100, 1000, 1300]
-    assert ranker.rank == [1000, 1000, 500, 1800]
+    assert ranker.rank == [1000, 1000, 500, 2000]
     # without a ranker the name reads 0: the sort falls back to the estimate
     assert _starts(work, "sjf.rank-bf1", None) == [0, 100, 2500, 1000]
     # and a sort that does not read the rank ignores a ranker
@@ -179,11 +180,12 @@ def test_refresh_reranks_a_queued_job_at_the_first_cycle_of_the_period(skip: boo
     work = _work(REFRESH, 2)
     # at submit only: job 2 stays first, job 3 waits behind it until job 0 ends
     assert _starts(work, "sjf.rank-strict", pbsched.Ranker(0), skip) == [0, 0, 4000, 4010]
-    # refreshed every 900 s: the first cycle from 900 on is the periodic one at 1200; job
-    # 3 is ranked 100 (job 1's run) and starts on the free processor. That cycle has no
+    # refreshed every 900 s: the first cycle from 900 on is the periodic one at 1300, an
+    # iteration after the last cycle (job 1's end at 100; pbsd_main.c:1360); job 3 is
+    # ranked 100 (job 1's run) and starts on the free processor. That cycle has no
     # arrival, end or extension: only the refresh makes the fast path run it.
     ranker = pbsched.Ranker(900)
-    assert _starts(work, "sjf.rank-strict", ranker, skip) == [0, 0, 4000, 1200]
+    assert _starts(work, "sjf.rank-strict", ranker, skip) == [0, 0, 4000, 1300]
     assert ranker.rank[3] == 100
     # every 5000 s: no refresh is due before job 0 ends
     assert _starts(work, "sjf.rank-strict", pbsched.Ranker(5000), skip) == [0, 0, 4000, 4010]

@@ -3,7 +3,7 @@ against the naive reference and its own slow path."""
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Any, List, Tuple
 
 import pytest
 from simulate_reference import reference
@@ -40,12 +40,17 @@ def test_formula_expressions_and_errors() -> None:
 def test_parse_policy_and_pbs_settings() -> None:
     assert pbsched.parse_policy("sjf-bf4") == pbsched.Policy("sjf", 4, True)
     assert pbsched.parse_policy("fcfs") == pbsched.Policy()
-    # PBS's backfill rule is the default (issue 17); the EASY literature's on request
-    assert pbsched.Policy().backfill_by == pbsched.WALLTIME == "walltime"
-    assert pbsched.parse_policy("sjf-greedy").backfill_by == "walltime"
-    assert pbsched.parse_policy("sjf-bf2", 0, "estimate").backfill_by == pbsched.ESTIMATE
+    # PBS's rules are the default (issue 29): by the soft walltime, PBS's classes
+    assert pbsched.Policy().backfill_by == pbsched.ESTIMATE == "estimate"
+    assert pbsched.Policy().classes == pbsched.CLASSES_PBS == "pbs"
+    assert pbsched.Policy().extension_strictly_past
+    assert pbsched.parse_policy("sjf-greedy").backfill_by == "estimate"
+    assert pbsched.parse_policy("sjf-bf2", 0, "walltime").backfill_by == pbsched.WALLTIME
+    assert pbsched.parse_policy("sjf-bf2", 0, "estimate", "rank").classes == "rank"
     with pytest.raises(ValueError, match="backfill_by must be one of"):
         pbsched.parse_policy("sjf-bf1", backfill_by="soft")
+    with pytest.raises(ValueError, match="classes must be one of"):
+        pbsched.parse_policy("sjf-bf1", classes="user")
     assert pbsched.parse_policy("small-greedy").strict_ordering is False
     assert pbsched.parse_policy("fcfs-strict").backfill_depth == 0
     assert pbsched.parse_policy("xfactor-bf2").name == "xfactor-bf2"
@@ -61,6 +66,10 @@ def test_parse_policy_and_pbs_settings() -> None:
     assert 'qmgr -c "set server backfill_depth = 2"' in lines
     assert 'qmgr -c "set sched scheduler_iteration = 600"' in lines
     assert lines[-1].endswith("strict_ordering: True ALL")
+    ranked = pbsched.pbs_settings(pbsched.parse_policy("sjf.rank-bf1", classes="rank"))
+    assert any(ln.endswith(pbsched.SCHED_RESOURCES_RANK) for ln in ranked)
+    assert "softwalltime_rank" in pbsched.SCHED_RESOURCES_RANK
+    assert not any("resources:" in ln for ln in lines)
 
 
 # --- one cycle: 10 processors, 6 free; running jobs end at 100 (2 procs) and 200 (2 procs)
@@ -120,21 +129,121 @@ def test_cycle_backfill_by_walltime_as_pbs() -> None:
     )
 
 
-def test_simulate_pbs_backfills_by_walltime_by_default() -> None:
+def test_simulate_pbs_backfills_by_the_soft_walltime_by_default() -> None:
     # 4 processors. a (2 procs, 1000 s) runs; b (4 procs) is the top job, reserved at 1000;
-    # c (2 procs, runs 50 s, walltime 5000 s) would end by the reservation by its (perfect)
-    # estimate but not by its walltime: PBS's rule keeps it behind b, EASY's starts it.
+    # c (2 procs, runs 50 s, walltime 5000 s) ends by the reservation by its (perfect)
+    # estimate but not by its walltime: PBS starts it (check.cpp:921-924, the soft
+    # duration); the walltime rule (PBS's next to an advance reservation) keeps it behind b.
     rows = [("a", 0, 1000, 1000, 2), ("b", 1, 1000, 1000, 4), ("c", 2, 5000, 50, 2)]
     work = sim.make_workload("t", rows, 4)
 
     def starts(policy: pbsched.Policy) -> List[int]:
         return pbsched.simulate_pbs(work, sim.make_source("perfect"), 4, policy).start
 
-    assert starts(pbsched.Policy()) == [0, 1000, 2000]
-    assert starts(pbsched.Policy(backfill_by=pbsched.WALLTIME)) == [0, 1000, 2000]
+    assert starts(pbsched.Policy()) == [0, 1000, 2]
     assert starts(pbsched.Policy(backfill_by=pbsched.ESTIMATE)) == [0, 1000, 2]
+    assert starts(pbsched.Policy(backfill_by=pbsched.WALLTIME)) == [0, 1000, 2000]
     with pytest.raises(ValueError, match="backfill_by must be one of"):
         starts(pbsched.Policy(backfill_by="soft"))
+    with pytest.raises(ValueError, match="classes must be one of"):
+        starts(pbsched.Policy(classes="queue"))
+
+
+# --- equivalence classes
+
+
+def test_cycle_class_marked_cant_run_blocks_its_later_jobs() -> None:
+    # J0 (9 procs) reserved at 200 (extra 1). J1 (2 procs, 500 s) cannot pass it; J2 (2
+    # procs, 50 s) could, but shares J1's class: PBS gives it J1's error (check.cpp:710-714).
+    # In another class (or without classes) it starts.
+    procs, est = [9, 2, 2], [1000, 500, 50]
+    same = [(9, 1000), (2, 600), (2, 600)].__getitem__
+    other = [(9, 1000), (2, 600), (2, 601)].__getitem__
+
+    def run(cls: Any) -> Tuple[List[int], List[Tuple[int, int]]]:
+        return pbsched.schedule_cycle(0, [0, 1, 2], 6, ENDS, procs, est, 1, True, None, None, cls)
+
+    assert run(same) == ([], [(0, 200)])
+    assert run(other) == ([2], [(0, 200)])
+    assert run(None) == ([2], [(0, 200)])
+
+
+def test_cycle_class_members_may_still_become_top_jobs() -> None:
+    # With backfill_depth 2, J1 (9 procs) fails and marks its class; J2 of the same class
+    # gets the copied error but is still added to the calendar (fifo.cpp:909,
+    # should_backfill_with_job, counts top jobs only): two reservations.
+    procs, est = [9, 9], [100, 100]
+    cls = [(9, 600), (9, 600)].__getitem__
+    started, top = pbsched.schedule_cycle(0, [0, 1], 6, ENDS, procs, est, 2, True, None, None, cls)
+    assert started == [] and [j for j, _s in top] == [0, 1]
+
+
+def test_rank_classes_split_by_rank() -> None:
+    # The pair of issue 29 with equal walltimes: under PBS's classes J3 waits with J2;
+    # with softwalltime_rank on the resources: line (ranks 8 and 3) it backfills at once.
+    rows = [("u", 0, 600, 6, 1), ("u", 0, 600, 3, 2), ("u", 0, 600, 8, 1), ("u", 0, 600, 3, 1)]
+    work = sim.make_workload("t", rows, 2)
+
+    class Ranks(pbsched.Ranker):
+        def value(self, j: int) -> int:
+            return [6, 3, 8, 3][j]
+
+    def starts(classes: str) -> List[int]:
+        policy = pbsched.Policy(classes=classes)
+        return pbsched.simulate_pbs(
+            work, sim.make_source("perfect"), 2, policy, ranker=Ranks()
+        ).start
+
+    assert starts(pbsched.CLASSES_PBS) == [0, 6, 9, 9]
+    assert starts(pbsched.CLASSES_RANK) == [0, 6, 9, 0]
+    assert starts(pbsched.CLASSES_NONE) == [0, 6, 9, 0]
+
+
+# --- PBS's timing
+
+
+def test_extension_only_strictly_past_the_soft_walltime() -> None:
+    # a (1 proc, soft 100 s, runs 300 s) is running; b (2 procs) is reserved at a's
+    # estimated end. At 100 a is at its soft walltime, not past it: PBS keeps the end at
+    # 100 (job_info.cpp:5197-5204) and c (1 proc, soft 50, queued at 100) would end after
+    # it: c waits. Extended at equality (the reference's model), a's end is 200 at 100 and
+    # c passes the reservation.
+    rows = [("a", 0, 5000, 300, 1), ("b", 1, 5000, 10, 2), ("c", 100, 5000, 50, 1)]
+    work = sim.make_workload("t", rows, 2)
+
+    class Soft(sim.EstimateSource):
+        name = "soft"
+
+        def on_submit(self, j: int, now: int) -> int:
+            return [100, 10, 50][j]
+
+    def starts(policy: pbsched.Policy) -> List[int]:
+        return pbsched.simulate_pbs(work, Soft(), 2, policy).start
+
+    pbs = pbsched.Policy(scheduler_iteration=0)
+    assert starts(pbs) == [0, 300, 310]
+    assert starts(pbs._replace(extension_strictly_past=False)) == [0, 300, 100]
+
+
+def test_periodic_cycle_an_iteration_after_the_last_cycle() -> None:
+    # a (1 of 2 procs, soft 1000 s) runs 3000 s; b (2 procs) is the top job at a's soft
+    # end; c (1 proc, soft 400 s) arrives at 900 and would end after b's reservation. Only
+    # a periodic cycle can let c in: once a is past its soft walltime it is extended to
+    # 2000 and c ends by the moved reservation. PBS runs that cycle an iteration after the
+    # last one, c's arrival (pbsd_main.c:1360): at 1500, not at 1200 (a multiple of 600).
+    rows = [("a", 0, 5000, 3000, 1), ("b", 10, 5000, 10, 2), ("c", 900, 5000, 400, 1)]
+    work = sim.make_workload("t", rows, 2)
+
+    class Soft(sim.EstimateSource):
+        name = "soft"
+
+        def on_submit(self, j: int, now: int) -> int:
+            return [1000, 10, 400][j]
+
+    policy = pbsched.Policy(scheduler_iteration=600)
+    assert pbsched.simulate_pbs(work, Soft(), 2, policy).start == [0, 3000, 1500]
+    slow = pbsched.simulate_pbs(work, Soft(), 2, policy, skip_idle_cycles=False)
+    assert slow.start == [0, 3000, 1500]
 
 
 # --- estimates of running jobs
@@ -179,10 +288,15 @@ def test_extended_estimate_closed_form_equals_steps(correction: str) -> None:
 )
 def test_easy_with_correction_events_is_the_reference(source: str, correction: str) -> None:
     # fcfs, backfill_depth 1, strict ordering, backfilling by the estimate, a cycle at every
-    # event and extension: the model of the naive reference, start for start on whole KTH-SP2.
+    # event and extension, no classes, extensions at equality: the model of the naive
+    # reference, start for start on whole KTH-SP2.
     work = workload("kth")
     policy = pbsched.Policy(
-        scheduler_iteration=0, correction_events=True, backfill_by=pbsched.ESTIMATE
+        scheduler_iteration=0,
+        correction_events=True,
+        backfill_by=pbsched.ESTIMATE,
+        classes=pbsched.CLASSES_NONE,
+        extension_strictly_past=False,
     )
     got = pbsched.simulate_pbs(work, sim.make_source(source), 100, policy, correction).start
     want = reference(work, sim.make_source(source), 100, correction)
@@ -190,13 +304,15 @@ def test_easy_with_correction_events_is_the_reference(source: str, correction: s
 
 
 @pytest.mark.parametrize(
-    "policy,backfill_by",
-    [("fcfs-bf1", "walltime"), ("fcfs-bf1", "estimate"), ("sjf-bf2", "walltime")]
-    + [("sjf-bf2", "estimate"), ("small-greedy", "walltime"), ("fcfs-strict", "walltime")],
+    "policy,backfill_by,classes",
+    [("fcfs-bf1", "walltime", "pbs"), ("fcfs-bf1", "estimate", "pbs")]
+    + [("fcfs-bf1", "estimate", "none"), ("sjf-bf2", "walltime", "pbs")]
+    + [("sjf-bf2", "estimate", "pbs"), ("small-greedy", "estimate", "pbs")]
+    + [("fcfs-strict", "estimate", "pbs")],
 )
-def test_skipping_idle_cycles_changes_nothing(policy: str, backfill_by: str) -> None:
+def test_skipping_idle_cycles_changes_nothing(policy: str, backfill_by: str, classes: str) -> None:
     work = workload("kth")
-    p = pbsched.parse_policy(policy, 600, backfill_by)
+    p = pbsched.parse_policy(policy, 600, backfill_by, classes)
     fast = pbsched.simulate_pbs(work, sim.make_source("v3"), 100, p)
     slow = pbsched.simulate_pbs(work, sim.make_source("v3"), 100, p, skip_idle_cycles=False)
     assert fast.start == slow.start and fast.corrections == slow.corrections

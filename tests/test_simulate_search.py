@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from softwalltime.replay import search
+from softwalltime.replay import pbsched, search
 from softwalltime.replay import simulate as sim
 
 CERIT = Path(__file__).resolve().parents[1] / "softwalltime" / "data"
@@ -75,15 +75,19 @@ def test_cli_policy_search(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["simulate", "--procs", "2176", "--backfill-by", "walltime", str(CERIT)]
     assert cli.main(argv) == 1
     assert "--backfill-by: only with --policies" in capsys.readouterr().err
+    argv = ["simulate", "--procs", "2176", "--classes", "rank", str(CERIT)]
+    assert cli.main(argv) == 1
+    assert "--classes: only with --policies" in capsys.readouterr().err
     argv = ["simulate", "--procs", "2176", "--policies", "sjf-bf1", "--backfill-by", "soft"]
     with pytest.raises(SystemExit) as exit_:
         cli.main([*argv, str(CERIT)])
     assert exit_.value.code == 2 and "invalid choice: 'soft'" in capsys.readouterr().err
 
 
-def test_cli_backfills_by_walltime_by_default(capsys: pytest.CaptureFixture[str]) -> None:
-    # PBS's rule is the default: perfect estimates place reservations earlier but candidates
-    # still need their walltime to fit, so the figures differ from the EASY rule's.
+def test_cli_backfills_by_the_soft_walltime_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    # PBS's rule is the default (issue 29): candidates pass a reservation by their soft
+    # walltime; by the walltime (PBS's rule only next to an advance reservation) the
+    # figures differ.
     from softwalltime import cli
 
     out = {}
@@ -97,9 +101,9 @@ def test_cli_backfills_by_walltime_by_default(capsys: pytest.CaptureFixture[str]
         out["--backfill-by walltime"],
         out["--backfill-by estimate"],
     )
-    assert default == walltime and default["backfill_by"] == "walltime"
-    assert estimate["backfill_by"] == "estimate"
-    bsld = [o["configurations"][0]["bsld_mean"] for o in (default, estimate)]
+    assert default == estimate and default["backfill_by"] == "estimate"
+    assert walltime["backfill_by"] == "walltime" and default["classes"] == "pbs"
+    bsld = [o["configurations"][0]["bsld_mean"] for o in (default, walltime)]
     assert bsld[0] != bsld[1]
 
 
@@ -110,17 +114,27 @@ def test_cli_backfill_choices_are_the_simulators() -> None:
 
     assert cli_simulate.BACKFILL_BY == pbsched.BACKFILL_BY
     assert cli_simulate.BACKFILL_BY[0] == pbsched.Policy().backfill_by
+    assert cli_simulate.CLASSES == pbsched.CLASSES
+    assert cli_simulate.CLASSES[0] == pbsched.Policy().classes
 
 
 def test_format_search_names_the_backfill_rule() -> None:
     rows = [_row("fcfs-bf1", "users", 5.0, 10.0), _row("sjf-bf1", "v3", 3.0, 9.0)]
     best = search.recommend(rows, None)
     text = search.format_search("t", rows, best, None)
-    assert "backfilling by walltime (PBS's rule)" in text.splitlines()[1]
-    assert "recommended: sjf-bf1 with v3 estimates, backfilling by walltime (" in text
-    text = search.format_search("t", rows, best, None, backfill_by="estimate")
-    assert "backfilling by estimate (EASY as in the literature" in text.splitlines()[1]
-    assert "with v3 estimates, backfilling by estimate (" in text
+    assert "backfilling by estimate (PBS's rule)" in text.splitlines()[1]
+    assert "equivalence classes of (processors, walltime), as PBS's" in text.splitlines()[1]
+    assert "recommended: sjf-bf1 with v3 estimates, backfilling by estimate (" in text
+    rules = pbsched.Policy(backfill_by="walltime", classes="none")
+    text = search.format_search("t", rows, best, None, rules)
+    assert "backfilling by walltime (PBS's rule only next to" in text.splitlines()[1]
+    assert "no equivalence classes" in text.splitlines()[1]
+    assert "with v3 estimates, backfilling by walltime (" in text
+    ranked = [_row("fcfs-bf1", "users", 5.0, 10.0), _row("sjf.rank-bf1", "v3", 3.0, 9.0)]
+    text = search.format_search(
+        "t", ranked, search.recommend(ranked, None), None, pbsched.Policy(classes="rank")
+    )
+    assert pbsched.SCHED_RESOURCES_RANK in text  # the recommendation says how to set it
 
 
 def _wide(policy: str, source: str, bsld: float, wide_max: float) -> search.Figures:

@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 SOURCES = ("users", "v1", "v2", "v3", "calibrated", "perfect", "fixed10")
 DEFAULT_SOURCES = "users,v1,v2,v3,perfect"
 CORRECTIONS = ("pbs", "simple", "power", "walltime")
-BACKFILL_BY = ("walltime", "estimate")  # softwalltime.replay.pbsched.BACKFILL_BY
+BACKFILL_BY = ("estimate", "walltime")  # softwalltime.replay.pbsched.BACKFILL_BY
+CLASSES = ("pbs", "rank", "none")  # softwalltime.replay.pbsched.CLASSES
 RANK_REFRESH_S = 900  # softwalltime.replay.pbsched.DEFAULT_RANK_REFRESH_S
 WIDE_MAX_FACTOR = 3  # softwalltime.replay.search.WIDE_MAX_FACTOR (a test checks)
 
@@ -88,10 +89,16 @@ wide jobs' (>= 1/8 of the machine) mean and max wait; recommended: the best mean
 among sources a site can run (not perfect) whose long jobs' p95 wait is at most
 --long-p95-bound hours (default: theirs with the users' walltimes under the first policy)
 and whose wide jobs' longest wait is at most --wide-max-bound hours (default: 3 x theirs),
-with the qmgr and sched_config lines that set it. A job passes a top job's reservation
-only if its walltime ends by it, as PBS checks it (--backfill-by walltime, the default);
---backfill-by estimate lets it pass if its soft walltime does (EASY as the literature
-models it).
+with the qmgr and sched_config lines that set it. The model follows OpenPBS 23.06's
+scheduler: a job passes a top job's reservation if its soft walltime ends by it (or it fits
+the processors left beside it), as PBS checks it (--backfill-by estimate, the default;
+--backfill-by walltime is PBS's rule only next to an advance reservation, which is not
+modelled); jobs with the same processors and walltime form an equivalence class, and once
+one of them cannot run in a cycle the rest of the class is not tried in that cycle
+(--classes pbs, the default; rank: softwalltime_rank on sched_config's resources: line
+puts the rank in the class too; none: every job on its own); the periodic cycle runs
+--scheduler-iteration seconds after the last cycle; a soft walltime is extended once the
+job is strictly past it.
 
 The rank (softwalltime_rank, read by the *.rank sorts; 0 in other formulas): the mean run
 time of the user's 10 newest similar jobs (key-mean, the hook's code), computed at submit
@@ -184,11 +191,19 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--backfill-by",
         choices=BACKFILL_BY,
-        metavar="{walltime,estimate}",
+        metavar="{estimate,walltime}",
         help="policy search: what must end by a top job's reservation for a job to pass it: "
-        "walltime (the default: PBS's rule, as PBS 23.06's scheduler checks it) or estimate "
-        "(its soft walltime: EASY backfilling as the literature models it); soft walltimes "
+        "estimate (the default: its soft walltime, as PBS 23.06's scheduler checks it) or "
+        "walltime (PBS's rule only next to an advance reservation); soft walltimes "
         "place the reservations and feed the sort either way",
+    )
+    p.add_argument(
+        "--classes",
+        choices=CLASSES,
+        metavar="{pbs,rank,none}",
+        help="policy search: equivalence classes: pbs (the default: processors and "
+        "walltime, PBS's key), rank (also softwalltime_rank, with it on sched_config's "
+        "resources: line), none (every job checked on its own)",
     )
     p.add_argument(
         "--backfill-depth",
@@ -246,7 +261,7 @@ def _run_policy(task: Tuple[str, str, str, Dict[str, Any]]) -> Tuple[str, Any, f
 
     path, policy, name, opts = task
     work = _WORKLOADS[path]
-    parsed = pbsched.parse_policy(policy, opts["iteration"], opts["backfill_by"])
+    parsed = pbsched.parse_policy(policy, opts["iteration"], opts["backfill_by"], opts["classes"])
     ranker = None
     if pbsched.sort_formula(parsed.job_sort_formula).reads_rank:
         # the rank is the same for every source; perfect estimates come with a perfect rank
@@ -291,7 +306,8 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
         except ValueError as err:
             raise ConfigError(f"--policies: {err}") from err
     opts["iteration"] = args.scheduler_iteration
-    opts["backfill_by"] = args.backfill_by or pbsched.WALLTIME
+    opts["backfill_by"] = args.backfill_by or pbsched.ESTIMATE
+    opts["classes"] = args.classes or pbsched.CLASSES_PBS
     refresh = opts["rank_refresh_s"] = _rank_refresh(args)
     tasks = [(path, pol, name, opts) for path in args.sources for pol in policies for name in names]
     if args.jobs > 1 and len(tasks) > 1:
@@ -307,18 +323,18 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
         for _p, f, elapsed in (o for o in outcomes if o[0] == path):
             log.info("%s: %s %s: %.2f s", os.path.basename(path), f.policy, f.source, elapsed)
         best = srch.recommend(rows, args.long_p95_bound, args.wide_max_bound)
-        iteration, backfill_by = args.scheduler_iteration, opts["backfill_by"]
+        rules = pbsched.parse_policy(
+            "fcfs", args.scheduler_iteration, opts["backfill_by"], opts["classes"]
+        )
         if args.json:
             limits = srch.bounds(rows, args.long_p95_bound, args.wide_max_bound)
-            obj = srch.as_json(rows, best, iteration, backfill_by, refresh, limits)
+            obj = srch.as_json(rows, best, rules, refresh, limits)
             obj["source"] = path
             out.append(obj)
         else:
             title = f"source: {path}   machine: {opts['procs'][path]} processors"
             bound = args.long_p95_bound
-            text = srch.format_search(
-                title, rows, best, bound, iteration, backfill_by, refresh, args.wide_max_bound
-            )
+            text = srch.format_search(title, rows, best, bound, rules, refresh, args.wide_max_bound)
             sys.stdout.write(text)
     if args.json:
         json.dump(out[0] if len(out) == 1 else out, sys.stdout, indent=2)
@@ -413,6 +429,8 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         return _search(args, names, opts)
     if args.backfill_by:
         raise ConfigError("--backfill-by: only with --policies (PBS's own scheduler)")
+    if args.classes:
+        raise ConfigError("--classes: only with --policies (PBS's own scheduler)")
     if args.rank_refresh is not None:
         raise ConfigError("--rank-refresh: only with --policies (the *.rank sorts)")
     tasks = [(path, name, opts) for path in args.sources for name in names]

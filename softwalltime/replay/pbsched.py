@@ -1,5 +1,8 @@
 """PBS's scheduling knobs, in PBS's names, as small pure units and one small event loop.
 
+The model follows OpenPBS 23.06's scheduler (``src/scheduler/``; line numbers of the
+23.06.06 source); ``tests/pbs/test_simulate_real.py`` shows each rule on the real server.
+
 - **Job sort** (:class:`SortFormula`): PBS's ``job_sort_formula``, a Python expression over
   the job's numeric resources (``soft_walltime``, ``walltime``, ``ncpus``, the custom
   ``softwalltime_rank``) and ``eligible_time`` (seconds eligible, i.e. waiting, with
@@ -13,15 +16,30 @@
   ``backfill_depth`` jobs that cannot start are *top jobs* and get a reservation on the
   availability profile (``backfill_depth`` 0: nothing passes the first blocked job);
   without it, jobs that do not fit are passed over (no reservation). A job passes a
-  reservation if its *walltime* ends by it, as PBS checks it (:attr:`Policy.backfill_by`;
-  ``estimate``: its soft walltime, EASY as the literature models it).
+  reservation if its *soft walltime* ends by it (:attr:`Policy.backfill_by`): PBS checks a
+  job with its soft duration (check.cpp:921-924, ``calc_time_left(resresv, 0)``) and with
+  its walltime only when an advance or standing reservation lies within it
+  (``exists_resv_event``, simulate.cpp:685-690, true only for ``is_resv``); advance
+  reservations are not modelled.
+- **Equivalence classes** (:attr:`Policy.classes`): jobs with the same select (here their
+  processors), place, walltime and sched_config ``resources:`` (job_info.cpp:2283-2288,
+  :2331-2342; soft_walltime is not among them) form a class; once one of them cannot run
+  in a cycle, the class is marked (fifo.cpp:990-996) and the rest get its error without a
+  check of their own (check.cpp:710-714), though they may still become top jobs
+  (fifo.cpp:909, ``should_backfill_with_job``). With ``softwalltime_rank`` on the
+  ``resources:`` line the rank is part of the key (``classes="rank"``).
 - **Estimated ends** (:func:`.corrections.extended_estimate`): a running job's estimate
-  after the soft-walltime extensions due by now.
-- **The cycle** (:func:`simulate_pbs`): the scheduler runs on job arrivals and ends and every
-  ``scheduler_iteration`` seconds; each cycle first extends the estimates of the running
-  jobs found past theirs (as PBS's scheduler does), then schedules. ``correction_events``
-  makes every extension an event with a cycle of its own (the model of :func:`simulate`
-  and of the naive reference, which tests compare it with).
+  after the soft-walltime extensions due by now; the first extension happens only once
+  the job is strictly past its soft walltime (job_info.cpp:5197-5204: ``start + duration
+  >= server_time`` keeps it), each later one when its multiple is reached
+  (``extend_soft_walltime``, job_info.cpp:4732-4735).
+- **The cycle** (:func:`simulate_pbs`): the scheduler runs on job arrivals and ends, and
+  ``scheduler_iteration`` seconds after the last cycle (pbsd_main.c:1360 sets
+  ``sch_next_schedule = time_now + scheduler_iteration`` at every cycle); each cycle first
+  extends the estimates of the running jobs found past theirs (as PBS's scheduler does),
+  then schedules. ``correction_events`` makes every extension an event with a cycle of its
+  own (the model of :func:`simulate` and of the naive reference, which tests compare it
+  with, with classes off and extensions at equality).
 """
 
 from __future__ import annotations
@@ -30,10 +48,21 @@ import bisect
 import functools
 import heapq
 import re
-from typing import Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Tuple
+from typing import (
+    Callable,
+    Dict,
+    Hashable,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Set,
+    Tuple,
+)
 
 from ..hookpath import rank as hook_rank
-from .corrections import CORRECTIONS, SIMPLE_MARGIN_S, extended_estimate
+from .corrections import CORRECTIONS, PBS, SIMPLE_MARGIN_S, extended_estimate
 from .easy import SimResult
 from .profile import Profile
 from .rank import UserHistory
@@ -69,9 +98,18 @@ FORMULAS.update(
 NAMES = ("soft_walltime", "walltime", "eligible_time", "ncpus", RANK)  # a formula may read
 DEFAULT_RANK_REFRESH_S = 900  # softwalltime-refresh.timer: OnCalendar=*:0/15
 DEFAULT_ITERATION_S = 600  # PBS's default scheduler_iteration
-WALLTIME = "walltime"  # backfill by the walltime: PBS's rule (the default)
-ESTIMATE = "estimate"  # backfill by the estimate: EASY as in the literature
-BACKFILL_BY = (WALLTIME, ESTIMATE)
+ESTIMATE = "estimate"  # backfill by the soft walltime: PBS's rule (check.cpp:921-924)
+WALLTIME = "walltime"  # by the walltime: PBS's rule only next to an advance reservation
+BACKFILL_BY = (ESTIMATE, WALLTIME)
+# Equivalence classes (Policy.classes): PBS's key, processors and walltime (job_info.cpp:
+# 2283-2288); the same with softwalltime_rank on sched_config's resources: line; none
+# (every job checked on its own, as EASY in the literature and the naive reference).
+CLASSES_PBS = "pbs"
+CLASSES_RANK = "rank"
+CLASSES_NONE = "none"
+CLASSES = (CLASSES_PBS, CLASSES_RANK, CLASSES_NONE)
+# sched_config's default resources: line with the rank added (then kill -HUP pbs_sched)
+SCHED_RESOURCES_RANK = f'resources: "ncpus, mem, arch, host, vnode, aoe, eoe, {RANK}"'
 
 
 class SortValue(Protocol):
@@ -185,14 +223,19 @@ class Policy(NamedTuple):
     scheduler_iteration: int = DEFAULT_ITERATION_S
     """Seconds between periodic cycles (0: cycles on events only)."""
     correction_events: bool = False
-    backfill_by: str = WALLTIME
+    backfill_by: str = ESTIMATE
     """What must end by a top job's reservation for a job to pass it (unless it fits the
-    processors left beside it): ``walltime``, as PBS 23.06's scheduler checks it
-    (``check.cpp``: a job with a calendar event within its walltime is checked with its
-    walltime, its *hard duration*; found by the real-server test, issue 17), or
-    ``estimate``, its soft walltime (EASY backfilling as the literature models it). Soft
-    walltimes place the reservations (running jobs' estimated ends) and feed the sort
-    either way."""
+    processors left beside it): ``estimate``, its soft walltime, as PBS 23.06's scheduler
+    checks it (check.cpp:921-924: the soft duration unless an advance reservation lies
+    within the walltime; issue 29), or ``walltime`` (PBS's rule next to an advance
+    reservation, which the real-server test shows). Soft walltimes place the reservations
+    (running jobs' estimated ends) and feed the sort either way."""
+    classes: str = CLASSES_PBS
+    """Equivalence classes (:data:`CLASSES`): ``pbs`` (processors, walltime), ``rank``
+    (and ``softwalltime_rank``, with it on sched_config's ``resources:`` line) or ``none``."""
+    extension_strictly_past: bool = True
+    """PBS extends a soft walltime only once the job is strictly past it (job_info.cpp:
+    5197-5204); False: at equality too (the naive reference's model)."""
 
     @property
     def name(self) -> str:
@@ -209,15 +252,18 @@ _HOW = re.compile(r"^(?P<sort>.+?)(?:-(?P<how>bf\d+|strict|greedy))?$")
 
 
 def parse_policy(
-    text: str, scheduler_iteration: int = DEFAULT_ITERATION_S, backfill_by: str = WALLTIME
+    text: str,
+    scheduler_iteration: int = DEFAULT_ITERATION_S,
+    backfill_by: str = ESTIMATE,
+    classes: str = CLASSES_PBS,
 ) -> Policy:
     """``SORT[-bfK|-strict|-greedy]`` (e.g. ``fcfs-bf1``, ``sjf-bf4``, ``xfactor-greedy``);
     SORT is a name of :data:`FORMULAS` or a ``job_sort_formula`` expression.
 
-    :raises ValueError: unknown sort or form, or ``backfill_by`` not in :data:`BACKFILL_BY`
+    :raises ValueError: unknown sort or form, ``backfill_by`` not in :data:`BACKFILL_BY`
+        or ``classes`` not in :data:`CLASSES`
     """
-    if backfill_by not in BACKFILL_BY:
-        raise ValueError(f"backfill_by must be one of {BACKFILL_BY}, not {backfill_by!r}")
+    _check_rules(backfill_by, classes)
     match = _HOW.match(text.strip())
     if match is None:
         raise ValueError(f"policy {text!r}: expected SORT, SORT-bfK, SORT-strict or SORT-greedy")
@@ -225,11 +271,18 @@ def parse_policy(
     if sort not in FORMULAS and re.match(r"^\w+-", sort):
         raise ValueError(f"policy {text!r}: expected SORT, SORT-bfK, SORT-strict or SORT-greedy")
     sort_formula(sort)  # validates
-    if how == "greedy":
-        return Policy(sort, 0, False, scheduler_iteration, backfill_by=backfill_by)
-    if how == "strict":
-        return Policy(sort, 0, True, scheduler_iteration, backfill_by=backfill_by)
-    return Policy(sort, int(how[2:]), True, scheduler_iteration, backfill_by=backfill_by)
+    depth = 0 if how in ("greedy", "strict") else int(how[2:])
+    strict = how != "greedy"
+    return Policy(
+        sort, depth, strict, scheduler_iteration, backfill_by=backfill_by, classes=classes
+    )
+
+
+def _check_rules(backfill_by: str, classes: str) -> None:
+    if backfill_by not in BACKFILL_BY:
+        raise ValueError(f"backfill_by must be one of {BACKFILL_BY}, not {backfill_by!r}")
+    if classes not in CLASSES:
+        raise ValueError(f"classes must be one of {CLASSES}, not {classes!r}")
 
 
 def pbs_settings(policy: Policy, rank_refresh_s: int = DEFAULT_RANK_REFRESH_S) -> List[str]:
@@ -251,6 +304,8 @@ def pbs_settings(policy: Policy, rank_refresh_s: int = DEFAULT_RANK_REFRESH_S) -
         lines.append(f'qmgr -c "set sched scheduler_iteration = {policy.scheduler_iteration}"')
     strict = "True" if policy.strict_ordering else "False"
     lines.append(f"# $PBS_HOME/sched_priv/sched_config: strict_ordering: {strict} ALL")
+    if policy.classes == CLASSES_RANK:
+        lines.append(f"# $PBS_HOME/sched_priv/sched_config: {SCHED_RESOURCES_RANK}")
     if formula.reads_rank:
         lines.append(
             f'# hook config: "rank": "{hook_rank.NAME}" (softwalltime hooks install --rank)'
@@ -366,6 +421,7 @@ def schedule_cycle(
     strict_ordering: bool,
     on_start: Optional[Callable[[int], int]] = None,
     hard: Optional[Sequence[int]] = None,
+    cls: Optional[Callable[[int], Hashable]] = None,
 ) -> Tuple[List[int], List[Tuple[int, int]]]:
     """One scheduling cycle: the jobs of ``order`` (queued, sorted) that start ``now``, and
     the top jobs' reservations ``(job, start)``.
@@ -379,31 +435,39 @@ def schedule_cycle(
         ``est[j]``), which then holds its processors in the profile
     :param hard: the jobs' walltimes, when a job must end by a reservation by its walltime
         (:attr:`Policy.backfill_by` ``walltime``; None: by its estimate)
+    :param cls: a job's equivalence class (None: no classes): once a job cannot start, the
+        later jobs of its class do not start in this cycle either (PBS copies the first
+        one's error to them, check.cpp:710-714), though they may still become top jobs
     """
     profile = Profile(now, free, ends)
     resv: List[List[int]] = []  # [start, extra]
     top: List[Tuple[int, int]] = []
     started: List[int] = []
+    cannot: Set[Hashable] = set()  # the classes marked can't-run in this cycle
     for j in order:
         p = procs[j]
         d = est[j]
         end = now + (d if hard is None else hard[j])  # by when it must be gone
-        if p <= free and all(end <= s or p <= x for s, x in resv):
+        key = None if cls is None else cls(j)
+        if key not in cannot and p <= free and all(end <= s or p <= x for s, x in resv):
             for rv in resv:
                 if end > rv[0]:
                     rv[1] -= p
             profile.occupy(now, d if on_start is None else on_start(j), p)
             free -= p
             started.append(j)
-        elif strict_ordering:
-            if len(top) >= backfill_depth:
-                if backfill_depth == 0:
-                    break  # strict order without backfilling: nothing passes this job
-                continue
-            s = profile.earliest(p, d)
-            profile.occupy(s, d, p)
-            resv.append([s, profile.least_from(s)])
-            top.append((j, s))
+        else:
+            if key is not None:
+                cannot.add(key)  # fifo.cpp:990-996
+            if strict_ordering:
+                if len(top) >= backfill_depth:
+                    if backfill_depth == 0:
+                        break  # strict order without backfilling: nothing passes this job
+                    continue
+                s = profile.earliest(p, d)
+                profile.occupy(s, d, p)
+                resv.append([s, profile.least_from(s)])
+                top.append((j, s))
         if free == 0:
             break
     return started, top
@@ -421,11 +485,15 @@ class _Machine:
     """Running jobs: estimates, estimated ends (sorted), the end heap and the heap of
     extensions due (each running job has one entry there while it can still be extended)."""
 
-    def __init__(self, work: Workload, procs_total: int, correction: str) -> None:
+    def __init__(
+        self, work: Workload, procs_total: int, correction: str, strictly_past: bool = False
+    ) -> None:
         n = len(work.submit)
         self.work = work
         self.correction = correction
         self.margin = SIMPLE_MARGIN_S if correction == "simple" else 0
+        # PBS's first extension only strictly past the soft walltime (Policy docstring)
+        self.strict = strictly_past and correction == PBS
         self.free = procs_total
         self.est = [0] * n
         self.orig = [0] * n
@@ -439,7 +507,7 @@ class _Machine:
         # Note when running job j is next extended, if it still runs then.
         e = self.est[j]
         if e < self.work.wall[j]:
-            when = self.start[j] + e - self.margin
+            when = self.start[j] + e - self.margin + (self.strict and e == self.orig[j])
             if when < self.start[j] + self.work.run[j]:
                 heapq.heappush(self.due, (when, j))
 
@@ -461,6 +529,8 @@ class _Machine:
         # Apply the extensions of job j due by now (the estimate only; see extend).
         w = self.work
         elapsed = min(now, self.start[j] + w.run[j] - 1) - self.start[j]
+        if self.strict and elapsed <= self.orig[j]:
+            return False  # not strictly past the soft walltime it started with
         e, c = extended_estimate(
             self.correction, self.est[j], self.orig[j], self.ncorr[j], w.wall[j], elapsed
         )
@@ -506,6 +576,20 @@ class _Machine:
     def estimated_ends(self, now: int) -> List[Tuple[int, int]]:
         p = self.work.procs
         return [(e if e > now else now, p[j]) for e, j in self.by_end]
+
+
+def _classes(
+    classes: str, work: Workload, rank: Sequence[int]
+) -> Optional[Callable[[int], Hashable]]:
+    # A job's equivalence class: its processors (the select) and walltime, and its current
+    # rank with the rank on sched_config's resources: line (job_info.cpp:2283-2288).
+    if classes == CLASSES_NONE:
+        return None
+    procs, wall = work.procs, work.wall
+    if classes == CLASSES_RANK:
+        return lambda j: (procs[j], wall[j], rank[j])
+    keys = list(zip(procs, wall))
+    return keys.__getitem__
 
 
 def _order(
@@ -561,8 +645,7 @@ def simulate_pbs(
         raise ValueError(f"correction must be one of {CORRECTIONS}, not {correction!r}")
     if policy.backfill_depth < 0 or policy.scheduler_iteration < 0:
         raise ValueError("backfill_depth and scheduler_iteration must be >= 0")
-    if policy.backfill_by not in BACKFILL_BY:
-        raise ValueError(f"backfill_by must be one of {BACKFILL_BY}, not {policy.backfill_by!r}")
+    _check_rules(policy.backfill_by, policy.classes)
     n = len(work.submit)
     if n and max(work.procs) > procs_total:
         raise ValueError("a job needs more processors than the machine has")
@@ -571,12 +654,14 @@ def simulate_pbs(
     if ranker is not None:
         ranker.bind(work)
     rank = ranker.rank if ranker is not None else [0] * n
-    m = _Machine(work, procs_total, correction)
+    m = _Machine(work, procs_total, correction, policy.extension_strictly_past)
+    cls = _classes(policy.classes, work, rank)
     queue: List[int] = []
     queued_est = m.est  # a queued job's estimate is its submit-time prediction
     period = policy.scheduler_iteration
     inf = float("inf")
     t = -1
+    last_cycle = 0  # pbsd_main.c:1360: the next periodic cycle is an iteration after it
     a = 0
     restarted = False
     keys: Dict[int, Tuple[float, int]] = {}
@@ -598,9 +683,11 @@ def simulate_pbs(
     while a < n or m.ends:
         t_corr = m.next_extension(t) if policy.correction_events else inf
         t_end = m.ends[0][0] if m.ends else inf
-        # Periodic cycles at the multiples of the period (none while the queue is empty).
-        next_tick = (t // period + 1) * period if period and queue else inf
+        # A periodic cycle an iteration after the last cycle (none while the queue is
+        # empty: it would start nothing, and the next arrival is a cycle of its own).
+        next_tick = last_cycle + period if period and queue else inf
         t = int(min(work.submit[a] if a < n else inf, t_end, t_corr, next_tick))
+        last_cycle = t
         changed = restarted
         for j in m.end_due(t):
             source.on_end(j, t)
@@ -637,6 +724,7 @@ def simulate_pbs(
             policy.strict_ordering,
             functools.partial(begin, t),
             hard,
+            cls,
         )
         for j, s in top:
             if reservation[j] < 0:

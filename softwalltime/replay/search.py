@@ -134,11 +134,29 @@ def _cells(jobs: int, *values: Tuple[float, str]) -> str:
 
 
 RULES = {
-    pbsched.WALLTIME: "backfilling by walltime (PBS's rule): a job passes a top job's "
-    "reservation only if its walltime ends by it",
-    pbsched.ESTIMATE: "backfilling by estimate (EASY as in the literature, not PBS's rule): "
-    "a job passes a top job's reservation if its soft walltime ends by it",
+    pbsched.ESTIMATE: "backfilling by estimate (PBS's rule): a job passes a top job's "
+    "reservation if its soft walltime ends by it",
+    pbsched.WALLTIME: "backfilling by walltime (PBS's rule only next to an advance "
+    "reservation): a job passes a top job's reservation only if its walltime ends by it",
 }
+CLASS_RULES = {
+    pbsched.CLASSES_PBS: "equivalence classes of (processors, walltime), as PBS's",
+    pbsched.CLASSES_RANK: "equivalence classes of (processors, walltime, softwalltime_rank): "
+    "the rank on sched_config's resources: line",
+    pbsched.CLASSES_NONE: "no equivalence classes (every job checked on its own; not PBS)",
+}
+
+
+PBS_RULES = pbsched.Policy()  # PBS's rules, the default iteration
+
+
+def rules_line(rules: pbsched.Policy) -> str:
+    """The model's rules a search ran with, in one line."""
+    return f"{RULES[rules.backfill_by]}; {CLASS_RULES[rules.classes]}"
+
+
+def _policy(name: str, rules: pbsched.Policy) -> pbsched.Policy:
+    return pbsched.parse_policy(name, rules.scheduler_iteration, rules.backfill_by, rules.classes)
 
 
 def rank_note(rows: Sequence[Figures], rank_refresh_s: int) -> Optional[str]:
@@ -158,20 +176,21 @@ def format_search(
     rows: Sequence[Figures],
     best: Optional[Figures],
     bound_h: Optional[float],
-    scheduler_iteration: int = pbsched.DEFAULT_ITERATION_S,
-    backfill_by: str = pbsched.WALLTIME,
+    rules: pbsched.Policy = PBS_RULES,
     rank_refresh_s: int = pbsched.DEFAULT_RANK_REFRESH_S,
     wide_bound_h: Optional[float] = None,
 ) -> str:
     """The search table, the recommendation and the PBS settings that express it
-    (``bound_h``, ``wide_bound_h``: the admin's bounds, None for the defaults)."""
+    (``bound_h``, ``wide_bound_h``: the admin's bounds, None for the defaults; ``rules``:
+    the scheduler iteration, backfill rule and classes the search ran with, its sort
+    unused)."""
     base = baseline(rows)
     width = max([16] + [len(r.policy) + 2 for r in rows])  # xfactor.rank-bf1 is 16 long
     head = "{:<{w}}{:<12}{:>8}{:>8}{:>8}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}".format(
         "policy", "estimates", "wait", "p95", "bsld", "vs base%", "long", "long95",
         "longmax", "wide", "widemax", w=width,
     )  # fmt: skip
-    lines = [title, RULES[backfill_by]]
+    lines = [title, rules_line(rules)]
     lines.append("waits in hours; long: run > 24 h; wide: >= 1/8 of the machine")
     note = rank_note(rows, rank_refresh_s)
     lines += ([note] if note else []) + ["", head]
@@ -209,9 +228,9 @@ def format_search(
         )
     lines.append(
         f"recommended: {best.policy} with {best.source} estimates, backfilling by "
-        f"{backfill_by} (best mean bsld {best.bsld_mean:.2f}; {why})"
+        f"{rules.backfill_by} (best mean bsld {best.bsld_mean:.2f}; {why})"
     )
-    policy = pbsched.parse_policy(best.policy, scheduler_iteration)
+    policy = _policy(best.policy, rules)
     lines.extend("  " + s for s in pbsched.pbs_settings(policy, rank_refresh_s))
     return "\n".join(lines) + "\n"
 
@@ -219,8 +238,7 @@ def format_search(
 def as_json(
     rows: Sequence[Figures],
     best: Optional[Figures],
-    scheduler_iteration: int = pbsched.DEFAULT_ITERATION_S,
-    backfill_by: str = pbsched.WALLTIME,
+    rules: pbsched.Policy = PBS_RULES,
     rank_refresh_s: int = pbsched.DEFAULT_RANK_REFRESH_S,
     limits: Optional[Bounds] = None,
 ) -> Dict[str, Any]:
@@ -233,14 +251,15 @@ def as_json(
     rec = None
     if best is not None:
         rec = dict(best._asdict())
-        policy = pbsched.parse_policy(best.policy, scheduler_iteration)
+        policy = _policy(best.policy, rules)
         rec["pbs_settings"] = pbsched.pbs_settings(policy, rank_refresh_s)
     rank = None
     if any(r.rank for r in rows):
         # each row's "rank" says which ranked it: key-mean, or perfect with perfect estimates
         rank = {"resource": pbsched.RANK, "name": hook_rank.NAME, "refresh_s": rank_refresh_s}
     return {
-        "backfill_by": backfill_by,
+        "backfill_by": rules.backfill_by,
+        "classes": rules.classes,
         "rank": rank,
         "bounds": limits._asdict(),
         "configurations": out,

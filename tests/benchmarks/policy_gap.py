@@ -4,11 +4,11 @@ it says of the jobs that dominate mean bounded slowdown (run <= 10 min: their bs
 wait / 10 min), and the mean bsld per run-time band (where the gap comes from).
 
     python tests/benchmarks/policy_gap.py [TRACE ...] [--policy xfactor-bf1]
-        [--estimates users,v3,perfect] [--backfill-by walltime|estimate]
+        [--estimates users,v3,perfect] [--backfill-by estimate|walltime] [--classes pbs|rank|none]
 
-One simulate_pbs run per source (the policy's cycle every 600 s; backfilling by walltime,
-PBS's rule, unless --backfill-by estimate); the estimates are the sources' answers at
-submit in that run.
+One simulate_pbs run per source (the policy's cycle every 600 s; PBS's rules: backfilling
+by the soft walltime and equivalence classes, unless --backfill-by walltime or --classes
+none); the estimates are the sources' answers at submit in that run.
 """
 
 from __future__ import annotations
@@ -83,9 +83,10 @@ def main() -> None:
     parser.add_argument("traces", nargs="*", default=[str(p) for p in DEFAULT])
     parser.add_argument("--policy", default="xfactor-bf1")
     parser.add_argument("--estimates", default="users,v3,perfect")
-    parser.add_argument("--backfill-by", choices=pbsched.BACKFILL_BY, default=pbsched.WALLTIME)
+    parser.add_argument("--backfill-by", choices=pbsched.BACKFILL_BY, default=pbsched.ESTIMATE)
+    parser.add_argument("--classes", choices=pbsched.CLASSES, default=pbsched.CLASSES_PBS)
     args = parser.parse_args()
-    policy = pbsched.parse_policy(args.policy, backfill_by=args.backfill_by)
+    policy = pbsched.parse_policy(args.policy, backfill_by=args.backfill_by, classes=args.classes)
     for path in args.traces:
         work = sim.read_workload(path)
         procs = work.machine_procs

@@ -14,8 +14,9 @@ at least one job of <= 10 min, and among pairs within each run-time band (Kendal
 2 x share - 1); and, of the jobs of <= 10 min, the median estimate and the share
 estimated above 1 h.
 
-``simulate``: :func:`pbsched.simulate_pbs` with PBS's backfill rule (a job passes a top
-job's reservation only if its walltime ends by it) and the pbs correction. The sort reads
+``simulate``: :func:`pbsched.simulate_pbs` with PBS's rules (a job passes a top job's
+reservation if its soft walltime ends by it; equivalence classes of processors and
+walltime; issue 29) and the pbs correction. The sort reads
 a *rank* instead of the soft walltime: the policy's ``.rank`` sort (sjf.rank =
 ``-(softwalltime_rank or ...)``, xfactor.rank = ``(eligible_time + softwalltime_rank) /
 softwalltime_rank``), the rank given by a :class:`pbsched.Ranker` (:class:`CandidateRanker`
@@ -286,7 +287,7 @@ def simulate_table(
     sort_only: bool = False,
 ) -> None:
     work, _end, procs = read(path)
-    fcfs = pbsched.parse_policy("fcfs-bf1", backfill_by=pbsched.WALLTIME)
+    fcfs = pbsched.parse_policy("fcfs-bf1")
     base, _, _ = run_one(work, procs, fcfs, "users", None)
     run = work.run
     rng = random.Random(17)
@@ -298,7 +299,7 @@ def simulate_table(
         f"{'bsld':>7}{'share':>7}{'wait h':>8}{'p95 h':>7}{'long95 h':>9}{'CPU s':>7}"
     )
     for name in policies:
-        policy = pbsched.parse_policy(name, backfill_by=pbsched.WALLTIME)
+        policy = pbsched.parse_policy(name)
         configs: List[Tuple[str, Optional[str]]] = [("perfect", None), ("v3", None)]
         configs += [("v3", "perfect")] + [("v3", f"noise{sigma}") for sigma in noise]
         for c in candidates:

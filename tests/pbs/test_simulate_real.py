@@ -56,6 +56,31 @@ def _stime(info: dict[str, Any]) -> int:
     return stime
 
 
+def _submit(cpus: int, run: int, soft: int, walltime: int = WALLTIME_S) -> str:
+    # A sleep job as alice, its soft walltime set by the manager (as the hook would).
+    jobid = pbsctl.qsub(f"-l select=1:ncpus={cpus} -l walltime={walltime}", f"sleep {run}")
+    pbsctl.run("qalter", "-l", f"soft_walltime={soft}", jobid)
+    return jobid
+
+
+def _real_starts(jobs: list[str]) -> list[int]:
+    for jobid in jobs:
+        pbsctl.wait_state(jobid, "F", timeout=120)
+    real = [_stime(pbsctl.job(jobid)) for jobid in jobs]
+    return [r - min(real) for r in real]
+
+
+def _wrong_order(expected: list[int], real: list[int]) -> list[tuple[int, int]]:
+    """The pairs a simulated earlier than b that started after b on the server."""
+    n = len(expected)
+    return [
+        (a, b)
+        for a in range(n)
+        for b in range(n)
+        if expected[a] < expected[b] and real[a] > real[b]
+    ]
+
+
 def _assert_real_order(
     specs: list[tuple[int, int, int]], expected: list[int], jobs: list[str]
 ) -> None:
@@ -63,20 +88,10 @@ def _assert_real_order(
     the real scheduler run them: a job simulated to start before another must not start
     after it on the server."""
     for cpus, run, soft in specs:
-        jobid = pbsctl.qsub(f"-l select=1:ncpus={cpus} -l walltime={WALLTIME_S}", f"sleep {run}")
-        jobs.append(jobid)
-        pbsctl.run("qalter", "-l", f"soft_walltime={soft}", jobid)
+        jobs.append(_submit(cpus, run, soft))
     pbsctl.qmgr("set server scheduling = True")
-    for jobid in jobs:
-        pbsctl.wait_state(jobid, "F", timeout=120)
-    real = [_stime(pbsctl.job(jobid)) for jobid in jobs]
-    wrong = [
-        (a, b)
-        for a in range(len(specs))
-        for b in range(len(specs))
-        if expected[a] < expected[b] and real[a] > real[b]
-    ]
-    assert not wrong, f"simulated starts {expected}, real {[r - min(real) for r in real]}"
+    real = _real_starts(jobs)
+    assert not _wrong_order(expected, real), f"simulated starts {expected}, real {real}"
 
 
 @pytest.fixture()
@@ -108,15 +123,21 @@ def test_real_scheduler_starts_jobs_in_the_simulated_order(
     _assert_real_order(JOBS, expected, jobs)
 
 
-# strict_ordering with backfill_depth 1, FCFS (no formula): (ncpus, sleep s, soft_walltime s).
-# J0 starts; J1 (2 cpus) is the top job, reserved at J0's soft end (6 s). J3 ends before it
-# by its soft walltime (3 s) but not by its walltime (10 min), and PBS checks a job against
-# a top job with its walltime (check.cpp, the hard duration; this test found it: with soft
-# walltimes the simulator had J3 backfilled at once), so J2 and J3 wait for J1's end.
-# Greedy (PBS's default) would start J2 at once and J3 before J1.
-STRICT_JOBS = [(1, 6, 6), (2, 3, 3), (1, 8, 8), (1, 3, 3)]
+# strict_ordering with backfill_depth 1, FCFS (no formula), the issue-29 pair: jobs as
+# (ncpus, sleep s, soft_walltime s, walltime s). J0 starts; J1 (2 cpus) is the top job,
+# reserved at J0's soft end (6 s). J2 (soft 8 s) would end after it and cannot pass, so
+# its equivalence class, (1 cpu, walltime 600 s), is marked can't-run for the cycle
+# (fifo.cpp:990-996). With W3 = 600, J3 is of that class and waits for J1's end without a
+# check of its own (check.cpp:710-714); with W3 = 601 it is a class of its own and, its
+# soft walltime (3 s) ending before the reservation, starts at once: PBS backfills by the
+# soft walltime (check.cpp:921-924), not the walltime. The real server showed [0, 7, 12,
+# 12] and [0, 7, 11, 0] (issue 29).
 SCHED_CONFIG = pbsctl.PBS_HOME / "sched_priv" / "sched_config"
 SCHED_LOCK = pbsctl.PBS_HOME / "sched_priv" / "sched.lock"
+
+
+def pair(w3: int) -> list[tuple[int, int, int, int]]:
+    return [(1, 6, 6, 600), (2, 3, 3, 600), (1, 8, 8, 600), (1, 3, 3, w3)]
 
 
 def _reload_scheduler() -> None:
@@ -149,30 +170,85 @@ def strict_ordering(sort_formula: None) -> Iterator[None]:
             pbsctl.qmgr(f"set server backfill_depth = {depth}", check=False)
 
 
-def _simulated(jobs: list[tuple[int, int, int]], policy: pbsched.Policy) -> list[int]:
+def _simulated(
+    jobs: list[tuple[int, int, int, int]], policy: pbsched.Policy, submit: list[int] | None = None
+) -> list[int]:
     class Soft(sim.EstimateSource):
         name = "soft_walltime"
 
         def on_submit(self, j: int, now: int) -> int:
             return jobs[j][2]
 
-    rows = [(pbsctl.USER, 0, WALLTIME_S, run, cpus) for cpus, run, _soft in jobs]
+    at = submit or [0] * len(jobs)
+    rows = [(pbsctl.USER, at[i], wall, run, cpus) for i, (cpus, run, _s, wall) in enumerate(jobs)]
     work = sim.make_workload("real", rows, NODE_CPUS)
     return pbsched.simulate_pbs(work, Soft(), NODE_CPUS, policy).start
 
 
-def test_real_strict_ordering_backfills_only_what_ends_before_the_top_job(
-    strict_ordering: None, jobs: list[str]
-) -> None:
-    policy = pbsched.parse_policy("fcfs-bf1")  # backfilling by walltime: the default
-    assert policy.strict_ordering and policy.backfill_depth == 1
-    expected = _simulated(STRICT_JOBS, policy)
-    assert expected == [0, 6, 9, 9]  # the order worked out above
-    # Backfilling by the soft walltime (the EASY model) and greedy predict other orders.
-    easy = pbsched.parse_policy("fcfs-bf1", backfill_by=pbsched.ESTIMATE)
-    assert _simulated(STRICT_JOBS, easy) == [0, 6, 9, 0]
-    assert _simulated(STRICT_JOBS, pbsched.parse_policy("fcfs-greedy")) == [0, 9, 0, 6]
+PBS_MODEL = pbsched.parse_policy("fcfs-bf1")  # soft walltime, PBS's classes: the default
+BY_WALLTIME = pbsched.parse_policy("fcfs-bf1", backfill_by=pbsched.WALLTIME)
+NO_CLASSES = pbsched.parse_policy("fcfs-bf1", classes=pbsched.CLASSES_NONE)
 
+
+def test_the_model_tells_the_pair_apart_from_the_alternatives() -> None:
+    # Not on the server: what each rule predicts for the two variants. Only the model
+    # (soft walltime, classes) predicts both real orders; each alternative misses one.
+    assert _simulated(pair(600), PBS_MODEL) == [0, 6, 9, 9]
+    assert _simulated(pair(601), PBS_MODEL) == [0, 6, 9, 0]
+    assert _simulated(pair(601), BY_WALLTIME) == [0, 6, 9, 9]  # J3 waits: wrong at 601
+    assert _simulated(pair(600), NO_CLASSES) == [0, 6, 9, 0]  # J3 passes: wrong at 600
+    greedy = pbsched.parse_policy("fcfs-greedy")
+    assert _simulated(pair(600), greedy) == [0, 9, 0, 6]
+
+
+@pytest.mark.parametrize("w3", [600, 601])
+def test_real_strict_ordering_backfills_by_soft_walltime_within_classes(
+    strict_ordering: None, jobs: list[str], w3: int
+) -> None:
+    assert PBS_MODEL.strict_ordering and PBS_MODEL.backfill_depth == 1
+    expected = _simulated(pair(w3), PBS_MODEL)
     pbsctl.qmgr("set server scheduling = False")
     pbsctl.qmgr("unset sched job_sort_formula", check=False)
-    _assert_real_order(STRICT_JOBS, expected, jobs)
+    for cpus, run, soft, walltime in pair(w3):
+        jobs.append(_submit(cpus, run, soft, walltime))
+    pbsctl.qmgr("set server scheduling = True")
+    real = _real_starts(jobs)
+    assert not _wrong_order(expected, real), f"w3 {w3}: simulated {expected}, real {real}"
+    # and the real order is one the alternative of each variant gets wrong
+    other = _simulated(pair(w3), BY_WALLTIME if w3 == 601 else NO_CLASSES)
+    assert _wrong_order(other, real), f"w3 {w3}: {other} fits the real {real} as well"
+
+
+# A class under a job_sort_formula: X runs (qrun) before the others are considered; the
+# formula ncpus + soft_walltime / 1000 puts T (2 cpus) first, then Y (soft 8 s) before Z
+# (soft 3 s), whatever their submit order (Z is submitted before Y). T is the top job at
+# X's soft end; Y cannot pass it and marks the class (1 cpu, 600 s), so Z, submitted first
+# and short enough to pass, waits for T's end. FCFS (no formula) takes Z before Y: Z
+# passes at once.
+FORMULA = "ncpus + soft_walltime / 1000"
+X, T, Z, Y = (1, 6, 6, 600), (2, 3, 3, 600), (1, 3, 3, 600), (1, 8, 8, 600)
+CLASS_JOBS = [X, T, Z, Y]
+CLASS_SUBMIT = [0, 1, 1, 1]  # X started alone, the others queued a second later
+
+
+def test_real_class_under_a_sort_formula(strict_ordering: None, jobs: list[str]) -> None:
+    policy = pbsched.parse_policy(f"{FORMULA}-bf1")
+    expected = _simulated(CLASS_JOBS, policy, CLASS_SUBMIT)
+    assert expected == [0, 6, 9, 9]  # X, T at X's soft end, then Z and Y at T's end
+    fcfs = _simulated(CLASS_JOBS, PBS_MODEL, CLASS_SUBMIT)
+    assert fcfs == [0, 6, 1, 9]  # without the formula Z passes at once
+    no_classes = _simulated(CLASS_JOBS, policy._replace(classes=pbsched.CLASSES_NONE), CLASS_SUBMIT)
+    assert no_classes == [0, 6, 1, 9]  # without classes Z passes after Y's failure
+
+    pbsctl.qmgr("set server scheduling = False")
+    pbsctl.qmgr(f"set sched job_sort_formula = '{FORMULA}'")
+    jobs.append(_submit(*X))
+    pbsctl.run("qrun", jobs[0])
+    pbsctl.wait_state(jobs[0], "R", timeout=60)
+    for spec in (T, Z, Y):
+        jobs.append(_submit(*spec))
+    pbsctl.qmgr("set server scheduling = True")
+    real = _real_starts(jobs)
+    assert not _wrong_order(expected, real), f"simulated {expected}, real {real}"
+    assert _wrong_order(fcfs, real), f"FCFS's {fcfs} fits the real {real} as well"
+    assert _wrong_order(no_classes, real), f"no classes' {no_classes} fits {real} as well"
