@@ -78,6 +78,17 @@ def test_cli_policy_search(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["simulate", "--procs", "2176", "--classes", "rank", str(CERIT)]
     assert cli.main(argv) == 1
     assert "--classes: only with --policies" in capsys.readouterr().err
+    for option, value in [
+        ("--long-p95-bound", "-1"),
+        ("--wide-max-bound", "nan"),
+        ("--wide-max-bound", "inf"),
+        ("--long-p95-bound", "1e9"),
+    ]:
+        # bounds an admin sets are finite, from 0 to 10 years (issue 32, item 10)
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(["simulate", "--policies", "sjf-bf1", option, value, str(CERIT)])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and f"{option}: must be from 0 to 87600" in err
     argv = ["simulate", "--procs", "2176", "--policies", "sjf-bf1", "--backfill-by", "soft"]
     with pytest.raises(SystemExit) as exit_:
         cli.main([*argv, str(CERIT)])

@@ -35,6 +35,23 @@ def positive_number(text: str) -> float:
     return value
 
 
+def bounded_number(minimum: float, maximum: float) -> Callable[[str], float]:
+    """An argparse type: a finite number from ``minimum`` to ``maximum``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not minimum <= value <= maximum:  # also refuses nan
+            raise argparse.ArgumentTypeError(
+                f"must be from {minimum:g} to {maximum:g}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
 def positive_duration(text: str) -> int:
     """An argparse type: a PBS duration (``[[H:]M:]S``) > 0, in seconds."""
     try:

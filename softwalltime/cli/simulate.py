@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import ConfigError
 from ..hookpath.config import Settings
-from .argtypes import name_list, whole_number
+from .argtypes import bounded_number, name_list, whole_number
 from .calibrate import TARGET_HELP, target_option
 from .evaluate import add_input_size
 
@@ -26,6 +26,7 @@ BACKFILL_BY = ("estimate", "walltime")  # softwalltime.replay.pbsched.BACKFILL_B
 CLASSES = ("pbs", "rank", "none")  # softwalltime.replay.pbsched.CLASSES
 RANK_REFRESH_S = 900  # softwalltime.replay.pbsched.DEFAULT_RANK_REFRESH_S
 WIDE_MAX_FACTOR = 3  # softwalltime.replay.search.WIDE_MAX_FACTOR (a test checks)
+MAX_BOUND_H = 87600.0  # the bounds an admin sets for --policies: at most 10 years of waiting
 
 DESCRIPTION = """\
 Simulate a first-come-first-served scheduler with EASY backfilling on a workload, once per
@@ -167,14 +168,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--long-p95-bound",
-        type=float,
+        type=bounded_number(0, MAX_BOUND_H),
         metavar="HOURS",
         help="policy search: the most long jobs' (run > 24 h) p95 wait may be (default: "
         "theirs with the users' walltimes under the first policy)",
     )
     p.add_argument(
         "--wide-max-bound",
-        type=float,
+        type=bounded_number(0, MAX_BOUND_H),
         metavar="HOURS",
         help="policy search: the longest wide jobs (>= 1/8 of the machine) may wait (default: "
         f"{WIDE_MAX_FACTOR} x their longest wait with the users' walltimes under the "
