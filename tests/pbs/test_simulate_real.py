@@ -252,3 +252,74 @@ def test_real_class_under_a_sort_formula(strict_ordering: None, jobs: list[str])
     assert not _wrong_order(expected, real), f"simulated {expected}, real {real}"
     assert _wrong_order(fcfs, real), f"FCFS's {fcfs} fits the real {real} as well"
     assert _wrong_order(no_classes, real), f"no classes' {no_classes} fits {real} as well"
+
+
+# The rank in the class key (issue 29, "Beyond"): with softwalltime_rank on sched_config's
+# resources: line, J2 and J3 of the pair (same walltime 600 s; ranks 8 and 3) fall into
+# different classes, and J3 backfills at once, as with walltime 601 (the issue saw [0, 7,
+# 11, 0] against [0, 7, 11, 11] without the line). The simulator's classes="rank".
+RANK = pbsched.RANK
+RANKS = [6, 3, 8, 3]
+
+
+@pytest.fixture()
+def rank_in_classes(strict_ordering: None) -> Iterator[None]:
+    """The rank's resource and sched_config's resources: line with it, both removed after."""
+    assert pbsctl.qmgr(f"list resource {RANK}", check=False).returncode != 0, (
+        f"{RANK} left over: delete it first"
+    )
+    pbsctl.qmgr(f"create resource {RANK} type=long, flag=r")
+    before = SCHED_CONFIG.read_text()
+    lines = [
+        pbsched.SCHED_RESOURCES_RANK if line.startswith("resources:") else line
+        for line in before.splitlines()
+    ]
+    assert lines != before.splitlines(), "no resources: line in sched_config"
+    SCHED_CONFIG.write_text("\n".join(lines) + "\n")
+    _reload_scheduler()
+    try:
+        yield
+    finally:
+        SCHED_CONFIG.write_text(before)
+        _reload_scheduler()
+
+
+def _simulated_ranked(classes: str) -> list[int]:
+    class Soft(sim.EstimateSource):
+        name = "soft_walltime"
+
+        def on_submit(self, j: int, now: int) -> int:
+            return pair(600)[j][2]
+
+    class Ranks(pbsched.Ranker):
+        def value(self, j: int) -> int:
+            return RANKS[j]
+
+    rows = [(pbsctl.USER, 0, wall, run, cpus) for cpus, run, _s, wall in pair(600)]
+    work = sim.make_workload("real", rows, NODE_CPUS)
+    policy = pbsched.parse_policy("fcfs-bf1", classes=classes)
+    return pbsched.simulate_pbs(work, Soft(), NODE_CPUS, policy, ranker=Ranks()).start
+
+
+def test_real_rank_on_the_resources_line_splits_the_class(
+    rank_in_classes: None, jobs: list[str]
+) -> None:
+    expected = _simulated_ranked(pbsched.CLASSES_RANK)
+    assert expected == [0, 6, 9, 0]
+    without = _simulated_ranked(pbsched.CLASSES_PBS)
+    assert without == [0, 6, 9, 9]
+    pbsctl.qmgr("set server scheduling = False")
+    pbsctl.qmgr("unset sched job_sort_formula", check=False)
+    try:
+        for (cpus, run, soft, walltime), rank in zip(pair(600), RANKS):
+            jobid = _submit(cpus, run, soft, walltime)
+            jobs.append(jobid)
+            pbsctl.run("qalter", "-l", f"{RANK}={rank}", jobid)  # as the hook would
+        pbsctl.qmgr("set server scheduling = True")
+        real = _real_starts(jobs)
+        assert not _wrong_order(expected, real), f"simulated {expected}, real {real}"
+        assert _wrong_order(without, real), f"without the line {without} fits {real} as well"
+    finally:
+        pbsctl.purge(jobs)  # a job holding the resource keeps it from being deleted
+        jobs.clear()
+        pbsctl.qmgr(f"delete resource {RANK}", check=False)
