@@ -25,6 +25,7 @@ from softwalltime.accounting import (
     finished_job_row,
     parse_line,
     rerun_row,
+    run_impossible,
     size_bytes,
     tokenize,
 )
@@ -355,7 +356,7 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
             return None
     if used:
         used = _DURATIONS.get(used) or _number_text(_DURATIONS, duration_s, used)
-        if used is None:
+        if used is None or (start and run_impossible(int(used), int(end) - int(start))):
             return None
     if mem:
         mem = _SIZES.get(mem) or _number_text(_SIZES, size_bytes, mem)

@@ -33,6 +33,8 @@ __all__ = [
     "FIELD_BOUNDS",
     "RECORD_TYPES",
     "TIME_ORDER",
+    "RUN_CHECKS",
+    "RUN_SLACK_S",
     "FieldBound",
     "ImpossibleRecord",
     "Record",
@@ -360,6 +362,54 @@ def _check_times(ctime: Optional[int], start: Optional[int], end: Optional[int])
             )
 
 
+# resources_used.walltime is measured by the MoM (sampled, its own clock), end - start by
+# the server: a real record may be off by a few seconds either way (the bundled samples: at
+# most 25 s below, never above). Beyond this slack the run time contradicts the times.
+RUN_SLACK_S = 60
+
+
+class RunCheck(NamedTuple):
+    """resources_used.walltime against the run's own times, end - start (both known, end
+    not before start): a record that breaks it is refused, counted under ``rule``."""
+
+    rule: str
+    sql: str  # the same condition on the stored columns (``softwalltime db check``)
+
+
+_RUN_SQL = "started_at <= ended_at AND "
+RUN_CHECKS = (
+    # 10 h used in a 30-minute run (suspension only makes the run time shorter)
+    RunCheck(
+        "resources_used.walltime over end - start",
+        _RUN_SQL + f"runtime_s > EXTRACT(EPOCH FROM ended_at - started_at) + {RUN_SLACK_S}",
+    ),
+    # nothing used in a 30-minute run: no measurement, which would predict 0 s
+    RunCheck(
+        f"resources_used.walltime 0 for a run over {RUN_SLACK_S} s",
+        _RUN_SQL + f"runtime_s = 0 AND ended_at - started_at > interval '{RUN_SLACK_S} s'",
+    ),
+)
+
+
+def run_impossible(used: int, run: int) -> bool:
+    """Whether a run time ``used`` cannot come from a run of ``run`` = end - start >= 0 s."""
+    return used > run + RUN_SLACK_S or (used == 0 and run > RUN_SLACK_S)
+
+
+def _check_run(used: Optional[int], start: Optional[int], end: Optional[int]) -> None:
+    """Raise ImpossibleRecord for the first rule of RUN_CHECKS the record breaks (after
+    _check_times: end is not before start)."""
+    if used is None or start is None or end is None or not run_impossible(used, end - start):
+        return
+    run = end - start
+    rule = RUN_CHECKS[0] if used else RUN_CHECKS[1]
+    raise ImpossibleRecord(
+        f"resources_used.walltime={used} s in a run of end - start = {run} s"
+        f" (more than {RUN_SLACK_S} s apart): impossible",
+        rule.rule,
+    )
+
+
 # Parsed durations and sizes by text: the same few values (walltime=01:00:00, mem=4gb)
 # repeat on most lines, and the regex parse costs more than a dict lookup. Only values
 # that parse are cached (the bound is checked after); cleared when full so memory stays
@@ -591,6 +641,7 @@ def finished_job_row(rec: Record, server: Optional[str] = None) -> Optional[Tupl
         )
         or end < ctime
         or (start is not None and not ctime <= start <= end)
+        or (start is not None and used is not None and run_impossible(used, end - start))
     ):
         return _finished_job_row_checked(rec, server)
     return (
@@ -654,6 +705,7 @@ def _finished_job_row_checked(rec: Record, server: Optional[str]) -> Tuple[Any, 
     )
     _duration(a, "resources_used.cput")  # checked, not stored
     _check_times(row[2], row[14], row[15])
+    _check_run(row[13], row[14], row[15])
     return row
 
 
@@ -686,6 +738,7 @@ def rerun_row(rec: Record, server: Optional[str] = None) -> Optional[Tuple[Any, 
     )
     _duration(a, "resources_used.cput")  # checked, not stored
     _check_times(row[2], row[6], row[7])
+    _check_run(row[5], row[6], row[7])
     return row
 
 

@@ -287,10 +287,12 @@ SAMPLE_EXPECTED = {
     "ncar_qhist_casper-pbs_testdata.log": (18, 4, 1, 0, 0),
     "fairshareSim_OpenPBS_cesnet-torque1-testserver.log": (654, 200, 0, 2, 0),  # '; header'
     "PBS-Logs_t_acct.20050201.folded.log": (14, 0, 0, 48, 6),  # folded: E lines lose ctime
-    "apel_test_pbs_records.log": (6, 6, 0, 1, 0),  # one line prefixed with '20150327:'
+    # one line prefixed with '20150327:'; one job used 19:23:04 in a 6.7 h run (issue 32)
+    "apel_test_pbs_records.log": (6, 5, 0, 1, 1),
     "epcc_safe_PBSRecordTest_validRecords.log": (6, 6, 0, 0, 0),
     "jbarber_torque-log_t_test.log": (1, 1, 0, 0, 0),
-    "xdmod_unit_shredder_pbs_accounting-logs.log": (9, 5, 0, 0, 4),  # ids without server
+    # 4 ids without server; 2 jobs used 00:00:00 in a 156 s run (issue 32)
+    "xdmod_unit_shredder_pbs_accounting-logs.log": (9, 3, 0, 0, 6),
 }
 
 
@@ -374,6 +376,12 @@ IMPOSSIBLE = [
     ({"run_count": "-1"}, "run_count negative or over 2^31 - 1"),
     ({"ctime": "-5", "start": "", "end": "6"}, "ctime before 1970 or after 2099"),
     ({"end": "4102444801"}, "end before 1970 or after 2099"),
+    # issue 32: 10 h used in a 30-minute run (start 1743598862); none used in a 1 h run
+    (
+        {"resources_used.walltime": "10:00:00", "end": "1743600662"},
+        "resources_used.walltime over end - start",
+    ),
+    ({"resources_used.walltime": "00:00:00"}, "resources_used.walltime 0 for a run over 60 s"),
 ]
 # What an R record holds of the above (no Resource_List.*).
 _R_KEYS = {"user", "ctime", "start", "end", "Exit_status", "resources_used.walltime"}
@@ -415,7 +423,6 @@ def test_the_good_record_and_every_bound_itself_are_possible():
     assert acct.rerun_row(acct.parse_line(_line("R", {}))) is not None
     at_bounds = {
         "Resource_List.walltime": "87600:00:00",  # 10 years
-        "resources_used.walltime": "00:00:00",
         "resources_used.cput": "0",
         "Resource_List.ncpus": "1",
         "Resource_List.ngpus": "100000000",
@@ -429,6 +436,32 @@ def test_the_good_record_and_every_bound_itself_are_possible():
     for key, value in beyond.items():
         with pytest.raises(acct.ImpossibleRecord, match=f"{key}={value} is out of range"):
             acct.finished_job_row(acct.parse_line(_line("E", {key: value})))
+
+
+def test_the_run_time_may_differ_from_end_minus_start_by_60_s():
+    """resources_used.walltime (sampled by the MoM) against end - start (the server's):
+    within 60 s either way, or 0 for a run of 60 s at most, the record is possible."""
+    start = 1743598862
+    for used, run, ok in [
+        ("00:31:00", 1800, True),
+        ("00:31:01", 1800, False),
+        ("00:00:00", 60, True),
+        ("00:00:00", 61, False),
+        ("00:00:00", 0, True),
+        ("00:00:01", 3600, True),  # below end - start: suspended, or killed at once
+    ]:
+        for rtype, row in (("E", acct.finished_job_row), ("R", acct.rerun_row)):
+            line = _line(rtype, {"resources_used.walltime": used, "end": str(start + run)})
+            if ok:
+                assert row(acct.parse_line(line)) is not None, (used, run)
+            else:
+                with pytest.raises(acct.ImpossibleRecord, match="^resources_used.walltime="):
+                    row(acct.parse_line(line))
+    # a run time over 10 years is refused by its bound first, whatever the times say
+    line = _line("E", {"resources_used.walltime": "596523:14:07"})
+    assert _error(acct.finished_job_row, acct.parse_line(line)).rule == (
+        "resources_used.walltime negative or over 10 years"
+    )
 
 
 def test_zero_times_mean_unset_not_impossible():

@@ -31,10 +31,12 @@ _GOOD = {
 }
 RUNTIME = "resources_used.walltime negative or over 10 years"
 NCPUS = "Resource_List.ncpus below 1 or over 10^8"
+OVER = "resources_used.walltime over end - start"
+ZERO = "resources_used.walltime 0 for a run over 60 s"
 # Rows as an ingester without the rules stored them, and the rules each breaks.
 BAD_JOBS = [
     ({"runtime_s": -5}, {RUNTIME}),
-    ({"runtime_s": 2**31 - 1}, {RUNTIME}),
+    ({"runtime_s": 2**31 - 1}, {RUNTIME, OVER}),
     ({"walltime_s": -60}, {"Resource_List.walltime negative or over 10 years"}),
     ({"ncpus": 0}, {NCPUS}),
     ({"ncpus": -8}, {NCPUS}),
@@ -45,6 +47,9 @@ BAD_JOBS = [
     ({"started_at": CTIME - dt.timedelta(hours=1)}, {"start before ctime"}),
     ({"started_at": None, "ended_at": CTIME - dt.timedelta(seconds=1)}, {"end before ctime"}),
     ({"ended_at": dt.datetime(2100, 1, 2, tzinfo=UTC)}, {"end before 1970 or after 2099"}),
+    # issue 32: 10 h used in a 1 h run; none used in a 1 h run
+    ({"runtime_s": 36000}, {OVER}),
+    ({"runtime_s": 0}, {ZERO}),
 ]
 
 
@@ -137,6 +142,7 @@ def test_the_rules_are_the_ingesters():
     ingester counts it by, with the bound's own values."""
     names = [r.name for r in dbcheck.rules_for(acct.FINISHED_JOB_COLUMNS)]
     stored = [b.rule for b in acct.FIELD_BOUNDS if b.column] + [o.rule for o in acct.TIME_ORDER]
+    stored += [c.rule for c in acct.RUN_CHECKS]
     assert names == stored
     ncpus = next(r for r in dbcheck.rules_for(acct.FINISHED_JOB_COLUMNS) if r.name == NCPUS)
     assert sorted(ncpus.params.values()) == [1, 10**8]

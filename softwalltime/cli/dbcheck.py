@@ -15,7 +15,13 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Sequence
 
-from ..accounting import FIELD_BOUNDS, FINISHED_JOB_COLUMNS, RERUN_COLUMNS, TIME_ORDER
+from ..accounting import (
+    FIELD_BOUNDS,
+    FINISHED_JOB_COLUMNS,
+    RERUN_COLUMNS,
+    RUN_CHECKS,
+    TIME_ORDER,
+)
 from ..errors import UNDEFINED_TABLE, DatabaseError, SchemaMissingError
 from ..hookpath.config import Settings, require_dsn
 from .argtypes import whole_number
@@ -76,7 +82,8 @@ def add_check_command(dbsub: Any) -> None:
 
 
 def rules_for(columns: Sequence[str]) -> List[Rule]:
-    """The rules a table with these columns can break, in FIELD_BOUNDS then TIME_ORDER order."""
+    """The rules a table with these columns can break, in FIELD_BOUNDS, TIME_ORDER, then
+    RUN_CHECKS order."""
     rules = []
     for i, bound in enumerate(FIELD_BOUNDS):
         col = bound.column
@@ -90,6 +97,8 @@ def rules_for(columns: Sequence[str]) -> List[Rule]:
         if order.earlier_column in columns and order.later_column in columns:
             sql = f"{order.later_column} < {order.earlier_column}"
             rules.append(Rule(order.rule, sql, {}, sql))
+    if {"runtime_s", "started_at", "ended_at"} <= set(columns):
+        rules += [Rule(c.rule, f"({c.sql})", {}, f"({c.sql})") for c in RUN_CHECKS]
     return rules
 
 
