@@ -740,3 +740,73 @@ def test_a_stale_prepared_statement_is_prepared_again(auth_cluster):
         with admin.cursor() as cur:
             cur.execute("DROP TABLE stale")
         admin.close()
+
+
+# -- name resolution within the deadline (issue 32, item 11) --------------------------------
+
+
+class _Resolver:
+    """A stand-in for getaddrinfo: answers ``names`` (name -> numeric host) at once, and
+    for any other name never answers (a silent DNS server) until released."""
+
+    def __init__(self, names):
+        self.names = names
+        self.asked = []
+        self.release = threading.Event()
+
+    def __call__(self, host, port, *args):
+        self.asked.append(host)
+        if host in self.names:
+            return socket.getaddrinfo(self.names[host], port, *args)
+        self.release.wait(60)  # the silent server; released at the end of the test
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+
+@pytest.fixture()
+def resolver(monkeypatch):
+    from softwalltime.hookpath.state import STATE
+
+    STATE.reset()
+    fake = _Resolver({})
+    monkeypatch.setattr(pgwire, "GETADDRINFO", fake)
+    yield fake
+    fake.release.set()
+    STATE.reset()
+
+
+def test_a_silent_dns_server_costs_the_deadline_not_10_s(resolver):
+    """Before: getaddrinfo blocked the event 10 s per nameserver, whatever its deadline.
+    Now the event waits for the resolver's thread until its deadline, then says so; the
+    thread is left running, and the next event waits on it rather than starting another."""
+    dsn = "host=db.example port=5432 dbname=x user=u sslmode=disable"
+    start = time.monotonic()
+    with pytest.raises(DatabaseError, match=r"timed out resolving db\.example after 1\.0 s"):
+        pgwire.connect(dsn, time.monotonic() + 1.0)
+    assert time.monotonic() - start < 5  # a 1 s deadline, against 10 s blocked before
+    with pytest.raises(DatabaseError, match=r"timed out resolving db\.example"):
+        pgwire.connect(dsn, time.monotonic() + 0.2)
+    assert resolver.asked == ["db.example"]  # one thread for the two events
+
+
+def test_the_last_address_a_name_had_is_used_when_the_dns_falls_silent(auth_cluster, resolver):
+    resolver.names["db.example"] = "127.0.0.1"
+    dsn = auth_cluster.tcp_dsn("md5_user", "disable", host="db.example")
+    conn = pgwire.connect(dsn, _deadline())
+    assert _who(conn) == ("md5_user", 42)
+    conn.close()
+    del resolver.names["db.example"]  # the DNS server falls silent
+    conn = pgwire.connect(dsn, _deadline(1.0))
+    try:
+        assert _who(conn) == ("md5_user", 42)
+    finally:
+        conn.close()
+    assert resolver.asked == ["db.example", "db.example"]
+
+
+def test_a_numeric_host_asks_no_resolver(auth_cluster, resolver):
+    conn = pgwire.connect(auth_cluster.tcp_dsn("md5_user", "disable"), _deadline())
+    try:
+        assert _who(conn) == ("md5_user", 42)
+    finally:
+        conn.close()
+    assert resolver.asked == []

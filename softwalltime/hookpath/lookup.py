@@ -5,9 +5,10 @@ every ``qsub``. This module therefore never waits longer than
 ``connect_timeout_s + statement_timeout_ms + STATEMENT_GRACE_S`` in total, by wall clock:
 the connection is made by :mod:`.pgwire`, whose every wait is a ``poll()`` against one
 deadline, so a server that accepts TCP and then never answers cannot stall the hook
-either (``statement_timeout`` alone is enforced by that very server). Not bounded:
-resolving a host name (``getaddrinfo`` blocks); give an IP address, ``hostaddr`` or a
-socket directory when DNS is not reliable. ``statement_timeout`` and read-only
+either (``statement_timeout`` alone is enforced by that very server). Resolving a host
+name is bounded by the same deadline: pgwire runs ``getaddrinfo`` in a daemon thread and
+falls back on the name's last good addresses (see ``pgwire._resolve``); an IP address,
+``hostaddr`` or a socket directory needs no resolver at all. ``statement_timeout`` and read-only
 transactions are set in the startup packet (``options=-c ...``): no extra round trip.
 
 The connection is cached at module level: pbs_server keeps imported modules until its

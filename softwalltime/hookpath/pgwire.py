@@ -70,12 +70,14 @@ import ssl
 import stat
 import stringprep
 import struct
+import threading
 import time
 import unicodedata
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import DatabaseError
 from . import dsn as dsnlib
+from .state import STATE
 
 PROTOCOL_3_0 = 196608
 SSL_REQUEST_CODE = 80877103
@@ -862,6 +864,76 @@ def _share(now: float, deadline: float, left: int) -> float:
     return now + max(0.0, deadline - now) / max(1, left)
 
 
+# The name resolver: socket.getaddrinfo, run in a daemon thread so that an event waits for
+# it only until its deadline (a silent DNS server blocks getaddrinfo 5 s per nameserver and
+# try). Tests put a resolver that never answers here.
+GETADDRINFO = socket.getaddrinfo
+
+
+class _Resolution:
+    """One ``GETADDRINFO(host, port)`` running in a daemon thread; ``result`` or ``error``
+    once it is done. An event that stops waiting leaves it running, in ``STATE.resolving``."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.result = None  # type: Optional[List[Tuple[int, Any]]]
+        self.error = None  # type: Optional[BaseException]
+        self.thread = threading.Thread(
+            target=self._run, args=(GETADDRINFO, host, port), name="softwalltime-resolve"
+        )
+        self.thread.daemon = True
+        self.thread.start()
+
+    def _run(self, getaddrinfo: Any, host: str, port: int) -> None:
+        try:
+            infos = getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+            self.result = [(info[0], info[4]) for info in infos]
+        except Exception as err:  # noqa: BLE001  (handed to the event that waits)
+            self.error = err
+
+
+def _numeric(host: str, port: int) -> Optional[List[Tuple[int, Any]]]:
+    """The address of a numeric host (no resolver asked), else None."""
+    try:
+        infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
+    except (socket.gaierror, UnicodeError):
+        return None
+    return [(info[0], info[4]) for info in infos]
+
+
+def _resolve(host: str, port: int, deadline: float) -> List[Tuple[int, Any]]:
+    """The addresses of ``host`` by ``deadline``: a numeric host at once; a name from the
+    resolver, in a daemon thread this event waits on until the deadline (half of the time
+    left when an earlier answer is kept, which is then used if it is late or fails).
+
+    :raises DatabaseError: the resolver did not answer in time and no answer is kept
+    :raises OSError: it failed (unknown name...) and no answer is kept
+    """
+    numeric = _numeric(host, port)
+    if numeric:
+        return numeric
+    key = (host, port)
+    known = STATE.addresses.get(key)
+    resolution = STATE.resolving.get(key)
+    if resolution is None:  # else: the one a silent resolver still holds, not another
+        resolution = STATE.resolving[key] = _Resolution(host, port)
+    wait = max(0.0, deadline - time.monotonic())
+    resolution.thread.join(wait / 2 if known else wait)
+    if resolution.thread.is_alive():
+        if known:
+            return known
+        raise DatabaseError(
+            f"timed out resolving {host} after {wait:.1f} s (the DNS server does not"
+            " answer; a numeric host or a unix socket in the DSN needs none)"
+        )
+    del STATE.resolving[key]
+    if resolution.result:
+        STATE.addresses[key] = resolution.result
+        return resolution.result
+    if known:
+        return known
+    raise resolution.error or OSError(f"no address for {host}")
+
+
 def _open_socket(host: str, port: int, deadline: float) -> Any:
     """A connected non-blocking socket to a unix socket directory or a TCP host.
 
@@ -872,8 +944,7 @@ def _open_socket(host: str, port: int, deadline: float) -> Any:
     if host.startswith("/"):
         targets.append((socket.AF_UNIX, os.path.join(host, f".s.PGSQL.{port}")))
     else:
-        for info in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
-            targets.append((info[0], info[4]))
+        targets = _resolve(host, port, deadline)
     last = None  # type: Optional[BaseException]
     for index, (family, address) in enumerate(targets):
         sock = socket.socket(family, socket.SOCK_STREAM)

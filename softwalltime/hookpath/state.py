@@ -33,6 +33,11 @@ class HookState:
     * ``fetch``: the history reader made last (it is remade when the settings change).
     * ``settings``: the hook's parsed config and the identity of the file it came from.
     * ``log_route``: where the ``softwalltime`` logger was routed last (``pbs.logmsg``).
+    * ``addresses``: ``(host, port) -> [(family, address), ...]``, the last answer of the
+      name resolver for a database host, used when it does not answer in time.
+    * ``resolving``: ``(host, port) ->`` the resolution in progress (pgwire's daemon
+      thread), which a later event waits on instead of starting another while the resolver
+      is silent: at most one thread per host.
     """
 
     def __init__(self) -> None:
@@ -53,6 +58,8 @@ class HookState:
         self.fetch: Any = None
         self.settings: Dict[str, Any] = {}
         self.log_route: List[Any] = [None, None, None]
+        self.addresses: Dict[Tuple[str, int], List[Tuple[int, Any]]] = {}
+        self.resolving: Dict[Tuple[str, int], Any] = {}
         if conn is not None:
             conn.close()  # pgwire's close never raises
 
