@@ -295,6 +295,52 @@ def test_a_pass_is_bounded_by_changes_and_time(tmp_path):
     assert (summary.changed, dict(summary.skipped)) == (0, {"time budget": 5})
 
 
+def test_alter_wait_covers_the_hooks_trust_in_its_last_counter_read():
+    """Issue 32 item 13: the hook trusts a read of the history counter for
+    history_recheck_ms, so a modifyjob fired less than that after an ingest's commit could
+    answer from the old history. Refresh waits that long after its own last read."""
+    margin = r.RECHECK_MARGIN_S
+    assert r.alter_wait_s(100.0, 1000, now=100.2) == pytest.approx(0.8 + margin)
+    assert r.alter_wait_s(100.0, 1000, now=100.0) == pytest.approx(1.0 + margin)
+    assert r.alter_wait_s(100.0, 1000, now=101.5) == 0.0  # planning took longer
+    assert r.alter_wait_s(100.0, 0, now=100.0) == 0.0  # the hook reads it every event
+    assert r.alter_wait_s(None, 1000, now=100.0) == 0.0  # no history read
+    assert r.alter_wait_s(100.0, 60000, now=100.0) == pytest.approx(60.0 + margin)
+
+
+def test_refresh_waits_out_the_recheck_window_before_its_first_qalter(tmp_path):
+    pbs = recorded_pbs(tmp_path, QSTAT)
+    calls = tmp_path / "qalter.calls"
+    qalter = tmp_path / "bin" / "qalter"
+    qalter.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    qalter.chmod(0o755)
+    fetch = history({"alice": [(5 * H, 10 * H)]})
+    waits: list[tuple[float, bool]] = []
+
+    def sleep(seconds: float) -> None:  # records instead of sleeping
+        waits.append((seconds, calls.exists()))
+
+    errors: list[str] = []
+    elapsed = {}
+    for recheck_ms in (60000, 0):
+        started = time.monotonic()
+        cfg = settings(history_recheck_ms=recheck_ms)
+        r.refresh(pbs, cfg, fetch=fetch, sleep=sleep, out=errors.append, err=errors.append)
+        elapsed[recheck_ms] = time.monotonic() - started
+        assert calls.read_text().split() == ["-l", "walltime=10:00:00", "70.pbshost"]
+        calls.unlink()
+    # one wait, before the qalter, of 60 s (+ the margin) less the time since the last read
+    (wait, altered_first), *rest = waits
+    assert rest == [] and not altered_first
+    assert 60.0 + r.RECHECK_MARGIN_S - elapsed[60000] < wait <= 60.0 + r.RECHECK_MARGIN_S
+    # and it never passes the time budget
+    r.refresh(
+        pbs, settings(history_recheck_ms=60000), time_budget_s=5, fetch=fetch, sleep=sleep,
+        out=errors.append, err=errors.append,
+    )  # fmt: skip
+    assert waits[-1][0] <= 5
+
+
 # ---- the sort rank (setting rank, issue 17) ----
 
 

@@ -32,7 +32,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence, cast
 
 from ..errors import ConfigError, DatabaseError, SoftwalltimeError
 from ..hookpath import calibrated, lookup
@@ -354,11 +354,13 @@ def parse_qmgr_hook(text: str) -> dict[str, str]:
 
 
 class _Memo:
-    """``fetch`` (and its ``both``, the rank's read) asked once per user and arguments."""
+    """``fetch`` (and its ``both``, the rank's read) asked once per user and arguments;
+    ``last_read``: when the last read ended (``time.monotonic()``), None before any."""
 
     def __init__(self, fetch: Fetch) -> None:
         self.fetch = fetch
         self.cache: dict[tuple[str, str, int, bool], Any] = {}
+        self.last_read: Optional[float] = None
 
     def __call__(self, user: str, limit: int, with_walltime_only: bool) -> Sequence[HistoryRow]:
         return self._get("rows", user, limit, with_walltime_only)  # type: ignore[no-any-return]
@@ -371,11 +373,27 @@ class _Memo:
         if key not in self.cache:
             read = self.fetch if what == "rows" else self.fetch.both  # type: ignore[attr-defined]
             self.cache[key] = read(user, limit, with_walltime_only)
+            self.last_read = time.monotonic()
         return self.cache[key]
 
 
-def _memo(fetch: Fetch) -> Fetch:
-    return _Memo(fetch)
+# The hook trusts its last read of the history's change counter for history_recheck_ms
+# (hookpath/lookup.py): a modifyjob that refresh's qalter fires less than that after an
+# ingest's commit may still answer from the history before it (seen on the real server:
+# 1 run in 3 with ingest and refresh in the same minute). Every commit refresh read came
+# before its last read, so once history_recheck_ms (and this margin) has passed since then,
+# the hook's next event reads the counter again and predicts from what refresh read.
+RECHECK_MARGIN_S = 0.1
+
+
+def alter_wait_s(last_read: Optional[float], recheck_ms: int, now: float) -> float:
+    """Seconds refresh waits before its first qalter: until ``history_recheck_ms`` (plus
+    RECHECK_MARGIN_S) after its last history read ended, ``last_read``; 0 without a read,
+    with ``recheck_ms`` 0 (the hook reads the counter at every event) or once it has passed.
+    Times are ``time.monotonic()`` seconds."""
+    if last_read is None or recheck_ms <= 0:
+        return 0.0
+    return max(0.0, last_read + recheck_ms / 1000.0 + RECHECK_MARGIN_S - now)
 
 
 def _fmt(seconds: Optional[int]) -> str:
@@ -405,6 +423,7 @@ def refresh(
     err: Callable[[str], None] = print,
     fetch: Optional[Fetch] = None,
     verbose: bool = False,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> Summary:
     """One refresh pass over the queued jobs. ``settings`` are the hook's (see
     :func:`hook_settings`). Each error is one line through ``err``; ``out`` gets the
@@ -428,15 +447,15 @@ def refresh(
             probe.close()
         except DatabaseError as error:
             raise RefreshError(str(error)) from None
-    fetchers: dict[str, Fetch] = {}
+    fetchers: dict[str, _Memo] = {}
 
     def fetch_for(job: QueuedJob) -> Fetch:
         """History as the hook reads it for this job: with ``history_scope`` ``server``,
         only the jobs of the server in its id (123.pbs01 -> pbs01), as the hook does."""
         server = job.job_id.partition(".")[2]
         if server not in fetchers:
-            fetchers[server] = _memo(fetch or lookup.fetcher(settings, server or None))
-        return fetchers[server]
+            fetchers[server] = _Memo(fetch or lookup.fetcher(settings, server or None))
+        return cast(Fetch, fetchers[server])
 
     try:
         jobs = [
@@ -485,10 +504,24 @@ def refresh(
         if summary.ranks is not None:
             summary.ranks = sum(1 for p in changes if p.new_rank_s is not None)
     else:
+        if changes:
+            _wait_for_the_hook(fetchers.values(), settings, deadline, sleep)
         _apply(pbs, changes, deadline, summary, err)
     lookup.close_cached()
     summary.elapsed_s = time.monotonic() - start
     return summary
+
+
+def _wait_for_the_hook(
+    memos: Iterable[_Memo], settings: Settings, deadline: float, sleep: Callable[[float], None]
+) -> None:
+    """Wait (within the time budget) until the hook's modifyjob sees the history refresh
+    read: :func:`alter_wait_s` after the last read."""
+    last = max((m.last_read for m in memos if m.last_read is not None), default=None)
+    now = time.monotonic()
+    wait = min(alter_wait_s(last, settings.history_recheck_ms, now), max(0.0, deadline - now))
+    if wait > 0:
+        sleep(wait)
 
 
 def _apply(
