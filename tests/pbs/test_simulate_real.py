@@ -11,6 +11,7 @@ later on the server (equal simulated starts may come in either order).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -323,3 +324,56 @@ def test_real_rank_on_the_resources_line_splits_the_class(
         pbsctl.purge(jobs)  # a job holding the resource keeps it from being deleted
         jobs.clear()
         pbsctl.qmgr(f"delete resource {RANK}", check=False)
+
+
+# Next to an advance reservation PBS checks a job with its walltime (check.cpp:921-922:
+# exists_resv_event within now + the hard duration), and the simulator does not model
+# reservations: this pins what --backfill-by walltime stands for. The pair at walltime 601
+# backfills J3 at once by its soft walltime (above); with a 1-cpu reservation starting two
+# minutes on, inside J3's walltime, J3 must end by the top job's reservation by its
+# walltime and waits for J1's end, as the walltime rule predicts. J1's walltime is 60 s
+# here: a 2-cpu job whose walltime reached the reservation could not start before it ends.
+RESV_IN_S, RESV_FOR_S = 120, 60
+RESV_PAIR = [(1, 6, 6, 600), (2, 3, 3, 60), (1, 8, 8, 600), (1, 3, 3, 601)]
+
+
+def _confirmed(resv: str) -> bool:
+    out = pbsctl.run("pbs_rstat", "-f", resv).stdout
+    return "reserve_state = RESV_CONFIRMED" in out
+
+
+@pytest.fixture()
+def advance_reservation(strict_ordering: None) -> Iterator[str]:
+    """A confirmed 1-cpu advance reservation by alice, RESV_IN_S from now; deleted after."""
+    now = int(time.time())
+
+    def stamp(t: int) -> str:
+        return time.strftime("%Y%m%d%H%M.%S", time.localtime(t))
+
+    start, end = stamp(now + RESV_IN_S), stamp(now + RESV_IN_S + RESV_FOR_S)
+    out = pbsctl.as_user(f"pbs_rsub -R {start} -E {end} -l select=1:ncpus=1").stdout
+    resv = out.split()[0]
+    try:
+        deadline = time.monotonic() + 30
+        while not _confirmed(resv):
+            assert time.monotonic() < deadline, f"reservation {resv} not confirmed in 30 s"
+            time.sleep(0.3)
+        yield resv
+    finally:
+        pbsctl.run("pbs_rdel", resv, check=False)
+
+
+def test_real_advance_reservation_makes_pbs_use_the_walltime(
+    advance_reservation: str, jobs: list[str]
+) -> None:
+    expected = _simulated(RESV_PAIR, BY_WALLTIME)
+    assert expected == [0, 6, 9, 9]
+    assert _simulated(RESV_PAIR, PBS_MODEL) == [0, 6, 9, 0]  # what it is without it
+    pbsctl.qmgr("set server scheduling = False")
+    pbsctl.qmgr("unset sched job_sort_formula", check=False)
+    for cpus, run, soft, walltime in RESV_PAIR:
+        jobs.append(_submit(cpus, run, soft, walltime))
+    pbsctl.qmgr("set server scheduling = True")
+    real = _real_starts(jobs)
+    assert not _wrong_order(expected, real), f"simulated {expected}, real {real}"
+    assert _wrong_order(_simulated(RESV_PAIR, PBS_MODEL), real), f"soft rule fits {real}"
