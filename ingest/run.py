@@ -483,8 +483,8 @@ class Ingester:
         if item.error is None and self._no_record_yet(f):
             lines = self.from_start[f.path][1]
             self._fail(
-                f"{f.path}: not an accounting log (none of its {lines:,} lines is a record);"
-                " nothing stored"
+                f"{f.path}: not an accounting log ({lines:,} line{'s' * (lines != 1)},"
+                " none a record); nothing stored"
             )
             return
         fingerprint = f.fingerprint or ""

@@ -165,11 +165,15 @@ def test_ingest_json(fresh_dsn, capsys, tmp_path):
     assert records["malformed"] == data["malformed_lines"] == 1
     assert data["bytes_read"] == SAMPLE.stat().st_size + garbage.stat().st_size
     assert sum(data["files"].values()) == 3 and data["locked_out"] is False
-    assert len(data["failed"]) == 1 and data["failed"][0].startswith(f"{missing}: ")
-    # again: nothing new to read
+    assert len(data["failed"]) == 2 and data["failed"][0].startswith(f"{missing}: ")
+    # a file with no record at all is no accounting log (issue 32): failed, no checkpoint
+    refused = f"{garbage}: not an accounting log (1 line, none a record); nothing stored"
+    assert data["failed"][1] == refused
+    # again: nothing new to read in the sample; the garbage is refused again
     code, data = _json(capsys, *argv, str(SAMPLE), str(garbage))
-    assert code == 0 and data["records"]["read"] == 0 and data["bytes_read"] == 0
-    assert data["failed"] == [] and data["lock_holder"] is None
+    assert code == 1 and data["records"]["read"] == 1
+    assert data["bytes_read"] == garbage.stat().st_size
+    assert data["failed"] == [refused] and data["lock_holder"] is None
 
 
 def cli_ingest_keys() -> tuple[tuple[str, str], ...]:

@@ -103,9 +103,7 @@ def test_a_text_file_with_no_record_is_an_error_without_a_checkpoint(
     assert code == 1 and "(1 unusable)" in out
     assert err == "softwalltime ingest: 1 file(s) could not be read (see above)\n"
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
-    assert errors == [
-        f"{path}: not an accounting log (none of its 26 lines is a record); nothing stored"
-    ]
+    assert errors == [f"{path}: not an accounting log (26 lines, none a record); nothing stored"]
     assert _stored(fresh_dsn) == (0, 0)
     caplog.clear()
     path.write_text(passwd * 400)  # 10,400 lines: past a batch's worth of lines
