@@ -107,6 +107,11 @@ bench-refresh: $(VENV)/.installed
 bench-pbs: $(VENV)/.installed
 	$(BIN)/python tests/benchmarks/bench_pbs.py
 
+## bench-twin: a KTH-SP2 segment replayed on the real OpenPBS server against simulate (root)
+.PHONY: bench-twin
+bench-twin: $(VENV)/.installed
+	$(BIN)/python tests/benchmarks/bench_twin.py $(TWIN_ARGS)
+
 ## bench-evaluate: replay speed (jobs/s) per predictor on HPC2N and CERIT-SC
 .PHONY: bench-evaluate
 bench-evaluate: $(VENV)/.installed

@@ -1,0 +1,67 @@
+"""A short twin replay in ``make test-pbs``: 36 consecutive KTH-SP2 jobs where they wait,
+compressed to about two and a half minutes, run as ``sleep`` jobs on the real server under
+fcfs-bf1 with perfect soft walltimes, against ``simulate_pbs`` of the same jobs submitted
+at the real release times (``tests/pbs/twin.py``; ``make bench-twin`` is the long one).
+
+Real jobs last a little longer than their ``sleep`` and a cycle can come a second late, so
+the order is compared only between jobs whose simulated starts are more than the
+tolerance apart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import pbsctl
+import pytest
+import twin
+
+from softwalltime.replay import pbsched
+from softwalltime.replay import simulate as sim
+
+TRACE = pbsctl.REPO.parent / "shared" / "data" / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz"
+JOBS = 36
+CANDIDATES = 16
+TARGET_S = 150  # the segment's simulated makespan, compressed
+MARGIN_S = 2  # walltime over the run time: PBS never kills a job
+TOLERANCE_S = 2
+MIN_SAME_ORDER = 0.90
+WAIT_MARGIN = 0.25  # mean wait, real against simulated
+
+
+def segment() -> tuple[list[twin.TwinJob], int, float]:
+    work = sim.read_workload(str(TRACE))
+    procs = work.machine_procs
+    assert procs == 100
+    work = sim.fit_machine(work, procs)
+    first, _wait, span = twin.choose_segment(
+        work, procs, JOBS, CANDIDATES, pbsched.parse_policy("fcfs-bf1")
+    )
+    factor = math.ceil(span / TARGET_S)
+    return twin.scale(work, first, JOBS, factor, MARGIN_S), procs, factor
+
+
+@pytest.fixture()
+def twin_server(pbs_server: None) -> Iterator[None]:
+    with twin.server(100):
+        yield
+
+
+def test_twin_replay_of_kth_fcfs_bf1_perfect(twin_server: None) -> None:
+    jobs, procs, factor = segment()
+    policy = pbsched.parse_policy("fcfs-bf1", scheduler_iteration=twin.iteration_for(factor))
+    run = twin.replay(jobs, twin.PERFECT, procs, policy)
+    try:
+        c = twin.compare(jobs, run.submit, run.real, run.simulated, TOLERANCE_S, 600 / factor)
+        text = twin.report(c, jobs, run.submit, run.real, run.simulated, run.ids, first=10)
+        m = twin.compare(jobs, run.submit, run.real, run.measured, TOLERANCE_S, 600 / factor)
+        text += "\nagainst the run times measured on the server:\n"
+        text += twin.report(m, jobs, run.submit, run.real, run.measured, run.ids, first=10)
+        print(f"factor {factor}\n{text}")
+        assert c.pairs > 100, text  # the segment makes jobs wait: there is an order to check
+        assert twin.agreement(c) >= MIN_SAME_ORDER, text
+        rel = twin.relative(c.wait_real, c.wait_sim)
+        assert rel is not None and abs(rel) <= WAIT_MARGIN, text
+    finally:
+        twin.purge_all(run.ids)

@@ -1,0 +1,544 @@
+"""Twin replay: a segment of a real trace on the real OpenPBS server and in the simulator.
+
+Shared by ``tests/pbs/test_twin_real.py`` (a short replay in ``make test-pbs``) and
+``tests/benchmarks/bench_twin.py`` (``make bench-twin``); the pure parts (scaling, the
+segment, the comparison) are unit-tested by ``tests/test_twin_compare.py`` without PBS.
+
+A segment of N consecutive jobs is compressed by a factor F: submit times, run times and
+walltimes are divided by F and rounded up to whole seconds (at least 1 s); a walltime stays
+at least ``margin`` seconds over the run time, so that PBS never kills a job. Each job is a
+``sleep <run>`` submitted as alice with ``-l select=1:ncpus=<procs> -l walltime=<wall>``,
+held (``-h``) so that the manager can set its soft walltime (``qalter``) before the
+scheduler may see it, then released (``qrls``: the job enters the queued state and the
+server kicks the scheduler, svr_jobfunc.c:570-575). The release time is the submit time
+both the server and the simulator see. The simulator replays the same jobs, submitted at
+the real release times, with :func:`softwalltime.replay.pbsched.simulate_pbs`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import select
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+import pbsctl
+
+from softwalltime.replay import pbsched
+from softwalltime.replay import simulate as sim
+from softwalltime.units import qstat_time
+
+USERS = "users"  # no soft walltime: PBS plans with the walltime
+PERFECT = "perfect"  # soft walltime = the scaled run time (+ soft margin)
+SOURCES = (USERS, PERFECT)
+SCHED_CONFIG = pbsctl.PBS_HOME / "sched_priv" / "sched_config"
+SCHED_LOCK = pbsctl.PBS_HOME / "sched_priv" / "sched.lock"
+NODE = "pbshost"
+
+
+class TwinJob(NamedTuple):
+    """One job of a scaled segment: seconds, scaled."""
+
+    submit: int  # since the segment's first submit
+    run: int
+    wall: int
+    procs: int
+
+
+# ---------------------------------------------------------------------------------------
+# Scaling and the segment (pure)
+
+
+def scaled(seconds: int, factor: float) -> int:
+    """``seconds`` compressed by ``factor``, rounded up, at least 1."""
+    return max(1, math.ceil(seconds / factor))
+
+
+def scale(work: sim.Workload, first: int, n: int, factor: float, margin: int) -> list[TwinJob]:
+    """Jobs ``first`` .. ``first + n - 1`` of ``work`` compressed by ``factor``; walltimes at
+    least ``margin`` s over the run times. Submit times count from the first job's
+    (``math.floor``: jobs submitted together stay together)."""
+    t0 = work.submit[first]
+    out = []
+    for j in range(first, min(first + n, len(work.submit))):
+        run = scaled(work.run[j], factor)
+        wall = max(scaled(work.wall[j], factor), run + margin)
+        out.append(TwinJob(math.floor((work.submit[j] - t0) / factor), run, wall, work.procs[j]))
+    return out
+
+
+def segment_work(work: sim.Workload, first: int, n: int) -> sim.Workload:
+    """Jobs ``first`` .. ``first + n - 1`` of ``work``, unscaled, submit times from 0."""
+    end = min(first + n, len(work.submit))
+    t0 = work.submit[first]
+    rows = [
+        (work.user[j], work.submit[j] - t0, work.wall[j], work.run[j], work.procs[j])
+        for j in range(first, end)
+    ]
+    return sim.make_workload(work.source, rows, work.machine_procs)
+
+
+def choose_segment(
+    work: sim.Workload, procs: int, n: int, candidates: int, policy: pbsched.Policy
+) -> tuple[int, float, int]:
+    """Among ``candidates`` windows of ``n`` jobs evenly spread over the trace, the one
+    with the largest simulated mean wait (users' walltimes under ``policy``; first on a
+    tie): (first job, mean wait s, simulated makespan s). Deterministic."""
+    last = max(0, len(work.submit) - n)
+    starts = sorted({last * k // max(1, candidates - 1) for k in range(candidates)})
+    best = (-1.0, 0, 0)
+    for first in starts:
+        seg = segment_work(work, first, n)
+        result = pbsched.simulate_pbs(seg, sim.WalltimeSource(), procs, policy)
+        waits, _ = sim.job_outcomes(seg, result)
+        span = max(s + r for s, r in zip(result.start, seg.run)) - seg.submit[0]
+        mean = sum(waits) / len(waits)
+        if mean > best[0]:
+            best = (mean, first, span)
+    return best[1], best[0], best[2]
+
+
+def iteration_for(factor: float, iteration: int = pbsched.DEFAULT_ITERATION_S) -> int:
+    """PBS's ``scheduler_iteration`` (600 s) compressed, at least 1 s."""
+    return max(1, round(iteration / factor))
+
+
+def soft_walltimes(jobs: Sequence[TwinJob], source: str, soft_margin: int = 0) -> list[int | None]:
+    """The soft walltime each job gets (None: none, PBS plans with the walltime)."""
+    if source == USERS:
+        return [None] * len(jobs)
+    if source == PERFECT:
+        return [min(j.run + soft_margin, j.wall) for j in jobs]
+    raise ValueError(f"unknown estimate source {source!r} (known: {', '.join(SOURCES)})")
+
+
+# ---------------------------------------------------------------------------------------
+# The simulated twin (pure)
+
+
+class _Given(sim.EstimateSource):
+    """The soft walltime the server saw, else the walltime (as PBS plans)."""
+
+    def __init__(self, name: str, soft: Sequence[int | None]) -> None:
+        self.name = name
+        self.soft = list(soft)
+
+    def on_submit(self, j: int, now: int) -> int:
+        value = self.soft[j]
+        return self.work.wall[j] if value is None else value
+
+
+def simulate(
+    jobs: Sequence[TwinJob],
+    submit: Sequence[int],
+    soft: Sequence[int | None],
+    procs: int,
+    policy: pbsched.Policy,
+) -> list[int]:
+    """Simulated starts (s) of ``jobs`` submitted at ``submit`` (s, non-decreasing)."""
+    if any(b < a for a, b in zip(submit, submit[1:])):
+        raise ValueError("submit times must be non-decreasing (the job order is kept)")
+    rows = [(pbsctl.USER, at, j.wall, j.run, j.procs) for j, at in zip(jobs, submit)]
+    work = sim.make_workload("twin", rows, procs)
+    assert len(work.submit) == len(jobs)  # nothing skipped, order kept (stable sort)
+    return list(pbsched.simulate_pbs(work, _Given("twin", soft), procs, policy).start)
+
+
+# ---------------------------------------------------------------------------------------
+# The comparison (pure)
+
+
+class Comparison(NamedTuple):
+    jobs: int
+    wait_real: float  # mean wait, s
+    wait_sim: float
+    bsld_real: float  # mean bounded slowdown
+    bsld_sim: float
+    pairs: int  # job pairs whose simulated starts differ by more than the tolerance
+    concordant: int  # of those, the pairs started in the same order on the server
+    abs_median: float  # |real start - simulated start|, s
+    abs_p95: float
+    divergent: list[int]  # jobs off by more than the tolerance, earliest first
+
+
+def relative(real: float, simulated: float) -> float | None:
+    """(real - simulated) / simulated; None when simulated is 0."""
+    return None if simulated == 0 else (real - simulated) / simulated
+
+
+def bounded_slowdowns(
+    submit: Sequence[int], start: Sequence[int], run: Sequence[int], bound: float
+) -> list[float]:
+    return [max(1.0, (s - t + r) / max(r, bound)) for t, s, r in zip(submit, start, run)]
+
+
+def order_pairs(real: Sequence[int], simulated: Sequence[int], tolerance: int) -> tuple[int, int]:
+    """(pairs, concordant): pairs whose simulated starts differ by more than ``tolerance``,
+    and those of them that started in the same strict order on the server."""
+    pairs = concordant = 0
+    n = len(simulated)
+    for a in range(n):
+        for b in range(a + 1, n):
+            d = simulated[a] - simulated[b]
+            if abs(d) <= tolerance:
+                continue
+            pairs += 1
+            r = real[a] - real[b]
+            concordant += (d > 0 and r > 0) or (d < 0 and r < 0)
+    return pairs, concordant
+
+
+def _p95(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+def compare(
+    jobs: Sequence[TwinJob],
+    submit: Sequence[int],
+    real: Sequence[int],
+    simulated: Sequence[int],
+    tolerance: int,
+    bound: float,
+) -> Comparison:
+    """Real against simulated starts (s, same origin as ``submit``)."""
+    n = len(jobs)
+    if not n or not (len(submit) == len(real) == len(simulated) == n):
+        raise ValueError("jobs, submit, real and simulated starts must have one value per job")
+    run = [j.run for j in jobs]
+    diff = [abs(r - s) for r, s in zip(real, simulated)]
+    pairs, concordant = order_pairs(real, simulated, tolerance)
+    off = [k for k in range(n) if diff[k] > tolerance]
+    off.sort(key=lambda k: (min(real[k], simulated[k]), k))
+    return Comparison(
+        jobs=n,
+        wait_real=sum(r - t for r, t in zip(real, submit)) / n,
+        wait_sim=sum(s - t for s, t in zip(simulated, submit)) / n,
+        bsld_real=statistics.fmean(bounded_slowdowns(submit, real, run, bound)),
+        bsld_sim=statistics.fmean(bounded_slowdowns(submit, simulated, run, bound)),
+        pairs=pairs,
+        concordant=concordant,
+        abs_median=statistics.median(diff),
+        abs_p95=_p95(diff),
+        divergent=off,
+    )
+
+
+def agreement(c: Comparison) -> float:
+    """Share of the pairs started in the simulated order (1.0 when there is no pair)."""
+    return c.concordant / c.pairs if c.pairs else 1.0
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:+.1f} %"
+
+
+def report(
+    c: Comparison,
+    jobs: Sequence[TwinJob],
+    submit: Sequence[int],
+    real: Sequence[int],
+    simulated: Sequence[int],
+    ids: Sequence[str] = (),
+    first: int = 5,
+) -> str:
+    """The comparison as text: figures, then the first ``first`` divergent jobs."""
+    lines = [
+        f"jobs {c.jobs}",
+        f"mean wait   real {c.wait_real:8.1f} s  simulated {c.wait_sim:8.1f} s  "
+        f"({_pct(relative(c.wait_real, c.wait_sim))})",
+        f"mean bsld   real {c.bsld_real:8.3f}    simulated {c.bsld_sim:8.3f}    "
+        f"({_pct(relative(c.bsld_real, c.bsld_sim))})",
+        f"same order  {c.concordant}/{c.pairs} pairs ({100 * agreement(c):.1f} %)",
+        f"|real - simulated start|  median {c.abs_median:.1f} s  p95 {c.abs_p95:.1f} s  "
+        f"({len(c.divergent)} jobs off by more than the tolerance)",
+    ]
+    if c.divergent:
+        lines.append("first divergent jobs: #k (pbs id) submit procs run  simulated real")
+    for k in c.divergent[:first]:
+        pid = f" ({ids[k]})" if k < len(ids) else ""
+        lines.append(
+            f"  #{k}{pid} {submit[k]:5d} {jobs[k].procs:4d} {jobs[k].run:4d}"
+            f"  {simulated[k]:5d} {real[k]:5d}"
+        )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# The real server
+
+
+class Shell:
+    """A long-lived shell inside PBS's namespaces (as ``user``, or root): commands without
+    a process start (nsenter, su) each; every read is bounded by a deadline."""
+
+    def __init__(self, user: str | None = None) -> None:
+        args = ["su", "-", user, "-c", "bash"] if user else ["bash"]
+        self.errors = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [str(pbsctl.PBSX), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.errors,
+        )
+        self.buffer = b""
+
+    def lines(self, script: str, count: int, timeout: float = 60) -> list[str]:
+        """Run ``script``; the next ``count`` lines it prints."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(script.encode() + b"\n")
+        self.proc.stdin.flush()
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while self.buffer.count(b"\n") < count:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([fd], [], [], max(0.0, left))
+            chunk = os.read(fd, 65536) if ready else b""
+            if not chunk:
+                self.errors.seek(0)
+                why = self.errors.read().decode(errors="replace")[-2000:]
+                raise pbsctl.PbsError(f"shell: no answer to {script[:200]!r}: {why}")
+            self.buffer += chunk
+        *out, self.buffer = self.buffer.split(b"\n", count)
+        return [line.decode().strip() for line in out]
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.errors.close()
+
+
+def qsub_line(job: TwinJob) -> str:
+    """Submit ``job`` held; prints its id, or FAIL."""
+    return (
+        f"echo 'sleep {job.run}' | /opt/pbs/bin/qsub -h -N twin -o /dev/null -e /dev/null"
+        f" -l select=1:ncpus={job.procs} -l walltime={job.wall} || echo FAIL"
+    )
+
+
+def release_script(ids: Sequence[str], soft: Sequence[int | None]) -> str:
+    """The manager's soft walltimes, then the release of the held jobs; prints OK."""
+    alters = [f"qalter -l soft_walltime={s} {i}" for i, s in zip(ids, soft) if s is not None]
+    return "; ".join([*alters, f"qrls {' '.join(ids)}", "echo OK"])
+
+
+def submit_all(jobs: Sequence[TwinJob], soft: Sequence[int | None], ids: list[str]) -> list[float]:
+    """Each job at its scaled submit time (a monotonic clock from now); jobs due together
+    go in one batch. Their ids go to ``ids`` as they are known (for the caller to purge
+    whatever happens); returns their release times (epoch s, taken just before the
+    release, so that no job can start before it)."""
+    alice, root = Shell(pbsctl.USER), Shell()
+    released: list[float] = []
+    try:
+        t0 = time.monotonic()
+        k = 0
+        while k < len(jobs):
+            wait = t0 + jobs[k].submit - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)  # the submission clock
+            due = time.monotonic() - t0
+            batch = [j for j in range(k, len(jobs)) if jobs[j].submit <= due]
+            got = alice.lines("\n".join(qsub_line(jobs[j]) for j in batch), len(batch))
+            ids += [g for g in got if "." in g]
+            if len(ids) != k + len(batch):
+                raise pbsctl.PbsError(f"qsub failed: {got}")
+            at = time.time()
+            if root.lines(release_script(got, [soft[j] for j in batch]), 1) != ["OK"]:
+                raise pbsctl.PbsError(f"qalter/qrls failed for {got}")
+            released += [at] * len(batch)
+            k += len(batch)
+    finally:
+        alice.close()
+        root.close()
+    return released
+
+
+def stat_jobs(ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``qstat -x -f -F json`` of ``ids`` (job history on), by id."""
+    out: dict[str, dict[str, Any]] = {}
+    for i in range(0, len(ids), 100):
+        proc = pbsctl.run(
+            "qstat", "-x", "-f", "-F", "json", *ids[i : i + 100], check=False, timeout=300
+        )
+        out.update(json.loads(proc.stdout or "{}").get("Jobs", {}))
+    return out
+
+
+def known(ids: Sequence[str], finished: bool = False) -> set[str]:
+    """Those of ``ids`` the server still knows (``finished``: only those finished); one
+    ``qselect`` per call, much lighter on the server than ``qstat -f`` while it schedules."""
+    states = ["-s", "F"] if finished else []
+    out = pbsctl.run("qselect", "-x", *states, "-u", pbsctl.USER, timeout=300).stdout
+    return set(ids) & set(out.split())
+
+
+def _epoch(info: dict[str, Any], jobid: str, name: str) -> int:
+    value = qstat_time(info.get(name, ""))
+    if value is None:
+        raise pbsctl.PbsError(f"{jobid}: no {name} in qstat -x")
+    return value
+
+
+def real_times(ids: Sequence[str], timeout: float) -> tuple[list[int], list[int]]:
+    """Wait (at most ``timeout`` s) until every job has finished; their start and end
+    times (epoch s: ``stime``, ``obittime``). Raises if one did not run to its end (PBS
+    killed it or failed to run it)."""
+    deadline = time.monotonic() + timeout
+    while left := set(ids) - known(ids, finished=True):
+        if time.monotonic() > deadline:
+            raise pbsctl.PbsError(f"{len(left)} jobs not finished in {timeout:.0f} s")
+        time.sleep(1)  # polling, bounded by the deadline
+    info = stat_jobs(ids)
+    missing = [i for i in ids if i not in info]
+    if missing:
+        raise pbsctl.PbsError(f"qstat -x does not know {missing[:5]}")
+    bad = [(i, info[i].get("Exit_status")) for i in ids if info[i].get("Exit_status") != 0]
+    if bad:
+        raise pbsctl.PbsError(f"jobs that did not end well (id, exit status): {bad[:5]}")
+    return [_epoch(info[i], i, "stime") for i in ids], [_epoch(info[i], i, "obittime") for i in ids]
+
+
+def purge_all(ids: Sequence[str], timeout: float = 300) -> None:
+    """Delete the jobs and their history (``qdel -x -Wforce``) and wait until they are gone."""
+    for i in range(0, len(ids), 100):
+        pbsctl.run("qdel", "-x", "-Wforce", *ids[i : i + 100], check=False, timeout=300)
+    deadline = time.monotonic() + timeout
+    while known(ids):
+        if time.monotonic() > deadline:
+            raise pbsctl.PbsError(f"jobs still there after {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+# ---------------------------------------------------------------------------------------
+# Server settings: set for a replay, restored afterwards
+
+
+def _node_ncpus() -> str | None:
+    out = pbsctl.run("qmgr", "-c", f"list node {NODE} resources_available.ncpus").stdout
+    for line in out.splitlines():
+        key, _, value = line.strip().partition(" = ")
+        if key == "resources_available.ncpus":
+            return str(value)
+    return None
+
+
+def _reload_scheduler() -> None:
+    # pbs_sched re-reads sched_config on SIGHUP (its pid is in sched_priv/sched.lock).
+    pbsctl.run("kill", "-HUP", SCHED_LOCK.read_text().split()[0])
+
+
+def _restore(kind: str, name: str, value: str | None, quote: bool = False) -> None:
+    if value is None:
+        pbsctl.qmgr(f"unset {kind} {name}", check=False)
+    else:
+        pbsctl.qmgr(f"set {kind} {name} = " + (f"'{value}'" if quote else value), check=False)
+
+
+SERVER_SAVED = ("backfill_depth", "scheduling", "eligible_time_enable", "job_history_enable")
+
+
+@contextmanager
+def server(procs: int) -> Iterator[None]:
+    """The node with ``procs`` cpus, job history on; on exit the node's ncpus, sched_config,
+    job_sort_formula, scheduler_iteration and the server's :data:`SERVER_SAVED` attributes
+    as they were. The caller holds :func:`pbsctl.exclusive` and purges its jobs first."""
+    ncpus = _node_ncpus()
+    config = SCHED_CONFIG.read_text()
+    formula = pbsctl.sched_attribute("job_sort_formula")
+    iteration = pbsctl.sched_attribute("scheduler_iteration")
+    saved = {name: pbsctl.server_attribute(name) for name in SERVER_SAVED}
+    try:
+        pbsctl.qmgr("set server job_history_enable = True")
+        pbsctl.qmgr(f"set node {NODE} resources_available.ncpus = {procs}")
+        yield
+    finally:
+        SCHED_CONFIG.write_text(config)
+        _reload_scheduler()
+        _restore("sched", "job_sort_formula", formula, quote=True)
+        _restore("sched", "scheduler_iteration", iteration)
+        for name, value in saved.items():
+            _restore("server", name, value)
+        _restore(f"node {NODE}", "resources_available.ncpus", ncpus)
+
+
+def sched_config_with(text: str, strict_ordering: bool) -> str:
+    """``text`` (sched_config) with its strict_ordering line set."""
+    value = "True" if strict_ordering else "False"
+    lines = [
+        f"strict_ordering: {value}\tALL" if line.startswith("strict_ordering:") else line
+        for line in text.splitlines()
+    ]
+    if not any(line.startswith("strict_ordering:") for line in lines):
+        raise ValueError("no strict_ordering line in sched_config")
+    return "\n".join(lines) + "\n"
+
+
+def apply_policy(policy: pbsched.Policy) -> None:
+    """Set ``policy`` on the server (inside :func:`server`), as pbsched.pbs_settings says."""
+    formula = pbsched.sort_formula(policy.job_sort_formula)
+    if formula.reads_rank or policy.classes != pbsched.CLASSES_PBS:
+        raise ValueError(f"{policy.name}: the twin does not replay the rank")
+    SCHED_CONFIG.write_text(sched_config_with(SCHED_CONFIG.read_text(), policy.strict_ordering))
+    _reload_scheduler()
+    if formula.expression is None:
+        pbsctl.qmgr("unset sched job_sort_formula", check=False)
+    else:
+        pbsctl.qmgr(f"set sched job_sort_formula = '{formula.expression}'")
+    eligible = "True" if formula.time_dependent else "False"
+    pbsctl.qmgr(f"set server eligible_time_enable = {eligible}")
+    pbsctl.qmgr(f"set server backfill_depth = {policy.backfill_depth}")
+    pbsctl.qmgr(f"set sched scheduler_iteration = {policy.scheduler_iteration}")
+    pbsctl.qmgr("set server scheduling = True")
+
+
+class Replay(NamedTuple):
+    ids: list[str]
+    submit: list[int]  # release times, s since the first
+    real: list[int]  # real starts, same origin
+    simulated: list[int]  # simulated starts, the planned run times
+    measured: list[int]  # simulated starts, the run times measured on the server
+    runs: list[int]  # the run times measured on the server (obittime - stime)
+
+
+def measured_runs(
+    jobs: Sequence[TwinJob], start: Sequence[int], end: Sequence[int]
+) -> list[TwinJob]:
+    """``jobs`` with the run times the server measured (end - start, whole seconds, at
+    least 1): a job lasts its ``sleep`` plus the time to start and end it."""
+    return [j._replace(run=max(1, e - s)) for j, s, e in zip(jobs, start, end)]
+
+
+def replay(
+    jobs: Sequence[TwinJob], source: str, procs: int, policy: pbsched.Policy, soft_margin: int = 0
+) -> Replay:
+    """Run ``jobs`` on the server (inside :func:`server`) under ``policy`` with ``source``'s
+    soft walltimes, and simulate them with the real release times. The jobs stay (for the
+    caller to purge with :func:`purge_all`)."""
+    soft = soft_walltimes(jobs, source, soft_margin)
+    apply_policy(policy)
+    ids: list[str] = []
+    try:
+        released = submit_all(jobs, soft, ids)
+        planned = sum(j.run for j in jobs) + max(j.submit for j in jobs)
+        starts, ends = real_times(ids, timeout=planned + 120)
+        t0 = math.floor(min(released))
+        submit = [math.floor(r) - t0 for r in released]
+        simulated = simulate(jobs, submit, soft, procs, policy)
+        measured = simulate(measured_runs(jobs, starts, ends), submit, soft, procs, policy)
+    except BaseException:
+        purge_all(ids)
+        raise
+    runs = [e - s for s, e in zip(starts, ends)]
+    return Replay(ids, submit, [s - t0 for s in starts], simulated, measured, runs)
