@@ -142,13 +142,18 @@ def simulate(
     procs: int,
     policy: pbsched.Policy,
 ) -> list[int]:
-    """Simulated starts (s) of ``jobs`` submitted at ``submit`` (s, non-decreasing)."""
-    if any(b < a for a, b in zip(submit, submit[1:])):
-        raise ValueError("submit times must be non-decreasing (the job order is kept)")
-    rows = [(pbsctl.USER, at, j.wall, j.run, j.procs) for j, at in zip(jobs, submit)]
+    """Simulated starts (s) of ``jobs`` submitted at ``submit`` (s; equal times keep the
+    jobs' order), in the order of ``jobs``."""
+    order = sorted(range(len(jobs)), key=lambda k: (submit[k], k))
+    rows = [(pbsctl.USER, submit[k], jobs[k].wall, jobs[k].run, jobs[k].procs) for k in order]
     work = sim.make_workload("twin", rows, procs)
     assert len(work.submit) == len(jobs)  # nothing skipped, order kept (stable sort)
-    return list(pbsched.simulate_pbs(work, _Given("twin", soft), procs, policy).start)
+    given = _Given("twin", [soft[k] for k in order])
+    start = pbsched.simulate_pbs(work, given, procs, policy).start
+    out = [0] * len(jobs)
+    for pos, k in enumerate(order):
+        out[k] = start[pos]
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -328,10 +333,15 @@ def qsub_line(job: TwinJob) -> str:
     )
 
 
-def release_script(ids: Sequence[str], soft: Sequence[int | None]) -> str:
-    """The manager's soft walltimes, then the release of the held jobs; prints OK."""
+def alter_script(ids: Sequence[str], soft: Sequence[int | None]) -> str:
+    """The manager's soft walltimes for the held jobs; prints OK."""
     alters = [f"qalter -l soft_walltime={s} {i}" for i, s in zip(ids, soft) if s is not None]
-    return "; ".join([*alters, f"qrls {' '.join(ids)}", "echo OK"])
+    return "; ".join([*alters, "echo OK"])
+
+
+def release_script(ids: Sequence[str]) -> str:
+    """The release of the held jobs; prints OK."""
+    return f"qrls {' '.join(ids)}; echo OK"
 
 
 def submit_all(jobs: Sequence[TwinJob], soft: Sequence[int | None], ids: list[str]) -> list[float]:
@@ -354,9 +364,11 @@ def submit_all(jobs: Sequence[TwinJob], soft: Sequence[int | None], ids: list[st
             ids += [g for g in got if "." in g]
             if len(ids) != k + len(batch):
                 raise pbsctl.PbsError(f"qsub failed: {got}")
-            at = time.time()
-            if root.lines(release_script(got, [soft[j] for j in batch]), 1) != ["OK"]:
-                raise pbsctl.PbsError(f"qalter/qrls failed for {got}")
+            if root.lines(alter_script(got, [soft[j] for j in batch]), 1) != ["OK"]:
+                raise pbsctl.PbsError(f"qalter failed for {got}")
+            at = time.time()  # after the qalters: a batch's take seconds
+            if root.lines(release_script(got), 1) != ["OK"]:
+                raise pbsctl.PbsError(f"qrls failed for {got}")
             released += [at] * len(batch)
             k += len(batch)
     finally:
@@ -391,10 +403,11 @@ def _epoch(info: dict[str, Any], jobid: str, name: str) -> int:
     return value
 
 
-def real_times(ids: Sequence[str], timeout: float) -> tuple[list[int], list[int]]:
-    """Wait (at most ``timeout`` s) until every job has finished; their start and end
-    times (epoch s: ``stime``, ``obittime``). Raises if one did not run to its end (PBS
-    killed it or failed to run it)."""
+def real_times(ids: Sequence[str], timeout: float) -> tuple[list[int], list[int], list[int]]:
+    """Wait (at most ``timeout`` s) until every job has finished; the times (epoch s) each
+    became eligible (``etime``: the server sets it at the release of a held job,
+    req_holdjob.c:318 and svr_jobfunc.c:579-580), started (``stime``) and ended
+    (``obittime``). Raises if one did not run to its end (PBS killed it or failed to run it)."""
     deadline = time.monotonic() + timeout
     while left := set(ids) - known(ids, finished=True):
         if time.monotonic() > deadline:
@@ -407,7 +420,7 @@ def real_times(ids: Sequence[str], timeout: float) -> tuple[list[int], list[int]
     bad = [(i, info[i].get("Exit_status")) for i in ids if info[i].get("Exit_status") != 0]
     if bad:
         raise pbsctl.PbsError(f"jobs that did not end well (id, exit status): {bad[:5]}")
-    return [_epoch(info[i], i, "stime") for i in ids], [_epoch(info[i], i, "obittime") for i in ids]
+    return tuple([_epoch(info[i], i, name) for i in ids] for name in ("etime", "stime", "obittime"))  # type: ignore[return-value]
 
 
 def purge_all(ids: Sequence[str], timeout: float = 300) -> None:
@@ -453,7 +466,12 @@ SERVER_SAVED = ("backfill_depth", "scheduling", "eligible_time_enable", "job_his
 def server(procs: int) -> Iterator[None]:
     """The node with ``procs`` cpus, job history on; on exit the node's ncpus, sched_config,
     job_sort_formula, scheduler_iteration and the server's :data:`SERVER_SAVED` attributes
-    as they were. The caller holds :func:`pbsctl.exclusive` and purges its jobs first."""
+    as they were. The caller holds :func:`pbsctl.exclusive` and purges its jobs first.
+    Refuses a server with jobs on it: they would run beside the replay (as the jobs of an
+    interrupted one did once, a 128-cpu job among them)."""
+    there = pbsctl.run("qselect").stdout.split()
+    if there:
+        raise pbsctl.PbsError(f"{len(there)} jobs on the server already: {there[:5]}")
     ncpus = _node_ncpus()
     config = SCHED_CONFIG.read_text()
     formula = pbsctl.sched_attribute("job_sort_formula")
@@ -505,7 +523,7 @@ def apply_policy(policy: pbsched.Policy) -> None:
 
 class Replay(NamedTuple):
     ids: list[str]
-    submit: list[int]  # release times, s since the first
+    submit: list[int]  # eligible times (the release: etime), s since the first
     real: list[int]  # real starts, same origin
     simulated: list[int]  # simulated starts, the planned run times
     measured: list[int]  # simulated starts, the run times measured on the server
@@ -530,11 +548,11 @@ def replay(
     apply_policy(policy)
     ids: list[str] = []
     try:
-        released = submit_all(jobs, soft, ids)
+        submit_all(jobs, soft, ids)
         planned = sum(j.run for j in jobs) + max(j.submit for j in jobs)
-        starts, ends = real_times(ids, timeout=planned + 120)
-        t0 = math.floor(min(released))
-        submit = [math.floor(r) - t0 for r in released]
+        eligible, starts, ends = real_times(ids, timeout=planned + 120)
+        t0 = min(eligible)
+        submit = [e - t0 for e in eligible]
         simulated = simulate(jobs, submit, soft, procs, policy)
         measured = simulate(measured_runs(jobs, starts, ends), submit, soft, procs, policy)
     except BaseException:
