@@ -136,6 +136,43 @@ def sched_attribute(name: str) -> str | None:
     return _attribute(run("qmgr", "-c", "list sched").stdout, name)
 
 
+SCHED_CONFIG = PBS_HOME / "sched_priv" / "sched_config"
+SCHED_LOCK = PBS_HOME / "sched_priv" / "sched.lock"
+
+
+def sched_config_line(text: str, key: str, line: str) -> str:
+    """sched_config ``text`` with its ``key:`` line replaced by ``line``.
+
+    :raises ValueError: ``text`` has no ``key:`` line
+    """
+    lines = text.splitlines()
+    if not any(ln.startswith(f"{key}:") for ln in lines):
+        raise ValueError(f"no {key} line in sched_config")
+    return "\n".join(line if ln.startswith(f"{key}:") else ln for ln in lines) + "\n"
+
+
+def reload_scheduler() -> None:
+    """pbs_sched re-reads sched_config on SIGHUP (its pid is in sched_priv/sched.lock)."""
+    run("kill", "-HUP", SCHED_LOCK.read_text().split()[0])
+
+
+@contextmanager
+def sched_config(lines: dict[str, str]) -> Iterator[None]:
+    """sched_config with the ``key: ...`` lines of ``lines`` replaced, the scheduler told;
+    as it was afterwards."""
+    before = SCHED_CONFIG.read_text()
+    text = before
+    for key, line in lines.items():
+        text = sched_config_line(text, key, line)
+    SCHED_CONFIG.write_text(text)
+    reload_scheduler()
+    try:
+        yield
+    finally:
+        SCHED_CONFIG.write_text(before)
+        reload_scheduler()
+
+
 class ServerLog:
     """The server log from a mark on: what the hooks logged since."""
 

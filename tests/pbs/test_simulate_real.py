@@ -38,17 +38,8 @@ JOBS = [
 WALLTIME_S = 600
 
 
-class _Soft(sim.EstimateSource):
-    name = "soft_walltime"
-
-    def on_submit(self, j: int, now: int) -> int:
-        return JOBS[j][2]
-
-
 def simulated_starts(policy: pbsched.Policy) -> list[int]:
-    rows = [(pbsctl.USER, 0, WALLTIME_S, run, cpus) for cpus, run, _soft in JOBS]
-    work = sim.make_workload("real", rows, NODE_CPUS)
-    return pbsched.simulate_pbs(work, _Soft(), NODE_CPUS, policy).start
+    return _simulated([(cpus, run, soft, WALLTIME_S) for cpus, run, soft in JOBS], policy)
 
 
 def _stime(info: dict[str, Any]) -> int:
@@ -133,46 +124,32 @@ def test_real_scheduler_starts_jobs_in_the_simulated_order(
 # soft walltime (3 s) ending before the reservation, starts at once: PBS backfills by the
 # soft walltime (check.cpp:921-924), not the walltime. The real server showed [0, 7, 12,
 # 12] and [0, 7, 11, 0] (issue 29).
-SCHED_CONFIG = pbsctl.PBS_HOME / "sched_priv" / "sched_config"
-SCHED_LOCK = pbsctl.PBS_HOME / "sched_priv" / "sched.lock"
 
 
 def pair(w3: int) -> list[tuple[int, int, int, int]]:
     return [(1, 6, 6, 600), (2, 3, 3, 600), (1, 8, 8, 600), (1, 3, 3, w3)]
 
 
-def _reload_scheduler() -> None:
-    # pbs_sched re-reads sched_config on SIGHUP (its pid is in sched_priv/sched.lock).
-    pid = SCHED_LOCK.read_text().split()[0]
-    pbsctl.run("kill", "-HUP", pid)
-
-
 @pytest.fixture()
 def strict_ordering(sort_formula: None) -> Iterator[None]:
     """sched_config's strict_ordering True and backfill_depth 1, both restored afterwards."""
-    before = SCHED_CONFIG.read_text()
     depth = pbsctl.server_attribute("backfill_depth")
-    lines = [
-        "strict_ordering: True\tALL" if line.startswith("strict_ordering:") else line
-        for line in before.splitlines()
-    ]
-    assert lines != before.splitlines(), "no strict_ordering line in sched_config"
-    SCHED_CONFIG.write_text("\n".join(lines) + "\n")
-    try:
-        pbsctl.qmgr("set server backfill_depth = 1")
-        _reload_scheduler()
-        yield
-    finally:
-        SCHED_CONFIG.write_text(before)
-        _reload_scheduler()
-        if depth is None:
-            pbsctl.qmgr("unset server backfill_depth", check=False)
-        else:
-            pbsctl.qmgr(f"set server backfill_depth = {depth}", check=False)
+    with pbsctl.sched_config({"strict_ordering": "strict_ordering: True\tALL"}):
+        try:
+            pbsctl.qmgr("set server backfill_depth = 1")
+            yield
+        finally:
+            if depth is None:
+                pbsctl.qmgr("unset server backfill_depth", check=False)
+            else:
+                pbsctl.qmgr(f"set server backfill_depth = {depth}", check=False)
 
 
 def _simulated(
-    jobs: list[tuple[int, int, int, int]], policy: pbsched.Policy, submit: list[int] | None = None
+    jobs: list[tuple[int, int, int, int]],
+    policy: pbsched.Policy,
+    submit: list[int] | None = None,
+    ranker: pbsched.Ranker | None = None,
 ) -> list[int]:
     class Soft(sim.EstimateSource):
         name = "soft_walltime"
@@ -183,7 +160,7 @@ def _simulated(
     at = submit or [0] * len(jobs)
     rows = [(pbsctl.USER, at[i], wall, run, cpus) for i, (cpus, run, _s, wall) in enumerate(jobs)]
     work = sim.make_workload("real", rows, NODE_CPUS)
-    return pbsched.simulate_pbs(work, Soft(), NODE_CPUS, policy).start
+    return pbsched.simulate_pbs(work, Soft(), NODE_CPUS, policy, ranker=ranker).start
 
 
 PBS_MODEL = pbsched.parse_policy("fcfs-bf1")  # soft walltime, PBS's classes: the default
@@ -270,36 +247,17 @@ def rank_in_classes(strict_ordering: None) -> Iterator[None]:
         f"{RANK} left over: delete it first"
     )
     pbsctl.qmgr(f"create resource {RANK} type=long, flag=r")
-    before = SCHED_CONFIG.read_text()
-    lines = [
-        pbsched.SCHED_RESOURCES_RANK if line.startswith("resources:") else line
-        for line in before.splitlines()
-    ]
-    assert lines != before.splitlines(), "no resources: line in sched_config"
-    SCHED_CONFIG.write_text("\n".join(lines) + "\n")
-    _reload_scheduler()
-    try:
+    with pbsctl.sched_config({"resources": pbsched.SCHED_RESOURCES_RANK}):
         yield
-    finally:
-        SCHED_CONFIG.write_text(before)
-        _reload_scheduler()
 
 
 def _simulated_ranked(classes: str) -> list[int]:
-    class Soft(sim.EstimateSource):
-        name = "soft_walltime"
-
-        def on_submit(self, j: int, now: int) -> int:
-            return pair(600)[j][2]
-
     class Ranks(pbsched.Ranker):
         def value(self, j: int) -> int:
             return RANKS[j]
 
-    rows = [(pbsctl.USER, 0, wall, run, cpus) for cpus, run, _s, wall in pair(600)]
-    work = sim.make_workload("real", rows, NODE_CPUS)
     policy = pbsched.parse_policy("fcfs-bf1", classes=classes)
-    return pbsched.simulate_pbs(work, Soft(), NODE_CPUS, policy, ranker=Ranks()).start
+    return _simulated(pair(600), policy, ranker=Ranks())
 
 
 def test_real_rank_on_the_resources_line_splits_the_class(

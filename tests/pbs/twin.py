@@ -38,8 +38,7 @@ from softwalltime.units import qstat_time
 USERS = "users"  # no soft walltime: PBS plans with the walltime
 PERFECT = "perfect"  # soft walltime = the scaled run time (+ soft margin)
 SOURCES = (USERS, PERFECT)
-SCHED_CONFIG = pbsctl.PBS_HOME / "sched_priv" / "sched_config"
-SCHED_LOCK = pbsctl.PBS_HOME / "sched_priv" / "sched.lock"
+SCHED_CONFIG = pbsctl.SCHED_CONFIG
 NODE = "pbshost"
 
 
@@ -447,11 +446,6 @@ def _node_ncpus() -> str | None:
     return None
 
 
-def _reload_scheduler() -> None:
-    # pbs_sched re-reads sched_config on SIGHUP (its pid is in sched_priv/sched.lock).
-    pbsctl.run("kill", "-HUP", SCHED_LOCK.read_text().split()[0])
-
-
 def _restore(kind: str, name: str, value: str | None, quote: bool = False) -> None:
     if value is None:
         pbsctl.qmgr(f"unset {kind} {name}", check=False)
@@ -483,7 +477,7 @@ def server(procs: int) -> Iterator[None]:
         yield
     finally:
         SCHED_CONFIG.write_text(config)
-        _reload_scheduler()
+        pbsctl.reload_scheduler()
         _restore("sched", "job_sort_formula", formula, quote=True)
         _restore("sched", "scheduler_iteration", iteration)
         for name, value in saved.items():
@@ -494,13 +488,7 @@ def server(procs: int) -> Iterator[None]:
 def sched_config_with(text: str, strict_ordering: bool) -> str:
     """``text`` (sched_config) with its strict_ordering line set."""
     value = "True" if strict_ordering else "False"
-    lines = [
-        f"strict_ordering: {value}\tALL" if line.startswith("strict_ordering:") else line
-        for line in text.splitlines()
-    ]
-    if not any(line.startswith("strict_ordering:") for line in lines):
-        raise ValueError("no strict_ordering line in sched_config")
-    return "\n".join(lines) + "\n"
+    return pbsctl.sched_config_line(text, "strict_ordering", f"strict_ordering: {value}\tALL")
 
 
 def apply_policy(policy: pbsched.Policy) -> None:
@@ -509,7 +497,7 @@ def apply_policy(policy: pbsched.Policy) -> None:
     if formula.reads_rank or policy.classes != pbsched.CLASSES_PBS:
         raise ValueError(f"{policy.name}: the twin does not replay the rank")
     SCHED_CONFIG.write_text(sched_config_with(SCHED_CONFIG.read_text(), policy.strict_ordering))
-    _reload_scheduler()
+    pbsctl.reload_scheduler()
     if formula.expression is None:
         pbsctl.qmgr("unset sched job_sort_formula", check=False)
     else:
