@@ -114,7 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 CRON_FILE = Path(__file__).with_name("softwalltime-ingest.cron")
-_CRON_LINE = "*/5 * * * * root softwalltime-ingest --no-progress >/dev/null"
+_CRON_LINE = "*/5 * * * * root softwalltime-ingest --quiet"
 
 
 def ingest_command() -> str:

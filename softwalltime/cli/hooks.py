@@ -158,7 +158,7 @@ def register(sub: Any) -> None:
         help="install or remove the PBS server hook (qmgr)",
         description="Install or remove the softwalltime server hook with qmgr.",
     )
-    hsub = hooks.add_subparsers(title="hooks commands", metavar="COMMAND")
+    hsub = hooks.add_subparsers(title="hooks commands", metavar="COMMAND", dest="hooks_command")
     hooks.set_defaults(func=lambda args, settings: _usage(hooks))
 
     inst = hsub.add_parser(
