@@ -559,3 +559,35 @@ def test_hook_imports_again_after_an_upgrade_instead_of_running_stale_modules(tm
     assert id1 == id2  # nothing changed: the modules are kept between events
     assert id3 != id2  # a file changed on disk: imported again
     assert file1.startswith(copies[0]) and file4.startswith(copies[1])
+
+
+def test_install_and_uninstall_json(capsys, fake_qmgr):
+    """Issue 33: --json on hooks install/uninstall (and their dry runs); the password never."""
+    qmgr, state = fake_qmgr
+    code, out, err = run(capsys, "--dsn", DSN, "hooks", "install", "--dry-run", "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    assert list(found) == [k for k, _ in cli_hooks.INSTALL_KEYS]
+    assert found["dry_run"] is True and found["updated"] is None
+    assert found["commands"][-1] == 'rm -f "$config"' and "s3cret" not in out
+    for updated in (False, True):
+        code, out, err = run(
+            capsys, "--dsn", DSN, "hooks", "install", "--qmgr", str(qmgr), "--json"
+        )
+        assert code == 0, err
+        found = json.loads(out)
+        assert (found["hook"], found["dry_run"], found["updated"]) == (
+            "softwalltime",
+            False,
+            updated,
+        )
+        assert found["dsn"] == "postgresql://hook:***@db.example.org/softwalltime"
+        assert found["commands"][-1] == "set hook softwalltime enabled = true"
+        assert ("create hook softwalltime" in found["commands"]) is not updated
+    code, out, err = run(capsys, "hooks", "uninstall", "--qmgr", str(qmgr), "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    assert list(found) == [k for k, _ in cli_hooks.UNINSTALL_KEYS]
+    assert found["commands"][:2] == ["delete hook softwalltime", "delete resource softwalltime_set"]
+    assert found["resources_deleted"] == ["softwalltime_set"] and found["resources_kept"] == {}
+    assert not (state / "hook-softwalltime").exists()

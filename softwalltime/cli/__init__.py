@@ -59,6 +59,7 @@ def _add_db_commands(sub: Any) -> None:
         description="Upgrade the schema, e.g. softwalltime --dsn postgresql://db/pbs db upgrade",
     )
     up.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
+    _json_option(up, DB_MIGRATE_KEYS)
     up.set_defaults(func=_db_migrate, migrate="upgrade")
 
     down = dbsub.add_parser(
@@ -72,6 +73,7 @@ def _add_db_commands(sub: Any) -> None:
         action="store_true",
         help="go ahead although the history tables hold rows (a downgrade drops tables)",
     )
+    _json_option(down, DB_MIGRATE_KEYS)
     down.set_defaults(func=_db_migrate, migrate="downgrade")
 
     cur = dbsub.add_parser(
@@ -125,6 +127,25 @@ def register(sub: Any) -> None:
     _add_config_commands(sub)
 
 
+def _json_option(parser: argparse.ArgumentParser, keys: tuple[tuple[str, str], ...]) -> None:
+    """``--json``, its help listing ``keys`` (key and meaning) as every command's does."""
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object instead of text: " + ", ".join(f"{k} ({v})" for k, v in keys),
+    )
+
+
+# db upgrade/downgrade --json: its keys, for --help and the test that parses them.
+DB_MIGRATE_KEYS = (
+    ("database", "user@host:port/dbname, no password"),
+    ("command", "upgrade or downgrade"),
+    ("previous", "the revision before, null when empty"),
+    ("revision", "the revision now, null when empty"),
+    ("head", "the newest revision of this version"),
+)
+
+
 def _usage(parser: argparse.ArgumentParser) -> int:
     parser.print_help(sys.stderr)
     return 2
@@ -148,6 +169,7 @@ def _db_migrate(args: argparse.Namespace, settings: Settings) -> int:
     dsn = require_dsn(settings)
     with db.connect(_engine(settings), dsn) as conn:
         before = db.table_rows(conn) if args.migrate == "downgrade" else {}
+        previous = db.current_revision(conn)
         getattr(db, args.migrate)(conn, args.revision)
         lost = db.dropped_rows(conn, before)
         if lost and not args.yes:
@@ -159,7 +181,12 @@ def _db_migrate(args: argparse.Namespace, settings: Settings) -> int:
                     " nothing done: pass --yes to go ahead"
                 )
         conn.commit()
-        print(f"database {db.dsn_target(dsn)} is at revision {db.current_revision(conn) or 'base'}")
+        now = db.current_revision(conn)
+    if args.json:
+        found = (db.dsn_target(dsn), args.migrate, previous, now, db.head_revision())
+        print(json.dumps(dict(zip((k for k, _ in DB_MIGRATE_KEYS), found)), indent=2))
+    else:
+        print(f"database {db.dsn_target(dsn)} is at revision {now or 'base'}")
     return 0
 
 
