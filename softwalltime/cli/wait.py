@@ -9,7 +9,9 @@ it in ``softwalltime --help`` (tests/test_cli.py expects one line per command).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -245,9 +247,10 @@ def run_evaluate_wait(args: argparse.Namespace, settings: Settings) -> int:
     :raises ConfigError: no source has enough jobs for a target
     """
     from ..hookpath.predict import PredictorParams
-    from ..replay.traces import InputLimits
-    from ..wait.evaluate import evaluate_sources, format_report
+    from ..replay.traces import InputLimits, read_sources
+    from ..wait.evaluate import evaluate_trace, format_report, machine_size
     from ..wait.pqstar import WaitParams
+    from .tty import Progress
 
     if args.plot:
         check_plot_dir(args.plot)  # before the work, not after it
@@ -258,17 +261,24 @@ def run_evaluate_wait(args: argparse.Namespace, settings: Settings) -> int:
         last_target=args.first - 1 + args.targets,
     )
     reports = []
-    for source in args.sources:
-        report = evaluate_sources(
-            [source],
-            args.machine_procs,
-            params,
-            erts,
-            PredictorParams.from_settings(settings),
-            InputLimits(args.max_input_size),
-            settings.server,
-            args.plot,
-        )
+    limits = InputLimits(args.max_input_size)
+    for number, source in enumerate(args.sources, 1):
+        # minutes of work per source: progress on a terminal (stderr), nothing under cron
+        with Progress() as progress:
+            name = f"eval-wait: {os.path.basename(source.rstrip('/')) or source}"
+            if len(args.sources) > 1:
+                name += f" ({number}/{len(args.sources)})"
+            progress.stage(f"{name}: reading")
+            trace = read_sources([source], server=settings.server, limits=limits)
+            report = evaluate_trace(
+                trace,
+                args.machine_procs or machine_size([source], limits),
+                params,
+                erts,
+                PredictorParams.from_settings(settings),
+                args.plot,
+                on_stage=functools.partial(_stage, progress, name),
+            )
         if not report["targets"]:
             raise ConfigError(
                 f"{source}: {report['jobs']:,} usable jobs, none from job {args.first:,} on;"
@@ -282,6 +292,10 @@ def run_evaluate_wait(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps(reports if len(reports) > 1 else reports[0], indent=2))
     return 0
+
+
+def _stage(progress: Any, name: str, text: str) -> None:
+    progress.stage(f"{name}: {text}")
 
 
 def _hms(seconds: int) -> str:
