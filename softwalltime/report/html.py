@@ -29,6 +29,7 @@ th{background:#f4f4f4}td.l,th.l{text-align:left}
 td.l{max-width:16em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .few,tr.few td{color:#999}.few-tag{font-size:11px;color:#999;font-weight:normal}
 .verdict{border:1px solid #ccc;background:#f8f8f8;padding:6px 12px}.verdict p{margin:4px 0}
+.verdict h2{margin-top:4px}
 """
 TOO_FEW = f"too few jobs (fewer than {MIN_JOBS_FOR_FIGURE})"
 
