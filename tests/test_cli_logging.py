@@ -146,6 +146,21 @@ def test_a_global_option_after_the_command_does_not_undo_one_before():
     assert args.verbose is True
 
 
+def test_quiet_keeps_what_was_asked_for_on_stdout():
+    parser = cli.build_parser()
+    for argv in (
+        ["--quiet", "status", "--nagios"],
+        ["--quiet", "status", "--prometheus", "-"],
+        ["--quiet", "report", "--out", "-"],
+        ["db", "grant", "--print", "--quiet"],
+        ["--quiet", "ingest", "--print-cron"],
+        ["--quiet", "db", "current", "--json"],
+    ):
+        assert logs.asked_for_stdout(parser.parse_args(argv)), argv
+    for argv in (["--quiet", "refresh"], ["--quiet", "status", "--prometheus", "/x.prom"]):
+        assert not logs.asked_for_stdout(parser.parse_args(argv)), argv
+
+
 def test_level_precedence():
     assert logs.level_of(set()) == logs.logging.WARNING
     assert logs.level_of({"--quiet"}) == logs.logging.ERROR

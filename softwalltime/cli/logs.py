@@ -135,9 +135,10 @@ class _Discard(io.TextIOBase):
 
 
 def asked_for_stdout(args: argparse.Namespace) -> bool:
-    """Whether the command's standard output is what was asked for (``--json``, a file
-    option given as ``-``, ``--print-cron``), which ``--quiet`` does not silence."""
-    if getattr(args, "json", False) or getattr(args, "print_cron", False):
+    """Whether the command's standard output is what was asked for (``--json``,
+    ``--nagios``, a file option given as ``-``, ``--print``, ``--print-cron``), which
+    ``--quiet`` does not silence."""
+    if any(getattr(args, name, False) for name in ("json", "nagios", "print_sql", "print_cron")):
         return True
     return any(getattr(args, name, None) == "-" for name in ("out", "prometheus"))
 
