@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from softwalltime.core.config import DEFAULTS
 from softwalltime.db import engine as db
-from softwalltime.hookpath.config import DEFAULTS
 
 REPO = Path(__file__).resolve().parents[1]
 
