@@ -1,8 +1,9 @@
 """``softwalltime-ingest`` (and ``python -m softwalltime_ingest``): the cron entry point.
 
-Same options as ``softwalltime ingest``, plus the global ``--dsn``, ``--config`` and
-``--debug``. Exit status: 0 done (or another run holds the lock), 1 database or files
-unusable, 2 usage error, 130 interrupted (Ctrl-C).
+Same options as ``softwalltime ingest``, plus the global ``--dsn``, ``--config``,
+``--quiet`` (errors only: what cron runs), ``--verbose`` and ``--debug``. Exit status: 0
+done (or another run holds the lock), 1 database or files unusable, 2 usage error, 130
+interrupted (Ctrl-C).
 """
 
 from __future__ import annotations

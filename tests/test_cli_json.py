@@ -51,13 +51,19 @@ def _sql(dsn: str, statement: str) -> list[tuple[object, ...]]:
 def test_the_help_of_each_command_lists_its_json_keys(capsys):
     from softwalltime_ingest import cli as ingest_cli
 
-    from softwalltime.cli import dbprune, predict
+    from softwalltime.cli import dbgrant, dbprune, hooks, predict, refresh
 
     for argv, keys in (
         (["predict"], predict.JSON_KEYS),
         (["ingest"], ingest_cli.JSON_KEYS),
         (["db", "current"], cli.DB_CURRENT_KEYS),
         (["db", "prune"], dbprune.JSON_KEYS),
+        (["db", "upgrade"], cli.DB_MIGRATE_KEYS),
+        (["db", "downgrade"], cli.DB_MIGRATE_KEYS),
+        (["db", "grant"], dbgrant.JSON_KEYS),
+        (["hooks", "install"], hooks.INSTALL_KEYS),
+        (["hooks", "uninstall"], hooks.UNINSTALL_KEYS),
+        (["refresh"], refresh.JSON_KEYS),
     ):
         text = _help(capsys, *argv)
         for key, meaning in keys:
@@ -107,7 +113,7 @@ def test_config_json(capsys, tmp_path, monkeypatch):
     )
     assert code == 0 and list(data) == ["source", "settings"]
     settings = data["settings"]
-    from softwalltime.hookpath.config import DEFAULTS
+    from softwalltime.core.config import DEFAULTS
 
     assert list(settings) == list(DEFAULTS)
     assert settings["predictor"] == {"value": "v2", "origin": str(cfg)}
@@ -180,3 +186,16 @@ def cli_ingest_keys() -> tuple[tuple[str, str], ...]:
     from softwalltime_ingest.cli import JSON_KEYS
 
     return JSON_KEYS
+
+
+def test_db_upgrade_and_downgrade_json(empty_dsn, capsys):
+    """Issue 33: --json on every command that prints results."""
+    head = db.head_revision()
+    code, found = _json(capsys, "--dsn", empty_dsn, "db", "upgrade", "--json")
+    assert code == 0 and list(found) == _keys(cli.DB_MIGRATE_KEYS)
+    assert found["command"] == "upgrade" and found["previous"] is None
+    assert found["revision"] == found["head"] == head
+    assert "@" in found["database"] and ":" in found["database"]
+    code, found = _json(capsys, "db", "downgrade", "base", "--json", "--dsn", empty_dsn)
+    assert code == 0
+    assert (found["command"], found["previous"], found["revision"]) == ("downgrade", head, None)

@@ -5,6 +5,7 @@ history and can write nothing else (issue 21, least privilege)."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -328,7 +329,7 @@ def test_bad_role_names_are_refused(flags, capsys):
 
 def test_the_hooks_grants_are_what_the_hook_queries():
     """Every table the hook path's SQL reads is granted to the hook's role, and no other."""
-    from softwalltime.hookpath import lookup
+    from softwalltime.hook import lookup
 
     texts = " ".join(
         v for k, v in vars(lookup).items() if k.endswith("_SQL") and isinstance(v, str)
@@ -399,3 +400,24 @@ def test_a_role_that_does_not_own_the_database_says_public_keeps_temporary(roles
         )
         _admin(roles.admin_dsn, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(owner)))
         _admin(roles.admin_dsn, sql.SQL("DROP ROLE {}").format(sql.Identifier(owner)))
+
+
+def test_json_says_what_each_role_got(roles, capsys):
+    """Issue 33: --json on db grant."""
+    from softwalltime.cli import dbgrant
+
+    code, out, err = grant(roles, capsys, "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    assert list(found) == [k for k, _ in dbgrant.JSON_KEYS]
+    assert [r["name"] for r in found["roles"]] == [roles.hook, roles.ingest, roles.prune]
+    assert [r["created"] for r in found["roles"]] == [True, True, True]
+    assert [r["temporary"] for r in found["roles"]] == [False, True, False]
+    hook = found["roles"][0]["grants"]
+    assert hook == [{"privileges": p, "tables": list(t)} for p, t in dbgrant.HOOK_GRANTS]
+    code, out, _ = grant(roles, capsys, "--json")
+    assert [r["created"] for r in json.loads(out)["roles"]] == [False, False, False]
+    with pytest.raises(SystemExit) as usage:  # one or the other
+        grant(roles, capsys, "--json", "--print")
+    assert usage.value.code == 2
+    assert "--print: not allowed with argument --json" in capsys.readouterr().err

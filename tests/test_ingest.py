@@ -1017,7 +1017,8 @@ def test_cron_entry_runs_every_five_minutes_without_secrets():
     assert len(entries) == 1
     fields = entries[0]
     assert fields[:6] == ["*/5", "*", "*", "*", "*", "root"]
-    assert fields[6] == "softwalltime-ingest" and "--no-progress" in fields
+    # errors only, no redirect: cron mails failures, not summaries (issue 33)
+    assert fields[6:] == ["softwalltime-ingest", "--quiet"]
     assert not re.search(r"://[^@\s]*:[^@\s]*@|password=", cron)  # no password in the crontab
     assert "advisory lock" in cron and ".pgpass" in cron
 
@@ -1036,7 +1037,8 @@ def test_print_cron_names_this_installations_command(capsys, tmp_path):
     command = Path(fields[6])
     assert command.is_absolute() and command.name == "softwalltime-ingest"
     assert os.access(command, os.X_OK)
-    assert fields[7:10] == ["--config", str(cfg), "--no-progress"]
+    # errors only: cron mails a failure, never a run's summary (issue 33)
+    assert fields[7:] == ["--config", str(cfg), "--quiet"]
     # the rest is the shipped file, which says how to get this
     assert "softwalltime ingest --print-cron > /etc/cron.d/softwalltime-ingest" in out
 

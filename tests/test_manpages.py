@@ -121,7 +121,7 @@ def test_man_renders_every_page_without_a_warning(tmp_path):
         | {"MANWIDTH": "80"},
         check=True,
     ).stdout
-    assert "softwalltime db upgrade [-h] [revision]" in shown.replace("\u2010", "-")
+    assert "softwalltime db upgrade [-h] [--json] [revision]" in shown.replace("\u2010", "-")
 
 
 def test_a_broken_page_is_caught(tmp_path):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from softwalltime.hookpath.config import load_settings
+from softwalltime.core.config import load_settings
 from softwalltime.pbsserver import refresh as r
 from softwalltime.pbsserver.commands import Pbs, PbsError, parse_qstat_json, read_pbs_conf
 
@@ -462,3 +462,18 @@ def test_a_dry_run_pass_lists_rank_changes(tmp_path):
 def test_leave_labels_with_the_ranks_suffix(line, label):
     # status counts the hook's lines by these labels (status.parse_activity)
     assert r.leave_label(line) == label
+
+
+def test_summary_json_has_the_keys_help_lists(tmp_path):
+    """Issue 33: refresh --json."""
+    from softwalltime.cli import refresh as cli_refresh
+
+    data = json.loads(QSTAT)
+    data["Jobs"]["70.pbshost"]["Resource_List"]["softwalltime_rank"] = 600
+    pbs = recorded_pbs(tmp_path, json.dumps(data))
+    lines: list[str] = []
+    summary = r.refresh(pbs, settings(rank="key-mean"), dry_run=True, fetch=SAME, out=lines.append)
+    found = json.loads(json.dumps(cli_refresh.summary_json(summary, lines)))
+    assert list(found) == [k for k, _ in cli_refresh.JSON_KEYS]
+    assert (found["seen"], found["changed"], found["ranks"], found["dry_run"]) == (2, 2, 2, True)
+    assert found["errors"] == 0 and found["jobs"] == lines and len(lines) == 2

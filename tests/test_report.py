@@ -96,6 +96,21 @@ def test_per_class_medians_and_under_estimates_equal_independent_sql(demo):
         assert got[cls]["median_wall_error_h"] == pytest.approx(wall, abs=1e-9), cls
         assert got[cls]["median_soft_error_h"] == pytest.approx(soft, abs=1e-9), cls
         assert got[cls]["under_pct"] == pytest.approx(float(under), abs=1e-9), cls
+    # The headline's mean absolute errors, against independent SQL too.
+    mae = dict(
+        (cls, (wall, soft))
+        for cls, wall, soft in _sql(
+            engine,
+            f"SELECT {CLASS}, avg(abs(walltime_s - runtime_s)) / 3600.0,"
+            " avg(abs(soft_walltime_s - runtime_s)) / 3600.0"
+            " FROM finished_jobs WHERE ctime >= :d AND soft_walltime_s IS NOT NULL"
+            " AND walltime_s > 0 AND runtime_s IS NOT NULL GROUP BY 1",
+            d=deployed,
+        )
+    )
+    for cls, (wall, soft) in mae.items():
+        assert got[cls]["wall_mae_h"] == pytest.approx(float(wall), abs=1e-9), cls
+        assert got[cls]["soft_mae_h"] == pytest.approx(float(soft), abs=1e-9), cls
     # Soft walltimes of the replayed v3 beat the users' walltimes in every class.
     for r in got.values():
         assert abs(r["median_soft_error_h"]) < r["median_wall_error_h"]
@@ -365,3 +380,96 @@ def test_cli_out_keeps_the_mode_honours_the_umask_and_dash_is_stdout(demo_dsn, t
     assert out.startswith("<!DOCTYPE html>") and out.count("<svg") >= 10
     assert err.startswith("-: ") and " jobs, " in err
     assert not (tmp_path / "-").exists()
+
+
+def test_an_empty_schema_says_to_run_db_upgrade(empty_dsn, tmp_path, capsys):
+    """Issue 33: a database the migrations never ran on was a 58-line traceback."""
+    out = tmp_path / "r.html"
+    assert main(["--dsn", empty_dsn, "report", "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("softwalltime: error: the softwalltime tables do not exist")
+    assert "run 'softwalltime db upgrade' first" in err[0]
+    assert not out.exists()
+
+
+def test_json_goes_to_out_when_given(demo_dsn, tmp_path, capsys):
+    """Issue 33: --json --out FILE printed the JSON and ignored --out."""
+    out = tmp_path / "r.json"
+    assert main(["--dsn", demo_dsn, "report", "--json", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["totals"]["jobs"] > 1000 and "by_class" in data
+    assert printed.startswith(f"{out}: {data['totals']['jobs']} jobs")
+
+
+def test_times_round_to_seconds_and_minutes_under_an_hour():
+    """Issue 33: a 10 s under-estimate read "0 min"."""
+    cases = {
+        10 / 3600: "10 s",
+        -10 / 3600: "-10 s",
+        0.0: "0 s",
+        750 / 3600: "12 min 30 s",
+        -(720 / 3600): "-12 min",
+        3599.6 / 3600: "1.0 h",
+        1.25: "1.2 h",
+        None: "-",
+    }
+    for hours, text in cases.items():
+        assert html._h(hours) == text, hours
+
+
+def _few_jobs(conn, n, long_name=False):
+    """``n`` jobs after a deployment: one user, each run 10 s past its soft walltime."""
+    from softwalltime.db.schema import finished_jobs
+
+    t0 = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
+    user = "a-user-with-a-very-long-name-indeed-" * 2 if long_name else "u"
+    jobs = [_job(1, "q", 3600, None, 300, t0 - dt.timedelta(days=1))]
+    jobs += [_job(i + 2, "q", 3600, 600, 610, t0 + dt.timedelta(hours=i)) for i in range(n)]
+    for job in jobs:
+        job["username"] = user
+    conn.execute(sa.insert(finished_jobs), jobs)
+    data, meta = build.make_report(conn, parallel=False)
+    return data, meta, user
+
+
+def test_small_data_is_greyed_and_never_contradicts_itself(conn):
+    """Issue 33: with 5 jobs after deployment the page spoke with confidence ("more accurate
+    for 100.0 % of 1 users"), said "No user has under-estimated soft walltimes." beside
+    100 % under-estimated, and a 10 s error read "0 min"."""
+    data, meta, _ = _few_jobs(conn, 5)
+    page = html.render(data, meta)
+    assert html.TOO_FEW == "too few jobs (fewer than 30)"
+    # the verdict at the top, greyed, then the per-user reading, greyed
+    top = page.index('id="verdict"')
+    assert top < page.index("Summary (after deployment)")
+    verdict = page[top : page.index("</div>", top)]
+    assert verdict.count('<p class="few">') == 3 and verdict.count(html.TOO_FEW) == 3
+    assert "100.0 % of those jobs ran past their soft walltime" in verdict
+    assert "more accurate for 100.0 % of 1 user;" in page
+    per_user = page[page.index("Per-user improvement") :]
+    assert per_user.index('class="reading few"') < per_user.index("</figcaption>")
+    assert '<tr class="few"' in page  # the summary's row of 5 short jobs
+    assert "No user has under-estimated" not in page
+    assert "1 user with fewer jobs (5 jobs in all) had under-estimates: too few" in page
+    # a 10 s under-estimate is 10 s, a 5 min error 5 min
+    assert "<td>10 s</td>" in page
+    # the headline: mean absolute errors beside the under-estimates
+    (row,) = [r for r in data["by_class"] if r["after"]]
+    assert row["soft_mae_h"] == pytest.approx(10 / 3600)
+    assert row["wall_mae_h"] == pytest.approx(2990 / 3600)
+    assert "<td>10 s</td><td>100.0 %</td>" in page.replace("<td>49 min 50 s</td>", "")
+
+
+def test_enough_jobs_are_not_greyed_and_long_names_are_cut_with_a_tooltip(conn):
+    data, meta, user = _few_jobs(conn, 40, long_name=True)
+    page = html.render(data, meta)
+    verdict = page[page.index('id="verdict"') :]
+    verdict = verdict[: verdict.index("</div>")]
+    # accuracy and under-estimates rest on 40 jobs; waits on 1 job before: greyed
+    assert verdict.count('<p class="few">') == 1 and "Waits:" in verdict.split('"few">')[1]
+    assert 'class="reading few"' not in page.split("Per-user improvement")[1].split("<h2>")[0]
+    cut = user[: html.NAME_CHARS - 1] + "…"
+    assert f'<td class="l" title="{user}">{cut}</td>' in page
+    assert f">{user}<" not in page

@@ -34,8 +34,15 @@ console.error = function () { __problems.push("console.error: " + [].join.call(a
 BODY_PROBE = """<script>
 var sizes = [].map.call(document.querySelectorAll("svg"), function (s) {
   var r = s.getBoundingClientRect(); return [r.width, r.height]; });
+var body = document.body.getBoundingClientRect();
+var verdict = document.getElementById("verdict").getBoundingClientRect();
+var firstTable = document.querySelector("table").getBoundingClientRect();
+var few = document.querySelector(".few");
 var pre = document.createElement("pre"); pre.id = "probe";
-pre.textContent = JSON.stringify({sizes: sizes, problems: __problems});
+pre.textContent = JSON.stringify({sizes: sizes, problems: __problems,
+  overflow: document.documentElement.scrollWidth - window.innerWidth,
+  bodyWidth: body.width, verdictTop: verdict.top, firstTableTop: firstTable.top,
+  fewColor: few ? getComputedStyle(few).color : null});
 document.body.appendChild(pre);
 </script>"""
 
@@ -54,6 +61,24 @@ def page(fresh_dsn, tmp_path):
     return path, text
 
 
+def _probe(tmp_path, text, width):
+    """Load ``text`` with the probes in a window ``width`` pixels wide: what they saw."""
+    probed = tmp_path / "probed.html"
+    probed.write_text(
+        text.replace("<head>", "<head>" + HEAD_PROBE, 1).replace("</body>", BODY_PROBE + "</body>")
+    )
+    done = _chromium(
+        tmp_path, "--enable-logging=stderr", "--v=0", f"--window-size={width},900",
+        "--dump-dom", probed.as_uri(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    m = re.search(r'<pre id="probe">(.*?)</pre>', done.stdout, re.S)
+    assert m, done.stdout[-2000:]
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == []
+    return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
 def _chromium(tmp_path, *args):
     profile = tmp_path / "profile"
     cmd = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args]
@@ -63,20 +88,46 @@ def _chromium(tmp_path, *args):
 def test_page_renders_in_chromium_with_every_figure_drawn(page, tmp_path):
     need_runtime(CHROMIUM, "that the report renders in a browser (apt-get install chromium)")
     path, text = page
-    probed = tmp_path / "probed.html"
-    probed.write_text(
-        text.replace("<head>", "<head>" + HEAD_PROBE, 1).replace("</body>", BODY_PROBE + "</body>")
-    )
-    done = _chromium(tmp_path, "--enable-logging=stderr", "--v=0", "--dump-dom", probed.as_uri())
-    assert done.returncode == 0, done.stderr[-2000:]
-    m = re.search(r'<pre id="probe">(.*?)</pre>', done.stdout, re.S)
-    assert m, done.stdout[-2000:]
-    probe = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    probe = _probe(tmp_path, text, 1280)
     assert probe["problems"] == []
     assert len(probe["sizes"]) == text.count("<svg") >= 10
     assert all(w > 0 and h > 0 for w, h in probe["sizes"]), probe["sizes"]
-    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
-    assert console == []
+    # the verdict above the first table; the charts use the page's width (issue 33: 40 %)
+    assert probe["verdictTop"] < probe["firstTableTop"]
+    assert probe["bodyWidth"] == 1200
+    assert max(w for w, _ in probe["sizes"]) >= 0.9 * probe["bodyWidth"]
+    assert probe["overflow"] <= 0
+
+
+def test_small_data_and_long_names_stay_on_a_narrow_page_greyed(fresh_dsn, tmp_path):
+    """Issue 33: long names pushed tables off the page; figures on a few jobs are greyed."""
+    need_runtime(CHROMIUM, "that the report renders in a browser (apt-get install chromium)")
+    from softwalltime.db.schema import finished_jobs
+
+    t0 = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
+    name = "an-extremely-long-user-name-that-would-widen-every-table-" * 2
+    queue = "a-queue-whose-name-goes-on-and-on-and-on-" * 2
+    rows = [
+        {"server": "s", "job_id": f"{i}.s", "ctime": t0 + dt.timedelta(hours=i - 1),
+         "job_seq": i, "username": name, "queue": queue, "walltime_s": 3600,
+         "soft_walltime_s": None if i == 0 else 600, "runtime_s": 610,
+         "started_at": t0 + dt.timedelta(hours=i - 1, minutes=1),
+         "ended_at": t0 + dt.timedelta(hours=i - 1, minutes=12), "ncpus": 1}
+        for i in range(6)
+    ]  # fmt: skip
+    engine = db.make_engine(fresh_dsn, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(finished_jobs), rows)
+    with engine.connect() as conn:
+        data, meta = build.make_report(conn)
+    engine.dispose()
+    text = html.render(data, meta)
+    assert name not in text.replace(f'title="{name}"', "")  # cut, whole only in tooltips
+    probe = _probe(tmp_path, text, 800)
+    assert probe["problems"] == []
+    assert probe["overflow"] <= 0, probe
+    assert probe["fewColor"] == "rgb(153, 153, 153)"
+    assert probe["verdictTop"] < probe["firstTableTop"]
 
 
 def test_screenshot_is_written(page, tmp_path):

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from softwalltime import outfile
 from softwalltime.errors import SoftwalltimeError
-from softwalltime.hookpath import pgwire
+from softwalltime.hook import pgwire
 from softwalltime.pbsserver import status as s
 
 # Recorded from the real OpenPBS 23.06 server log (server_logs/YYYYMMDD), paths shortened.
@@ -329,7 +329,10 @@ def test_a_failed_prometheus_write_leaves_no_temporary_file(tmp_path):
 
 def _all_checks() -> list[s.Check]:
     """One of each check, as run_checks gives them, from recorded inputs."""
-    activity = s.parse_hook_log(LOG.splitlines(), SINCE)
+    today = s.Activity()
+    activity = s.parse_hook_log(
+        LOG.splitlines(), SINCE, "softwalltime", today, SINCE.replace(hour=0)
+    )
     ingest = s.IngestState("/acct/20261123", 5000, 1000, 12, 7200.5, None, 7000.25)
     return [
         s.judge_hook("softwalltime", LISTING),
@@ -340,7 +343,7 @@ def _all_checks() -> list[s.Check]:
             "answers",
             [s.Metric("softwalltime_database_connect_seconds", 0.0031415926535, "connect")],
         ),
-        s.judge_activity(activity, 3600, 5.0),
+        s.judge_activity(activity, 3600, 5.0, today),
         s.judge_ingester(ingest, 3600),
         s.judge_history(
             [("pbs01", 123456789, 1700153660.0), ("vm", 3, 1700000000.5)],
@@ -372,12 +375,82 @@ def test_prometheus_names_units_and_full_precision():
     assert samples["softwalltime_hook_jobs_set", ()] == 2
     assert samples["softwalltime_hook_window_seconds", ()] == 3600
     assert samples["softwalltime_status", ()] == s.WARNING
-    # conventions: every family a gauge, no _total on a gauge, no hours or percent
-    assert {f.type for f in families.values()} == {"gauge"}
-    for name in families:
-        assert not name.endswith("_total") and not name.endswith(("_hours", "_pct")), name
-        assert name.startswith("softwalltime_"), name
+    # the hook's decisions since midnight: a counter per outcome (the ImportError at 01:10
+    # is before the window but after midnight)
+    events = {x.labels["outcome"]: x.value for x in families["softwalltime_hook_events"].samples}
+    assert events == {"set": 2, "dry_run": 1, "failed": 2, "left_alone": 3}
+    # conventions: counters end in _total, gauges never; no hours or percent
+    assert {f.type for f in families.values()} == {"gauge", "counter"}
+    for f in families.values():
+        names = {x.name for x in f.samples}
+        if f.type == "counter":
+            assert names == {f.name + "_total"}, f.name
+        else:
+            assert not f.name.endswith("_total"), f.name
+        assert not f.name.endswith(("_hours", "_pct")), f.name
+        assert f.name.startswith("softwalltime_"), f.name
     assert "e+" not in text  # no value in exponent notation where %g would have put one
+
+
+def test_every_series_is_written_when_the_database_is_down():
+    """Issue 33: ingest and history series vanished with the database, and the oldest
+    unread age came and went with the state: absent-series alerts misfired."""
+    down = "database postgresql://hook@db/x: connection refused"
+    checks = [
+        s.judge_hook("softwalltime", LISTING),
+        s.Check("database", s.CRITICAL, down, [s.Metric("softwalltime_database_up", 0, "up")]),
+        s.Check("activity", s.UNKNOWN, "cannot read /var/spool/pbs/server_logs/20261123"),
+        s.Check("ingester", s.CRITICAL, down),
+        s.Check("history", s.CRITICAL, down),
+    ]
+    families = {f.name: f for f in text_string_to_metric_families(s.render_prometheus(checks))}
+    for name in s.ALWAYS:
+        (sample,) = families[name].samples
+        if name == "softwalltime_hook_enabled":
+            assert sample.value == 1  # from the hook's check, which ran
+        elif name.endswith("_up"):
+            assert sample.value == 0, name
+        else:
+            assert sample.value != sample.value, name  # NaN
+    outcomes = {x.labels["outcome"] for x in families["softwalltime_hook_events"].samples}
+    assert outcomes == set(s.HOOK_OUTCOMES)
+    # JSON has no NaN: null
+    assert "NaN" not in s.render_json(checks)
+    # the database down: one short Nagios line, the shared text said once
+    line = s.render_nagios(checks)
+    text = line.split(" | ")[0]
+    assert text.count(down) == 1  # said once for the three checks that say it
+    assert "database, ingester, history CRITICAL: " + down in text
+    assert len(line) < 400
+    up = s.judge_ingester(s.IngestState("/acct/20261123", 100, 100, 0, 30.0, None), 3600)
+    values = {m.name: m.value for m in up.metrics}
+    assert values["softwalltime_ingest_oldest_unread_age_seconds"] == 0  # nothing unread
+    assert values["softwalltime_ingest_checkpoint_age_seconds"] == 30.0
+    assert values["softwalltime_ingest_up"] == 1
+    never = s.judge_ingester(s.IngestState("/acct/20261123", 100, None, 2, None, None), 3600)
+    values = {m.name: m.value for m in never.metrics}
+    assert (
+        values["softwalltime_ingest_checkpoint_age_seconds"]
+        != values["softwalltime_ingest_checkpoint_age_seconds"]
+    )  # NaN: never read
+    assert "softwalltime_ingest_oldest_unread_age_seconds" in values
+
+
+def test_nagios_perfdata_thresholds_and_digits():
+    line = s.render_nagios(_all_checks())
+    perf = dict(item.split("=", 1) for item in line.split(" | ")[1].split())
+    assert perf["hook_failure_ratio"] == "0.143;0;0.05"  # 1 of 7; any warns, 5 % critical
+    assert perf["hook_jobs_failed"] == "1;0"
+    assert perf["ingest_oldest_unread_age_seconds"] == "7000.25s;3600"
+    assert perf["database_connect_seconds"] == "0.00314s"
+    assert perf["accuracy_soft_walltime_mae_seconds"] == "4500.123s"
+    assert perf["history_newest_end_timestamp_seconds_vm"] == "1700000000"  # .5: to even
+    assert perf["hook_events_total_failed"] == "2c"
+    long = s.Check("history", s.CRITICAL, "x" * 600)
+    text = s.render_nagios([long]).split(" | ")[0]
+    assert len(text) == len("SOFTWALLTIME CRITICAL - history CRITICAL: ") + s.NAGIOS_SUMMARY_CHARS
+    assert text.endswith("…")
+    assert s.perf_number(float("nan")) == "U" and s.perf_number(12) == "12"
 
 
 def test_prometheus_special_values():
@@ -395,8 +468,8 @@ def test_nagios_one_line_and_four_states():
     assert line.startswith("SOFTWALLTIME WARNING - activity WARNING: last hour: 2 set, ")
     text, perf = line.split(" | ")
     assert "ingester WARNING: 20261123: 4000 bytes" in text
-    assert "status=1 hook_enabled=1 database_connect_seconds=0.0031415926535s" in perf
-    assert "history_newest_end_timestamp_seconds_pbs01=1700153660.0 " in perf
+    assert "status=1 hook_enabled=1 database_connect_seconds=0.00314s" in perf
+    assert "history_newest_end_timestamp_seconds_pbs01=1700153660 " in perf
     assert "ingest_lag_bytes=4000B " in perf
     ok = [s.Check("hook", s.OK, "fine"), s.Check("config", s.OK, "fine")]
     assert s.render_nagios(ok) == "SOFTWALLTIME OK - 2 checks OK: hook, config | status=0"
@@ -477,7 +550,7 @@ def test_cli_status_honours_pbs_home_from_the_environment(capsys, tmp_path, pbs_
 
 def test_pbs_location_environment_over_pbs_conf(tmp_path):
     from softwalltime.cli.status import pbs_location
-    from softwalltime.hookpath.config import load_settings
+    from softwalltime.core.config import load_settings
 
     conf = tmp_path / "pbs.conf"
     conf.write_text("PBS_EXEC=/opt/pbs\nPBS_HOME=/var/spool/pbs\n")

@@ -155,3 +155,29 @@ def test_help_lists_eval_wait_on_one_line(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     assert "\n    eval-wait    replay traces through the queue-wait predictors" in out
+
+
+def test_cli_progress_on_a_terminal_only(tmp_path, capsys, monkeypatch):
+    """Issue 33: eval-wait ran up to 4.5 minutes silently. On a terminal, stderr shows the
+    stage and the time; on a pipe (cron), nothing."""
+    import os
+
+    trace = _swf(tmp_path / "small.swf", 40)
+    assert main(["eval-wait", "--first", "21", "--targets", "10", str(trace)]) == 0
+    assert capsys.readouterr().err == ""  # pytest's capture is no terminal
+    master, slave = os.openpty()
+    tty = open(slave, "w", encoding="utf-8", closefd=True)
+    try:
+        monkeypatch.setattr("sys.stderr", tty)
+        assert main(["eval-wait", "--first", "21", "--targets", "10", str(trace)]) == 0
+        tty.flush()
+        shown = os.read(master, 1 << 16).decode()
+    finally:
+        tty.close()
+        os.close(master)
+    assert "eval-wait: small.swf: reading [0:00]" in shown
+    assert (
+        "eval-wait: small.swf: ERT walltime (1/2): replaying 40 jobs through 5 predictors" in shown
+    )
+    assert "ERT soft (2/2)" in shown
+    assert shown.endswith("\r\x1b[K")  # the line cleared before the report

@@ -20,8 +20,9 @@ from importlib import metadata
 from typing import Any, Callable
 
 from .. import __version__
+from ..core.config import Settings, load_settings, redact_dsn, require_dsn
 from ..errors import SoftwalltimeError
-from ..hookpath.config import Settings, load_settings, redact_dsn, require_dsn
+from . import logs
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def _add_db_commands(sub: Any) -> None:
         help="create, upgrade or inspect the PostgreSQL schema (alembic)",
         description="Manage the history schema with the alembic migrations of this version.",
     )
-    dbsub = db.add_subparsers(title="db commands", metavar="COMMAND")
+    dbsub = db.add_subparsers(title="db commands", metavar="COMMAND", dest="db_command")
     db.set_defaults(func=lambda args, settings: _usage(db))
 
     up = dbsub.add_parser(
@@ -58,6 +59,7 @@ def _add_db_commands(sub: Any) -> None:
         description="Upgrade the schema, e.g. softwalltime --dsn postgresql://db/pbs db upgrade",
     )
     up.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
+    _json_option(up, DB_MIGRATE_KEYS)
     up.set_defaults(func=_db_migrate, migrate="upgrade")
 
     down = dbsub.add_parser(
@@ -71,6 +73,7 @@ def _add_db_commands(sub: Any) -> None:
         action="store_true",
         help="go ahead although the history tables hold rows (a downgrade drops tables)",
     )
+    _json_option(down, DB_MIGRATE_KEYS)
     down.set_defaults(func=_db_migrate, migrate="downgrade")
 
     cur = dbsub.add_parser(
@@ -124,6 +127,25 @@ def register(sub: Any) -> None:
     _add_config_commands(sub)
 
 
+def _json_option(parser: argparse.ArgumentParser, keys: tuple[tuple[str, str], ...]) -> None:
+    """``--json``, its help listing ``keys`` (key and meaning) as every command's does."""
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object instead of text: " + ", ".join(f"{k} ({v})" for k, v in keys),
+    )
+
+
+# db upgrade/downgrade --json: its keys, for --help and the test that parses them.
+DB_MIGRATE_KEYS = (
+    ("database", "user@host:port/dbname, no password"),
+    ("command", "upgrade or downgrade"),
+    ("previous", "the revision before, null when empty"),
+    ("revision", "the revision now, null when empty"),
+    ("head", "the newest revision of this version"),
+)
+
+
 def _usage(parser: argparse.ArgumentParser) -> int:
     parser.print_help(sys.stderr)
     return 2
@@ -147,6 +169,7 @@ def _db_migrate(args: argparse.Namespace, settings: Settings) -> int:
     dsn = require_dsn(settings)
     with db.connect(_engine(settings), dsn) as conn:
         before = db.table_rows(conn) if args.migrate == "downgrade" else {}
+        previous = db.current_revision(conn)
         getattr(db, args.migrate)(conn, args.revision)
         lost = db.dropped_rows(conn, before)
         if lost and not args.yes:
@@ -158,7 +181,12 @@ def _db_migrate(args: argparse.Namespace, settings: Settings) -> int:
                     " nothing done: pass --yes to go ahead"
                 )
         conn.commit()
-        print(f"database {db.dsn_target(dsn)} is at revision {db.current_revision(conn) or 'base'}")
+        now = db.current_revision(conn)
+    if args.json:
+        found = (db.dsn_target(dsn), args.migrate, previous, now, db.head_revision())
+        print(json.dumps(dict(zip((k for k, _ in DB_MIGRATE_KEYS), found)), indent=2))
+    else:
+        print(f"database {db.dsn_target(dsn)} is at revision {now or 'base'}")
     return 0
 
 
@@ -286,27 +314,75 @@ def build_parser() -> argparse.ArgumentParser:
             "Predict PBS soft walltimes from each user's job history. "
             "The database is given by --dsn, SOFTWALLTIME_DSN, or the 'dsn' key of the JSON "
             "config file (--config, SOFTWALLTIME_CONFIG, /etc/softwalltime.json); "
-            "precedence: defaults < file < environment < flags."
+            "precedence: defaults < file < environment < flags. The options below may also"
+            " follow the command (softwalltime db current --dsn DSN)."
         ),
     )
     add_global_options(parser)
-    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
     for registrar in _command_registrars():
         registrar(sub)
+    share_global_options(parser)
     return parser
 
 
+# The global options: flags and argparse keywords. Accepted before the command and after it
+# (``softwalltime db current --dsn X``): :func:`share_global_options` adds them to every
+# command's parser too, with no default, so a value given before the command stays.
+_GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+    (
+        ("--dsn",),
+        {
+            "help": "PostgreSQL libpq DSN or SQLAlchemy URL (SOFTWALLTIME_DSN). A password given"
+            " here is visible to every local user in ps: put it in SOFTWALLTIME_DSN, the config"
+            " file (mode 600) or ~/.pgpass / PGPASSFILE instead",
+        },
+    ),
+    (("--config",), {"metavar": "FILE", "help": "JSON config file (SOFTWALLTIME_CONFIG)"}),
+    (
+        ("--quiet",),
+        {
+            "action": "store_true",
+            "help": "errors only: no warnings, and no summary on standard output (what a"
+            " --json, '--out -' or '--prometheus -' asks for is still printed): for cron",
+        },
+    ),
+    (
+        ("--verbose",),
+        {"action": "store_true", "help": "informational lines too (default: warnings and errors)"},
+    ),
+    (("--debug",), {"action": "store_true", "help": "debug logging; tracebacks on errors"}),
+)
+
+
 def add_global_options(parser: argparse.ArgumentParser) -> None:
-    """``--version``, ``--dsn``, ``--config``, ``--debug``: shared by every entry point."""
+    """``--version``, ``--dsn``, ``--config``, ``--quiet``, ``--verbose``, ``--debug``:
+    shared by every entry point."""
     parser.add_argument("--version", action="version", version=f"softwalltime {__version__}")
-    parser.add_argument(
-        "--dsn",
-        help="PostgreSQL libpq DSN or SQLAlchemy URL (SOFTWALLTIME_DSN). A password given here"
-        " is visible to every local user in ps: put it in SOFTWALLTIME_DSN, the config file"
-        " (mode 600) or ~/.pgpass / PGPASSFILE instead",
-    )
-    parser.add_argument("--config", metavar="FILE", help="JSON config file (SOFTWALLTIME_CONFIG)")
-    parser.add_argument("--debug", action="store_true", help="debug logging; tracebacks on errors")
+    for flags, kwargs in _GLOBAL_OPTIONS:
+        parser.add_argument(*flags, **kwargs)
+
+
+def share_global_options(parser: argparse.ArgumentParser) -> None:
+    """Let every command under ``parser`` take the global options after its name too.
+
+    Each is added without a default (``SUPPRESS``), so it sets its value only when given
+    there, and without help (the top-level ``--help`` lists them once); a command's own
+    option of the same name (``refresh --verbose``) stays its own.
+    """
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        seen: set[int] = set()
+        for child in action.choices.values():
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            for flags, kwargs in _GLOBAL_OPTIONS:
+                if not any(f in child._option_string_actions for f in flags):
+                    hidden = {"default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
+                    child.add_argument(*flags, **{**kwargs, **hidden})
+            share_global_options(child)
 
 
 def run(
@@ -324,20 +400,19 @@ def run(
         UNKNOWN (exit 3), not argparse's exit 2
     """
     argv = sys.argv[1:] if argv is None else argv
-    # Logging first, so a plugin that fails to load while building the parser is reported.
-    logging.basicConfig(
-        level=logging.DEBUG if "--debug" in argv else logging.INFO,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    # Logging first, so a plugin that fails to load while building the parser is reported;
+    # its level from the words given, until the parsed options say it exactly.
+    lines = logs.setup(prog, logs.level_of(set(argv)))
     try:  # building the parser imports every command module: Ctrl-C may land there
         parser = build()
         args = _parse(parser, argv) if nagios_usage else parser.parse_args(argv)
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+        lines.say(logging.ERROR, "interrupted")
         return 130
     except _UsageAnswered as usage:
         return usage.code
+    flags = {f"--{k}" for k in ("quiet", "verbose", "debug") if getattr(args, k, False)}
+    lines.reset(logs.level_of(flags), logs.identifier(prog, args))
     if not args.debug:
         # alembic and SQLAlchemy narrate every step at INFO; admins want our lines only.
         logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -347,7 +422,8 @@ def run(
         return 2
     try:
         settings = load_settings(args.config, overrides={"dsn": args.dsn})
-        code = func(args, settings)
+        with logs.quieted(args):
+            code = func(args, settings)
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit
         return code
     except SoftwalltimeError as err:
@@ -360,10 +436,10 @@ def run(
         answered = on_error(args, str(err)) if on_error else None
         if answered is not None:
             return answered
-        print(f"{prog}: error: {err}", file=sys.stderr)
+        lines.say(logging.ERROR, f"error: {err}")
         return 1
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+        lines.say(logging.ERROR, "interrupted")
         return 130
     except BrokenPipeError:
         # `softwalltime evaluate ... | head`: the reader left; say nothing more. Point stdout

@@ -31,16 +31,17 @@ certificate authentication, or ``ALTER ROLE ... PASSWORD``); an existing role is
 from __future__ import annotations
 
 import argparse
+import json
 import re
-from typing import Any, List, NamedTuple, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Sequence, Tuple
 
+from ..core.config import Settings, require_dsn
 from ..errors import SoftwalltimeError
-from ..hookpath.config import Settings, require_dsn
 
 HOOK_ROLE = "softwalltime_hook"
 INGEST_ROLE = "softwalltime_ingest"
 PRUNE_ROLE = "softwalltime_prune"
-# (privileges, tables) per role; the hook's list is what hookpath/lookup.py queries.
+# (privileges, tables) per role; the hook's list is what hook/lookup.py queries.
 HOOK_GRANTS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("SELECT", ("finished_jobs", "history_version", "calibration_state")),
 )
@@ -90,13 +91,35 @@ def add_grant_command(dbsub: Any) -> None:
     grant.add_argument(
         "--prune-role", default=PRUNE_ROLE, metavar="NAME", help=f"default {PRUNE_ROLE}"
     )
-    grant.add_argument(
+    out = grant.add_mutually_exclusive_group()
+    out.add_argument(
         "--print",
         action="store_true",
         dest="print_sql",
         help="print the SQL (for psql) instead of running it; needs no database",
     )
+    out.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object instead of text: "
+        + ", ".join(f"{k} ({v})" for k, v in JSON_KEYS),
+    )
     grant.set_defaults(func=run)
+
+
+# db grant --json: its keys, for --help and the test that parses them.
+JSON_KEYS = (
+    ("database", "the database's name"),
+    (
+        "roles",
+        "one object per role: name, for (what it serves), created (true: new, LOGIN, no"
+        " password; false: existed, its privileges reset), temporary (may create temporary"
+        " tables), grants (privileges and tables)",
+    ),
+    ("public_temporary_revoked", "whether PUBLIC lost TEMPORARY on the database"),
+    ("owner", "the database's owner"),
+    ("user", "the role that ran the grants"),
+)
 
 
 def roles(hook_role: str, ingest_role: str, prune_role: str = PRUNE_ROLE) -> List[Role]:
@@ -231,6 +254,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                     " ran 'db upgrade'), or give 'db grant --print' to a superuser's psql"
                 )
             raise SoftwalltimeError(f"db grant on {db.dsn_target(dsn)}: {first}{hint}") from err
+    if args.json:
+        found = (database, _roles_json(selected, existed), bool(may), owner, user)
+        print(json.dumps(dict(zip((k for k, _ in JSON_KEYS), found)), indent=2))
+        return 0
     for role in selected:
         state = "exists, privileges reset" if existed[role.name] else "created (LOGIN, no password)"
         granted = "; ".join(f"{p} on {', '.join(t)}" for p, t in role.grants)
@@ -243,6 +270,20 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             f" authentication in pg_hba.conf: {', '.join(new)}"
         )
     return 0
+
+
+def _roles_json(selected: Sequence[Role], existed: Dict[str, bool]) -> List[Dict[str, Any]]:
+    """The ``roles`` of ``db grant --json``."""
+    return [
+        {
+            "name": role.name,
+            "for": role.what,
+            "created": not existed[role.name],
+            "temporary": role.temporary,
+            "grants": [{"privileges": p, "tables": list(t)} for p, t in role.grants],
+        }
+        for role in selected
+    ]
 
 
 def _public_line(revoked: bool, database: str, owner: str, user: str) -> str:

@@ -20,21 +20,21 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import softwalltime
 
-from ..errors import SoftwalltimeError
-from ..hookpath.config import (
+from ..core.config import (
     STATEMENT_GRACE_S,
     Settings,
     hook_bound_s,
     redact_dsn,
     require_dsn,
 )
-from ..hookpath.decide import MARK_RESOURCE
-from ..hookpath.rank import NAME as RANK_NAME
-from ..hookpath.rank import RANK_RESOURCE
+from ..core.decide import MARK_RESOURCE
+from ..core.rank import NAME as RANK_NAME
+from ..core.rank import RANK_RESOURCE
+from ..errors import SoftwalltimeError
 
 HOOK_FILE = "softwalltime_hook.py"
 # queuejob: first prediction; runjob: refreshed with the final walltime; modifyjob: a
@@ -158,7 +158,7 @@ def register(sub: Any) -> None:
         help="install or remove the PBS server hook (qmgr)",
         description="Install or remove the softwalltime server hook with qmgr.",
     )
-    hsub = hooks.add_subparsers(title="hooks commands", metavar="COMMAND")
+    hsub = hooks.add_subparsers(title="hooks commands", metavar="COMMAND", dest="hooks_command")
     hooks.set_defaults(func=lambda args, settings: _usage(hooks))
 
     inst = hsub.add_parser(
@@ -186,6 +186,7 @@ def register(sub: Any) -> None:
         f" and write rank {RANK_NAME} in the hook config (for job_sort_formula; the setting"
         " rank does the same)",
     )
+    _json_option(inst, INSTALL_KEYS)
     inst.set_defaults(func=install)
 
     uninst = hsub.add_parser(
@@ -195,7 +196,39 @@ def register(sub: Any) -> None:
     )
     uninst.add_argument("--dry-run", action="store_true", help="print the command only")
     _common(uninst)
+    _json_option(uninst, UNINSTALL_KEYS)
     uninst.set_defaults(func=uninstall)
+
+
+# hooks install/uninstall --json: their keys, for --help and the test that parses them.
+INSTALL_KEYS = (
+    ("hook", "the hook's name"),
+    ("dry_run", "true in a dry run: nothing changed"),
+    ("updated", "the hook existed and was updated; null in a dry run"),
+    ("events", "the hook's events"),
+    ("dsn", "the DSN of its config, no password"),
+    ("rank", "the sort rank it publishes, or off"),
+    ("commands", "the qmgr directives run; in a dry run the script's lines"),
+)
+UNINSTALL_KEYS = (
+    ("hook", "the hook's name"),
+    ("dry_run", "true in a dry run: nothing changed"),
+    ("commands", "the qmgr directives run, or in a dry run to run"),
+    ("resources_deleted", "resources deleted"),
+    ("resources_kept", "resources kept, each with why (a job still has it)"),
+)
+
+
+def _json_option(parser: argparse.ArgumentParser, keys: Sequence[tuple[str, str]]) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object instead of text: " + ", ".join(f"{k} ({v})" for k, v in keys),
+    )
+
+
+def _print_json(keys: Sequence[tuple[str, str]], **found: Any) -> None:
+    print(json.dumps({k: found[k] for k, _ in keys}, indent=2))
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -290,28 +323,22 @@ def install(args: Any, settings: Settings) -> int:
     resources = [(MARK_RESOURCE, MARK_DIRECTIVE)]
     if config["rank"] != "off":
         resources.append((RANK_RESOURCE, RANK_DIRECTIVE))
+    found = {
+        "hook": args.name,
+        "dry_run": bool(args.dry_run),
+        "updated": None,
+        "events": HOOK_EVENTS,
+        "dsn": redact_dsn(settings.dsn),
+        "rank": config["rank"],
+    }
     if args.dry_run:
-        shown = dict(config, dsn=redact_dsn(config["dsn"]))
-        print(
-            f"# softwalltime hooks install --dry-run: hook {args.name!r} for a stock OpenPBS 23.06"
-        )
-        print("# server. Run as root on the server host. 1. the hook configuration, generated")
-        print("# from the current settings (password shown as ***; the real install writes it")
-        print("# to a private temporary file):")
-        print("config=$(mktemp)")
-        print("cat > \"$config\" <<'EOF'")
-        print(json.dumps(shown, indent=2))
-        print("EOF")
-        for name, directive in resources:
-            what = "the hook's mark" if name == MARK_RESOURCE else "the sort rank"
-            print(f"# 2. {what} (skipped if 'list resource {name}' finds it)")
-            print(shlex.join([qmgr, "-c", directive]))
-        print("# 3. the hook")
-        for directive in install_commands(args.name, args.order, args.alarm, script, "CONFIG"):
-            line = shlex.join([qmgr, "-c", directive])
-            print(line.replace(" CONFIG'", ' \'"$config"').replace("CONFIG", "$config"))
-        print('rm -f "$config"')
+        lines = _dry_run_script(args, qmgr, script, config, resources)
+        if args.json:
+            _print_json(INSTALL_KEYS, commands=lines, **found)
+        else:
+            print("\n".join(lines))
         return 0
+    say = (lambda line: None) if args.json else print
 
     fd, tmp = tempfile.mkstemp(prefix=f"{args.name}-", suffix=".json")  # mode 0600
     try:
@@ -320,21 +347,52 @@ def install(args: Any, settings: Settings) -> int:
         directives = install_commands(args.name, args.order, args.alarm, script, tmp)
         exists = _qmgr_ok(qmgr, f"list hook {args.name}")
         if exists:
-            print(f"hook {args.name} exists; updating it")
+            say(f"hook {args.name} exists; updating it")
             directives = directives[2:]
         for name, directive in reversed(resources):
             if not _qmgr_ok(qmgr, f"list resource {name}"):
                 directives.insert(0, directive)
         for directive in directives:
             _run_qmgr(qmgr, directive)
-            print(f"qmgr -c {shlex.quote(directive)}")
+            say(f"qmgr -c {shlex.quote(directive)}")
     finally:
         os.unlink(tmp)
+    if args.json:
+        run = [d.replace(tmp, "CONFIG") for d in directives]
+        _print_json(INSTALL_KEYS, **dict(found, updated=exists, commands=run))
+        return 0
     ranked = f"; rank {config['rank']} in {RANK_RESOURCE}" if config["rank"] != "off" else ""
     print(
         f"hook {args.name} installed (events {HOOK_EVENTS}; DSN {redact_dsn(settings.dsn)}{ranked})"
     )
     return 0
+
+
+def _dry_run_script(
+    args: Any, qmgr: str, script: str, config: dict[str, Any], resources: list[tuple[str, str]]
+) -> list[str]:
+    """The shell script ``hooks install --dry-run`` prints, line by line."""
+    shown = dict(config, dsn=redact_dsn(config["dsn"]))
+    lines = [
+        f"# softwalltime hooks install --dry-run: hook {args.name!r} for a stock OpenPBS 23.06",
+        "# server. Run as root on the server host. 1. the hook configuration, generated",
+        "# from the current settings (password shown as ***; the real install writes it",
+        "# to a private temporary file):",
+        "config=$(mktemp)",
+        "cat > \"$config\" <<'EOF'",
+        *json.dumps(shown, indent=2).splitlines(),
+        "EOF",
+    ]
+    for name, directive in resources:
+        what = "the hook's mark" if name == MARK_RESOURCE else "the sort rank"
+        lines.append(f"# 2. {what} (skipped if 'list resource {name}' finds it)")
+        lines.append(shlex.join([qmgr, "-c", directive]))
+    lines.append("# 3. the hook")
+    for directive in install_commands(args.name, args.order, args.alarm, script, "CONFIG"):
+        line = shlex.join([qmgr, "-c", directive])
+        lines.append(line.replace(" CONFIG'", ' \'"$config"').replace("CONFIG", "$config"))
+    lines.append('rm -f "$config"')
+    return lines
 
 
 def uninstall(args: Any, settings: Settings) -> int:
@@ -346,24 +404,48 @@ def uninstall(args: Any, settings: Settings) -> int:
     _validate(args)
     qmgr = _qmgr(args)
     directive = f"delete hook {args.name}"
+    found: dict[str, Any] = {"hook": args.name, "dry_run": bool(args.dry_run)}
     if args.dry_run:
+        deletes = [f"delete resource {name}" for name in (MARK_RESOURCE, RANK_RESOURCE)]
+        if args.json:
+            _print_json(
+                UNINSTALL_KEYS,
+                commands=[directive, *deletes],
+                resources_deleted=[],
+                resources_kept={},
+                **found,
+            )
+            return 0
         print(shlex.join([qmgr, "-c", directive]))
-        for name in (MARK_RESOURCE, RANK_RESOURCE):
-            delete = shlex.join([qmgr, "-c", f"delete resource {name}"])
-            print(f"{delete}  # if it exists; refused while a job has it: kept then")
+        for delete in deletes:
+            print(f"{shlex.join([qmgr, '-c', delete])}  # if it exists; refused while a job"
+                  " has it: kept then")  # fmt: skip
         return 0
+    say = (lambda line: None) if args.json else print
     _run_qmgr(qmgr, directive)
-    print(f"hook {args.name} deleted")
+    say(f"hook {args.name} deleted")
+    commands, deleted, kept = [directive], [], {}
     for name in (MARK_RESOURCE, RANK_RESOURCE):
         if _qmgr_ok(qmgr, f"list resource {name}"):
             delete = f"delete resource {name}"
             try:
                 _run_qmgr(qmgr, delete)
-                print(f"resource {name} deleted")
+                commands.append(delete)
+                deleted.append(name)
+                say(f"resource {name} deleted")
             except SoftwalltimeError as err:  # jobs still carry it
+                kept[name] = str(err)
                 print(
                     f"resource {name} kept ({err}); when no job has it:"
                     f" {shlex.join([qmgr, '-c', delete])}",
                     file=sys.stderr,
                 )
+    if args.json:
+        _print_json(
+            UNINSTALL_KEYS,
+            commands=commands,
+            resources_deleted=deleted,
+            resources_kept=kept,
+            **found,
+        )
     return 0

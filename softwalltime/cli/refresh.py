@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
+from ..core.config import Settings
 from ..errors import SoftwalltimeError
-from ..hookpath.config import Settings
 from ..pbsserver import refresh as lib
 from ..pbsserver.commands import Pbs
 from .argtypes import positive_number, whole_number
@@ -59,7 +60,43 @@ def register(sub: Any) -> None:
         " writable by root or this user only",
     )
     parser.add_argument("--verbose", action="store_true", help="one line per job altered")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary as one JSON object instead of the line: "
+        + ", ".join(f"{k} ({v})" for k, v in JSON_KEYS),
+    )
     parser.set_defaults(func=run)
+
+
+# refresh --json: its keys, for --help and the test that parses them.
+JSON_KEYS = (
+    ("seen", "queued jobs seen"),
+    ("changed", "jobs altered, or that would be with --dry-run"),
+    ("unchanged", "jobs whose value moved too little"),
+    ("skipped", "jobs left alone, by reason"),
+    ("errors", "jobs that failed, one line each on stderr"),
+    ("ranks", "jobs whose sort rank changed; null when the rank is off"),
+    ("dry_run", "true in a dry run"),
+    ("elapsed_s", "seconds the pass took"),
+    ("jobs", "the lines of a dry run or verbose run, one per job"),
+)
+
+
+def summary_json(summary: lib.Summary, lines: list[str]) -> dict[str, Any]:
+    """``refresh --json``: the keys of :data:`JSON_KEYS`, in that order."""
+    found = {
+        "seen": summary.seen,
+        "changed": summary.changed,
+        "unchanged": summary.unchanged,
+        "skipped": dict(sorted(summary.skipped.items())),
+        "errors": summary.errors,
+        "ranks": summary.ranks,
+        "dry_run": summary.dry_run,
+        "elapsed_s": round(summary.elapsed_s, 3),
+        "jobs": lines,
+    }
+    return {k: found[k] for k, _ in JSON_KEYS}
 
 
 def _err(line: str) -> None:
@@ -85,12 +122,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             used = settings if args.cli_settings else lib.hook_settings(pbs, args.hook, settings)
             if used.dry_run and not args.dry_run:
                 raise lib.RefreshError("the hook is in dry_run mode; it would set nothing")
+            lines: list[str] = []
             summary = lib.refresh(
                 pbs,
                 used,
                 dry_run=args.dry_run,
                 time_budget_s=args.time_budget,
                 max_changes=args.max_changes,
+                out=lines.append if args.json else print,
                 err=_err,
                 verbose=args.verbose,
             )
@@ -99,5 +138,5 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             raise
         _err(f"softwalltime refresh: error: {error}")
         return 2
-    print(summary.line())
+    print(json.dumps(summary_json(summary, lines), indent=2) if args.json else summary.line())
     return 1 if summary.errors else 0

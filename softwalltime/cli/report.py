@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from .. import outfile
-from ..hookpath.config import Settings, require_dsn
+from ..core.config import Settings, require_dsn
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +24,9 @@ def instant(text: str) -> dt.datetime:
             f"expected a date (2026-01-31) or an ISO 8601 time, got {text!r}"
         ) from None
     return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
+DEFAULT_OUT = "softwalltime-report.html"
 
 
 def register(sub: Any) -> None:
@@ -50,12 +53,14 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--out",
         metavar="FILE",
-        default="softwalltime-report.html",
-        help="HTML file to write, atomically; only a regular file is replaced (keeping its"
-        " mode), a new one gets the umask's mode; '-' writes to standard output",
+        help=f"file to write (default: {DEFAULT_OUT}; with --json, standard output),"
+        " atomically; only a regular file is replaced (keeping its mode), a new one gets the"
+        " umask's mode; '-' writes to standard output",
     )
     parser.add_argument(
-        "--json", action="store_true", help="print every figure's numbers as JSON instead"
+        "--json",
+        action="store_true",
+        help="every figure's numbers as JSON instead of the page (to --out if given)",
     )
     parser.set_defaults(func=run)
 
@@ -74,9 +79,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             conn, args.deployed_at, args.since, args.until, args.server, args.queue
         )
     if args.json:
-        print(build.to_json(data, meta))
-        return 0
-    outfile.write_text(args.out, html.render(data, meta))
-    done = f"{args.out}: {data['totals']['jobs']} jobs, {time.perf_counter() - start:.1f} s"
-    print(done, file=sys.stderr if args.out == outfile.STDOUT else sys.stdout)
+        out = args.out or outfile.STDOUT
+        outfile.write_text(out, build.to_json(data, meta) + "\n")
+    else:
+        out = args.out or DEFAULT_OUT
+        outfile.write_text(out, html.render(data, meta))
+    done = f"{out}: {data['totals']['jobs']} jobs, {time.perf_counter() - start:.1f} s"
+    if out != outfile.STDOUT:
+        print(done)
+    elif not args.json:
+        print(done, file=sys.stderr)
     return 0

@@ -9,12 +9,14 @@ it in ``softwalltime --help`` (tests/test_cli.py expects one line per command).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
+from ..core.config import Settings
 from ..errors import ConfigError, DatabaseError
-from ..hookpath.config import Settings
 from .argtypes import positive_duration, whole_number
 from .evaluate import add_input_size, check_plot_dir
 
@@ -244,10 +246,11 @@ def run_evaluate_wait(args: argparse.Namespace, settings: Settings) -> int:
     :raises ParseError: a source cannot be read
     :raises ConfigError: no source has enough jobs for a target
     """
-    from ..hookpath.predict import PredictorParams
-    from ..replay.traces import InputLimits
-    from ..wait.evaluate import evaluate_sources, format_report
+    from ..core.predict import PredictorParams
+    from ..replay.traces import InputLimits, read_sources
+    from ..wait.evaluate import evaluate_trace, format_report, machine_size
     from ..wait.pqstar import WaitParams
+    from .tty import Progress
 
     if args.plot:
         check_plot_dir(args.plot)  # before the work, not after it
@@ -258,17 +261,24 @@ def run_evaluate_wait(args: argparse.Namespace, settings: Settings) -> int:
         last_target=args.first - 1 + args.targets,
     )
     reports = []
-    for source in args.sources:
-        report = evaluate_sources(
-            [source],
-            args.machine_procs,
-            params,
-            erts,
-            PredictorParams.from_settings(settings),
-            InputLimits(args.max_input_size),
-            settings.server,
-            args.plot,
-        )
+    limits = InputLimits(args.max_input_size)
+    for number, source in enumerate(args.sources, 1):
+        # minutes of work per source: progress on a terminal (stderr), nothing under cron
+        with Progress() as progress:
+            name = f"eval-wait: {os.path.basename(source.rstrip('/')) or source}"
+            if len(args.sources) > 1:
+                name += f" ({number}/{len(args.sources)})"
+            progress.stage(f"{name}: reading")
+            trace = read_sources([source], server=settings.server, limits=limits)
+            report = evaluate_trace(
+                trace,
+                args.machine_procs or machine_size([source], limits),
+                params,
+                erts,
+                PredictorParams.from_settings(settings),
+                args.plot,
+                on_stage=functools.partial(_stage, progress, name),
+            )
         if not report["targets"]:
             raise ConfigError(
                 f"{source}: {report['jobs']:,} usable jobs, none from job {args.first:,} on;"
@@ -282,6 +292,10 @@ def run_evaluate_wait(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps(reports if len(reports) > 1 else reports[0], indent=2))
     return 0
+
+
+def _stage(progress: Any, name: str, text: str) -> None:
+    progress.stage(f"{name}: {text}")
 
 
 def _hms(seconds: int) -> str:
@@ -324,9 +338,9 @@ def _snapshot(args: argparse.Namespace, settings: Settings) -> _Snapshot:
 
     import sqlalchemy as sa
 
+    from ..core.config import require_dsn
+    from ..core.predict import PredictorParams
     from ..db import engine as db
-    from ..hookpath.config import require_dsn
-    from ..hookpath.predict import PredictorParams
     from ..pbsserver.commands import Pbs
     from ..replay.history import read_finished_jobs
     from ..wait.live import live_from_qstat
@@ -372,7 +386,7 @@ def _find(live: List[Any], job_id: str) -> Optional[Any]:
 
 def _soft_ert(snap: _Snapshot, user: str, walltime_s: int, settings: Settings) -> int:
     """v3's soft walltime for a job of ``user`` from the finished jobs (else walltime)."""
-    from ..hookpath.predict import PredictorParams, predict
+    from ..core.predict import PredictorParams, predict
 
     mine = sorted(
         (j for j in snap.trace.jobs if j.user == user and j.end_s is not None),

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
+from ..core.config import Settings, load_settings, redact_dsn
 from ..errors import ConfigError, DatabaseError
-from ..hookpath import pgwire
-from ..hookpath.config import Settings, load_settings, redact_dsn
+from ..hook import pgwire
 from .commands import Pbs, PbsError
 from .refresh import leave_label, parse_qmgr_hook
 
@@ -42,17 +42,70 @@ EXPECTED_EVENTS = ("queuejob", "runjob", "modifyjob")
 # shows a bigint key as classid (high 32 bits) and objid (low 32 bits).
 INGEST_LOCK_KEY = 0x737774696E677374
 # What the hook imports, checked under the Python that pbs_server embeds.
-HOOK_IMPORTS = (
-    "softwalltime.hookpath.config, softwalltime.hookpath.decide, softwalltime.hookpath.lookup"
-)
+HOOK_IMPORTS = "softwalltime.core.config, softwalltime.core.decide, softwalltime.hook.lookup"
 
 
 @dataclass
 class Metric:
+    """One sample. A name ending in ``_total`` is a counter, every other a gauge; ``warn``
+    and ``crit`` are the thresholds Nagios perfdata carry (None: none)."""
+
     name: str
     value: float
     help: str
     labels: dict[str, str] = field(default_factory=dict)
+    warn: Optional[float] = None
+    crit: Optional[float] = None
+
+
+NAN = float("nan")
+# The series every run writes, whether or not its check could gather them (a missing value
+# is NaN; an ``_up`` gauge 0), so that absent-series alerts never fire on a state change:
+# name -> (help, value when missing). Series with labels (per server, per reason) come and
+# go with their label values; ``softwalltime_history_up`` says whether they could be read.
+ALWAYS = {
+    "softwalltime_hook_enabled": ("hook enabled (1) or disabled (0)", NAN),
+    "softwalltime_database_up": ("the hook's database answered (1) or not (0)", 0.0),
+    "softwalltime_database_connect_seconds": ("connect + SELECT 1 with the hook's DSN", NAN),
+    "softwalltime_hook_window_seconds": ("the window the hook_jobs gauges cover", NAN),
+    "softwalltime_hook_jobs_set": ("soft walltimes set in the window", NAN),
+    "softwalltime_hook_jobs_dry_run": ("dry-run decisions in the window", NAN),
+    "softwalltime_hook_jobs_failed": ("jobs left unchanged by a failure in the window", NAN),
+    "softwalltime_hook_failure_ratio": ("failed / all events in the window", NAN),
+    "softwalltime_ingest_up": ("the ingester's state could be read (1) or not (0)", 0.0),
+    "softwalltime_ingest_lag_bytes": ("unread bytes of the newest accounting file", NAN),
+    "softwalltime_ingest_lag_records": ("unread records of the newest accounting file", NAN),
+    "softwalltime_ingest_lock_held": ("an ingest runs (1) or not (0)", NAN),
+    "softwalltime_ingest_checkpoint_age_seconds": (
+        "seconds since the newest accounting file's checkpoint was written",
+        NAN,
+    ),
+    "softwalltime_ingest_oldest_unread_age_seconds": (
+        "age of the newest accounting file's first unread record (0: nothing unread)",
+        NAN,
+    ),
+    "softwalltime_history_up": ("the history could be read (1) or not (0)", 0.0),
+    "softwalltime_accuracy_jobs": ("jobs that ended in the last 24 h with a soft walltime", NAN),
+    "softwalltime_accuracy_underestimated_ratio": (
+        "share of those jobs whose soft walltime was below their run time",
+        NAN,
+    ),
+    "softwalltime_accuracy_soft_walltime_mae_seconds": (
+        "mean absolute error of their soft walltimes",
+        NAN,
+    ),
+    "softwalltime_accuracy_walltime_mae_seconds": (
+        "mean absolute error of their requested walltimes",
+        NAN,
+    ),
+}
+# The counter of the hook's decisions, one series per outcome, all always written.
+HOOK_EVENTS = "softwalltime_hook_events_total"
+HOOK_OUTCOMES = ("set", "dry_run", "failed", "left_alone")
+_EVENTS_HELP = (
+    "the hook's decisions since local midnight, by outcome (a counter: it resets with the"
+    " server's daily log)"
+)
 
 
 @dataclass
@@ -127,13 +180,17 @@ def check_database(dsn: str, timeout_s: float = 3.0) -> Check:
             conn.close()
     except (DatabaseError, OSError, ValueError) as err:
         text = " ".join(str(err).split()) or type(err).__name__
-        return Check("database", CRITICAL, f"{redact_dsn(dsn)}: {text}")
+        down = [Metric("softwalltime_database_up", 0, ALWAYS["softwalltime_database_up"][0])]
+        return Check("database", CRITICAL, f"{redact_dsn(dsn)}: {text}", down)
     ms = (time.monotonic() - start) * 1000
     return Check(
         "database",
         OK,
         f"{redact_dsn(dsn)} answers ({ms:.0f} ms)",
-        [Metric("softwalltime_database_connect_seconds", ms / 1000, "connect + SELECT 1")],
+        [
+            Metric("softwalltime_database_up", 1, ALWAYS["softwalltime_database_up"][0]),
+            Metric("softwalltime_database_connect_seconds", ms / 1000, "connect + SELECT 1"),
+        ],
     )
 
 
@@ -213,10 +270,15 @@ class Activity:
 
 
 def parse_hook_log(
-    lines: Iterable[str], since: dt.datetime, hook: str = "softwalltime"
+    lines: Iterable[str],
+    since: dt.datetime,
+    hook: str = "softwalltime",
+    today: Optional[Activity] = None,
+    day_start: Optional[dt.datetime] = None,
 ) -> Activity:
     """Count the lines of the hook named ``hook`` at or after ``since`` (naive local time,
-    as PBS logs).
+    as PBS logs); those at or after ``day_start`` also into ``today`` when given (the
+    counters since local midnight).
 
     Decisions are logged at PBS's debug level (event class 0x0080, in the default
     ``log_events`` 511); failures ("job left unchanged after ...") as warnings. The
@@ -234,20 +296,25 @@ def parse_hook_log(
             when = dt.datetime.strptime(match.group(1), "%m/%d/%Y %H:%M:%S")
         except ValueError:
             continue
-        if when < since:
-            continue
-        text = match.group(3)
-        failed = _FAILED.match(text)
-        if failed:
-            out.failures[failed.group(1)] += 1
-            out.first = out.first or text
-        elif ": leave alone: " in text:
-            out.left_alone[leave_label(text)] += 1
-        elif ": dry run, would set " in text:
-            out.dry_run += 1
-        elif _SET.search(text):
-            out.set += 1
+        if when >= since:
+            _count(out, match.group(3))
+        if today is not None and day_start is not None and when >= day_start:
+            _count(today, match.group(3))
     return out
+
+
+def _count(out: Activity, text: str) -> None:
+    """Count one line of the hook (its text after the tag) into ``out``."""
+    failed = _FAILED.match(text)
+    if failed:
+        out.failures[failed.group(1)] += 1
+        out.first = out.first or text
+    elif ": leave alone: " in text:
+        out.left_alone[leave_label(text)] += 1
+    elif ": dry run, would set " in text:
+        out.dry_run += 1
+    elif _SET.search(text):
+        out.set += 1
 
 
 def log_files(server_logs: Path, since: dt.datetime, now: dt.datetime) -> list[Path]:
@@ -261,12 +328,19 @@ def log_files(server_logs: Path, since: dt.datetime, now: dt.datetime) -> list[P
     return files
 
 
-def judge_activity(activity: Activity, since_s: float, max_failure_pct: float) -> Check:
+def judge_activity(
+    activity: Activity,
+    since_s: float,
+    max_failure_pct: float,
+    today: Optional[Activity] = None,
+) -> Check:
     """Any failure is a warning. A failure rate above ``max_failure_pct`` is critical once
     the window holds :data:`MIN_EVENTS_FOR_RATE` events or :data:`MIN_FAILURES_FOR_RATE`
-    failures (fewer say too little about a rate)."""
+    failures (fewer say too little about a rate). ``today``: the counts since local
+    midnight, written as counters (``_total``; they reset with the server's daily log)."""
     window = _span(since_s)
     in_window = f"in the last {window} (softwalltime_hook_window_seconds)"
+    ratio = activity.total_failures / activity.events if activity.events else NAN
     metrics = [
         Metric("softwalltime_hook_window_seconds", since_s, "the window the counts cover"),
         Metric("softwalltime_hook_jobs_set", activity.set, f"soft walltimes set {in_window}"),
@@ -277,8 +351,18 @@ def judge_activity(activity: Activity, since_s: float, max_failure_pct: float) -
             "softwalltime_hook_jobs_failed",
             activity.total_failures,
             f"jobs left unchanged by a failure {in_window}",
+            warn=0,
+        ),
+        Metric(
+            "softwalltime_hook_failure_ratio",
+            ratio,
+            f"failed / all events {in_window} (NaN: no event)",
+            warn=0,
+            crit=max_failure_pct / 100,
         ),
     ]
+    if today is not None:
+        metrics += _counters(today)
     metrics += [
         Metric(
             "softwalltime_hook_jobs_left_alone",
@@ -304,10 +388,6 @@ def judge_activity(activity: Activity, since_s: float, max_failure_pct: float) -
     )
     if not activity.total_failures:
         return Check("activity", OK, summary, metrics, details)
-    ratio = activity.total_failures / activity.events
-    metrics.append(
-        Metric("softwalltime_hook_failure_ratio", ratio, f"failed / all events {in_window}")
-    )
     first = activity.first or ""
     first = first if len(first) <= 160 else first[:159] + "…"
     enough = (
@@ -322,6 +402,17 @@ def judge_activity(activity: Activity, since_s: float, max_failure_pct: float) -
     summary += f" ({rate}; first: {first})"
     state = CRITICAL if enough and 100 * ratio > max_failure_pct else WARNING
     return Check("activity", state, summary, metrics, details)
+
+
+def _counters(today: Optional[Activity]) -> list[Metric]:
+    """The hook's decisions since local midnight, a counter per outcome (NaN: unknown)."""
+    counts = dict.fromkeys(HOOK_OUTCOMES, NAN)
+    if today is not None:
+        left = sum(today.left_alone.values())
+        counts = dict(zip(HOOK_OUTCOMES, (today.set, today.dry_run, today.total_failures, left)))
+    return [
+        Metric(HOOK_EVENTS, n, _EVENTS_HELP, {"outcome": outcome}) for outcome, n in counts.items()
+    ]
 
 
 def _span(seconds: float) -> str:
@@ -388,29 +479,29 @@ def judge_ingester(state: IngestState, max_age_s: float) -> Check:
     file never read with no readable timestamp counts as waiting), and no ingest runs."""
     holder = f"; lock held by {state.lock_holder}" if state.lock_holder else ""
     if state.newest_file is None:
-        return Check("ingester", WARNING, "no accounting file found" + holder)
+        up = [Metric("softwalltime_ingest_up", 1, ALWAYS["softwalltime_ingest_up"][0])]
+        return Check("ingester", WARNING, "no accounting file found" + holder, up)
     lag = state.size - (state.offset or 0)
+    unread_age = state.oldest_unread_age_s
+    if unread_age is None:
+        unread_age = 0.0 if state.lag_records == 0 else NAN  # NaN: unread, no timestamp read
     metrics = [
+        Metric("softwalltime_ingest_up", 1, ALWAYS["softwalltime_ingest_up"][0]),
         Metric("softwalltime_ingest_lag_bytes", lag, "unread bytes of the newest accounting file"),
         Metric("softwalltime_ingest_lag_records", state.lag_records, "unread records"),
         Metric("softwalltime_ingest_lock_held", 1 if state.lock_holder else 0, "an ingest runs"),
+        Metric(
+            "softwalltime_ingest_checkpoint_age_seconds",
+            NAN if state.checkpoint_age_s is None else state.checkpoint_age_s,
+            "seconds since the newest accounting file's checkpoint was written (NaN: never)",
+        ),
+        Metric(
+            "softwalltime_ingest_oldest_unread_age_seconds",
+            unread_age,
+            ALWAYS["softwalltime_ingest_oldest_unread_age_seconds"][0],
+            warn=max_age_s,
+        ),
     ]
-    if state.checkpoint_age_s is not None:
-        metrics.append(
-            Metric(
-                "softwalltime_ingest_checkpoint_age_seconds",
-                state.checkpoint_age_s,
-                "seconds since the newest accounting file's checkpoint was written",
-            )
-        )
-    if state.oldest_unread_age_s is not None:
-        metrics.append(
-            Metric(
-                "softwalltime_ingest_oldest_unread_age_seconds",
-                state.oldest_unread_age_s,
-                "age of the newest accounting file's first unread record",
-            )
-        )
     name = os.path.basename(state.newest_file)
     if state.offset is None:
         where = "never read"
@@ -527,7 +618,7 @@ def judge_history(
     """Rows and newest end time per server; accuracy of the last 24 h (``accuracy``: jobs
     compared, ratio underestimated, MAE of the walltimes and of the soft walltimes in
     seconds). No rows: warning."""
-    metrics: list[Metric] = []
+    metrics = [Metric("softwalltime_history_up", 1, ALWAYS["softwalltime_history_up"][0])]
     parts = []
     for server, rows, newest in servers:
         metrics.append(
@@ -570,6 +661,9 @@ def judge_history(
             f" (walltime {wall_mae / 3600:.2f} h)"
         )
     else:
+        metrics.append(
+            Metric("softwalltime_accuracy_jobs", 0, ALWAYS["softwalltime_accuracy_jobs"][0])
+        )
         last24 = "last 24 h: no job with a soft walltime"
     details = {
         "servers": [{"server": s, "rows": r, "newest_end": n} for s, r, n in servers],
@@ -617,17 +711,18 @@ def run_checks(pbs: Pbs, cli: Settings, opts: Options) -> list[Check]:
 
     now = opts.now or dt.datetime.now()
     since = now - dt.timedelta(seconds=opts.since_s)
-    activity = Activity()
+    activity, today = Activity(), Activity()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     logs = Path(pbs.home) / "server_logs"
     try:
-        for path in log_files(logs, since, now):
+        for path in log_files(logs, min(since, midnight), now):
             with open(path, encoding="utf-8", errors="replace") as fh:
-                activity.add(parse_hook_log(fh, since, opts.hook))
+                activity.add(parse_hook_log(fh, since, opts.hook, today, midnight))
     except OSError as err:
         reason = err.strerror or type(err).__name__
         checks.append(Check("activity", UNKNOWN, f"cannot read {err.filename}: {reason}"))
     else:
-        checks.append(judge_activity(activity, opts.since_s, cli.status_failure_rate_pct))
+        checks.append(judge_activity(activity, opts.since_s, cli.status_failure_rate_pct, today))
 
     dsn = cli.dsn or (hook_settings.dsn if hook_settings else None)
     if not dsn:
@@ -714,7 +809,7 @@ def render_json(checks: Sequence[Check]) -> str:
                     "state": STATE_NAMES[c.state],
                     "summary": c.summary,
                     "details": c.details,
-                    "metrics": {_metric_key(m): m.value for m in c.metrics},
+                    "metrics": {_metric_key(m): _json_number(m.value) for m in c.metrics},
                 }
                 for c in checks
             ],
@@ -722,6 +817,11 @@ def render_json(checks: Sequence[Check]) -> str:
         indent=2,
         sort_keys=False,
     )
+
+
+def _json_number(value: float) -> Optional[float]:
+    """A value for JSON, which has no NaN: null."""
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def _metric_key(m: Metric) -> str:
@@ -752,9 +852,11 @@ def prometheus_value(value: float) -> str:
 def render_prometheus(checks: Sequence[Check], now: Optional[float] = None) -> str:
     """The text exposition format, for node_exporter's textfile collector.
 
-    Every metric is a gauge: each value is the state when the command ran or a count over
-    the ``--since`` window, never a counter that only grows, so no name ends in ``_total``;
-    times are in seconds, sizes in bytes, shares as ratios (0 to 1).
+    The names ending in ``_total`` are counters (the hook's events since local midnight,
+    reset with the server's daily log); every other is a gauge: the state when the command
+    ran or a count over the ``--since`` window. Times are in seconds, sizes in bytes, shares
+    as ratios (0 to 1). Every series of :data:`ALWAYS` is written on every run: NaN when its
+    check could not gather it, 0 for an ``_up`` gauge.
     """
     states = "0 OK, 1 warning, 2 critical, 3 unknown (the check could not run)"
     ran = time.time() if now is None else now
@@ -775,9 +877,13 @@ def render_prometheus(checks: Sequence[Check], now: Optional[float] = None) -> s
     for c in checks:
         for m in c.metrics:
             by_name.setdefault(m.name, []).append(m)
+    for name, (text, missing) in ALWAYS.items():
+        if name not in by_name:
+            by_name[name] = [Metric(name, missing, text)]
+    by_name.setdefault(HOOK_EVENTS, _counters(None))
     for name, metrics in by_name.items():
         out.append(f"# HELP {name} {_help_text(metrics[0].help)}")
-        out.append(f"# TYPE {name} gauge")
+        out.append(f"# TYPE {name} {'counter' if name.endswith('_total') else 'gauge'}")
         for m in metrics:
             labels = ",".join(f'{k}="{_label_value(v)}"' for k, v in sorted(m.labels.items()))
             value = prometheus_value(m.value)
@@ -796,27 +902,70 @@ def _perf_label(m: Metric) -> str:
     return name
 
 
+def perf_number(value: float, timestamp: bool = False) -> str:
+    """A perfdata number with sane digits: integers as they are, a time stamp to the
+    second, 3 decimals from 1 up, 3 significant digits below; ``U`` for NaN (the plugin
+    guidelines' "undetermined")."""
+    if isinstance(value, bool) or isinstance(value, int):
+        return str(int(value))
+    if math.isnan(value) or math.isinf(value):
+        return "U"
+    if timestamp or value == int(value):
+        return str(int(round(value)))
+    if abs(value) >= 1:
+        return f"{value:.3f}".rstrip("0").rstrip(".")
+    return f"{value:.3g}"
+
+
 def _perf_value(m: Metric) -> str:
-    if m.name.endswith("_seconds") and not m.name.endswith("_timestamp_seconds"):
-        return prometheus_value(m.value) + "s"
-    if m.name.endswith("_bytes"):
-        return prometheus_value(m.value) + "B"
-    return prometheus_value(m.value)
+    """``value[unit];[warn];[crit]`` (units s, B, c for a counter)."""
+    stamp = m.name.endswith("_timestamp_seconds")
+    unit = ""
+    if m.name.endswith("_seconds") and not stamp:
+        unit = "s"
+    elif m.name.endswith("_bytes"):
+        unit = "B"
+    elif m.name.endswith("_total"):
+        unit = "c"
+    text = perf_number(m.value, stamp) + unit
+    if m.warn is not None or m.crit is not None:
+        limits = [m.warn, m.crit]
+        text += "".join(";" + ("" if v is None else perf_number(v)) for v in limits).rstrip(";")
+    return text
+
+
+# A check's text in the Nagios line is cut to this many characters (the whole in --json).
+NAGIOS_SUMMARY_CHARS = 120
 
 
 def render_nagios(checks: Sequence[Check]) -> str:
     """One line for Nagios/Icinga: ``SOFTWALLTIME STATE - text | perfdata``.
 
-    The text names the checks that are not OK, worst first (all of them OK: how many); the
-    perfdata are the metrics, ``label=value[unit]`` (s, B), in the plugin guidelines' form.
+    The text names the checks that are not OK, worst first (all of them OK: how many);
+    checks that say the same (the database down: ingester and history) are named once, and
+    each text is cut to :data:`NAGIOS_SUMMARY_CHARS`. The perfdata are the metrics,
+    ``label=value[unit][;warn;crit]`` (s, B, c), in the plugin guidelines' form.
     """
     state = overall(checks)
     bad = sorted((c for c in checks if c.state != OK), key=lambda c: -_RANK[c.state])
     if bad:
-        text = "; ".join(f"{c.name} {STATE_NAMES[c.state]}: {c.summary}" for c in bad)
+        said: dict[tuple[int, str], list[str]] = {}
+        for c in bad:
+            said.setdefault((c.state, _cut(c.summary)), []).append(c.name)
+        text = "; ".join(
+            f"{', '.join(names)} {STATE_NAMES[st]}: {summary}"
+            for (st, summary), names in said.items()
+        )
     else:
         text = f"{len(checks)} checks OK: " + ", ".join(c.name for c in checks)
     text = " ".join(text.replace("|", "/").split())
     perf = [f"status={state}"]
     perf += [f"{_perf_label(m)}={_perf_value(m)}" for c in checks for m in c.metrics]
     return f"SOFTWALLTIME {STATE_NAMES[state]} - {text} | {' '.join(perf)}"
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.replace("|", "/").split())
+    if len(text) <= NAGIOS_SUMMARY_CHARS:
+        return text
+    return text[: NAGIOS_SUMMARY_CHARS - 1] + "…"

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ..errors import UNDEFINED_TABLE, SchemaMissingError
 from . import NothingToReportError, queries
 
 # Sorts, hash tables and percentiles of a million rows stay in memory with this (per sort or
@@ -46,7 +47,26 @@ def make_report(
         transaction is REPEATABLE READ and has written nothing (see :func:`_start_others`)
     :raises NothingToReportError: no finished job in the scope, or none with a soft walltime
         after the deployment
+    :raises SchemaMissingError: the database has no history table ('db upgrade' not run)
     """
+    try:
+        return _make_report(conn, deployed_at, since, until, server, queue, timings, parallel)
+    except sa.exc.ProgrammingError as err:
+        if getattr(err.orig, "pgcode", None) == UNDEFINED_TABLE:
+            raise SchemaMissingError("no finished_jobs table") from err
+        raise
+
+
+def _make_report(
+    conn: Connection,
+    deployed_at: Optional[dt.datetime],
+    since: Optional[dt.datetime],
+    until: Optional[dt.datetime],
+    server: Optional[str],
+    queue: Optional[str],
+    timings: Optional[Dict[str, float]],
+    parallel: bool,
+) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     conn.execute(sa.text("SELECT set_config('work_mem', :v, true)"), {"v": WORK_MEM})
     how = "given with --deployed-at"
     if deployed_at is None:

@@ -7,59 +7,101 @@ tested alone; each figure carries a one-line reading computed from those numbers
 from __future__ import annotations
 
 from html import escape
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import svg
-from .queries import CLASSES, MIN_JOBS_FOR_WORST, SIZE_LABELS, TIME_LABELS
+from .queries import CLASSES, MIN_JOBS_FOR_FIGURE, MIN_JOBS_FOR_WORST, SIZE_LABELS, TIME_LABELS
+
+# Longer names (users, queues, job ids) are cut to this many characters in tables, the whole
+# name in the cell's tooltip.
+NAME_CHARS = 24
 
 _CSS = """
 body{font-family:sans-serif;margin:24px;max-width:1200px;color:#222}
 h1{font-size:22px}h2{font-size:17px;margin-top:32px;border-bottom:1px solid #ccc}
-figure{margin:12px 0}figcaption{font-size:13px;margin-top:4px}
+figure{margin:12px 0}figure svg{max-width:100%;height:auto}figcaption{font-size:13px;margin-top:4px}
 .reading{font-weight:bold}.note{font-size:12px;color:#555}
 .synthetic{background:#fff3cd;border:1px solid #e0c060;padding:8px}
 table{border-collapse:collapse;font-size:12px;margin:8px 0}
 td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}
 th{background:#f4f4f4}td.l,th.l{text-align:left}
 .row{display:flex;flex-wrap:wrap;gap:18px}
+td.l{max-width:16em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.few,tr.few td{color:#999}.few-tag{font-size:11px;color:#999;font-weight:normal}
+.verdict{border:1px solid #ccc;background:#f8f8f8;padding:6px 12px}.verdict p{margin:4px 0}
+.verdict h2{margin-top:4px}
 """
+TOO_FEW = f"too few jobs (fewer than {MIN_JOBS_FOR_FIGURE})"
 
 
 def _h(value: Optional[float], digits: int = 1) -> str:
-    """Hours for a person: ``12.3 h``, ``45 min``, or a dash."""
+    """Hours for a person: ``12.3 h``; under an hour ``12 min 30 s``; under a minute
+    ``10 s``; or a dash."""
     if value is None:
         return "-"
-    if abs(value) < 1:
-        return f"{value * 60:.0f} min"
+    seconds = round(abs(value) * 3600)
+    sign = "-" if value < 0 and seconds else ""
+    if seconds < 60:
+        return f"{sign}{seconds} s"
+    if seconds < 3600:
+        minutes, rest = divmod(seconds, 60)
+        return f"{sign}{minutes} min" + (f" {rest} s" if rest else "")
     return f"{value:.{digits}f} h"
+
+
+def _n(count: int, noun: str) -> str:
+    """``1 job``, ``2 jobs``."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _few(jobs: Optional[float]) -> bool:
+    """Whether a figure resting on ``jobs`` jobs says too little to be read (greyed)."""
+    return (jobs or 0) < MIN_JOBS_FOR_FIGURE
 
 
 def _pct(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.1f} %"
 
 
-def _figure(title: str, reading: str, body: str, note: str = "") -> str:
+def _figure(title: str, reading: str, body: str, note: str = "", few: bool = False) -> str:
+    """A section: title, chart, its reading in bold (greyed and marked when ``few``)."""
     extra = f'<div class="note">{escape(note)}</div>' if note else ""
-    return (
-        f"<h2>{escape(title)}</h2><figure>{body}<figcaption>"
-        f'<span class="reading">{escape(reading)}</span>{extra}</figcaption></figure>'
-    )
+    shown = f'<span class="reading">{escape(reading)}</span>'
+    if few:
+        shown = f'<span class="reading few">{escape(reading)} <em>({TOO_FEW})</em></span>'
+    return f"<h2>{escape(title)}</h2><figure>{body}<figcaption>{shown}{extra}</figcaption></figure>"
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], left: int = 1) -> str:
+def _cell(value: Any, name: bool) -> str:
+    """A table cell; a name (left column) longer than :data:`NAME_CHARS` is cut, whole in
+    its tooltip."""
+    text = str(value)
+    if not name:
+        return f"<td>{escape(text)}</td>"
+    if len(text) <= NAME_CHARS:
+        return f'<td class="l">{escape(text)}</td>'
+    return f'<td class="l" title="{escape(text)}">{escape(text[: NAME_CHARS - 1])}…</td>'
+
+
+def _table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    left: int = 1,
+    few: Sequence[bool] = (),
+) -> str:
+    """A table; the first ``left`` columns are names; the rows flagged in ``few`` are greyed
+    and marked "too few jobs"."""
     head = "".join(
         f'<th class="{"l" if i < left else ""}">{escape(h)}</th>' for i, h in enumerate(headers)
     )
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="{"l" if i < left else ""}">{escape(str(v))}</td>'
-            for i, v in enumerate(row)
-        )
-        + "</tr>"
-        for row in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    body = []
+    for n, row in enumerate(rows):
+        cells = "".join(_cell(v, i < left) for i, v in enumerate(row))
+        if n < len(few) and few[n]:
+            body.append(f'<tr class="few" title="{escape(TOO_FEW)}">{cells}</tr>')
+        else:
+            body.append(f"<tr>{cells}</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
 
 def header(data: Dict[str, Any], meta: Dict[str, Any]) -> str:
@@ -78,7 +120,8 @@ def header(data: Dict[str, Any], meta: Dict[str, Any]) -> str:
         f"<p>Scope: {escape(scope)}. Jobs ended {escape(str(t['first_end']))} to"
         f" {escape(str(t['last_end']))}. Deployment: {escape(str(meta['deployed_at']))}"
         f" ({escape(meta['deployed_how'])}).</p>"
-        f"<p>{t['jobs']} finished jobs of {t['users']} users: {t['before']} created before"
+        f"<p>{_n(t['jobs'], 'finished job')} of {_n(t['users'], 'user')}: {t['before']} created"
+        " before"
         f" deployment, {t['after_soft']} after it with a soft walltime (compared),"
         f" {t['after_without_soft']} after it without one (left out, as in the paper).</p>"
         f'<p class="note">Error = estimate - run time (positive: over-estimate). Classes by'
@@ -91,26 +134,77 @@ def _class_rows(data: Dict[str, Any], after: bool) -> Dict[str, Dict[str, Any]]:
     return {r["cls"]: r for r in data["by_class"] if r["after"] is after}
 
 
+def _weighted(rows: Sequence[Dict[str, Any]], key: str, weight: str = "jobs") -> Optional[float]:
+    """The mean of ``key`` over ``rows`` weighted by ``weight`` (None: no weight)."""
+    pairs = [(r[key], r[weight] or 0) for r in rows if r.get(key) is not None]
+    total = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / total if total else None
+
+
+def verdict_lines(data: Dict[str, Any]) -> List[Tuple[str, bool]]:
+    """Three lines for the top of the page: accuracy, under-estimates, waits; each with
+    whether it rests on too few jobs."""
+    after = list(_class_rows(data, True).values())
+    before = list(_class_rows(data, False).values())
+    jobs = sum(r["jobs"] for r in after)
+    wall, soft = _weighted(after, "wall_mae_h"), _weighted(after, "soft_mae_h")
+    if wall is None or soft is None:
+        accuracy = "Accuracy: no job to compare after deployment."
+    else:
+        better = "closer to" if soft < wall else "further from" if soft > wall else "as close to"
+        accuracy = (
+            f"Accuracy: soft walltimes were {better} the run times than the requested walltimes:"
+            f" mean absolute error {_h(soft)} against {_h(wall)} ({_n(jobs, 'job')} after"
+            " deployment)."
+        )
+    under_pct = _weighted(after, "under_pct")
+    under = (
+        f"Under-estimates: {_pct(under_pct)} of those jobs ran past their soft walltime, which"
+        " the server then extended."
+    )
+    waits = [_weighted(rows, "mean_wait_h", "timed_jobs") for rows in (before, after)]
+    timed = [_timed(rows) for rows in (before, after)]
+    wait_line = (
+        f"Waits: mean wait {_h(waits[0])} before deployment ({_n(timed[0], 'job')}),"
+        f" {_h(waits[1])} after ({_n(timed[1], 'job')}); the workloads differ, so compare"
+        " with care."
+    )
+    return [(accuracy, _few(jobs)), (under, _few(jobs)), (wait_line, _few(min(timed)))]
+
+
+def verdict(data: Dict[str, Any]) -> str:
+    """The three-line verdict: what changed for accuracy, under-estimates and waits."""
+    lines = "".join(
+        f'<p class="few">{escape(text)} <em>({TOO_FEW})</em></p>' if few
+        else f"<p>{escape(text)}</p>"
+        for text, few in verdict_lines(data)
+    )  # fmt: skip
+    return f'<div class="verdict" id="verdict"><h2>Verdict</h2>{lines}</div>'
+
+
 def summary(data: Dict[str, Any]) -> str:
-    """Per class after deployment: median errors, under-estimates (the headline table)."""
+    """Per class after deployment: mean absolute errors beside the under-estimates (the
+    headline table), then the signed medians."""
     after = _class_rows(data, True)
     rows = []
+    few = []
     for cls in CLASSES:
         r = after.get(cls)
         if r:
             rows.append(
-                (
-                    cls,
-                    r["jobs"],
-                    _h(r["median_wall_error_h"]),
-                    _h(r["median_soft_error_h"]),
-                    _pct(r["under_pct"]),
-                )  # fmt: skip
-            )
+                (cls, r["jobs"], _h(r["wall_mae_h"]), _h(r["soft_mae_h"]), _pct(r["under_pct"]),
+                 _h(r["median_wall_error_h"]), _h(r["median_soft_error_h"]))
+            )  # fmt: skip
+            few.append(_few(r["jobs"]))
     table = _table(
-        ("class", "jobs", "median error of walltime", "median error of soft walltime",
-         "under-estimated"), rows)  # fmt: skip
-    return f"<h2>Summary (after deployment)</h2>{table}"
+        ("class", "jobs", "mean absolute error of walltime", "mean absolute error of soft"
+         " walltime", "under-estimated", "median signed error of walltime",
+         "median signed error of soft walltime"), rows, few=few)  # fmt: skip
+    note = (
+        f'<p class="note">Greyed rows: {TOO_FEW}. Signed error = estimate - run time: a median'
+        " near 0 may hide errors both ways; the mean absolute error does not.</p>"
+    )
+    return f"<h2>Summary (after deployment)</h2>{table}{note}"
 
 
 def errors_by_month(data: Dict[str, Any]) -> str:
@@ -121,11 +215,12 @@ def errors_by_month(data: Dict[str, Any]) -> str:
         groups.append((f"{r['month']} {r['cls']} ({r['jobs']})", boxes))
     after = _class_rows(data, True)
     worst = [
-        f"{c}: {_h(after[c]['median_wall_error_h'])} -> {_h(after[c]['median_soft_error_h'])}"
+        f"{c}: {_h(after[c]['wall_mae_h'])} -> {_h(after[c]['soft_mae_h'])}"
+        + (" (too few jobs)" if _few(after[c]["jobs"]) else "")
         for c in CLASSES
         if c in after
     ]
-    reading = "Median error after deployment, walltime -> soft walltime: " + "; ".join(worst)
+    reading = "Mean absolute error after deployment, walltime -> soft walltime: " + "; ".join(worst)
     body = svg.legend([("walltime", svg.WALL), ("soft walltime", svg.SOFT)]) + svg.boxplots(
         groups, "error (h, signed log scale)"
     )
@@ -134,6 +229,7 @@ def errors_by_month(data: Dict[str, Any]) -> str:
         reading,
         body,
         "Boxes: quartiles; whiskers: 5th and 95th percentiles; (n) jobs compared.",
+        few=_few(data["totals"]["after_soft"]),
     )
 
 
@@ -183,6 +279,7 @@ def errors_by_queue(data: Dict[str, Any]) -> str:
         "Left boxes: runtime classes (short <= 2 h, medium <= 24 h, long), right boxes: queues"
         " ordered by the longest walltime seen in them; one scale for both. Jobs are routed by"
         " walltime, so long queues hold many jobs with short soft walltimes: watch each queue.",
+        few=_few(total),
     )
 
 
@@ -190,8 +287,10 @@ def per_user(data: Dict[str, Any]) -> str:
     """Figure 6: per-user improvement of the mean absolute error, sorted."""
     s = data["users"]["summary"]
     values = [r["improvement_h"] for r in data["users"]["per_user"]]
+    jobs = sum(r["jobs"] for r in data["users"]["per_user"])
+    users = _n(s["users"], "user")
     reading = (
-        f"Soft walltimes were more accurate for {_pct(s['improved_pct'])} of {s['users']} users;"
+        f"Soft walltimes were more accurate for {_pct(s['improved_pct'])} of {users};"
         f" by more than 1 h for {_pct(s['improved_1h_pct'])}, more than 24 h for"
         f" {_pct(s['improved_24h_pct'])}; median improvement {_h(s['median_improvement_h'])},"
         f" worst deterioration {_h(s['worst_deterioration_h'])}."
@@ -202,6 +301,7 @@ def per_user(data: Dict[str, Any]) -> str:
         svg.sorted_bars(values, "walltime MAE - soft MAE (h)"),
         "One bar per user: mean |walltime - run time| minus mean |soft walltime - run time|"
         " after deployment; above 0 the soft walltimes were better.",
+        few=_few(jobs),
     )
 
 
@@ -225,12 +325,14 @@ def under(data: Dict[str, Any]) -> str:
         deep,
         left=3,
     )
+    jobs = sum(r["jobs"] for r in ext)
     return _figure(
         "Under-estimates: run time beyond the soft walltime",
-        f"{under_pct:.1f} % of the jobs ran past their soft walltime, which the server then"
-        " extended (by 100 % of the original each time, never past the walltime).",
+        f"{under_pct:.1f} % of the {jobs} jobs ran past their soft walltime, which the server"
+        " then extended (by 100 % of the original each time, never past the walltime).",
         svg.bars(bars, "% of jobs") + "<h3>Deepest under-estimates</h3>" + table,
         "Bars: how many extensions each job needed.",
+        few=_few(jobs),
     )
 
 
@@ -273,6 +375,7 @@ def workload(data: Dict[str, Any]) -> str:
         "".join(rows),
         "Rows: processors per job; columns: run time or requested walltime; cells: % of the"
         " period's jobs or CPU-hours.",
+        few=_few(min(data["totals"]["before"], data["totals"]["after_soft"])),
     )
 
 
@@ -295,8 +398,10 @@ def wait(data: Dict[str, Any]) -> str:
     body = (
         svg.legend([("before", svg.BEFORE), ("after", svg.AFTER)])
         + '<div class="row">'
-        + svg.boxplots(wait_groups, "wait (h, log scale)")
-        + svg.boxplots(bsld_groups, "bounded slowdown (log scale)")
+        + svg.boxplots(wait_groups, "wait (h, log scale)", min_width=svg.PAGE_WIDTH // 2 - 10)
+        + svg.boxplots(
+            bsld_groups, "bounded slowdown (log scale)", min_width=svg.PAGE_WIDTH // 2 - 10
+        )
         + "</div>"
     )
     return _figure(
@@ -305,7 +410,13 @@ def wait(data: Dict[str, Any]) -> str:
         body,
         "Caveat (paper, section 4): the two periods ran different workloads; compare shapes"
         " and trends, not values. Bounded slowdown = max(1, (wait + run) / max(run, 10 min)).",
+        few=_few(min(_timed(before.values()), _timed(after.values()))),
     )
+
+
+def _timed(rows: Iterable[Dict[str, Any]]) -> int:
+    """Jobs with a start time (a wait) in ``rows``."""
+    return sum(r.get("timed_jobs") or 0 for r in rows)
 
 
 def worst(data: Dict[str, Any]) -> str:
@@ -319,17 +430,31 @@ def worst(data: Dict[str, Any]) -> str:
         key=lambda r: (-r["under_pct"], r["queue"]),
     )[:10]
     qrows = [(r["queue"], r["jobs"], _pct(r["under_pct"])) for r in queues]
-    reading = (
-        f"Worst user: {users[0][0]} ({users[0][2]} of {users[0][1]} jobs under-estimated)."
-        if users
-        else "No user has under-estimated soft walltimes."
-    )
+    reading = _worst_reading(users, data["users"]["per_user"])
     return _figure(
         "Where soft walltimes are worst",
         reading,
         _table(("user", "jobs", "under-estimated", "soft MAE", "walltime MAE"), users)
         + _table(("queue", "jobs", "under-estimated"), qrows),
         f"Only users and queues with at least {MIN_JOBS_FOR_WORST} jobs after deployment.",
+    )
+
+
+def _worst_reading(ranked: Sequence[Sequence[Any]], per_user: Sequence[Dict[str, Any]]) -> str:
+    """The worst user; when none has enough jobs to rank, whether smaller users were
+    under-estimated (never "no user" while the under-estimate share is above 0)."""
+    if ranked:
+        return (
+            f"Worst user: {ranked[0][0]} ({ranked[0][2]} of {ranked[0][1]} jobs under-estimated)."
+        )
+    smaller = [u for u in per_user if (u.get("under_pct") or 0) > 0]
+    if not smaller:
+        return "No user's soft walltimes were under-estimated."
+    jobs = sum(u["jobs"] for u in smaller)
+    return (
+        f"No user with at least {MIN_JOBS_FOR_WORST} jobs after deployment was under-estimated;"
+        f" {_n(len(smaller), 'user')} with fewer jobs ({_n(jobs, 'job')} in all) had"
+        " under-estimates: too few jobs to rank."
     )
 
 
@@ -347,10 +472,13 @@ def queue_fit(data: Dict[str, Any]) -> str:
         f"{fit} of {jobs} jobs ({100.0 * fit / jobs:.1f} %) sat in a queue longer than their"
         " soft walltime needed.",
         _table(
-            ("queue", "limit", "jobs", "would fit shorter", "share", "usual shorter queue"), rows
+            ("queue", "limit", "jobs", "would fit shorter", "share", "usual shorter queue"),
+            rows,
+            few=[_few(r["jobs"]) for r in data["queue_fit"]],
         ),  # fmt: skip
         "Queue limits: the longest walltime seen in each queue in this report's scope (the"
         " history does not record resources_max.walltime).",
+        few=_few(jobs),
     )
 
 
@@ -358,6 +486,7 @@ def render(data: Dict[str, Any], meta: Dict[str, Any]) -> str:
     """The whole page."""
     sections = (
         header(data, meta),
+        verdict(data),
         summary(data),
         errors_by_month(data),
         errors_by_queue(data),

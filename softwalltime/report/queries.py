@@ -32,6 +32,9 @@ BSLD_FLOOR_S = 600
 # A user or queue enters "worst" tables only with at least this many jobs after deployment:
 # with fewer, one unlucky job makes a 100 % under-estimate rate.
 MIN_JOBS_FOR_WORST = 10
+# A figure, row or reading that rests on fewer jobs than this is greyed out and marked "too
+# few jobs" (docs/report.md): below 30, a share's 95 % interval is wider than +-18 points.
+MIN_JOBS_FOR_FIGURE = 30
 WORST_ROWS = 10
 DEEPEST_ROWS = 15
 # Heatmap axes (Figure 9): processors, and run time or walltime. Upper bounds are
@@ -217,6 +220,8 @@ def by_class(conn: Connection) -> List[Dict[str, Any]]:
 
     ``wall_q`` and ``soft_q`` (hours): the error quantiles of Figure 7 (left); the medians
     are their middle values, unrounded (one sort per measure and group for both).
+    ``wall_mae_h`` and ``soft_mae_h``: the mean absolute errors (hours), the headline's
+    measure (a signed median near 0 hides errors both ways).
     """
     sql = """
     SELECT (ARRAY['short','medium','long'])[cls + 1] AS cls, after, count(*) AS jobs,
@@ -225,7 +230,9 @@ def by_class(conn: Connection) -> List[Dict[str, Any]]:
            percentile_cont(CAST(:q AS float8[])) WITHIN GROUP
                (ORDER BY soft_walltime_s - runtime_s) FILTER (WHERE after) AS soft_q,
            100.0 * avg(CASE WHEN runtime_s > soft_walltime_s THEN 1 ELSE 0 END)
-               FILTER (WHERE after) AS under_pct
+               FILTER (WHERE after) AS under_pct,
+           avg(abs(walltime_s - runtime_s)) / 3600.0 AS wall_mae_h,
+           avg(abs(soft_walltime_s - runtime_s)) FILTER (WHERE after) / 3600.0 AS soft_mae_h
     FROM report_jobs j WHERE compared GROUP BY j.cls, after ORDER BY j.cls, after
     """
     rows = _rows(conn, sql, q=list(QUANTILES))
@@ -235,7 +242,8 @@ def by_class(conn: Connection) -> List[Dict[str, Any]]:
             q = row[f"{kind}_q"]
             row[f"median_{kind}_error_h"] = None if q is None else q[middle] / 3600.0
             row[f"{kind}_q"] = _hours(q)
-        row["under_pct"] = None if row["under_pct"] is None else float(row["under_pct"])
+        for key in ("under_pct", "wall_mae_h", "soft_mae_h"):
+            row[key] = None if row[key] is None else float(row[key])
     return rows
 
 

@@ -47,14 +47,33 @@ def _fmt(v: float) -> str:
     return f"{v:g}" if abs(v) >= 0.01 or v == 0 else f"{v:.2g}"
 
 
-def boxplots(groups: Sequence[Tuple[str, Sequence[Box]]], y_label: str, log: bool = True) -> str:
-    """Box plots in groups (x) of a few boxes each; y is ``symlog`` when ``log``."""
+# The page's width for charts (html's body is 1200 px wide, less its margins).
+PAGE_WIDTH = 1150
+# Group labels longer than this are cut, whole in their tooltip.
+LABEL_CHARS = 28
+
+
+def _label(text: str) -> str:
+    """A label's SVG text: cut to :data:`LABEL_CHARS`, with the whole in a ``<title>``."""
+    if len(text) <= LABEL_CHARS:
+        return escape(text)
+    return f"<title>{escape(text)}</title>{escape(text[: LABEL_CHARS - 1])}…"
+
+
+def boxplots(
+    groups: Sequence[Tuple[str, Sequence[Box]]],
+    y_label: str,
+    log: bool = True,
+    min_width: int = PAGE_WIDTH,
+) -> str:
+    """Box plots in groups (x) of a few boxes each; y is ``symlog`` when ``log``. Few groups
+    are spread over ``min_width`` pixels."""
     values = [v for _, boxes in groups for _, q, _ in boxes if q for v in q]
     scale = symlog if log else float
     lo = min([scale(v) for v in values] + [0.0])
     hi = max([scale(v) for v in values] + [1.0 if not log else symlog(1.0)])
     per_group = max((len(b) for _, b in groups), default=1)
-    gw = 18 * per_group + 26
+    gw = max(18 * per_group + 26, (min_width - 130) / max(len(groups), 1))
     # A wide left margin: the first rotated x label reaches left of its group.
     width, height, left, top, bottom = 130 + gw * max(len(groups), 1), 350, 120, 14, 110
     plot_h = height - top - bottom
@@ -65,13 +84,14 @@ def boxplots(groups: Sequence[Tuple[str, Sequence[Box]]], y_label: str, log: boo
     parts = [_axis_y(_ticks(lo, hi, log), y, left, width, y_label, top + plot_h / 2)]
     for gi, (label, boxes) in enumerate(groups):
         x0 = left + 10 + gi * gw
+        first = x0 + (gw - 26 - 18 * len(boxes)) / 2  # the boxes in the middle of the group
         for bi, (name, q, colour) in enumerate(boxes):
             if q:
-                parts.append(_box(x0 + bi * 18, q, colour, y, name))
+                parts.append(_box(round(first + bi * 18, 1), q, colour, y, name))
         parts.append(
             f'<text x="{x0 + gw / 2 - 13:.1f}" y="{height - bottom + 14}" {_FONT}'
             f' text-anchor="end" transform="rotate(-35 {x0 + gw / 2 - 13:.1f}'
-            f' {height - bottom + 14})">{escape(label)}</text>'
+            f' {height - bottom + 14})">{_label(label)}</text>'
         )
     return _svg(width, height, parts)
 
@@ -132,7 +152,7 @@ def bars(values: Sequence[Tuple[str, float]], y_label: str, colour: str = SOFT) 
             f' fill="{colour}"/><text x="{x + 16}" y="{top + plot_h - h - 3:.1f}" {_FONT}'
             f' text-anchor="middle">{_fmt(round(v, 1))}</text>'
             f'<text x="{x + 16}" y="{height - bottom + 14}" {_FONT}'
-            f' text-anchor="middle">{escape(label)}</text>'
+            f' text-anchor="middle">{_label(label)}</text>'
         )
     return _svg(width, height, parts)
 
@@ -140,7 +160,7 @@ def bars(values: Sequence[Tuple[str, float]], y_label: str, colour: str = SOFT) 
 def sorted_bars(values: Sequence[float], y_label: str) -> str:
     """One thin bar per value (already sorted), symlog y: blue above 0, red below."""
     n = max(len(values), 1)
-    width, height, left, top, bottom = 760, 260, 60, 14, 24
+    width, height, left, top, bottom = PAGE_WIDTH, 260, 60, 14, 24
     plot_h, plot_w = height - top - bottom, width - left - 10
     lo = min([symlog(v) for v in values] + [0.0])
     hi = max([symlog(v) for v in values] + [symlog(1.0)])

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from ..hookpath.predict import PredictorParams
+from ..core.predict import PredictorParams
 from ..replay.evaluate import Trace
 from ..replay.traces import SWF, InputLimits, read_sources, sniff_format
 from .metrics import measure_all
@@ -46,6 +46,7 @@ def evaluate_trace(
     ert_sources: Sequence[str] = ERT_SOURCES,
     predictor_params: Optional[PredictorParams] = None,
     plot_dir: Optional[str] = None,
+    on_stage: Optional[Callable[[str], None]] = None,
 ) -> Dict[str, Any]:
     """Replay one workload through every method, per ERT source; the report as a dict.
 
@@ -56,13 +57,18 @@ def evaluate_trace(
     :param predictor_params: the v3 predictor's parameters for ``"soft"``
     :param plot_dir: also write the paper's figures (:mod:`.plots`) into
         ``plot_dir/<source name>-<ert>/``
+    :param on_stage: called with a few words before each stage (progress for a person)
     """
     if params is None:
         params = WaitParams()
+    stage = on_stage or (lambda text: None)
     report: Dict[str, Any] = {"source": trace.source, "by_ert": {}}
-    for ert in ert_sources:
+    for number, ert in enumerate(ert_sources, 1):
+        step = f"ERT {ert} ({number}/{len(ert_sources)})"
         started = time.perf_counter()
+        stage(f"{step}: preparing {len(trace.jobs):,} jobs")
         work = build(trace, ert, machine_procs, predictor_params)
+        stage(f"{step}: replaying {len(work.jobs):,} jobs through {len(METHODS)} predictors")
         res = replay_waits(work.jobs, work.machine_procs, params)
         elapsed = time.perf_counter() - started
         n = len(res.targets)
@@ -103,6 +109,7 @@ def evaluate_trace(
         if plot_dir is not None:
             from .plots import write_wait_plots
 
+            stage(f"{step}: plotting")
             name = os.path.basename(trace.source.split(", ")[0].rstrip("/")) or "source"
             write_wait_plots(res, os.path.join(plot_dir, f"{name}-{ert}"), f"{name}, ERT {ert}")
         report["by_ert"][ert] = {
