@@ -71,8 +71,17 @@ def test_each_service_has_its_timer_and_who_runs_it():
     ingest = unit(PKG / "systemd" / "softwalltime-ingest.service")
     assert ingest["User"] == ["softwalltime"] and ingest["NoNewPrivileges"] == ["yes"]
     assert ingest["ExecStart"] == ["/opt/softwalltime/bin/softwalltime-ingest --no-progress"]
-    for root in ("refresh", "status"):  # PBS manager work: qalter, qmgr, server logs
-        assert "User" not in unit(PKG / "systemd" / f"softwalltime-{root}.service")
+    # status stays root (hook data, server logs), sandboxed; refresh runs as the user, a PBS
+    # operator, after a root-only step that hands it the hook's listing and config
+    assert "User" not in unit(PKG / "systemd" / "softwalltime-status.service")
+    refresh = unit(PKG / "systemd" / "softwalltime-refresh.service")
+    assert refresh["User"] == ["softwalltime"]
+    assert refresh["ExecStartPre"] == [
+        "+/opt/softwalltime/bin/softwalltime refresh --export-hook /run/softwalltime/hook.json"
+    ]
+    assert refresh["ExecStart"] == [
+        "/opt/softwalltime/bin/softwalltime refresh --hook-file /run/softwalltime/hook.json"
+    ]
     status = unit(PKG / "systemd" / "softwalltime-status.service")
     assert "--prometheus ${SOFTWALLTIME_PROMETHEUS_FILE}" in status["ExecStart"][0]
     # the executables are the project's console scripts
@@ -80,8 +89,9 @@ def test_each_service_has_its_timer_and_who_runs_it():
     section = pyproject.split("[project.scripts]")[1].split("\n[")[0]
     scripts = set(re.findall(r"^([\w-]+) =", section, re.M))
     for path in UNITS:
-        for command in unit(path).get("ExecStart", []):
-            assert Path(command.split()[0]).name in scripts
+        u = unit(path)
+        for command in u.get("ExecStartPre", []) + u.get("ExecStart", []):
+            assert Path(command.lstrip("+").split()[0]).name in scripts
 
 
 @pytest.mark.parametrize("path", SHELL, ids=lambda p: p.name)

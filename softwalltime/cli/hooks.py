@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -35,8 +37,12 @@ from ..hookpath.config import (
 from ..hookpath.decide import MARK_RESOURCE
 from ..hookpath.rank import NAME as RANK_NAME
 from ..hookpath.rank import RANK_RESOURCE
+from ..pbsserver import refresh as refresh_lib
 
 HOOK_FILE = "softwalltime_hook.py"
+# The packages' system user: made a PBS operator by install (refresh's qalter and qstat as
+# that user), removed from the operators by uninstall; nothing when no such user exists.
+SERVICE_USER = refresh_lib.SERVICE_USER
 # queuejob: first prediction; runjob: refreshed with the final walltime; modifyjob: a
 # qalter of the walltime gets a prediction for the new walltime in the same request.
 HOOK_EVENTS = "queuejob,runjob,modifyjob"
@@ -186,6 +192,13 @@ def register(sub: Any) -> None:
         f" and write rank {RANK_NAME} in the hook config (for job_sort_formula; the setting"
         " rank does the same)",
     )
+    inst.add_argument(
+        "--operator",
+        default=SERVICE_USER,
+        metavar="USER",
+        help=f"make USER@this-host a PBS operator, for refresh's timer (default: {SERVICE_USER},"
+        " the packages' user, when it exists; '' for none)",
+    )
     inst.set_defaults(func=install)
 
     uninst = hsub.add_parser(
@@ -195,6 +208,12 @@ def register(sub: Any) -> None:
     )
     uninst.add_argument("--dry-run", action="store_true", help="print the command only")
     _common(uninst)
+    uninst.add_argument(
+        "--operator",
+        default=SERVICE_USER,
+        metavar="USER",
+        help=f"remove USER@this-host from the PBS operators (default: {SERVICE_USER}; '' for none)",
+    )
     uninst.set_defaults(func=uninstall)
 
 
@@ -237,6 +256,9 @@ def _validate(args: Any) -> None:
         raise SoftwalltimeError(f"invalid hook name {args.name!r}: use letters, digits, _ and -")
     if hasattr(args, "order") and not 1 <= args.order <= 1000:
         raise SoftwalltimeError(f"--order must be 1-1000 for a site hook, got {args.order}")
+    operator = getattr(args, "operator", "")
+    if operator and not _NAME_RE.match(operator):
+        raise SoftwalltimeError(f"invalid --operator {operator!r}: use letters, digits, _ and -")
     if hasattr(args, "alarm") and args.alarm < 1:
         raise SoftwalltimeError(f"--alarm must be at least 1 second, got {args.alarm}")
 
@@ -266,6 +288,38 @@ def _run_qmgr(qmgr: str, directive: str) -> None:
 def _qmgr_ok(qmgr: str, directive: str) -> bool:
     """Whether ``qmgr -c directive`` succeeds (``list ...``: the object exists)."""
     return _qmgr_run(qmgr, directive).returncode == 0
+
+
+def _operator(args: Any) -> str:
+    """``USER@host`` for ``--operator`` (checked by :func:`_validate`; this host's name as
+    PBS sees local clients), or "" when none is asked or no such user exists here."""
+    user = str(getattr(args, "operator", "") or "")
+    if not user:
+        return ""
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        return ""
+    return f"{user}@{socket.getfqdn()}"
+
+
+def _operators(qmgr: str) -> list[str]:
+    """The server's ``operators`` (empty when unset)."""
+    out = _qmgr_run(qmgr, "list server operators").stdout
+    for line in out.splitlines():
+        key, sep, value = line.strip().partition(" = ")
+        if sep and key == "operators":
+            return [v.strip() for v in value.split(",") if v.strip()]
+    return []
+
+
+def _set_operator(qmgr: str, entry: str, add: bool) -> None:
+    """Add ``entry`` to (or remove it from) the server's operators, once."""
+    present = entry in _operators(qmgr)
+    if present != add:
+        directive = f"set server operators {'+' if add else '-'}= {entry}"
+        _run_qmgr(qmgr, directive)
+        print(f"qmgr -c {shlex.quote(directive)}")
 
 
 def install(args: Any, settings: Settings) -> int:
@@ -311,6 +365,10 @@ def install(args: Any, settings: Settings) -> int:
             line = shlex.join([qmgr, "-c", directive])
             print(line.replace(" CONFIG'", ' \'"$config"').replace("CONFIG", "$config"))
         print('rm -f "$config"')
+        entry = _operator(args)
+        if entry:
+            print("# 4. refresh's user may qalter and see every job (skipped if it is one)")
+            print(shlex.join([qmgr, "-c", f"set server operators += {entry}"]))
         return 0
 
     fd, tmp = tempfile.mkstemp(prefix=f"{args.name}-", suffix=".json")  # mode 0600
@@ -330,6 +388,9 @@ def install(args: Any, settings: Settings) -> int:
             print(f"qmgr -c {shlex.quote(directive)}")
     finally:
         os.unlink(tmp)
+    entry = _operator(args)
+    if entry:
+        _set_operator(qmgr, entry, add=True)
     ranked = f"; rank {config['rank']} in {RANK_RESOURCE}" if config["rank"] != "off" else ""
     print(
         f"hook {args.name} installed (events {HOOK_EVENTS}; DSN {redact_dsn(settings.dsn)}{ranked})"
@@ -346,14 +407,19 @@ def uninstall(args: Any, settings: Settings) -> int:
     _validate(args)
     qmgr = _qmgr(args)
     directive = f"delete hook {args.name}"
+    entry = _operator(args)
     if args.dry_run:
         print(shlex.join([qmgr, "-c", directive]))
+        if entry:
+            print(shlex.join([qmgr, "-c", f"set server operators -= {entry}"]))
         for name in (MARK_RESOURCE, RANK_RESOURCE):
             delete = shlex.join([qmgr, "-c", f"delete resource {name}"])
             print(f"{delete}  # if it exists; refused while a job has it: kept then")
         return 0
     _run_qmgr(qmgr, directive)
     print(f"hook {args.name} deleted")
+    if entry:
+        _set_operator(qmgr, entry, add=False)
     for name in (MARK_RESOURCE, RANK_RESOURCE):
         if _qmgr_ok(qmgr, f"list resource {name}"):
             delete = f"delete resource {name}"
