@@ -24,7 +24,7 @@ PKG = REPO / "packaging"
 UNITS = sorted((PKG / "systemd").iterdir())
 MAINT = PKG / "libexec" / "softwalltime-maint"
 SCRIPTS = [PKG / "debian" / n for n in ("postinst", "prerm", "postrm")]
-SHELL = [*SCRIPTS, MAINT, PKG / "build-venv.sh", PKG / "build-deb.sh", PKG / "build-rpm.sh"]
+SHELL = [*SCRIPTS, MAINT, *(PKG / f"build-{n}.sh" for n in ("venv", "wheels", "deb", "rpm"))]
 
 
 def _in_ci() -> bool:
@@ -64,7 +64,13 @@ def test_the_units_verify(tmp_path):
 
 def test_each_service_has_its_timer_and_who_runs_it():
     names = {p.name for p in UNITS}
-    for job, every in (("ingest", "*:0/5"), ("refresh", "*:0/15"), ("status", "minutely")):
+    for job, every in (
+        ("ingest", "*:0/5"),
+        ("refresh", "*:0/15"),
+        ("status", "minutely"),
+        ("calibrate", "*:2/10"),
+        ("wait-publish", "*:1/5"),
+    ):
         assert {f"softwalltime-{job}.service", f"softwalltime-{job}.timer"} <= names
         timer = unit(PKG / "systemd" / f"softwalltime-{job}.timer")
         assert timer["OnCalendar"] == [every] and timer["WantedBy"] == ["timers.target"]
@@ -74,6 +80,10 @@ def test_each_service_has_its_timer_and_who_runs_it():
     # status stays root (hook data, server logs), sandboxed; refresh runs as the user, a PBS
     # operator, after a root-only step that hands it the hook's listing and config
     assert "User" not in unit(PKG / "systemd" / "softwalltime-status.service")
+    assert "User" not in unit(PKG / "systemd" / "softwalltime-wait-publish.service")  # qmgr
+    calibrate = unit(PKG / "systemd" / "softwalltime-calibrate.service")
+    assert calibrate["User"] == ["softwalltime"]
+    assert calibrate["ExecStart"] == ["/opt/softwalltime/bin/softwalltime calibrate"]
     refresh = unit(PKG / "systemd" / "softwalltime-refresh.service")
     assert refresh["User"] == ["softwalltime"]
     assert refresh["ExecStartPre"] == [
@@ -115,6 +125,9 @@ def test_maintainer_scripts_call_only_actions_the_helper_has():
     for path in [*SCRIPTS, PKG / "softwalltime.spec"]:
         called |= set(re.findall(r"(?:\$M|%\{maint\}) ([a-z-]+)", path.read_text()))
     assert called and called <= actions, called - actions
+    # every unit the package ships is one the helper stops and disables on removal
+    listed = re.findall(r"^(?:TIMERS|SERVICES)=\"(.*)\"$", MAINT.read_text(), re.M)
+    assert sorted(" ".join(listed).split()) == sorted(p.name for p in UNITS)
     # removal undoes installation: each step has its opposite
     assert {"user-add", "acl-add", "acl-del", "hook-del", "units-stop"} <= called
 

@@ -23,6 +23,7 @@ SERVICES = sorted(PKG.glob("*.service"))
 # writes into node_exporter's folder and reads PBS_HOME whoever owns them.
 USER_CAPS = {"softwalltime-refresh.service": {"CAP_NET_BIND_SERVICE"}}
 ROOT_CAPS = {
+    "softwalltime-wait-publish.service": {"CAP_NET_BIND_SERVICE"},
     "softwalltime-status.service": {
         "CAP_NET_BIND_SERVICE",
         "CAP_DAC_OVERRIDE",
@@ -51,10 +52,12 @@ MAX_SCORE = 3.0
 
 def test_the_services_are_the_four_known_ones():
     assert [p.name for p in SERVICES] == [
+        "softwalltime-calibrate.service",
         "softwalltime-ingest.service",
         "softwalltime-prune.service",
         "softwalltime-refresh.service",
         "softwalltime-status.service",
+        "softwalltime-wait-publish.service",
     ]
 
 
