@@ -46,6 +46,13 @@ ln -sfn python3 "$venv/bin/python"
 find "$venv" -name __pycache__ -prune -exec rm -rf {} +
 # Shared objects as the distributions ship them: without symbols, not executable.
 find "$venv" -name '*.so' -type f -exec strip --strip-unneeded {} + -exec chmod 0644 {} +
+# ... and with no run path of the build host (lintian, rpmlint: rpath)
+for lib in $(find "$venv" -name '*.so' -type f); do
+	if readelf -d "$lib" | grep -Eq '\((RUNPATH|RPATH)\)'; then
+		echo "build-venv.sh: $lib has a run path: $(readelf -d "$lib" | grep -E 'RUNPATH|RPATH')" >&2
+		exit 1
+	fi
+done
 "$venv/bin/python" -m compileall -q -j 0 -s "$root" -p / "$venv/lib" >/dev/null
 install -d "$venv/libexec"
 install -m 0755 "$(dirname "$0")/libexec/softwalltime-maint" "$venv/libexec/"

@@ -26,8 +26,13 @@ command -v pg_config >/dev/null || {
 	echo "build-wheels.sh: pg_config missing (apt-get install libpq-dev; dnf install libpq-devel)" >&2
 	exit 1
 }
+# Extensions linked without the build interpreter's run path (a pyenv Python's LDSHARED has
+# -Wl,-rpath to its own lib folder); build-venv.sh refuses any RUNPATH left.
+LDSHARED="${CC:-gcc} -shared"
+export LDSHARED
 "$pip" wheel --quiet --disable-pip-version-check --wheel-dir "$wheels" "$repo"
-"$pip" wheel --quiet --disable-pip-version-check --no-binary psycopg2 --no-deps \
-	--wheel-dir "$wheels" "psycopg2>=2.9"
+# --no-cache-dir: a psycopg2 wheel cached from another build may carry another run path
+"$pip" wheel --quiet --disable-pip-version-check --no-cache-dir --no-binary psycopg2 \
+	--no-deps --wheel-dir "$wheels" "psycopg2>=2.9"
 rm -f "$wheels"/psycopg2_binary-*.whl
 "$build_python" "$here/compile_simulator.py" --wheel "$wheels"/softwalltime-*-py3-none-any.whl >/dev/null

@@ -46,8 +46,9 @@ def clean() -> None:
             print(f"removed {os.path.relpath(ext, REPO)}")
 
 
-def build(into: Path = FOLDER) -> list[Path]:
-    """Build the extensions from the checkout's sources; copy them into ``into``."""
+def build(into: Path = FOLDER, force: bool = False) -> list[Path]:
+    """Build the extensions from the checkout's sources; copy them into ``into``. ``force``:
+    link them again even when build/mypyc holds them already (another LDSHARED)."""
     from mypyc.build import mypycify
     from setuptools import setup
 
@@ -58,7 +59,8 @@ def build(into: Path = FOLDER) -> list[Path]:
     setup(
         name="softwalltime-simulator",
         ext_modules=mypycify(paths, group_name=native.GROUP, target_dir=str(BUILD)),
-        script_args=["--quiet", "build_ext", "--build-lib", str(lib), "--build-temp", "temp"],
+        script_args=["--quiet", "build_ext", "--build-lib", str(lib), "--build-temp", "temp"]
+        + (["--force"] if force else []),
     )
     os.chdir(REPO)
     built = []
@@ -83,7 +85,7 @@ def platform_wheel(pure: Path) -> Path:
     staging = BUILD / "wheel-ext"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    extensions = build(staging)
+    extensions = build(staging, force=True)
     info = f"{name}-{version}.dist-info"
     with zipfile.ZipFile(pure) as src, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as out:
         records = []
