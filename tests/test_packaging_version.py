@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 VERSION = softwalltime.__version__
 CHANGELOG = REPO / "packaging" / "changelog.py"
 # "until 0.3", "under 0.3": a version spoken of as the past (not "0.3 s" or "0.3 %")
-PAST = re.compile(r"\b(?:[Uu]ntil|[Bb]efore|under|[Ss]ince|in) (\d+)\.(\d+)\b(?! ?[%hms])")
+PAST = re.compile(r"\b(?:[Uu]ntil|[Bb]efore|under|[Ss]ince) (\d+)\.(\d+)\b(?! ?[%hms])")
 
 
 def changelog(what: str) -> str:
