@@ -181,7 +181,7 @@ def test_pages_say_exit_status_and_the_scripts_environment_and_files(written):
 
 
 def test_the_config_page_lists_every_setting_and_renders(tmp_path):
-    from softwalltime.hookpath.config import load_settings
+    from softwalltime.core.config import load_settings
 
     path = manpage.write_config(tmp_path)
     assert path.name == "softwalltime.json.5"

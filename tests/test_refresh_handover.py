@@ -12,7 +12,7 @@ import stat
 import pytest
 
 from softwalltime.cli import main
-from softwalltime.hookpath.config import load_settings
+from softwalltime.core.config import load_settings
 from softwalltime.pbsserver import refresh as r
 from softwalltime.pbsserver.commands import Pbs
 

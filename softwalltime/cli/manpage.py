@@ -240,7 +240,7 @@ def render(page: Page, pages: dict[str, Page], date: str) -> str:
 def render_config(date: str) -> str:
     """``softwalltime.json(5)``: every setting with its environment variable, default and
     accepted range, from the settings loader itself."""
-    from ..hookpath.config import ENV_PREFIX, RANGES, load_settings
+    from ..core.config import ENV_PREFIX, RANGES, load_settings
 
     defaults = load_settings(None, environ={})
     lines = _header(escape(CONFIG_PAGE), "5", date)
