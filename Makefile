@@ -36,9 +36,9 @@ pytest: compile
 compile: $(VENV)/.installed
 	$(BIN)/python packaging/compile_simulator.py --if-needed
 
-## man: a man page per command and subcommand in build/man (from the argparse definitions)
+## man: a man page per command and subcommand, and softwalltime.json(5), in build/man (from the argparse definitions)
 man: $(VENV)/.installed
-	$(BIN)/python -m softwalltime.cli.manpage build/man
+	$(BIN)/python -m softwalltime.cli.manpage build/man --config-page build/man
 
 ## test-pbs: the hook inside a real OpenPBS server (root, Debian 12; ../shared/openpbs)
 .PHONY: test-pbs

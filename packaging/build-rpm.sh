@@ -1,10 +1,13 @@
 #!/bin/sh
 # build-rpm.sh [OUTDIR]: the RPM of this checkout with rpmbuild, into OUTDIR (default dist/).
-# `make rpm` runs it. pip makes the wheelhouse first (the only step that may fetch); rpmbuild
-# then builds offline from packaging/softwalltime.spec. Environment: PIP (default
-# .venv/bin/pip). The venv runs on /usr/bin/python3.11 of the target (EL8.8+/EL9.2+:
+# `make rpm` runs it. pip makes the wheelhouse first (build-wheels.sh, the only step that may
+# fetch); rpmbuild then builds offline from packaging/softwalltime.spec. Environment: PIP
+# (default .venv/bin/pip), DEBFULLNAME and DEBEMAIL (the packager; default: the checkout's git
+# identity). The venv runs on /usr/bin/python3.11 of the target (EL8.8+/EL9.2+:
 # dnf install python3.11).
 set -eu
+# the packaged code only: never a checkout put first by the caller's PYTHONPATH
+unset PYTHONPATH
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 out=$(realpath -m "${1:-$repo/dist}")
@@ -15,7 +18,9 @@ version=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$repo/softwalltime/__init__.
 
 rm -rf "$build"
 mkdir -p "$build" "$out"
-"$pip" wheel --quiet --disable-pip-version-check --wheel-dir "$build/wheelhouse" "$repo"
+PIP=$pip "$here/build-wheels.sh" "$build/wheelhouse" python3.11
+python3 "$here/changelog.py" rpm >"$build/changelog"
+packager=$(python3 "$here/changelog.py" maintainer)
 rpmbuild -bb --quiet \
 	--define "_topdir $build/top" \
 	--define "_rpmdir $out" \
@@ -23,5 +28,7 @@ rpmbuild -bb --quiet \
 	--define "swt_version $version" \
 	--define "swt_src $repo" \
 	--define "swt_wheelhouse $build/wheelhouse" \
+	--define "swt_changelog $build/changelog" \
+	--define "packager $packager" \
 	"$here/softwalltime.spec" >&2
 ls "$out"/softwalltime-"$version"-1.*.rpm

@@ -1,6 +1,7 @@
 """Compile the simulator's hot modules with mypyc, in place: ``make compile``.
 
     python packaging/compile_simulator.py [--if-needed] [--clean]
+    python packaging/compile_simulator.py --wheel DIST/softwalltime-V-py3-none-any.whl
 
 Builds softwalltime/replay/{corrections,profile,easy} (:data:`softwalltime.replay.native.MODULES`)
 as C extensions beside their sources, with the intermediate files in build/mypyc; ``--clean``
@@ -8,15 +9,25 @@ removes the extensions (the modules then run as plain Python); ``--if-needed`` b
 when an extension is missing or older than a source (:func:`~softwalltime.replay.native.built`).
 Needs mypy (the dev extra), a C compiler and the Python headers. Where the build fails, the
 exit status is 1 with ``CI`` set and 0 otherwise, after a warning: the modules then run as
-plain Python, as in the packages (the wheel never carries these files).
+plain Python.
+
+``--wheel PURE``: the platform wheel of the packages (black and mypy ship theirs the same
+way): PURE's files plus the extensions, tagged for this interpreter
+(``softwalltime-V-cp311-cp311-linux_x86_64.whl`` beside PURE), so pip prefers it where it
+runs; the sources stay inside, and PURE stays the pure-Python fallback for any other
+interpreter. A failed build is exit 1 then (the packages must not ship without it).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import os
 import shutil
 import sys
+import sysconfig
+import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,7 +46,9 @@ def clean() -> None:
             print(f"removed {os.path.relpath(ext, REPO)}")
 
 
-def build() -> None:
+def build(into: Path = FOLDER, force: bool = False) -> list[Path]:
+    """Build the extensions from the checkout's sources; copy them into ``into``. ``force``:
+    link them again even when build/mypyc holds them already (another LDSHARED)."""
     from mypyc.build import mypycify
     from setuptools import setup
 
@@ -46,18 +59,71 @@ def build() -> None:
     setup(
         name="softwalltime-simulator",
         ext_modules=mypycify(paths, group_name=native.GROUP, target_dir=str(BUILD)),
-        script_args=["--quiet", "build_ext", "--build-lib", str(lib), "--build-temp", "temp"],
+        script_args=["--quiet", "build_ext", "--build-lib", str(lib), "--build-temp", "temp"]
+        + (["--force"] if force else []),
     )
+    os.chdir(REPO)
+    built = []
     for ext in sorted((lib / "softwalltime" / "replay").iterdir()):
-        shutil.copy(ext, FOLDER / ext.name)  # now: newer than the sources
-        print(f"built {os.path.relpath(FOLDER / ext.name, REPO)}")
+        shutil.copy(ext, into / ext.name)  # now: newer than the sources
+        built.append(into / ext.name)
+        print(f"built {os.path.relpath(into / ext.name, REPO)}")
+    return built
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def platform_wheel(pure: Path) -> Path:
+    """PURE plus this interpreter's extensions, as a platform wheel beside it."""
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    plat = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    name, version = pure.name.split("-")[:2]
+    target = pure.with_name(f"{name}-{version}-{tag}-{tag}-{plat}.whl")
+    staging = BUILD / "wheel-ext"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    extensions = build(staging, force=True)
+    info = f"{name}-{version}.dist-info"
+    with zipfile.ZipFile(pure) as src, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as out:
+        records = []
+        for item in src.infolist():
+            if item.filename == f"{info}/RECORD":
+                continue
+            data = src.read(item)
+            if item.filename == f"{info}/WHEEL":
+                lines = [ln for ln in data.decode().splitlines() if not ln.startswith(("Tag:", "Root-Is-Purelib:"))]
+                lines += ["Root-Is-Purelib: false", f"Tag: {tag}-{tag}-{plat}"]
+                data = ("\n".join(lines) + "\n").encode()
+            out.writestr(item, data)
+            records.append(_record_line(item.filename, data))
+        for ext in extensions:
+            arcname = f"softwalltime/replay/{ext.name}"
+            data = ext.read_bytes()
+            info_ = zipfile.ZipInfo(arcname, date_time=(1980, 1, 1, 0, 0, 0))
+            info_.external_attr = 0o644 << 16
+            out.writestr(info_, data, zipfile.ZIP_DEFLATED)
+            records.append(_record_line(arcname, data))
+        records.append(f"{info}/RECORD,,")
+        out.writestr(f"{info}/RECORD", "\n".join(records) + "\n")
+    print(target)
+    return target
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clean", action="store_true", help="remove the extensions")
     parser.add_argument("--if-needed", action="store_true", help="only if missing or stale")
+    parser.add_argument("--wheel", type=Path, metavar="PURE", help="make the platform wheel")
     args = parser.parse_args()
+    if args.wheel:
+        try:
+            platform_wheel(args.wheel.resolve())
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - setuptools exits on errors
+            sys.exit(f"compile_simulator: the platform wheel failed ({exc!r})")
+        return
     if args.if_needed and native.built(str(FOLDER)):
         return
     clean()

@@ -10,7 +10,7 @@ import logging
 import os
 from typing import Dict
 
-__version__ = "0.2.0"
+__version__ = "0.4.0"
 
 
 def _folder_mtimes() -> Dict[str, int]:

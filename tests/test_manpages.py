@@ -163,3 +163,42 @@ def test_the_module_runs_as_make_man_does(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"{len(_expected())} man pages in {out}\n"
     assert (out / "softwalltime.1").is_file()
+
+
+def test_pages_say_exit_status_and_the_scripts_environment_and_files(written):
+    """Issue 33: EXIT STATUS on every page (the command's own statuses where its description
+    gives them); ENVIRONMENT and FILES on the console scripts' pages."""
+    for name, text in written.items():
+        assert ".SH EXIT STATUS" in text, name
+    assert "0: done; 1: some jobs failed" in written["softwalltime-refresh.1"]
+    assert "0 OK, 1 warning, 2 critical, 3 unknown" in written["softwalltime-status.1"]
+    assert "2: the command line is wrong" in written["softwalltime-predict.1"]
+    for name in ("softwalltime.1", "softwalltime-ingest.1"):
+        text = written[name]
+        assert ".SH ENVIRONMENT" in text and ".SH FILES" in text, name
+        assert "SOFTWALLTIME_CONFIG" in text and "/etc/softwalltime.json" in text
+    assert ".SH ENVIRONMENT" not in written["softwalltime-db-upgrade.1"]
+
+
+def test_the_config_page_lists_every_setting_and_renders(tmp_path):
+    from softwalltime.core.config import load_settings
+
+    path = manpage.write_config(tmp_path)
+    assert path.name == "softwalltime.json.5"
+    text = path.read_text(encoding="ascii")
+    assert text.startswith('.TH "SOFTWALLTIME.JSON" "5"')
+    for key in load_settings(None, environ={})._fields:
+        if key != "source":
+            assert f".B {manpage.escape(key)}\n" in text, key
+    assert "SOFTWALLTIME_V3_JOBS; default 15; 1 to 1000" in text
+    if os.path.exists("/usr/bin/groff") and os.path.exists("/usr/bin/man"):
+        assert _man_warnings(path) == ""
+    proc = subprocess.run(
+        [sys.executable, "-m", "softwalltime.cli.manpage", "--gzip", str(tmp_path / "1"),
+         "--config-page", str(tmp_path / "5")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert gzip.decompress((tmp_path / "5" / "softwalltime.json.5.gz").read_bytes()) == (
+        text.encode()
+    )

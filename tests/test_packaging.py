@@ -24,7 +24,7 @@ PKG = REPO / "packaging"
 UNITS = sorted((PKG / "systemd").iterdir())
 MAINT = PKG / "libexec" / "softwalltime-maint"
 SCRIPTS = [PKG / "debian" / n for n in ("postinst", "prerm", "postrm")]
-SHELL = [*SCRIPTS, MAINT, PKG / "build-venv.sh", PKG / "build-deb.sh", PKG / "build-rpm.sh"]
+SHELL = [*SCRIPTS, MAINT, *(PKG / f"build-{n}.sh" for n in ("venv", "wheels", "deb", "rpm"))]
 
 
 def _in_ci() -> bool:
@@ -64,15 +64,34 @@ def test_the_units_verify(tmp_path):
 
 def test_each_service_has_its_timer_and_who_runs_it():
     names = {p.name for p in UNITS}
-    for job, every in (("ingest", "*:0/5"), ("refresh", "*:0/15"), ("status", "minutely")):
+    for job, every in (
+        ("ingest", "*:0/5"),
+        ("refresh", "*:0/15"),
+        ("status", "minutely"),
+        ("calibrate", "*:2/10"),
+        ("wait-publish", "*:1/5"),
+    ):
         assert {f"softwalltime-{job}.service", f"softwalltime-{job}.timer"} <= names
         timer = unit(PKG / "systemd" / f"softwalltime-{job}.timer")
         assert timer["OnCalendar"] == [every] and timer["WantedBy"] == ["timers.target"]
     ingest = unit(PKG / "systemd" / "softwalltime-ingest.service")
     assert ingest["User"] == ["softwalltime"] and ingest["NoNewPrivileges"] == ["yes"]
     assert ingest["ExecStart"] == ["/opt/softwalltime/bin/softwalltime-ingest --no-progress"]
-    for root in ("refresh", "status"):  # PBS manager work: qalter, qmgr, server logs
-        assert "User" not in unit(PKG / "systemd" / f"softwalltime-{root}.service")
+    # status stays root (hook data, server logs), sandboxed; refresh runs as the user, a PBS
+    # operator, after a root-only step that hands it the hook's listing and config
+    assert "User" not in unit(PKG / "systemd" / "softwalltime-status.service")
+    assert "User" not in unit(PKG / "systemd" / "softwalltime-wait-publish.service")  # qmgr
+    calibrate = unit(PKG / "systemd" / "softwalltime-calibrate.service")
+    assert calibrate["User"] == ["softwalltime"]
+    assert calibrate["ExecStart"] == ["/opt/softwalltime/bin/softwalltime calibrate"]
+    refresh = unit(PKG / "systemd" / "softwalltime-refresh.service")
+    assert refresh["User"] == ["softwalltime"]
+    assert refresh["ExecStartPre"] == [
+        "+/opt/softwalltime/bin/softwalltime refresh --export-hook /run/softwalltime/hook.json"
+    ]
+    assert refresh["ExecStart"] == [
+        "/opt/softwalltime/bin/softwalltime refresh --hook-file /run/softwalltime/hook.json"
+    ]
     status = unit(PKG / "systemd" / "softwalltime-status.service")
     assert "--prometheus ${SOFTWALLTIME_PROMETHEUS_FILE}" in status["ExecStart"][0]
     # the executables are the project's console scripts
@@ -80,8 +99,9 @@ def test_each_service_has_its_timer_and_who_runs_it():
     section = pyproject.split("[project.scripts]")[1].split("\n[")[0]
     scripts = set(re.findall(r"^([\w-]+) =", section, re.M))
     for path in UNITS:
-        for command in unit(path).get("ExecStart", []):
-            assert Path(command.split()[0]).name in scripts
+        u = unit(path)
+        for command in u.get("ExecStartPre", []) + u.get("ExecStart", []):
+            assert Path(command.lstrip("+").split()[0]).name in scripts
 
 
 @pytest.mark.parametrize("path", SHELL, ids=lambda p: p.name)
@@ -105,6 +125,9 @@ def test_maintainer_scripts_call_only_actions_the_helper_has():
     for path in [*SCRIPTS, PKG / "softwalltime.spec"]:
         called |= set(re.findall(r"(?:\$M|%\{maint\}) ([a-z-]+)", path.read_text()))
     assert called and called <= actions, called - actions
+    # every unit the package ships is one the helper stops and disables on removal
+    listed = re.findall(r"^(?:TIMERS|SERVICES)=\"(.*)\"$", MAINT.read_text(), re.M)
+    assert sorted(" ".join(listed).split()) == sorted(p.name for p in UNITS)
     # removal undoes installation: each step has its opposite
     assert {"user-add", "acl-add", "acl-del", "hook-del", "units-stop"} <= called
 

@@ -8,6 +8,7 @@ used and purged on the real OpenPBS host is tests/pbs/test_package_real.py.
 
 from __future__ import annotations
 
+import gzip
 import os
 import subprocess
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from helpers_packaging import build_package
 from helpers_runtime import need_runtime
 
+import softwalltime
 from softwalltime.cli import manpage
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,3 +66,40 @@ def test_a_man_page_per_command_that_man_renders(unpacked):
         )
         assert proc.returncode == 0 and proc.stderr == "", (name, proc.stderr)
         assert "SEE ALSO" in proc.stdout, name
+
+
+def test_the_distributions_rules(deb_file, unpacked):
+    """Issue 33: what lintian asked for besides the /opt venv's inherent findings."""
+    fields = subprocess.run(
+        ["dpkg-deb", "-f", str(deb_file)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "Homepage:" not in fields  # never another project's page
+    maintainer = next(ln for ln in fields.splitlines() if ln.startswith("Maintainer:"))
+    assert "@" in maintainer and "localhost" not in maintainer
+    depends = next(ln for ln in fields.splitlines() if ln.startswith("Depends:"))
+    assert "libpq5" in depends and "libc6 (>=" in depends  # psycopg2 on the system's libpq
+    site = unpacked / "opt/softwalltime/lib/python3.11/site-packages"
+    assert not list(site.glob("psycopg2_binary*"))
+    for lib in site.rglob("*.so"):
+        assert lib.stat().st_mode & 0o111 == 0, lib
+    compiled = sorted(p.name.split(".")[0] for p in (site / "softwalltime/replay").glob("*.so"))
+    assert compiled == ["corrections", "easy", "native__mypyc", "profile"]
+    # the unpacked venv runs them (its python links to the system's python3.11)
+    code = (
+        "import softwalltime.replay.native as n, psycopg2; print(n.compiled(), psycopg2.__file__)"
+    )
+    ran = subprocess.run(
+        [str(unpacked / "opt/softwalltime/bin/python"), "-I", "-c", code],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("['corrections', 'profile', 'easy'] " + str(site)), ran.stdout
+    doc = unpacked / DOC.lstrip("/")
+    changelog = gzip.decompress((doc / "changelog.gz").read_bytes()).decode()
+    assert changelog.startswith(f"softwalltime ({softwalltime.__version__}) ")
+    assert "Copyright: " in (doc / "copyright").read_text()
+    for path in ("usr/lib/sysusers.d/softwalltime.conf", "usr/lib/tmpfiles.d/softwalltime.conf",
+                 "usr/share/man/man5/softwalltime.json.5.gz",
+                 "usr/share/bash-completion/completions/softwalltime",
+                 "usr/share/zsh/vendor-completions/_softwalltime"):  # fmt: skip
+        assert (unpacked / path).is_file(), path

@@ -1,6 +1,7 @@
-"""Issue 32 item 3: every unit is sandboxed, root ones too (refresh and status run as root:
-PBS shows hook data to root only), and ``systemd-analyze security --offline`` scores each
-at most 3.0 (a skip locally without systemd-analyze, a failure in CI)."""
+"""Issue 32 item 3: every unit is sandboxed, the root one too (status runs as root: PBS shows
+hook data to root only; refresh runs as the service user after a root-only step that hands
+it the hook's data), and ``systemd-analyze security --offline`` scores each at most 3.0 (a
+skip locally without systemd-analyze, a failure in CI)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,16 @@ import pytest
 from helpers_runtime import skip_or_fail
 from test_packaging import unit
 
-from softwalltime.pbsserver.refresh import DEFAULT_LOCK
+from softwalltime.pbsserver.refresh import DEFAULT_HOOK_FILE, DEFAULT_LOCK
 
 PKG = Path(__file__).resolve().parents[1] / "packaging" / "systemd"
 SERVICES = sorted(PKG.glob("*.service"))
-# What a root unit may keep: resvport's privileged port (PBS's client authentication);
-# status also writes into node_exporter's folder and reads PBS_HOME whoever owns them.
+# What a unit may keep: resvport's privileged port (PBS's client authentication: refresh's
+# user binds it itself, since NoNewPrivileges stops the setuid pbs_iff); status (root) also
+# writes into node_exporter's folder and reads PBS_HOME whoever owns them.
+USER_CAPS = {"softwalltime-refresh.service": {"CAP_NET_BIND_SERVICE"}}
 ROOT_CAPS = {
-    "softwalltime-refresh.service": {"CAP_NET_BIND_SERVICE"},
+    "softwalltime-wait-publish.service": {"CAP_NET_BIND_SERVICE"},
     "softwalltime-status.service": {
         "CAP_NET_BIND_SERVICE",
         "CAP_DAC_OVERRIDE",
@@ -49,10 +52,12 @@ MAX_SCORE = 3.0
 
 def test_the_services_are_the_four_known_ones():
     assert [p.name for p in SERVICES] == [
+        "softwalltime-calibrate.service",
         "softwalltime-ingest.service",
         "softwalltime-prune.service",
         "softwalltime-refresh.service",
         "softwalltime-status.service",
+        "softwalltime-wait-publish.service",
     ]
 
 
@@ -67,7 +72,13 @@ def test_every_service_is_sandboxed(path):
     assert "@system-service" in u["SystemCallFilter"]
     caps = set(" ".join(u["CapabilityBoundingSet"]).split())
     if "User" in u:
-        assert u["User"] == ["softwalltime"] and caps == set()
+        assert u["User"] == ["softwalltime"]
+        assert caps == USER_CAPS.get(path.name, set()), caps
+        ambient = set(" ".join(u.get("AmbientCapabilities", [])).split())
+        assert ambient == caps, ambient
+        # a root-only step (+) only to hand over what PBS shows to root
+        for line in u.get("ExecStartPre", []):
+            assert not line.startswith("+") or "--export-hook" in line, line
     else:  # root: only what PBS needs
         assert caps == ROOT_CAPS[path.name], caps
         assert u["AmbientCapabilities"] == [""]
@@ -76,7 +87,12 @@ def test_every_service_is_sandboxed(path):
 def test_refresh_has_its_lock_folder_and_status_may_write_its_metrics():
     refresh = unit(PKG / "softwalltime-refresh.service")
     assert f"/run/{refresh['RuntimeDirectory'][0]}" == str(Path(DEFAULT_LOCK).parent)
-    assert refresh["RuntimeDirectoryMode"] == ["0755"]  # writable by its user only
+    assert Path(DEFAULT_HOOK_FILE).parent == Path(DEFAULT_LOCK).parent
+    assert refresh["RuntimeDirectoryMode"] == ["0750"]  # writable by its user only
+    assert [line.split()[-1] for line in refresh["ExecStartPre"] + refresh["ExecStart"]] == [
+        DEFAULT_HOOK_FILE,
+        DEFAULT_HOOK_FILE,
+    ]
     status = unit(PKG / "softwalltime-status.service")
     default = status["Environment"][0].partition("=")[2]
     assert status["ReadWritePaths"] == [f"-{Path(default).parent}"]

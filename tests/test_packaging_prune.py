@@ -41,7 +41,7 @@ def _cron_prune(tmp_path: Path, files: dict[str, str]) -> str:
     (line,) = [
         ln
         for ln in (PKG / "softwalltime.cron").read_text().splitlines()
-        if ln.endswith("db prune >/dev/null")
+        if ln.endswith(" db prune")
     ]
     fields = line.split(None, 6)
     assert fields[:6] == ["17", "3", "*", "*", "*", "softwalltime"]
@@ -65,10 +65,24 @@ def test_the_cron_line_uses_the_pruners_dsn_over_the_ingesters(tmp_path):
     shared = "SOFTWALLTIME_DSN=postgresql://softwalltime_ingest@db/swt\n"
     pruner = "SOFTWALLTIME_DSN=postgresql://softwalltime_prune@db/swt\n"
     got = _cron_prune(tmp_path, {"default/softwalltime": shared})
-    assert got == "postgresql://softwalltime_ingest@db/swt db prune\n"
+    assert got == "postgresql://softwalltime_ingest@db/swt --quiet db prune\n"
     got = _cron_prune(tmp_path, {"default/softwalltime-prune": pruner})
-    assert got == "postgresql://softwalltime_prune@db/swt db prune\n"
+    assert got == "postgresql://softwalltime_prune@db/swt --quiet db prune\n"
     got = _cron_prune(tmp_path / "el", {"sysconfig/softwalltime-prune": pruner})
-    assert got == "postgresql://softwalltime_prune@db/swt db prune\n"
+    assert got == "postgresql://softwalltime_prune@db/swt --quiet db prune\n"
     # no environment file at all: it still runs (history_keep_days 0 needs no database)
-    assert _cron_prune(tmp_path / "none", {}) == " db prune\n"
+    assert _cron_prune(tmp_path / "none", {}) == " --quiet db prune\n"
+
+
+def test_every_cron_line_is_quiet_and_discards_nothing():
+    """Issue 33: --quiet (warnings and errors only) instead of >/dev/null, so a cron mail
+    means something happened, and an error is never thrown away."""
+    lines = [
+        ln
+        for ln in (PKG / "softwalltime.cron").read_text().splitlines()
+        if ln.lstrip("#")[:1].isdigit() or ln[:1] == "*"
+    ]
+    assert len(lines) == 6, lines  # ingest, refresh, status, wait --publish, calibrate, prune
+    for line in lines:
+        assert "/dev/null" not in line.rsplit(";", 1)[-1], line
+        assert "--quiet" in line, line

@@ -33,6 +33,7 @@ OUTSIDE_VENV = {
     *(f"/usr/lib/systemd/system/{p.name}" for p in (REPO / "packaging" / "systemd").iterdir()),
     DOC,
     f"{DOC}/README.md",
+    f"{DOC}/CHANGELOG.md",
     f"{DOC}/docs",
     # the pages by task, and the picture the report page shows
     *(f"{DOC}/docs/{p.name}" for p in (REPO / "docs").iterdir() if p.suffix in (".md", ".png")),
@@ -40,8 +41,15 @@ OUTSIDE_VENV = {
     f"{DOC}/examples/softwalltime.cron",
     # a man page per command and subcommand (tests/test_manpages.py checks that list)
     *(f"/usr/share/man/man1/{name}.1.gz" for name in manpage.pages()),
+    "/usr/share/man/man5/softwalltime.json.5.gz",
+    # issue 33: the user and its folders the distributions' way, shell completion
+    "/usr/lib/sysusers.d/softwalltime.conf",
+    "/usr/lib/tmpfiles.d/softwalltime.conf",
+    "/usr/share/bash-completion/completions/softwalltime",
+    "/usr/share/bash-completion/completions/softwalltime-ingest",
+    "/usr/share/zsh/site-functions/_softwalltime",
 }
-UNITS = {"ingest", "refresh", "status"}
+UNITS = {"ingest", "refresh", "status", "prune", "calibrate", "wait-publish"}
 EL8_GLIBC = (2, 28)
 
 
@@ -96,11 +104,23 @@ def test_config_files_are_never_replaced(rpm_file):
         assert flags[conf] == ["cn", "-rw-r-----"]  # config(noreplace), 0640
 
 
-def test_requirements(rpm_file):
+def test_requirements_and_metadata(rpm_file):
     requires = {r.split()[0] for r in rpm("-qp", "--requires", str(rpm_file)).splitlines()}
     assert {"python3.11", "acl", "shadow-utils", "systemd"} <= requires
-    # the bundled wheels' libraries are private to the venv: no automatic requirements
-    assert not any(r.startswith("lib") for r in requires), requires
+    # issue 33: automatic requirements on; psycopg2 built against the system's libpq
+    assert "libpq.so.5()(64bit)" in requires, requires
+    assert not any("/opt/softwalltime" in r for r in requires), requires
+    # ... and nothing of the private venv offered to other packages
+    provides = rpm("-qp", "--provides", str(rpm_file)).split("\n")
+    assert all(re.match(r"(config\()?softwalltime\b", p) for p in provides if p), provides
+    meta = rpm("-qp", "--qf", "%{URL}|%{PACKAGER}|%{GROUP}|%{VERSION}", str(rpm_file))
+    url, packager, group, version = meta.split("|")
+    assert url == "(none)"  # never another project's page
+    assert "@" in packager and "localhost" not in packager and group == "Applications/System"
+    changelog = rpm("-qp", "--changelog", str(rpm_file))
+    assert changelog.startswith("* ") and f"- {version}-1\n" in changelog.splitlines()[0] + "\n"
+    links = rpm("-qp", "--qf", "[%{FILENAMES} %{FILELINKTOS}\n]", str(rpm_file))
+    assert "/usr/bin/softwalltime ../../opt/softwalltime/bin/softwalltime\n" in links
 
 
 def test_scriptlets(rpm_file):
@@ -122,7 +142,12 @@ def test_scriptlets(rpm_file):
     )  # an erase only, never an upgrade: the hook stays when a new version replaces this one
     postun = parts["postuninstall"]
     assert re.search(r'if \[ "\$1" -eq 0 \]; then\s+rm -rf /opt/softwalltime', postun)
-    assert "userdel softwalltime" in postun and "rm -rf /var/lib/softwalltime" in postun
+    assert "rm -rf /opt/softwalltime /var/lib/softwalltime /run/softwalltime" in postun
+    assert not re.search(r"^\s*(userdel|groupdel) ", postun, re.M)  # the user stays
+    # the systemd scriptlet macros (or their fallbacks where the build host lacks them)
+    timers = "softwalltime-ingest.timer softwalltime-refresh.timer"
+    assert "preset" in post and timers in post
+    assert "disable --now" in preun and timers in preun
     for body in parts.values():
         assert body.rstrip().endswith("exit 0")  # a failed step never blocks rpm -e
 

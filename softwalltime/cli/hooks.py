@@ -13,14 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import softwalltime
 
@@ -35,8 +37,12 @@ from ..core.decide import MARK_RESOURCE
 from ..core.rank import NAME as RANK_NAME
 from ..core.rank import RANK_RESOURCE
 from ..errors import SoftwalltimeError
+from ..pbsserver import refresh as refresh_lib
 
 HOOK_FILE = "softwalltime_hook.py"
+# The packages' system user: made a PBS operator by install (refresh's qalter and qstat as
+# that user), removed from the operators by uninstall; nothing when no such user exists.
+SERVICE_USER = refresh_lib.SERVICE_USER
 # queuejob: first prediction; runjob: refreshed with the final walltime; modifyjob: a
 # qalter of the walltime gets a prediction for the new walltime in the same request.
 HOOK_EVENTS = "queuejob,runjob,modifyjob"
@@ -187,6 +193,13 @@ def register(sub: Any) -> None:
         " rank does the same)",
     )
     _json_option(inst, INSTALL_KEYS)
+    inst.add_argument(
+        "--operator",
+        default=SERVICE_USER,
+        metavar="USER",
+        help=f"make USER@this-host a PBS operator, for refresh's timer (default: {SERVICE_USER},"
+        " the packages' user, when it exists; '' for none)",
+    )
     inst.set_defaults(func=install)
 
     uninst = hsub.add_parser(
@@ -197,6 +210,12 @@ def register(sub: Any) -> None:
     uninst.add_argument("--dry-run", action="store_true", help="print the command only")
     _common(uninst)
     _json_option(uninst, UNINSTALL_KEYS)
+    uninst.add_argument(
+        "--operator",
+        default=SERVICE_USER,
+        metavar="USER",
+        help=f"remove USER@this-host from the PBS operators (default: {SERVICE_USER}; '' for none)",
+    )
     uninst.set_defaults(func=uninstall)
 
 
@@ -270,6 +289,9 @@ def _validate(args: Any) -> None:
         raise SoftwalltimeError(f"invalid hook name {args.name!r}: use letters, digits, _ and -")
     if hasattr(args, "order") and not 1 <= args.order <= 1000:
         raise SoftwalltimeError(f"--order must be 1-1000 for a site hook, got {args.order}")
+    operator = getattr(args, "operator", "")
+    if operator and not _NAME_RE.match(operator):
+        raise SoftwalltimeError(f"invalid --operator {operator!r}: use letters, digits, _ and -")
     if hasattr(args, "alarm") and args.alarm < 1:
         raise SoftwalltimeError(f"--alarm must be at least 1 second, got {args.alarm}")
 
@@ -299,6 +321,43 @@ def _run_qmgr(qmgr: str, directive: str) -> None:
 def _qmgr_ok(qmgr: str, directive: str) -> bool:
     """Whether ``qmgr -c directive`` succeeds (``list ...``: the object exists)."""
     return _qmgr_run(qmgr, directive).returncode == 0
+
+
+def _operator(args: Any) -> str:
+    """``USER@host`` for ``--operator`` (checked by :func:`_validate`; this host's name as
+    PBS sees local clients), or "" when none is asked or no such user exists here."""
+    user = str(getattr(args, "operator", "") or "")
+    if not user:
+        return ""
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        return ""
+    return f"{user}@{socket.getfqdn()}"
+
+
+def _operators(qmgr: str) -> list[str]:
+    """The server's ``operators`` (empty when unset)."""
+    out = _qmgr_run(qmgr, "list server operators").stdout
+    for line in out.splitlines():
+        key, sep, value = line.strip().partition(" = ")
+        if sep and key == "operators":
+            return [v.strip() for v in value.split(",") if v.strip()]
+    return []
+
+
+def _set_operator(
+    qmgr: str, entry: str, add: bool, say: Callable[[str], None] = print
+) -> Optional[str]:
+    """Add ``entry`` to (or remove it from) the server's operators, once; the directive
+    run, if any."""
+    present = entry in _operators(qmgr)
+    if present == add:
+        return None
+    directive = f"set server operators {'+' if add else '-'}= {entry}"
+    _run_qmgr(qmgr, directive)
+    say(f"qmgr -c {shlex.quote(directive)}")
+    return directive
 
 
 def install(args: Any, settings: Settings) -> int:
@@ -333,6 +392,10 @@ def install(args: Any, settings: Settings) -> int:
     }
     if args.dry_run:
         lines = _dry_run_script(args, qmgr, script, config, resources)
+        entry = _operator(args)
+        if entry:
+            lines.append("# 4. refresh's user may qalter and see every job (skipped if it is one)")
+            lines.append(shlex.join([qmgr, "-c", f"set server operators += {entry}"]))
         if args.json:
             _print_json(INSTALL_KEYS, commands=lines, **found)
         else:
@@ -357,8 +420,10 @@ def install(args: Any, settings: Settings) -> int:
             say(f"qmgr -c {shlex.quote(directive)}")
     finally:
         os.unlink(tmp)
+    entry = _operator(args)
+    operator = _set_operator(qmgr, entry, True, say) if entry else None
     if args.json:
-        run = [d.replace(tmp, "CONFIG") for d in directives]
+        run = [d.replace(tmp, "CONFIG") for d in directives] + ([operator] if operator else [])
         _print_json(INSTALL_KEYS, **dict(found, updated=exists, commands=run))
         return 0
     ranked = f"; rank {config['rank']} in {RANK_RESOURCE}" if config["rank"] != "off" else ""
@@ -405,6 +470,7 @@ def uninstall(args: Any, settings: Settings) -> int:
     qmgr = _qmgr(args)
     directive = f"delete hook {args.name}"
     found: dict[str, Any] = {"hook": args.name, "dry_run": bool(args.dry_run)}
+    entry = _operator(args)
     if args.dry_run:
         deletes = [f"delete resource {name}" for name in (MARK_RESOURCE, RANK_RESOURCE)]
         if args.json:
@@ -417,6 +483,8 @@ def uninstall(args: Any, settings: Settings) -> int:
             )
             return 0
         print(shlex.join([qmgr, "-c", directive]))
+        if entry:
+            print(shlex.join([qmgr, "-c", f"set server operators -= {entry}"]))
         for delete in deletes:
             print(f"{shlex.join([qmgr, '-c', delete])}  # if it exists; refused while a job"
                   " has it: kept then")  # fmt: skip
@@ -425,6 +493,9 @@ def uninstall(args: Any, settings: Settings) -> int:
     _run_qmgr(qmgr, directive)
     say(f"hook {args.name} deleted")
     commands, deleted, kept = [directive], [], {}
+    operator = _set_operator(qmgr, entry, False, say) if entry else None
+    if operator:
+        commands.append(operator)
     for name in (MARK_RESOURCE, RANK_RESOURCE):
         if _qmgr_ok(qmgr, f"list resource {name}"):
             delete = f"delete resource {name}"

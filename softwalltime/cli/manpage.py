@@ -32,6 +32,35 @@ from .. import __version__
 
 DISTRIBUTION = "softwalltime"
 SECTION = "1"
+CONFIG_PAGE = "softwalltime.json"  # section 5: the settings file
+# "Exit 0: done; 1: ...; 2: ...": a command's own exit statuses, from its description
+_EXIT_RE = re.compile(r"(?:^|\.\s+)(Exit (?:status )?0[^.]*(?:\.\d[^.]*)*)\.?", re.S)
+EXIT_DEFAULT = (
+    "0: done. 1: an error, said in one line on standard error (softwalltime: error: ...):"
+    " bad input, a database or PBS that cannot be reached, a check that failed."
+    " 2: the command line is wrong (a usage line and the error on standard error)."
+)
+ENVIRONMENT = (
+    ("SOFTWALLTIME_CONFIG", "the settings file when --config is not given (default"
+     " /etc/softwalltime.json; see softwalltime.json(5))"),
+    ("SOFTWALLTIME_DSN", "the database when --dsn is not given (the setting dsn)"),
+    ("SOFTWALLTIME_KEY", "every other setting KEY of softwalltime.json(5), upper-cased: the"
+     " environment wins over the file, an option over both"),
+    ("PBS_CONF_FILE", "PBS's configuration (default /etc/pbs.conf): where refresh, status and"
+     " the ingester find PBS_EXEC and PBS_HOME"),
+    ("PGPASSFILE", "libpq's password file when the DSN names none (default ~/.pgpass)"),
+)  # fmt: skip
+FILES = (
+    ("/etc/softwalltime.json", "the settings (root writes it, group softwalltime reads it)"),
+    ("/etc/default/softwalltime", "the timers' environment, SOFTWALLTIME_DSN of the ingester"
+     " (EL: /etc/sysconfig/softwalltime); softwalltime-prune adds /etc/default/softwalltime-prune"),
+    ("/var/lib/softwalltime/.pgpass", "the home of the packages' user softwalltime: the"
+     " password of its database role (mode 0600)"),
+    ("/run/softwalltime/", "refresh's lock file and hook.json, the hook's listing and config"
+     " that the timer's root-only step hands to refresh"),
+    ("/lib/systemd/system/softwalltime-*", "the timers and services of the packages"),
+    ("/etc/pbs.conf", "PBS_EXEC and PBS_HOME (or PBS_CONF_FILE)"),
+)  # fmt: skip
 DOCS = "/usr/share/doc/softwalltime"
 _SECTION_TITLE_RE = re.compile(r"^([a-z][a-z ]*):$")
 
@@ -159,13 +188,33 @@ def _see_also(page: Page) -> list[str]:
     return out
 
 
+def _exit_status(parser: argparse.ArgumentParser) -> list[str]:
+    """The command's own "Exit 0: ...; 1: ..." sentence from its description, else the
+    statuses every command shares."""
+    m = _EXIT_RE.search(" ".join((parser.description or "").split()))
+    text = m.group(1).removeprefix("Exit status ").removeprefix("Exit ") if m else EXIT_DEFAULT
+    return [".SH EXIT STATUS", escape(text.rstrip(".") + ".")]
+
+
+def _items(title: str, items: tuple[tuple[str, str], ...]) -> list[str]:
+    out = [f".SH {title}"]
+    for name, what in items:
+        out += [".TP", f".B {escape(name)}", escape(what)]
+    return out
+
+
+def _header(name: str, section: str, date: str) -> list[str]:
+    title = f'.TH "{name.upper()}" "{section}" "{date}" "softwalltime {__version__}" "softwalltime"'
+    # no hyphenation, ragged right: option names are never split at a line's end
+    return [title, ".nh", ".ad l"]
+
+
 def render(page: Page, pages: dict[str, Page], date: str) -> str:
     """The roff source of one page."""
     parser = page.parser
     name = escape(page.name)
-    head = f'.TH "{name.upper()}" "{SECTION}" "{date}" "softwalltime {__version__}" "softwalltime"'
-    # no hyphenation, ragged right: option names are never split at a line's end
-    lines = [head, ".nh", ".ad l", ".SH NAME", f"{name} \\- {escape(page.summary)}", ".SH SYNOPSIS"]
+    lines = _header(name, SECTION, date)
+    lines += [".SH NAME", f"{name} \\- {escape(page.summary)}", ".SH SYNOPSIS"]
     lines += _synopsis(parser)
     if page.also:
         lines += [".br", f".B {escape(page.also)}", escape("[same options]")]
@@ -181,8 +230,62 @@ def render(page: Page, pages: dict[str, Page], date: str) -> str:
     lines += _commands_section(page, pages)
     lines += _option_sections(parser)
     lines += _epilog(parser)
+    lines += _exit_status(parser)
+    if page.parent is None:  # the console scripts' pages: what every command reads
+        lines += _items("ENVIRONMENT", ENVIRONMENT) + _items("FILES", FILES)
     lines += _see_also(page)
     return "\n".join(lines) + "\n"
+
+
+def render_config(date: str) -> str:
+    """``softwalltime.json(5)``: every setting with its environment variable, default and
+    accepted range, from the settings loader itself."""
+    from ..core.config import ENV_PREFIX, RANGES, load_settings
+
+    defaults = load_settings(None, environ={})
+    lines = _header(escape(CONFIG_PAGE), "5", date)
+    lines += [
+        ".SH NAME",
+        f"{escape(CONFIG_PAGE)} \\- softwalltime settings",
+        ".SH DESCRIPTION",
+        escape(
+            "A JSON object of settings, read from --config FILE, else SOFTWALLTIME_CONFIG,"
+            " else /etc/softwalltime.json. Precedence: defaults < this file < the SOFTWALLTIME_*"
+            " environment < command-line options. An unknown key, a wrong type or a value"
+            " out of its range is an error (exit 1) naming the key. In the environment, lists"
+            " are comma-separated (sys_path: os.pathsep)."
+        ),
+        ".SH SETTINGS",
+    ]
+    for key in defaults._fields:
+        if key == "source":
+            continue
+        value = getattr(defaults, key)
+        shown = "none" if value in (None, "", [], ()) else json_value(value)
+        bounds = f"; {_num(RANGES[key][0])} to {_num(RANGES[key][1])}" if key in RANGES else ""
+        lines += [
+            ".TP",
+            f".B {escape(key)}",
+            escape(f"{ENV_PREFIX}{key.upper()}; default {shown}{bounds}"),
+        ]
+    lines += _items("FILES", FILES[:1])
+    lines += [
+        ".SH SEE ALSO",
+        f"\\fBsoftwalltime\\fR({SECTION})",
+        ".PP",
+        escape(f"What each setting does: {DOCS}/docs/settings.md."),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def json_value(value: object) -> str:
+    import json
+
+    return json.dumps(list(value) if isinstance(value, tuple) else value)
 
 
 def _walk(page: Page, pages: dict[str, Page]) -> None:
@@ -238,22 +341,32 @@ def _date() -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(int(epoch) if epoch else None))
 
 
+def _save(path: Path, text: str, compress: bool) -> Path:
+    data = text.encode("ascii")
+    if compress:  # mtime 0 and no name inside: the same bytes at every build
+        path = path.with_name(path.name + ".gz")
+        with open(path, "wb") as raw, gzip.GzipFile("", "wb", 9, raw, mtime=0) as gz:
+            gz.write(data)
+    else:
+        path.write_bytes(data)
+    return path
+
+
 def write(directory: Path, compress: bool = False) -> list[Path]:
-    """Write every page into ``directory`` (made if missing); the files written."""
+    """Write every command's page into ``directory`` (made if missing); the files written."""
     directory.mkdir(parents=True, exist_ok=True)
     every = pages()
     date = _date()
-    written = []
-    for name in sorted(every):
-        text = render(every[name], every, date).encode("ascii")
-        path = directory / f"{name}.{SECTION}{'.gz' if compress else ''}"
-        if compress:  # mtime 0 and no name inside: the same bytes at every build
-            with open(path, "wb") as raw, gzip.GzipFile("", "wb", 9, raw, mtime=0) as gz:
-                gz.write(text)
-        else:
-            path.write_bytes(text)
-        written.append(path)
-    return written
+    return [
+        _save(directory / f"{name}.{SECTION}", render(every[name], every, date), compress)
+        for name in sorted(every)
+    ]
+
+
+def write_config(directory: Path, compress: bool = False) -> Path:
+    """Write ``softwalltime.json.5`` into ``directory`` (made if missing)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return _save(directory / f"{CONFIG_PAGE}.5", render_config(_date()), compress)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,9 +376,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("directory", metavar="DIR", type=Path)
     parser.add_argument("--gzip", action="store_true", help="write NAME.1.gz (packages)")
+    parser.add_argument(
+        "--config-page",
+        metavar="DIR5",
+        type=Path,
+        help=f"also write {CONFIG_PAGE}(5), the settings file's page, into DIR5",
+    )
     args = parser.parse_args(argv)
     written = write(args.directory, compress=args.gzip)
     print(f"{len(written)} man pages in {args.directory}")
+    if args.config_page:
+        print(write_config(args.config_page, compress=args.gzip))
     return 0
 
 

@@ -1,4 +1,6 @@
-"""``softwalltime refresh``: predict queued jobs' soft walltimes again (cron, as root)."""
+"""``softwalltime refresh``: predict queued jobs' soft walltimes again (timer, as the service
+user with PBS operator rights; its root-only step ``--export-hook`` hands it the hook's
+configuration)."""
 
 from __future__ import annotations
 
@@ -59,6 +61,20 @@ def register(sub: Any) -> None:
         help=f"flock taken for the run (default: {lib.DEFAULT_LOCK}); its folder must be"
         " writable by root or this user only",
     )
+    hand = parser.add_mutually_exclusive_group()
+    hand.add_argument(
+        "--export-hook",
+        metavar="FILE",
+        help="as root only: write the hook's listing and config (which PBS shows to root"
+        " only) to FILE for an unprivileged --hook-file run, and exit; the package's unit"
+        f" runs it as its root-only step (FILE {lib.DEFAULT_HOOK_FILE})",
+    )
+    hand.add_argument(
+        "--hook-file",
+        metavar="FILE",
+        help="read the hook's listing and config from FILE (written by --export-hook)"
+        " instead of qmgr: refresh then needs only PBS operator rights",
+    )
     parser.add_argument("--verbose", action="store_true", help="one line per job altered")
     parser.add_argument(
         "--json",
@@ -107,8 +123,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """0: done; 1: errors on some jobs; 2: could not run (lock held, PBS or DB unreachable)."""
     pbs = Pbs.from_settings(settings)
     try:
+        if args.export_hook:
+            lib.export_hook(pbs, args.hook, args.export_hook)
+            return 0
         with lib.RunLock(args.lock_file):
-            hook = lib.parse_qmgr_hook(pbs.run("qmgr", "-c", f"list hook {args.hook}").stdout)
+            exported = None
+            if args.hook_file:
+                hook, exported = lib.read_hook_file(args.hook_file, args.hook)
+            else:
+                hook = lib.parse_qmgr_hook(pbs.run("qmgr", "-c", f"list hook {args.hook}").stdout)
             if not hook:
                 raise lib.RefreshError(f"hook {args.hook!r} is not installed")
             if not args.dry_run and (
@@ -119,7 +142,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                     f"(enabled={hook.get('enabled')}, event={hook.get('event')}); "
                     "refresh applies values through it"
                 )
-            used = settings if args.cli_settings else lib.hook_settings(pbs, args.hook, settings)
+            if args.cli_settings:
+                used = settings
+            elif exported is not None:
+                used = lib.settings_from_export(exported, args.hook, settings)
+            else:
+                used = lib.hook_settings(pbs, args.hook, settings)
             if used.dry_run and not args.dry_run:
                 raise lib.RefreshError("the hook is in dry_run mode; it would set nothing")
             lines: list[str] = []

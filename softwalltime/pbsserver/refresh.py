@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
+import pwd
 import stat
 import tempfile
 import time
@@ -48,6 +50,10 @@ MARK = MARK_RESOURCE  # the hook's mark: a custom resource in Resource_List
 QUEUED_STATES = ("Q", "H")
 # in a folder only root or the service user may write (the unit's RuntimeDirectory=)
 DEFAULT_LOCK = "/run/softwalltime/refresh.lock"
+# the root-only step's hand-over (the unit's ExecStartPre=+ writes it, its User= reads it)
+DEFAULT_HOOK_FILE = "/run/softwalltime/hook.json"
+# the packages' system user: the refresh timer runs as it, in its RuntimeDirectory
+SERVICE_USER = "softwalltime"
 # after this many database errors in a row the history is unreachable: stop the run
 MAX_DB_ERRORS_IN_A_ROW = 5
 # job ids per qalter: one alteration costs ~0.1 s on a busy server, so the time budget is
@@ -291,10 +297,19 @@ class RunLock:
         os.close(self.fd)  # closing releases the flock
 
 
+def _service_uid() -> int:
+    """The uid of the packages' user (:data:`SERVICE_USER`; the timer's runs), or 0."""
+    try:
+        return pwd.getpwnam(SERVICE_USER).pw_uid
+    except KeyError:
+        return 0
+
+
 def check_lock_folder(folder: str) -> None:
-    """Make ``folder`` (0755) if it is missing, then refuse it unless only root or this
-    user may write it: a lock file in a folder others write (``/run/lock``) may be a user's
-    symlink, or a user may hold its flock and stop every refresh.
+    """Make ``folder`` (0755) if it is missing, then refuse it unless only root, this user or
+    the packages' user (whose timer runs refresh) may write it: a lock file in a folder
+    others write (``/run/lock``) may be a user's symlink, or a user may hold its flock and
+    stop every refresh.
 
     :raises RefreshError: the folder cannot be made, or others may write it
     """
@@ -305,9 +320,10 @@ def check_lock_folder(folder: str) -> None:
     except OSError as err:
         raise RefreshError(f"cannot make lock folder {folder}: {err.strerror}") from None
     st = os.stat(folder)
-    if st.st_uid not in (0, os.geteuid()):
+    if st.st_uid not in (0, os.geteuid(), _service_uid()):
         raise RefreshError(
-            f"lock folder {folder} belongs to uid {st.st_uid}, not root or this user;"
+            f"lock folder {folder} belongs to uid {st.st_uid}, not root, this user or"
+            f" {SERVICE_USER};"
             " use a folder only root or this user may write (--lock-file)"
         )
     if st.st_mode & 0o022:
@@ -328,6 +344,14 @@ def hook_settings(pbs: Pbs, hook: str, cli: Settings) -> Settings:
         text = pbs.check("qmgr", "-c", f"export hook {hook} application/x-config default")
     except PbsError as err:
         raise RefreshError(f"cannot read the config of hook {hook!r}: {err}") from None
+    return settings_from_export(text, hook, cli)
+
+
+def settings_from_export(text: str, hook: str, cli: Settings) -> Settings:
+    """:func:`hook_settings` from the exported configuration ``text``.
+
+    :raises RefreshError: the configuration is invalid
+    """
     fd, path = tempfile.mkstemp(prefix="softwalltime-hook-", suffix=".json")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -342,6 +366,73 @@ def hook_settings(pbs: Pbs, hook: str, cli: Settings) -> Settings:
         os.unlink(path)
     keep = {k: getattr(cli, k) for k in cli._fields if k.startswith(("refresh_", "pbs_"))}
     return installed._replace(source=f"hook {hook} config", **keep)
+
+
+# The root-only step's hand-over (``refresh --export-hook``): PBS shows a hook's listing and
+# configuration to root only, so the unit's ``ExecStartPre=+`` writes them to a file of its
+# RuntimeDirectory that the unprivileged ``refresh --hook-file`` reads.
+MAX_HOOK_FILE = 1 << 20
+
+
+def export_hook(pbs: Pbs, hook: str, path: str) -> None:
+    """Write hook ``hook``'s ``list`` attributes and exported configuration to ``path``
+    (JSON; mode 0640, group the folder's: the unit's user reads it). Written to a new file
+    in the folder and renamed over ``path``: a symlink there is replaced, never followed.
+
+    :raises RefreshError: PBS cannot be asked, the hook is missing, or the file cannot be written
+    """
+    try:
+        listing = parse_qmgr_hook(pbs.run("qmgr", "-c", f"list hook {hook}").stdout)
+        if not listing:
+            raise RefreshError(f"hook {hook!r} is not installed")
+        config = pbs.check("qmgr", "-c", f"export hook {hook} application/x-config default")
+    except PbsError as err:
+        raise RefreshError(f"cannot read hook {hook!r}: {err}") from None
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        st = os.stat(folder)
+        if st.st_mode & 0o002:
+            raise RefreshError(f"folder {folder} is writable by others; refusing to write there")
+        fd, tmp = tempfile.mkstemp(prefix=".hook-", dir=folder)
+        try:
+            os.fchown(fd, -1, st.st_gid)
+            os.fchmod(fd, 0o640)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"hook": hook, "list": listing, "config": config}, fh)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as err:
+        raise RefreshError(f"cannot write {path}: {err.strerror or err}") from None
+
+
+def read_hook_file(path: str, hook: str) -> tuple[dict[str, str], str]:
+    """The ``list`` attributes and exported configuration :func:`export_hook` wrote.
+
+    :raises RefreshError: the file is missing, too large, not such a file, or of another hook
+    """
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_HOOK_FILE + 1)
+    except OSError as err:
+        raise RefreshError(
+            f"cannot read {path}: {err.strerror}"
+            " (written as root by 'softwalltime refresh --export-hook')"
+        ) from None
+    try:
+        if len(raw) > MAX_HOOK_FILE:
+            raise ValueError(f"over {MAX_HOOK_FILE} bytes")
+        data = json.loads(raw.decode("utf-8"))
+        listing, config = data["list"], data["config"]
+        if not isinstance(listing, dict) or not isinstance(config, str):
+            raise ValueError("list or config of the wrong type")
+        name = data["hook"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise RefreshError(f"{path} is not a hook file of refresh --export-hook ({err})") from None
+    if name != hook:
+        raise RefreshError(f"{path} holds hook {name!r}, not {hook!r} (--hook)")
+    return {str(k): str(v) for k, v in listing.items()}, config
 
 
 def parse_qmgr_hook(text: str) -> dict[str, str]:

@@ -1,8 +1,9 @@
 """The simulator's hot modules, compiled with mypyc in a source checkout (``make compile``).
 
 :data:`MODULES` run as C extensions when ``packaging/compile_simulator.py`` has built them
-next to their sources (``make test`` and ``make bench-simulate`` do); an installed package
-runs them as plain Python. Both give the same results (``tests/test_native.py``); compiled,
+next to their sources (``make test`` and ``make bench-simulate`` do), and in the .deb and the
+RPM (their platform wheel, ``compile_simulator.py --wheel``); a ``pip install`` of the pure
+wheel runs them as plain Python. Both give the same results (``tests/test_native.py``); compiled,
 one simulation of HPC2N takes about half the time. The sources stay the reference: an
 extension older than its source is *stale* and the test suite refuses to run with it.
 """

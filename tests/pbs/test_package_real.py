@@ -116,8 +116,13 @@ def deb(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture()
-def machine(deb: Path, pbs_server: None) -> Iterator[dict[str, object]]:
-    """What the machine looks like without the package; restored whatever happens."""
+def machine(
+    deb: Path, pbs_server: None, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, object]]:
+    """What the machine looks like without the package; restored whatever happens. The
+    package's commands run without this checkout's PYTHONPATH (a worktree's tests set it):
+    they must import the installed code only."""
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     if _installed():
         pytest.fail(f"package {NAME} is installed on this host: this test would purge it")
     if _exists("user", NAME) or _exists("group", NAME):
@@ -132,6 +137,7 @@ def machine(deb: Path, pbs_server: None) -> Iterator[dict[str, object]]:
         "acl_paths": acl_paths,
         "mark": _mark_exists(),
         "hooks": _hooks(),
+        "operators": pbsctl.server_attribute("operators"),
     }
     try:
         yield before
@@ -157,10 +163,9 @@ def _unit(name: str) -> dict[str, list[str]]:
     return out
 
 
-def _run_unit_by_hand(name: str) -> subprocess.CompletedProcess[str]:
-    """Run a oneshot unit's ExecStart as systemd would without systemd: as its User=, with
-    only the variables of its Environment= and EnvironmentFile= (``-``: may be missing)."""
-    unit = _unit(name)
+def _unit_env(unit: dict[str, list[str]], name: str) -> dict[str, str]:
+    """The variables systemd would give the unit: its Environment= and EnvironmentFile=
+    (``-``: may be missing), over a bare PATH and LANG."""
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
     for item in unit.get("Environment", []):
         key, _, value = item.partition("=")
@@ -174,16 +179,64 @@ def _run_unit_by_hand(name: str) -> subprocess.CompletedProcess[str]:
             if line.strip() and not line.lstrip().startswith("#"):
                 key, _, value = line.partition("=")
                 env[key.strip()] = value.strip()
-    (command,) = unit["ExecStart"]
-    argv = [re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], a) for a in shlex.split(command)]
+    return env
+
+
+def _caps(unit: dict[str, list[str]], key: str) -> list[str]:
+    return [c.lower().removeprefix("cap_") for c in " ".join(unit.get(key, [])).split()]
+
+
+def _runtime_directory(unit: dict[str, list[str]], user: str) -> None:
+    """What systemd makes before the first step: /run/NAME, owned by User=, in its mode."""
+    for name in unit.get("RuntimeDirectory", []):
+        path = Path("/run") / name
+        path.mkdir(exist_ok=True)
+        pw = pwd.getpwnam(user)
+        os.chown(path, pw.pw_uid, pw.pw_gid)
+        path.chmod(int(unit.get("RuntimeDirectoryMode", ["0755"])[0], 8))
+
+
+def _run_service(name: str) -> list[subprocess.CompletedProcess[str]]:
+    """Run a oneshot unit's ExecStartPre= and ExecStart= lines in order as systemd would
+    without systemd (none runs here), inside PBS's namespaces as on a server host: a ``+``
+    line as root, the others as its User= with setpriv: its group, no new privileges (so
+    no setuid program works, as under the unit's sandbox), only its AmbientCapabilities=
+    and CapabilityBoundingSet=, its UMask=, only the variables of its Environment= and
+    EnvironmentFile=. Stops at the first line that fails."""
+    unit = _unit(name)
+    env = _unit_env(unit, name)
     user = unit.get("User", ["root"])[0]
-    return subprocess.run(
-        ["runuser", "-u", user, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()), *argv],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    group = unit.get("Group", [user])[0]
+    _runtime_directory(unit, user)
+    ambient = _caps(unit, "AmbientCapabilities")
+    bounding = _caps(unit, "CapabilityBoundingSet")
+    umask = unit.get("UMask", ["0022"])[0]
+    done = []
+    for line in unit.get("ExecStartPre", []) + unit.get("ExecStart", []):
+        root_step = line.startswith("+")
+        argv = [
+            re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], a)
+            for a in shlex.split(line.lstrip("+"))
+        ]
+        prefix: list[str] = []
+        if not root_step:
+            prefix = ["setpriv", f"--reuid={user}", f"--regid={group}", "--init-groups",
+                      "--no-new-privs",
+                      "--bounding-set=-all" + "".join(f",+{c}" for c in bounding)]  # fmt: skip
+            if ambient:
+                caps = ",".join(f"+{c}" for c in ambient)
+                prefix += [f"--inh-caps={caps}", f"--ambient-caps={caps}"]
+        shell = f'umask {umask} && exec "$0" "$@"'
+        proc = pbsctl.run(
+            *prefix, "env", "-i", *(f"{k}={v}" for k, v in env.items()), "sh", "-c", shell,
+            *argv, timeout=300, check=False,
+        )  # fmt: skip
+        done.append(proc)
+        if proc.returncode != 0 and not (
+            proc.returncode == 1 and "1" in " ".join(unit.get("SuccessExitStatus", []))
+        ):
+            break
+    return done
 
 
 def _soft(jobid: str) -> int | None:
@@ -197,8 +250,12 @@ def _count(dsn: str, table: str) -> int:
         return int(cur.fetchone()[0])
 
 
-def test_deb_install_predict_ingest_purge(
-    deb: Path, machine: dict[str, object], hook_cluster: LocalCluster, jobs: list[str]
+def test_deb_install_predict_every_unit_as_its_user_purge(
+    deb: Path,
+    machine: dict[str, object],
+    hook_cluster: LocalCluster,
+    jobs: list[str],
+    tmp_path: Path,
 ) -> None:
     admin_dsn = _new_database(hook_cluster, "pkg")
     seed(admin_dsn, pbsctl.USER, [(H, 4 * H), (2 * H, 10 * H)])
@@ -231,7 +288,8 @@ def test_deb_install_predict_ingest_purge(
     assert verify.returncode == 0, verify.stderr
     assert _unit("softwalltime-ingest.service")["User"] == [NAME]
     assert _unit("softwalltime-ingest.timer")["OnCalendar"] == ["*:0/5"]
-    assert "User" not in _unit("softwalltime-refresh.service")  # root: qalter as manager
+    assert "User" not in _unit("softwalltime-status.service")  # root: hook data, server logs
+    assert _unit("softwalltime-refresh.service")["User"] == [NAME]  # a PBS operator
     assert _unit("softwalltime-prune.service")["User"] == [NAME]
     subprocess.run(["systemctl", "enable", TIMERS[0]], capture_output=True, check=True)
     wants = Path("/etc/systemd/system/timers.target.wants") / TIMERS[0]
@@ -261,21 +319,73 @@ def test_deb_install_predict_ingest_purge(
     jobs.append(pbsctl.qsub("-h -l walltime=10:00:00"))
     assert _soft(jobs[-1]) == v3(10 * H)
 
-    # the ingester's unit, as its user: reads the real accounting directory through the
-    # package's ACL and the config through its group; reaches the database socket by an ACL
-    # of the test's own
+    # every service's steps as its unit runs them, each as its User=: the ingester reads the
+    # real accounting directory through the package's ACL and the config through its group;
+    # refresh, the package's user made a PBS operator by hooks install, alters a job after a
+    # root-only step exported the hook's data; status (root) writes its metrics; prune keeps
+    # everything (history_keep_days 0). The database socket: an ACL of the test's own.
+    assert f"set server operators += {NAME}@" in out
+    metrics = tmp_path / "softwalltime.prom"
+    env_file.write_text(env_file.read_text() + f"SOFTWALLTIME_PROMETHEUS_FILE={metrics}\n")
+    # calibrate writes calibration_state, which only the database's owner may
+    calibrate_env = Path("/etc/default/softwalltime-calibrate")
+    calibrate_env.write_text(f"SOFTWALLTIME_DSN={admin_dsn}\n")
+    had_wait_resource = pbsctl.qmgr("list resource softwalltime_wait", check=False).returncode == 0
     socket_path = str(hook_cluster.socket_path)
-    subprocess.run(["setfacl", "-m", f"u:{NAME}:x", str(sock_dir)], check=True)
-    subprocess.run(["setfacl", "-m", f"u:{NAME}:rw", socket_path], check=True)
+    # (root too: a sandboxed root unit without CAP_DAC_OVERRIDE, wait --publish, is held to
+    # the socket's permissions like anyone; a site's /run/postgresql lets everyone connect)
+    for who in (NAME, "root"):
+        subprocess.run(["setfacl", "-m", f"u:{who}:x", str(sock_dir)], check=True)
+        subprocess.run(["setfacl", "-m", f"u:{who}:rw", socket_path], check=True)
+    services = sorted(p.name for p in UNITS.glob("softwalltime-*.service"))
     try:
         before = _count(admin_dsn, "finished_jobs")
-        ran = _run_unit_by_hand("softwalltime-ingest.service")
+        (ran,) = _run_service("softwalltime-ingest.service")
         assert ran.returncode == 0, ran.stderr
         assert "softwalltime ingest:" in ran.stdout
         assert _count(admin_dsn, "finished_jobs") > before
         assert _count(admin_dsn, "ingest_checkpoints") >= 1
+
+        # alice's history moved (the ingested real accounting, a newer job seeded): refresh,
+        # as the package's user, has the hook predict the job again
+        seed(admin_dsn, pbsctl.USER, [(5 * H, 10 * H)], start=100)
+        before_refresh = _soft(jobs[-1])
+        export, ran = _run_service("softwalltime-refresh.service")
+        assert export.returncode == 0, export.stderr
+        handed = Path("/run/softwalltime/hook.json")
+        assert (handed.stat().st_mode & 0o777, grp.getgrgid(handed.stat().st_gid).gr_name) == (
+            0o640,
+            NAME,
+        )
+        assert ran.returncode == 0, ran.stderr + ran.stdout
+        assert "1 changed" in ran.stdout, ran.stdout
+        after_refresh = _soft(jobs[-1])
+        assert after_refresh != before_refresh
+        mark = pbsctl.job(jobs[-1])["Resource_List"]["softwalltime_set"]
+        assert int(mark) == after_refresh  # set through the hook: still the hook's value
+        assert pwd.getpwuid(Path("/run/softwalltime/refresh.lock").stat().st_uid).pw_name == NAME
+
+        (ran,) = _run_service("softwalltime-status.service")
+        assert ran.returncode in (0, 1), ran.stderr + ran.stdout  # 1: a warning, a success
+        assert "\nsoftwalltime_status " in metrics.read_text()
+
+        (ran,) = _run_service("softwalltime-wait-publish.service")
+        assert ran.returncode == 0, ran.stderr + ran.stdout
+        assert "publish:" in ran.stdout, ran.stdout
+
+        for name in sorted(set(services) - {
+            "softwalltime-ingest.service",
+            "softwalltime-refresh.service",
+            "softwalltime-status.service",
+            "softwalltime-wait-publish.service",
+        }):  # fmt: skip
+            steps = _run_service(name)
+            assert steps and all(p.returncode == 0 for p in steps), (name, steps[-1].stderr)
+        assert len(services) == 6, services  # calibrate and prune were the last two
     finally:
-        subprocess.run(["setfacl", "-x", f"u:{NAME}", str(sock_dir), socket_path], check=False)
+        for who in (NAME, "root"):
+            subprocess.run(["setfacl", "-x", f"u:{who}", str(sock_dir), socket_path], check=False)
+        calibrate_env.unlink(missing_ok=True)
 
     # a reinstall (the upgrade path) keeps the admin's config and re-imports the hook script
     proc = pbsctl.run("dpkg", "-i", str(deb), timeout=300)
@@ -287,12 +397,17 @@ def test_deb_install_predict_ingest_purge(
     # purge: jobs first (their mark would keep the resource), history too
     pbsctl.qdel(*jobs)
     pbsctl.run("qdel", "-x", "-Wforce", *jobs, check=False)
+    if not had_wait_resource:  # wait --publish made it; the server is shared
+        pbsctl.qmgr("delete resource softwalltime_wait", check=False)
     proc = pbsctl.run("dpkg", "--purge", NAME, timeout=300)
     assert not _installed(), proc.stdout + proc.stderr
     assert _hooks() == machine["hooks"]
+    assert pbsctl.server_attribute("operators") == machine["operators"]
     if not machine["mark"]:
         assert not _mark_exists()
-    assert not _exists("user", NAME) and not _exists("group", NAME)
+    # the user stays (sysusers.d; both distributions advise it), its home and /run folder go
+    assert _exists("user", NAME) and _exists("group", NAME)
+    assert not os.path.exists("/var/lib/softwalltime") and not os.path.exists("/run/softwalltime")
     assert not wants.is_symlink()
     after = _files()
     before_files = machine["files"]
