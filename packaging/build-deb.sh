@@ -49,7 +49,7 @@ ln -s softwalltime "$root/usr/share/bash-completion/completions/softwalltime-ing
 "$root/opt/softwalltime/bin/python" -I -B -m softwalltime.cli.completion zsh \
 	>"$root/usr/share/zsh/vendor-completions/_softwalltime"
 install -m 0644 "$here/copyright" "$root/usr/share/doc/softwalltime/copyright"
-install -m 0644 "$repo/CHANGELOG.md" "$root/usr/share/doc/softwalltime/"
+install -m 0644 "$repo/docs/changelog.md" "$root/usr/share/doc/softwalltime/"
 python3 "$here/changelog.py" debian | gzip -9n >"$root/usr/share/doc/softwalltime/changelog.gz"
 maintainer=$(python3 "$here/changelog.py" maintainer)
 # Depends on the shared libraries the venv's extensions link (libc6, libpq5), as

@@ -1,4 +1,4 @@
-"""CHANGELOG.md in the packages' formats: ``python3 packaging/changelog.py FORMAT``.
+"""docs/changelog.md in the packages' formats: ``python3 packaging/changelog.py FORMAT``.
 
 FORMAT ``debian``: the Debian changelog of a native package (usr/share/doc/PKG/changelog.gz);
 ``rpm``: the ``%changelog`` section's body; ``version``: the newest entry's version;
@@ -33,7 +33,7 @@ def entries(text: str) -> list[tuple[str, dt.date, list[str]]]:
         elif out and out[-1][2] and line.startswith("  ") and line.strip():
             out[-1][2][-1] += " " + line.strip()
     if not out:
-        raise SystemExit("changelog.py: no '## X.Y.Z (YYYY-MM-DD)' entry in CHANGELOG.md")
+        raise SystemExit("changelog.py: no '## X.Y.Z (YYYY-MM-DD)' entry in docs/changelog.md")
     return out
 
 
@@ -83,7 +83,7 @@ def rpm(text: str, who: str) -> str:
 
 def main() -> int:
     what = sys.argv[1] if len(sys.argv) == 2 else ""
-    text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "changelog.md").read_text(encoding="utf-8")
     if what == "version":
         print(entries(text)[0][0])
     elif what == "maintainer":

@@ -33,7 +33,7 @@ OUTSIDE_VENV = {
     *(f"/usr/lib/systemd/system/{p.name}" for p in (REPO / "packaging" / "systemd").iterdir()),
     DOC,
     f"{DOC}/README.md",
-    f"{DOC}/CHANGELOG.md",
+    f"{DOC}/changelog.md",
     f"{DOC}/docs",
     # the pages by task, and the picture the report page shows
     *(f"{DOC}/docs/{p.name}" for p in (REPO / "docs").iterdir() if p.suffix in (".md", ".png")),

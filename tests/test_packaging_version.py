@@ -1,5 +1,5 @@
 """Issue 33: one version story. ``softwalltime.__version__`` is what the command, the wheel,
-the packages, the man pages and the install page show, and the newest CHANGELOG.md entry;
+the packages, the man pages and the install page show, and the newest docs/changelog.md entry;
 the docs speak of no version after it as the past."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def changelog(what: str) -> str:
 
 def test_the_changelog_the_command_and_the_wheel_say_the_same_version(capsys):
     assert re.fullmatch(r"\d+\.\d+\.\d+", VERSION)
-    first = re.search(r"^## (\S+) \(", (REPO / "CHANGELOG.md").read_text(), re.M)
+    first = re.search(r"^## (\S+) \(", (REPO / "docs" / "changelog.md").read_text(), re.M)
     assert first and first.group(1) == VERSION
     assert changelog("version").strip() == VERSION
     from softwalltime.cli import main
@@ -65,6 +65,8 @@ def test_the_install_page_names_this_versions_files_and_no_doc_has_a_later_past(
     assert f"softwalltime-{VERSION}-1.x86_64.rpm" in install
     current = tuple(int(x) for x in VERSION.split("."))
     for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        if path.name == "changelog.md":
+            continue  # the history itself names earlier versions
         for m in PAST.finditer(path.read_text()):
             if int(m.group(1)) == 0:  # the project's versions are 0.x
                 assert (0, int(m.group(2))) < current[:2], (path.name, m.group(0))
