@@ -109,9 +109,12 @@ examples:
 
 
 def register(sub: Any) -> None:
-    """Add the ``eval-wait`` and ``wait`` commands."""
+    """Add the ``eval-wait``, ``eval-start`` and ``wait`` commands."""
+    from . import evalstart
+
     _register_wait(sub)
     _register_eval_wait(sub)
+    evalstart.register(sub)
 
 
 def _register_wait(sub: Any) -> None:
