@@ -159,3 +159,61 @@ def test_targets_are_thinned_to_the_cap():
     assert se.target_jobs(100, 11, 40, 1000) == list(range(10, 50))
     assert se.target_jobs(100, 11, 40, 10) == list(range(10, 50, 4))
     assert se.target_jobs(5, 11, 40, 10) == []
+
+
+def _random_snapshot(rng, n_queued, procs=32):
+    now = 10_000
+    running, used = [], 0
+    while used < procs - 4 and rng.random() < 0.9:
+        p = rng.randint(1, 8)
+        if used + p > procs:
+            break
+        used += p
+        wall = rng.choice([600, 3600, 7200])
+        running.append(st.RunningJob(now - rng.randint(0, 3000), rng.randint(0, wall), wall, p))
+    queued = []
+    for k in range(n_queued):
+        wall = rng.choice([600, 1800, 3600, 7200])
+        p = rng.choice([1, 1, 2, 4, 8, 16, 32])
+        queued.append(
+            st.QueuedJob(now - 5000 + k, rng.randint(0, wall), wall, p, rng.randint(0, 3))
+        )
+    return st.Snapshot(now, procs, running, queued, rng.randrange(n_queued))
+
+
+@pytest.mark.parametrize(
+    "sort, classes, backfill_by",
+    [
+        ("fcfs-bf1", "pbs", "estimate"),
+        ("fcfs-bf1", "none", "estimate"),
+        ("sjf-bf1", "pbs", "estimate"),
+        ("sjf.rank-bf1", "rank", "estimate"),
+        ("fcfs-strict", "pbs", "estimate"),
+        ("sjf-greedy", "pbs", "estimate"),
+        ("fcfs-bf1", "pbs", "walltime"),
+        ("small-bf1", "none", "walltime"),
+    ],
+)
+def test_the_class_fifo_cycles_are_pbs_cycles(sort, classes, backfill_by):
+    # _ClassCycles (a cycle over the classes that fit) against schedule_cycle over the
+    # whole queue: the same start for every target, run times and queue.
+    policy = pbsched.parse_policy(sort, classes=classes, backfill_by=backfill_by)
+    rng = random.Random(f"{sort}{classes}{backfill_by}")
+    checked = 0
+    for _ in range(60):
+        s = _random_snapshot(rng, rng.randint(1, 80))
+        assert isinstance(st._cycles(s, policy, [q.est or q.wall for q in s.queued], True),
+                          st._ClassCycles)  # fmt: skip
+        runs = [rng.randint(1, q.wall) for q in s.queued]
+        ends = [r.start + rng.randint(1, r.wall) for r in s.running]
+        fast = st.forward_start(s, policy, runs, ends)
+        assert fast == st.forward_start(s, policy, runs, ends, fast=False)
+        checked += fast > s.now
+    assert checked > 20  # most targets wait: the cycles were exercised
+
+
+def test_time_dependent_sorts_and_deeper_backfilling_sort_at_every_cycle():
+    s = _random_snapshot(random.Random(1), 5)
+    for sort in ("xfactor-bf1", "fcfs-bf4"):
+        cycles = st._cycles(s, pbsched.parse_policy(sort), [1] * 5, True)
+        assert type(cycles) is st._Cycles

@@ -98,9 +98,9 @@ def predict_start(
     rows, site = histories(finished)
     sampler = RunSampler(random.Random(seed), site)
 
-    def kinds(jobs: Sequence[LiveJob]) -> List[List[int]]:
-        return [sampler.runs_of(_wall(j), max(1, j.ncpus), rows.get(j.user, [])) for j in jobs]
+    def kind(j: LiveJob) -> List[int]:
+        return sampler.runs_of(_wall(j), max(1, j.ncpus), rows.get(j.user, []))
 
-    return start_quantiles(
-        snap, policy, sampler, kinds(_waiting(live, target)), kinds(_running(live)), samples
-    )
+    waiting = _waiting(live, target)
+    running = [kind(j) for j in _running(live)]
+    return start_quantiles(snap, policy, sampler, lambda i: kind(waiting[i]), running, samples)

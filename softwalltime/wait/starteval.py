@@ -34,6 +34,7 @@ from ..replay.workload import Workload
 from .starttime import (
     DEFAULT_SAMPLES,
     SITE_RATIOS,
+    Lazy,
     QueuedJob,
     RunningJob,
     RunSampler,
@@ -161,9 +162,10 @@ class _Sweep:
         waiting = [QueuedJob(w.submit[j], t.est_submit[j], w.wall[j], w.procs[j]) for j in queued]
         return Snapshot(w.submit[k], procs_total, running, waiting, queued.index(k))
 
-    def kinds(self, jobs: Sequence[int], sampler: RunSampler) -> List[List[int]]:
+    def kind(self, j: int, sampler: RunSampler) -> List[int]:
+        """The run times job ``j``'s kind took (:meth:`.starttime.RunSampler.runs_of`)."""
         w = self.work
-        return [sampler.runs_of(w.wall[j], w.procs[j], self.history.of(w.user[j])) for j in jobs]
+        return sampler.runs_of(w.wall[j], w.procs[j], self.history.of(w.user[j]))
 
 
 class Prediction(NamedTuple):
@@ -198,20 +200,33 @@ def predict_targets(
         while unresolved and unresolved[0][0] <= now:
             _, predicted, actual = heapq.heappop(unresolved)
             widening.learn(predicted, actual)
-        snap = sweep.snapshot(k, procs_total)
-        sampler = RunSampler(rng, sweep.site)
-        queued_runs = sweep.kinds(list(sweep.pending), sampler)
-        running_runs = sweep.kinds(list(sweep.running), sampler)
-        answer = start_quantiles(snap, policy, sampler, queued_runs, running_runs, samples)
-        medians = [int(statistics.median_low(r)) for r in queued_runs]
-        ends = [sampler_median_end(job, snap.now, r) for job, r in zip(snap.running, running_runs)]
-        median = forward_start(snap, policy, medians, ends)
-        p90 = max(answer.p50, now + widening.widen(answer.p90 - now))
-        heapq.heappush(unresolved, (truth.start[k], answer.p90 - now, truth.start[k] - now))
-        out.append(Prediction(k, now, truth.start[k], answer.pbs, median, answer.p50, p90))
+        raw = _predict(sweep, k, procs_total, policy, RunSampler(rng, sweep.site), samples)
+        heapq.heappush(unresolved, (truth.start[k], raw.p90 - now, truth.start[k] - now))
+        out.append(raw._replace(p90=max(raw.p50, now + widening.widen(raw.p90 - now))))
         if progress is not None:
             progress(done + 1, len(targets))
     return out
+
+
+def _predict(
+    sweep: _Sweep,
+    k: int,
+    procs_total: int,
+    policy: pbsched.Policy,
+    sampler: RunSampler,
+    samples: int,
+) -> Prediction:
+    # every method's prediction for target k, the P90 not widened
+    snap = sweep.snapshot(k, procs_total)
+    pending = list(sweep.pending)
+    kinds = Lazy(len(pending), lambda i: sweep.kind(pending[i], sampler))
+    running_runs = [sweep.kind(j, sampler) for j in sweep.running]
+    answer = start_quantiles(snap, policy, sampler, kinds.__getitem__, running_runs, samples)
+    medians = Lazy(len(pending), lambda i: int(statistics.median_low(kinds[i])))
+    ends = [sampler_median_end(job, snap.now, r) for job, r in zip(snap.running, running_runs)]
+    median = forward_start(snap, policy, medians, ends)
+    start = sweep.truth.start[k]
+    return Prediction(k, snap.now, start, answer.pbs, median, answer.p50, answer.p90)
 
 
 def sampler_median_end(job: RunningJob, now: int, runs: Sequence[int]) -> int:

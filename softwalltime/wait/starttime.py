@@ -26,10 +26,12 @@ from typing import (
     Callable,
     Deque,
     Dict,
+    Generic,
     Hashable,
     List,
     NamedTuple,
     Optional,
+    Protocol,
     Sequence,
     Tuple,
     TypeVar,
@@ -37,6 +39,7 @@ from typing import (
 
 from ..hookpath import calibrated as cal
 from ..replay import pbsched
+from ..replay.profile import Profile
 
 MAX_EVENTS = 100_000  # ends simulated for one prediction (each frees processors)
 DEFAULT_SAMPLES = 9
@@ -45,6 +48,14 @@ WIDEN_MIN = 20  # below this many, no correction
 WIDEN_SCALE_S = 600  # the scale of a wait: errors of short waits count in ten minutes
 SITE_RATIOS = 1000  # run/walltime ratios of the site's last jobs: a user with no history
 T = TypeVar("T")
+
+
+class Runs(Protocol):
+    """Run times by queued job: a list, or :class:`Lazy`."""
+
+    def __getitem__(self, j: int, /) -> int: ...
+
+
 Row = Tuple[int, int, int]  # (run time s, walltime s, ncpus), newest end first
 
 
@@ -103,15 +114,159 @@ def _order(queue: List[int], snap: Snapshot, formula: pbsched.SortFormula, now: 
     return sorted(queue, key=key)
 
 
+class _Cycles:
+    """The queue between cycles, and one cycle (:func:`..replay.pbsched.schedule_cycle`):
+    the order sorted anew at each cycle. Jobs are indices into ``snap.queued``."""
+
+    def __init__(self, snap: Snapshot, policy: pbsched.Policy, est: List[int]) -> None:
+        self.snap = snap
+        self.policy = policy
+        self.formula = pbsched.sort_formula(policy.job_sort_formula)
+        self.est = est
+        self.procs = [job.procs for job in snap.queued]
+        self.hard = (
+            [job.wall for job in snap.queued] if policy.backfill_by == pbsched.WALLTIME else None
+        )
+        self.cls = _class_key(policy, snap.queued)
+        self.queue = list(range(len(snap.queued)))
+
+    def cycle(self, now: int, free: int, ends: Sequence[Tuple[int, int]]) -> List[int]:
+        """The jobs that start at ``now``; they leave the queue."""
+        order = _order(self.queue, self.snap, self.formula, now)
+        policy = self.policy
+        started, _top = pbsched.schedule_cycle(
+            now, order, free, ends, self.procs, self.est, policy.backfill_depth,
+            policy.strict_ordering, None, self.hard, self.cls,
+        )  # fmt: skip
+        if started:
+            gone = set(started)
+            self.queue = [j for j in self.queue if j not in gone]
+        return started
+
+
+class _ClassCycles(_Cycles):
+    """The same cycles, for an order that does not change between cycles (no
+    ``eligible_time`` in the sort) and at most one top job: the queue kept as FIFOs of its
+    equivalence classes, so that a cycle costs the classes that fit the free processors,
+    not the whole queue.
+
+    Why this is the same: within a cycle, once a job of a class cannot start, no later job
+    of the class starts (PBS marks the class can't-run; with ``classes none`` every job is
+    a class of its own); so the jobs of a class start in order, and a cycle is a merge of
+    the classes' first jobs by their place in the order. The first job that cannot start
+    becomes the top job (its reservation placed as schedule_cycle places it); after it,
+    a class whose processors exceed the free ones cannot start a job and is not looked at.
+    ``tests/test_starttime.py`` checks the two against each other on random queues.
+    """
+
+    def __init__(self, snap: Snapshot, policy: pbsched.Policy, est: List[int]) -> None:
+        super().__init__(snap, policy, est)
+        order = _order(self.queue, snap, self.formula, snap.now)
+        self.pos = [0] * len(order)
+        fifos: Dict[Hashable, Deque[int]] = {}
+        for i, j in enumerate(order):
+            self.pos[j] = i
+            fifos.setdefault(j if self.cls is None else self.cls(j), deque()).append(j)
+        self.fifos = sorted(fifos.values(), key=lambda f: self.procs[f[0]])
+        self.fifo_procs = [self.procs[f[0]] for f in self.fifos]
+        self.heads = [(self.pos[f[0]], c) for c, f in enumerate(self.fifos)]
+        heapq.heapify(self.heads)  # (place of a class's first job, class); stale ones skipped
+
+    def _first(self) -> Optional[Tuple[int, int]]:
+        heads, fifos = self.heads, self.fifos
+        while heads:
+            i, c = heads[0]
+            if fifos[c] and self.pos[fifos[c][0]] == i:
+                return heads[0]
+            heapq.heappop(heads)
+        return None
+
+    def _start(self, c: int) -> int:
+        j = self.fifos[c].popleft()
+        if self.fifos[c]:
+            heapq.heappush(self.heads, (self.pos[self.fifos[c][0]], c))
+        return j
+
+    def cycle(self, now: int, free: int, ends: Sequence[Tuple[int, int]]) -> List[int]:
+        profile = Profile(now, free, ends)
+        started: List[int] = []
+        procs, est, hard = self.procs, self.est, self.hard
+        while True:  # in order, until a job cannot start
+            first = self._first()
+            if first is None:
+                return started
+            c = first[1]
+            j = self.fifos[c][0]
+            if procs[j] > free:
+                break
+            self._start(c)
+            profile.occupy(now, est[j], procs[j])
+            free -= procs[j]
+            started.append(j)
+            if free == 0:
+                return started
+        resv_s, resv_x = -1, 0  # the top job's reservation, if any
+        if self.policy.strict_ordering:
+            if self.policy.backfill_depth == 0:
+                return started
+            p, d = procs[j], est[j]
+            resv_s = profile.earliest(p, d)
+            profile.occupy(resv_s, d, p)
+            resv_x = profile.least_from(resv_s)
+        if free == 0:
+            return started
+        top = c
+        # the classes whose first job could start now: free and the reservation's extra
+        # processors only shrink during a cycle, so a job that cannot start now cannot later
+        fits: List[Tuple[int, int]] = []
+        pos, fifos, fifo_procs = self.pos, self.fifos, self.fifo_procs
+        no_resv = resv_s < 0
+        for c, f in enumerate(fifos):
+            p = fifo_procs[c]
+            if p > free:
+                break
+            if f and c != top:
+                j = f[0]
+                if no_resv or p <= resv_x or now + (est[j] if hard is None else hard[j]) <= resv_s:
+                    fits.append((pos[j], c))
+        heapq.heapify(fits)
+        while fits:
+            _, c = heapq.heappop(fits)
+            j = self.fifos[c][0]
+            p = procs[j]
+            end = now + (est[j] if hard is None else hard[j])
+            if p > free or not (resv_s < 0 or end <= resv_s or p <= resv_x):
+                continue  # the class cannot start a job in this cycle
+            if resv_s >= 0 and end > resv_s:
+                resv_x -= p
+            self._start(c)
+            free -= p
+            started.append(j)
+            if free == 0:
+                return started
+            if self.fifos[c]:
+                heapq.heappush(fits, (self.pos[self.fifos[c][0]], c))
+        return started
+
+
+def _cycles(snap: Snapshot, policy: pbsched.Policy, est: List[int], fast: bool) -> _Cycles:
+    formula = pbsched.sort_formula(policy.job_sort_formula)
+    one_top = policy.backfill_depth <= 1 or not policy.strict_ordering
+    if fast and one_top and not formula.time_dependent:
+        return _ClassCycles(snap, policy, est)
+    return _Cycles(snap, policy, est)
+
+
 def forward_start(
     snap: Snapshot,
     policy: pbsched.Policy,
-    queued_run: Sequence[int],
+    queued_run: Runs,
     running_end: Sequence[int],
+    fast: bool = True,
 ) -> int:
     """The target's start when queued job ``j`` runs ``queued_run[j]`` seconds and running
     job ``i`` ends at ``running_end[i]`` (both clamped to the walltime; an end at or before
-    ``now`` counts as ``now + 1``).
+    ``now`` counts as ``now + 1``). ``fast``: use :class:`_ClassCycles` where it applies.
 
     :raises ValueError: the target needs more processors than the machine has, or
         :data:`MAX_EVENTS` ends pass without it starting
@@ -123,9 +278,7 @@ def forward_start(
     formula = pbsched.sort_formula(policy.job_sort_formula)
     period = policy.scheduler_iteration if formula.time_dependent else 0
     est = [job.est or job.wall for job in q]
-    procs = [job.procs for job in q]
-    cls = _class_key(policy, q)
-    hard = [job.wall for job in q] if policy.backfill_by == pbsched.WALLTIME else None
+    cycles = _cycles(snap, policy, est, fast)
     # running jobs by id: (estimated end, processors) for the scheduler; heap of real ends
     planned: Dict[int, Tuple[int, int]] = {}
     ends: List[Tuple[int, int]] = []
@@ -135,25 +288,17 @@ def forward_start(
         ends.append((max(now + 1, min(end, r.start + r.wall)), i))
         free -= r.procs
     heapq.heapify(ends)
-    queue = list(range(len(q)))
     ids = len(planned)
     for _ in range(MAX_EVENTS):
-        order = _order(queue, snap, formula, now)
         profile = sorted((e if e > now else now, p) for e, p in planned.values())
-        started, _top = pbsched.schedule_cycle(
-            now, order, free, profile, procs, est, policy.backfill_depth,
-            policy.strict_ordering, None, hard, cls,
-        )  # fmt: skip
-        if snap.target in started:
-            return now
-        if started:
-            gone = set(started)
-            queue = [j for j in queue if j not in gone]
-            for j in started:
-                free -= procs[j]
-                planned[ids] = (now + est[j], procs[j])
-                heapq.heappush(ends, (now + max(1, min(queued_run[j], q[j].wall)), ids))
-                ids += 1
+        started = cycles.cycle(now, free, profile)
+        for j in started:
+            if j == snap.target:
+                return now
+            free -= q[j].procs
+            planned[ids] = (now + est[j], q[j].procs)
+            heapq.heappush(ends, (now + max(1, min(queued_run[j], q[j].wall)), ids))
+            ids += 1
         if not ends:
             raise ValueError("nothing runs and the job cannot start")  # defensive
         now = ends[0][0] if not period else min(ends[0][0], now + period)
@@ -213,22 +358,41 @@ def quantile(ordered: Sequence[T], q: float) -> T:
     return ordered[max(0, min(len(ordered) - 1, k))]
 
 
+class Lazy(Generic[T]):
+    """``n`` values, each computed by ``item(j)`` when first read, then kept: a forward run
+    reads the run times of the jobs that start before the target only."""
+
+    def __init__(self, n: int, item: Callable[[int], T]) -> None:
+        self.item = item
+        self.values: List[Optional[T]] = [None] * n
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, j: int) -> T:
+        value = self.values[j]
+        if value is None:
+            value = self.values[j] = self.item(j)
+        return value
+
+
 def start_quantiles(
     snap: Snapshot,
     policy: pbsched.Policy,
     sampler: RunSampler,
-    queued_runs: Sequence[Sequence[int]],
+    queued_kinds: Callable[[int], Sequence[int]],
     running_runs: Sequence[Sequence[int]],
     samples: int = DEFAULT_SAMPLES,
 ) -> StartAnswer:
     """P50 and P90 of the target's start over ``samples`` forward runs (run times drawn from
-    ``queued_runs[j]`` and ``running_runs[i]``: :meth:`RunSampler.runs_of`), with PBS's
+    ``queued_kinds(j)`` and ``running_runs[i]``: :meth:`RunSampler.runs_of`), with PBS's
     estimate beside them."""
     if samples < 1:
         raise ValueError("samples must be >= 1")
+    kinds = Lazy(len(snap.queued), queued_kinds)
     starts = []
     for _ in range(samples):
-        runs = [sampler.queued_run(r) for r in queued_runs]
+        runs = Lazy(len(snap.queued), lambda j: sampler.queued_run(kinds[j]))
         ends = [sampler.running_end(job, snap.now, r) for job, r in zip(snap.running, running_runs)]
         starts.append(forward_start(snap, policy, runs, ends))
     starts.sort()
