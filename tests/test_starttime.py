@@ -217,3 +217,49 @@ def test_time_dependent_sorts_and_deeper_backfilling_sort_at_every_cycle():
     for sort in ("xfactor-bf1", "fcfs-bf4"):
         cycles = st._cycles(s, pbsched.parse_policy(sort), [1] * 5, True)
         assert type(cycles) is st._Cycles
+
+
+CERIT = "softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz"
+
+
+def test_eval_start_on_a_bundled_trace(capsys):
+    import json
+
+    from softwalltime.cli import main
+
+    args = ["eval-start", "--predictions", "40", "--procs", "2176", "--first", "12001"]
+    assert main([*args, "--json", CERIT]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["predictions"], report["policy"], report["estimates"]) == (40, "fcfs-bf1", "v3")
+    fig = report["figures"]
+    assert fig["all"]["jobs"] == 40 and 0 < fig["waited_10min"]["jobs"] < 40
+    for method in se.METHODS:
+        shares = list(fig["all"][method].values())
+        assert shares == sorted(shares) and 0 <= shares[0] <= shares[-1] <= 100
+    assert main([*args, CERIT]) == 0  # the same figures as text
+    text = capsys.readouterr().out
+    rows = [line.split() for line in text.splitlines() if line.startswith("  P50 ")]
+    assert "within 10 min %" in text and len(rows) == 2
+    assert [float(x) for x in rows[0][1:]] == list(fig["all"]["P50"].values())
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--policy", "sjf.rank-bf1"], "a sort reading softwalltime_rank is not evaluated"),
+        (["--policy", "nosuch-bf1"], "--policy: "),
+        (["--predictions", "100001"], "at most 100,000 predictions"),
+        (["--first", "20000"], "none from job 20,000 on"),
+    ],
+)
+def test_eval_start_refuses_in_one_line(capsys, args, message):
+    from softwalltime.cli import main
+
+    code = None
+    try:
+        code = main(["eval-start", "--procs", "2176", *args, CERIT])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    assert code in (1, 2)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1]
