@@ -152,6 +152,7 @@ def test_figures_count_hits_per_method():
     assert f["all"]["median"] == {"within_60s": 50.0, "within_600s": 100.0, "within_3600s": 100.0}
     assert f["all"]["P50"]["within_60s"] == 50.0
     assert f["all"]["P90_coverage"] == 50.0
+    assert f["all"]["PQStar"]["within_3600s"] is None  # -1: not predicted
     assert f["waited_10min"]["jobs"] == 1 and f["waited_10min"]["P90_coverage"] == 0.0
 
 

@@ -29,6 +29,9 @@ all a predictor knows:
   P50     the median start of --samples forward runs with run times drawn from what the
           user's similar jobs ran; P90 the upper bound, widened by a correction learned
           from the predictions whose job has started
+  PQStar  'softwalltime eval-wait''s PQStar on the same jobs (the ground truth's starts):
+          its bound (1 h) for a quick starter, else IBL's wait
+  IBL     IBL's predicted wait (instance-based learning)
 
 Reported: the share of targets whose start lies within 1 min, 10 min and 1 h of each
 method's prediction, for all targets and for those that waited at least 10 minutes
@@ -140,6 +143,7 @@ def run_eval_start(args: argparse.Namespace, settings: Settings) -> int:
         preds = se.predict_targets(
             work, truth, procs, policy, targets, args.samples, args.seed, _progress()
         )
+        preds = se.with_pqstar(preds, work, truth, procs)
         seconds = time.perf_counter() - began
         report = {
             "source": path,

@@ -31,6 +31,7 @@ from ..replay import pbsched
 from ..replay.rank import UserHistory
 from ..replay.sources import EstimateSource
 from ..replay.workload import Workload
+from .pqstar import WaitParams, replay_waits
 from .starttime import (
     DEFAULT_SAMPLES,
     SITE_RATIOS,
@@ -43,8 +44,10 @@ from .starttime import (
     forward_start,
     start_quantiles,
 )
+from .workload import WaitJob
 
-METHODS = ("PBS", "median", "P50")
+METHODS = ("PBS", "median", "P50", "PQStar", "IBL")
+_FIELDS = {"PBS": "pbs", "median": "median", "P50": "p50", "PQStar": "pqstar", "IBL": "ibl"}
 WITHIN_S = (60, 600, 3600)
 LONG_WAIT_S = 600  # "jobs that waited >= 10 min": immediate starts are easy
 MAX_PREDICTIONS = 100_000
@@ -177,6 +180,10 @@ class Prediction(NamedTuple):
     median: int
     p50: int
     p90: int
+    pqstar: int = -1
+    """PQStar's answer as a start: submit + its predicted wait (the bound, 1 h, for a job
+    it marks a quick starter; else IBL's wait); -1: not predicted."""
+    ibl: int = -1
 
 
 def predict_targets(
@@ -229,6 +236,30 @@ def _predict(
     return Prediction(k, snap.now, start, answer.pbs, median, answer.p50, answer.p90)
 
 
+def with_pqstar(
+    preds: Sequence[Prediction], work: Workload, truth: Truth, procs_total: int
+) -> List[Prediction]:
+    """``preds`` with PQStar's and IBL's answers (:func:`.pqstar.replay_waits` on the ground
+    truth's starts, estimated run times the soft walltimes at submit), for the same jobs."""
+    if not preds:
+        return []
+    jobs = [
+        WaitJob(w_submit, start, start + run, procs, est, user)
+        for w_submit, start, run, procs, est, user in zip(
+            work.submit, truth.start, work.run, work.procs, truth.est_submit, work.user
+        )
+    ]
+    first, last = preds[0].job, preds[-1].job + 1
+    res = replay_waits(jobs, procs_total, WaitParams(first_target=first, last_target=last))
+    at = {k: i for i, k in enumerate(res.targets)}
+    out = []
+    for p in preds:
+        i = at[p.job]
+        pq, ibl = res.predicted_s["pqstar"][i], res.predicted_s["ibl"][i]
+        out.append(p._replace(pqstar=p.submit + pq, ibl=p.submit + ibl))
+    return out
+
+
 def sampler_median_end(job: RunningJob, now: int, runs: Sequence[int]) -> int:
     """The median of the run times of its kind longer than it has run, else halfway to its
     walltime."""
@@ -244,7 +275,8 @@ def _share(hits: int, n: int) -> Optional[float]:
 
 def figures(preds: Sequence[Prediction]) -> Dict[str, Any]:
     """Per method, the shares within :data:`WITHIN_S` for all targets and for those that
-    waited >= :data:`LONG_WAIT_S`; the P90's coverage."""
+    waited >= :data:`LONG_WAIT_S` (of the targets it predicted: None if none); the P90's
+    coverage."""
     groups = {
         "all": list(preds),
         "waited_10min": [p for p in preds if p.start - p.submit >= LONG_WAIT_S],
@@ -253,9 +285,13 @@ def figures(preds: Sequence[Prediction]) -> Dict[str, Any]:
     for name, rows in groups.items():
         n = len(rows)
         per: Dict[str, Any] = {"jobs": n}
-        for method, attr in (("PBS", "pbs"), ("median", "median"), ("P50", "p50")):
+        for method in METHODS:
+            made = [(getattr(p, _FIELDS[method]), p.start) for p in rows]
+            made = [(guess, start) for guess, start in made if guess >= 0]  # -1: none
             per[method] = {
-                f"within_{s}s": _share(sum(abs(getattr(p, attr) - p.start) <= s for p in rows), n)
+                f"within_{s}s": _share(
+                    sum(abs(guess - start) <= s for guess, start in made), len(made)
+                )
                 for s in WITHIN_S
             }
         per["P90_coverage"] = _share(sum(p.start <= p.p90 for p in rows), n)
