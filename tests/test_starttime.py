@@ -264,3 +264,40 @@ def test_eval_start_refuses_in_one_line(capsys, args, message):
     assert code in (1, 2)
     err = capsys.readouterr().err.strip().splitlines()
     assert message in err[-1]
+
+
+def test_one_run_to_the_last_start_gives_each_jobs_start():
+    # --publish runs the queue once to its last start: each job's start there is the
+    # start a run for that job alone gives (the run does not depend on the target).
+    rng = random.Random(7)
+    policy = FCFS
+    for _ in range(20):
+        s = _random_snapshot(rng, rng.randint(1, 40))
+        runs = [rng.randint(1, q.wall) for q in s.queued]
+        ends = [r.start + rng.randint(1, r.wall) for r in s.running]
+        every = st.forward_starts(s, policy, runs, ends)
+        alone = [
+            st.forward_start(s._replace(target=j), policy, runs, ends) for j in range(len(runs))
+        ]
+        assert every == alone
+
+
+def test_all_quantiles_match_one_jobs_answer():
+    # one run time per kind: every draw is that one, so the answers for all jobs at once must
+    # equal each job's own (a drawn P50 and P90 are tested above)
+    s = _random_snapshot(random.Random(3), 30)
+    kinds = [[q.wall // 3] for q in s.queued]
+    running = [[r.wall] for r in s.running]
+    sampler = st.RunSampler(random.Random(5), [0.5])
+    every = st.all_quantiles(s, FCFS, sampler, kinds.__getitem__, running)
+    alone = [
+        st.start_quantiles(s._replace(target=j), FCFS, sampler, kinds.__getitem__, running)
+        for j in range(30)
+    ]
+    assert every == alone and len({a.p50 for a in alone}) > 5
+    assert any(a.p50 != a.pbs for a in alone)  # the drawn run times are not the estimates
+
+
+def test_a_job_wider_than_the_machine_never_starts_in_a_run_of_all():
+    s = snap([], [st.QueuedJob(0, 10, 10, 8), st.QueuedJob(1, 10, 10, 2)], 0)
+    assert st.forward_starts(s, pbsched.parse_policy("fcfs-greedy"), [10, 10], []) == [-1, 100]

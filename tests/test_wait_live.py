@@ -439,3 +439,28 @@ def test_wait_says_how_stale_the_database_is_and_refuses_past_max_lag(fresh_dsn,
     assert main([*base, "--warn-lag", "130:00:00", "--max-lag", "200:00:00", "--json"]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and json.loads(captured.out)["database_stale"] is False
+
+
+def test_publish_gives_a_job_pqstar_leaves_its_start_times_p50(fresh_dsn, tmp_path, capsys):
+    """A 6-processor machine: alice's 4-processor job runs (10 h walltime, started 500 s
+    ago), bob's 4-processor job waits for it. PQStar does not mark bob's job, so --publish
+    gives it the start time's P50: alice has no finished job, so her run time is the site's
+    ratio (carol's 290 s of 1800 s) x 10 h = 5800 s from her start, in every forward run."""
+    import time
+
+    from softwalltime.cli import main
+    from softwalltime.pbsserver import publish
+
+    now = int(time.time())
+    jobs = {
+        "70.pbs01": {"euser": "alice", "job_state": "R", "ctime": now - 900, "stime": now - 500,
+                     "Resource_List": {"ncpus": 4, "walltime": "10:00:00"}},
+        "71.pbs01": {"euser": "bob", "job_state": "Q", "ctime": now - 3000,
+                     "Resource_List": {"ncpus": 4, "walltime": "01:00:00"}},
+    }  # fmt: skip
+    cfg = _fake_qstat(tmp_path, jobs)
+    _add_finished(fresh_dsn, [("carol", now - 400, now - 390, now - 100, 1, 1800)])
+    args = ["--dsn", fresh_dsn, "--config", str(cfg), "wait", "--machine-procs", "6"]
+    assert main([*args, "--publish", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"71.pbs01: unset -> {publish.value(False, now - 500 + 5800)}"

@@ -95,7 +95,8 @@ the most processors the history had in use at once.
 
 --publish (cron, as a PBS manager on the server host) predicts every queued job and sets
 its Resource_List.softwalltime_wait (created if missing: a string users can read, not
-set), e.g. quick_starter:by_2026-11-25T12:52+0000 or predicted:about_2026-11-25T15:10+0000:
+set), e.g. quick_starter:by_2026-11-25T12:52+0000 (PQStar marked it) or
+predicted:about_2026-11-25T15:10+0000 (the start time's P50, else IBL's wait):
 its owner sees it with qstat -f, without database credentials. A job's value is altered
 only when the answer changed.
 """
@@ -623,6 +624,7 @@ def _publish(
     from ..pbsserver import publish
     from ..pbsserver.commands import Pbs
     from ..wait.live import live_from_qstat, predict_live
+    from ..wait.livestart import predict_all
     from ..wait.pqstar import IBL
     from ..wait.workload import WaitJob
 
@@ -647,13 +649,19 @@ def _publish(
     if queued and not args.dry_run and publish.ensure_resource(pbs):
         print(f"publish: created resource {publish.RESOURCE} (type=string, flag=r)")
 
+    # the start time of every queued job at once (issue 35): one set of forward runs
+    starts = predict_all(on_server, snap.trace.jobs, now, machine, _policy(args), args.samples)
+
     def predict(job_id: str) -> Tuple[bool, int]:
         j = by_id[job_id]
         job = WaitJob(now, 0, 0, j.ncpus, j.ert_s(args.ert), j.user)
         answer = predict_live(
             snap.work.jobs, snap.live, job, machine, params, args.ert, args.history, job_id
         )
-        return answer.rule != IBL, now + answer.predicted_s["pqstar"]
+        if answer.rule != IBL:
+            return True, now + answer.predicted_s["pqstar"]
+        start = starts.get(job_id)
+        return False, start.p50 if start is not None else now + answer.predicted_s["pqstar"]
 
     summary = publish.publish(
         pbs,

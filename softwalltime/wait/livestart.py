@@ -19,6 +19,7 @@ from .starttime import (
     RunSampler,
     Snapshot,
     StartAnswer,
+    all_quantiles,
     start_quantiles,
 )
 
@@ -104,3 +105,30 @@ def predict_start(
     waiting = _waiting(live, target)
     running = [kind(j) for j in _running(live)]
     return start_quantiles(snap, policy, sampler, lambda i: kind(waiting[i]), running, samples)
+
+
+def predict_all(
+    live: Sequence[LiveJob],
+    finished: Sequence[TraceJob],
+    now: int,
+    procs_total: int,
+    policy: pbsched.Policy,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
+) -> Dict[str, StartAnswer]:
+    """Every queued job's start time by job id, from one set of forward runs to the last
+    start (``wait --publish``); a job that cannot start (wider than the machine) is left
+    out."""
+    waiting = sorted((j for j in live if j.queued), key=lambda j: (j.submit_s, j.job_id))
+    if not waiting:
+        return {}
+    snap = snapshot(live, now, procs_total, waiting[0])
+    rows, site = histories(finished)
+    sampler = RunSampler(random.Random(seed), site)
+
+    def kind(j: LiveJob) -> List[int]:
+        return sampler.runs_of(_wall(j), max(1, j.ncpus), rows.get(j.user, []))
+
+    running = [kind(j) for j in _running(live)]
+    answers = all_quantiles(snap, policy, sampler, lambda i: kind(waiting[i]), running, samples)
+    return {j.job_id: a for j, a in zip(waiting, answers) if a is not None}

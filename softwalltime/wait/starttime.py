@@ -271,14 +271,33 @@ def forward_start(
     :raises ValueError: the target needs more processors than the machine has, or
         :data:`MAX_EVENTS` ends pass without it starting
     """
-    q = snap.queued
-    if q[snap.target].procs > snap.procs_total:
+    if snap.queued[snap.target].procs > snap.procs_total:
         raise ValueError("the job needs more processors than the machine has")
+    start = forward_starts(snap, policy, queued_run, running_end, fast, snap.target)
+    if start[snap.target] < 0:
+        raise ValueError(f"no start within {MAX_EVENTS} job ends")
+    return start[snap.target]
+
+
+def forward_starts(
+    snap: Snapshot,
+    policy: pbsched.Policy,
+    queued_run: Runs,
+    running_end: Sequence[int],
+    fast: bool = True,
+    until: Optional[int] = None,
+) -> List[int]:
+    """Every queued job's start in one forward run (as :func:`forward_start`), or only until
+    job ``until`` starts; -1 for a job that does not start (wider than the machine, or not
+    within :data:`MAX_EVENTS` ends)."""
+    q = snap.queued
     now = snap.now
     formula = pbsched.sort_formula(policy.job_sort_formula)
     period = policy.scheduler_iteration if formula.time_dependent else 0
     est = [job.est or job.wall for job in q]
     cycles = _cycles(snap, policy, est, fast)
+    start = [-1] * len(q)
+    left = sum(1 for job in q if job.procs <= snap.procs_total)
     # running jobs by id: (estimated end, processors) for the scheduler; heap of real ends
     planned: Dict[int, Tuple[int, int]] = {}
     ends: List[Tuple[int, int]] = []
@@ -291,21 +310,20 @@ def forward_start(
     ids = len(planned)
     for _ in range(MAX_EVENTS):
         profile = sorted((e if e > now else now, p) for e, p in planned.values())
-        started = cycles.cycle(now, free, profile)
-        for j in started:
-            if j == snap.target:
-                return now
+        for j in cycles.cycle(now, free, profile):
+            start[j] = now
+            left -= 1
             free -= q[j].procs
             planned[ids] = (now + est[j], q[j].procs)
             heapq.heappush(ends, (now + max(1, min(queued_run[j], q[j].wall)), ids))
             ids += 1
-        if not ends:
-            raise ValueError("nothing runs and the job cannot start")  # defensive
+        if (until is not None and start[until] >= 0) or left <= 0 or not ends:
+            break
         now = ends[0][0] if not period else min(ends[0][0], now + period)
         while ends and ends[0][0] <= now:
             _, i = heapq.heappop(ends)
             free += planned.pop(i)[1]
-    raise ValueError(f"no start within {MAX_EVENTS} job ends")
+    return start
 
 
 def pbs_estimate(snap: Snapshot, policy: pbsched.Policy) -> int:
@@ -397,6 +415,42 @@ def start_quantiles(
         starts.append(forward_start(snap, policy, runs, ends))
     starts.sort()
     return StartAnswer(quantile(starts, 0.5), quantile(starts, 0.9), pbs_estimate(snap, policy))
+
+
+def all_quantiles(
+    snap: Snapshot,
+    policy: pbsched.Policy,
+    sampler: RunSampler,
+    queued_kinds: Callable[[int], Sequence[int]],
+    running_runs: Sequence[Sequence[int]],
+    samples: int = DEFAULT_SAMPLES,
+) -> List[Optional[StartAnswer]]:
+    """:func:`start_quantiles` for every queued job at once (``snap.target`` is ignored):
+    ``samples`` + 1 forward runs to the last start; None for a job that does not start."""
+    if samples < 1:
+        raise ValueError("samples must be >= 1")
+    n = len(snap.queued)
+    kinds = Lazy(n, queued_kinds)
+    runs_by_job: List[List[int]] = [[] for _ in range(n)]
+    for _ in range(samples):
+        runs = Lazy(n, lambda j: sampler.queued_run(kinds[j]))
+        ends = [sampler.running_end(job, snap.now, r) for job, r in zip(snap.running, running_runs)]
+        for j, s in enumerate(forward_starts(snap, policy, runs, ends)):
+            runs_by_job[j].append(s)
+    pbs = forward_starts(
+        snap,
+        policy,
+        [job.est or job.wall for job in snap.queued],
+        [r.start + (r.est or r.wall) for r in snap.running],
+    )
+    out: List[Optional[StartAnswer]] = []
+    for starts, by_pbs in zip(runs_by_job, pbs):
+        starts.sort()
+        if starts[0] < 0 or by_pbs < 0:
+            out.append(None)
+        else:
+            out.append(StartAnswer(quantile(starts, 0.5), quantile(starts, 0.9), by_pbs))
+    return out
 
 
 class Widening:
