@@ -8,8 +8,8 @@ import sys
 import time
 from typing import Any, Dict, List
 
+from ..core.config import Settings
 from ..errors import ConfigError
-from ..hookpath.config import Settings
 from .argtypes import whole_number
 from .evaluate import add_input_size
 

@@ -37,7 +37,7 @@ from typing import (
     TypeVar,
 )
 
-from ..hookpath import calibrated as cal
+from ..core import calibrated as cal
 from ..replay import pbsched
 from ..replay.profile import Profile
 
