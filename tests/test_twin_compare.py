@@ -119,3 +119,20 @@ def test_submission_commands() -> None:
 def test_measured_runs_take_the_servers_durations() -> None:
     jobs = [J(0, 5, 10, 1), J(1, 1, 3, 2)]
     assert twin.measured_runs(jobs, [100, 103], [106, 103]) == [J(0, 6, 10, 1), J(1, 1, 3, 2)]
+
+
+def test_start_times_at_release_are_scored_against_the_real_starts() -> None:
+    # one processor: job 0 runs 10 s from 0; job 1 (released at 1) waits for it, starts at
+    # 10. PBS's method with perfect soft walltimes says 10; the scaled thresholds (factor
+    # 100: 1 min -> 1 s, 10 min -> 6 s, 1 h -> 36 s) count it within every one; job 1 waited
+    # 9 s >= the 10-min wait / 100.
+    jobs = [twin.TwinJob(0, 10, 20, 1), twin.TwinJob(1, 5, 20, 1)]
+    soft = twin.soft_walltimes(jobs, twin.PERFECT)
+    policy = pbsched.parse_policy("fcfs-bf1")
+    fig = twin.start_times(jobs, [0, 1], [0, 10], [10, 5], soft, 1, policy, 100.0)
+    assert fig["all"]["jobs"] == 2 and fig["waited_10min"]["jobs"] == 1
+    assert fig["all"]["PBS"] == {"within_1s": 100.0, "within_6s": 100.0, "within_36s": 100.0}
+    late = twin.start_times(jobs, [0, 1], [0, 13], [10, 5], soft, 1, policy, 100.0)
+    assert late["waited_10min"]["PBS"]["within_1s"] == 0.0  # 3 s off
+    assert late["waited_10min"]["PBS"]["within_6s"] == 100.0
+    assert "PBS    within 1s 0.0 %" in twin.start_report(late)

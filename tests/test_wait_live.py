@@ -150,9 +150,11 @@ def test_wait_command_on_the_database_and_qstat(fresh_dsn, tmp_path, capsys):
     assert main([*base, "--ncpus", "2", "--walltime", "01:00:00"]) == 0
     text = capsys.readouterr().out.splitlines()
     assert text[0].startswith("quick starter: no; predicted wait ")
-    assert text[2].startswith("state: 1 queued, 1 running (qstat now); machine 16 processors")
-    assert text[3].startswith("history: 1 finished jobs; the database's newest record is 00:0")
-    assert text[3].endswith("old (its lag)")
+    assert text[1].startswith("start time: in ") and "runs of the fcfs-bf1 scheduler" in text[1]
+    assert text[2].startswith("PBS's method (every job runs its soft walltime): in ")
+    assert text[4].startswith("state: 1 queued, 1 running (qstat now); machine 16 processors")
+    assert text[5].startswith("history: 1 finished jobs; the database's newest record is 00:0")
+    assert text[5].endswith("old (its lag)")
 
 
 def test_wait_without_qstat_is_one_error_line(fresh_dsn, tmp_path, capsys):
@@ -212,13 +214,23 @@ def test_wait_jobid_from_the_databases_live_jobs(fresh_dsn, tmp_path, capsys):
     assert 300 <= out["queued_for_s"] <= 360
     assert 300 <= out["database_lag_s"] <= 360  # the newest record: job 2's Q
     assert out["starts_by_s"] - int(time.time()) in range(3500, 3601)
+    # The start time (issue 35): job 2 waits for bob's job. PBS's method: bob's job runs
+    # its whole walltime (no soft walltime), 10 h from its start at now - 650. The forward
+    # runs: bob has no finished job, so his run time is the site's ratio (carol's 190 s of
+    # 1800 s) x his 10 h = 3800 s from his start, in every run: P50 = P90.
+    start = out["start"]
+    assert (start["policy"], start["samples"]) == ("fcfs-bf1", 9)
+    assert start["pbs_method_s"] - now == 36_000 - 650
+    assert start["p50_s"] - now == start["p90_s"] - now == 3800 - 650
 
     assert main([*base, "2"]) == 0  # the number alone names it too
     text = capsys.readouterr().out.splitlines()
     assert text[0].startswith("job 2.pbshost (alice, 1 processors): queued for 00:0")
     assert text[1] == "quick starter: yes, starts within 01:00:00 (near-term history)"
-    assert text[3].startswith("state: 1 queued, 1 running (database); machine 2 processors")
-    assert text[4].startswith("history: 1 finished jobs; the database's newest record is 00:0")
+    assert text[2].startswith("start time: in 00:52:") and "(P50), by 00:52:" in text[2]
+    assert text[3].startswith("PBS's method (every job runs its soft walltime): in 09:49:")
+    assert text[5].startswith("state: 1 queued, 1 running (database); machine 2 processors")
+    assert text[6].startswith("history: 1 finished jobs; the database's newest record is 00:0")
 
 
 @pytest.mark.parametrize(
@@ -427,3 +439,28 @@ def test_wait_says_how_stale_the_database_is_and_refuses_past_max_lag(fresh_dsn,
     assert main([*base, "--warn-lag", "130:00:00", "--max-lag", "200:00:00", "--json"]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and json.loads(captured.out)["database_stale"] is False
+
+
+def test_publish_gives_a_job_pqstar_leaves_its_start_times_p50(fresh_dsn, tmp_path, capsys):
+    """A 6-processor machine: alice's 4-processor job runs (10 h walltime, started 500 s
+    ago), bob's 4-processor job waits for it. PQStar does not mark bob's job, so --publish
+    gives it the start time's P50: alice has no finished job, so her run time is the site's
+    ratio (carol's 290 s of 1800 s) x 10 h = 5800 s from her start, in every forward run."""
+    import time
+
+    from softwalltime.cli import main
+    from softwalltime.pbsserver import publish
+
+    now = int(time.time())
+    jobs = {
+        "70.pbs01": {"euser": "alice", "job_state": "R", "ctime": now - 900, "stime": now - 500,
+                     "Resource_List": {"ncpus": 4, "walltime": "10:00:00"}},
+        "71.pbs01": {"euser": "bob", "job_state": "Q", "ctime": now - 3000,
+                     "Resource_List": {"ncpus": 4, "walltime": "01:00:00"}},
+    }  # fmt: skip
+    cfg = _fake_qstat(tmp_path, jobs)
+    _add_finished(fresh_dsn, [("carol", now - 400, now - 390, now - 100, 1, 1800)])
+    args = ["--dsn", fresh_dsn, "--config", str(cfg), "wait", "--machine-procs", "6"]
+    assert main([*args, "--publish", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"71.pbs01: unset -> {publish.value(False, now - 500 + 5800)}"

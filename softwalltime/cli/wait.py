@@ -97,7 +97,8 @@ the most processors the history had in use at once.
 
 --publish (cron, as a PBS manager on the server host) predicts every queued job and sets
 its Resource_List.softwalltime_wait (created if missing: a string users can read, not
-set), e.g. quick_starter:by_2026-11-25T12:52+0000 or predicted:about_2026-11-25T15:10+0000:
+set), e.g. quick_starter:by_2026-11-25T12:52+0000 (PQStar marked it) or
+predicted:about_2026-11-25T15:10+0000 (the start time's P50, else IBL's wait):
 its owner sees it with qstat -f, without database credentials. A job's value is altered
 only when the answer changed.
 """
@@ -111,9 +112,12 @@ examples:
 
 
 def register(sub: Any) -> None:
-    """Add the ``eval-wait`` and ``wait`` commands."""
+    """Add the ``eval-wait``, ``eval-start`` and ``wait`` commands."""
+    from . import evalstart
+
     _register_wait(sub)
     _register_eval_wait(sub)
+    evalstart.register(sub)
 
 
 def _register_wait(sub: Any) -> None:
@@ -169,6 +173,20 @@ def _register_wait(sub: Any) -> None:
         " this: is the ingester running? (default: 24:00:00)",
     )
     p.add_argument("--machine-procs", type=_procs, metavar="N", help="the machine's processors")
+    p.add_argument(
+        "--policy",
+        default="fcfs-bf1",
+        metavar="POLICY",
+        help="the site's sort and backfilling for the start time, as simulate --policies"
+        " names them (default: %(default)s)",
+    )
+    p.add_argument(
+        "--samples",
+        type=_at_most(_positive, 1000, "samples"),
+        default=9,
+        metavar="N",
+        help="forward runs of the scheduler for the start time's P50 and P90 (default: 9)",
+    )
     p.add_argument(
         "--history",
         type=_history,
@@ -404,11 +422,12 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
     :raises DatabaseError: the history cannot be read
     :raises PbsError: qstat cannot run or printed no JSON
     """
-    from ..wait.live import predict_live
+    from ..wait.live import LiveJob, predict_live
     from ..wait.pqstar import IBL, WaitParams
     from ..wait.workload import WaitJob
 
     _check_wait_args(args)
+    policy = _policy(args)
     snap = _snapshot(args, settings)
     stale = _check_lag(args, snap)
     params = WaitParams(quick_s=args.quick)
@@ -423,11 +442,12 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
             raise ConfigError(_not_queued(args, snap, target))
         ert_s = target.ert_s(args.ert)
         job = WaitJob(now, 0, 0, target.ncpus, ert_s, target.user)
+        planned = target
     else:
-        ert_s = args.walltime
-        if args.ert == "soft":
-            ert_s = _soft_ert(snap, args.user, args.walltime, settings)
+        soft_s = _soft_ert(snap, args.user, args.walltime, settings)
+        ert_s = soft_s if args.ert == "soft" else args.walltime
         job = WaitJob(now, 0, 0, args.ncpus, ert_s, args.user)
+        planned = LiveJob("", True, args.user, "", now, None, args.ncpus, args.walltime, soft_s)
     answer = predict_live(
         snap.work.jobs,
         snap.live,
@@ -438,6 +458,7 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
         args.history,
         target.job_id if target else "",
     )
+    start = _start_time(args, snap, planned, machine, policy)
     newest_end = max((j.end_s for j in snap.trace.jobs if j.end_s is not None), default=None)
     queued = sum(1 for j in snap.live if j.queued)
     quick = answer.rule != IBL
@@ -456,6 +477,7 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
         predicted_wait_s=answer.predicted_s["pqstar"],
         starts_by_s=now + answer.predicted_s["pqstar"],
         predicted_s=answer.predicted_s,
+        start=start,
         near_history_jobs=answer.near_jobs,
         estimated_run_time_s=ert_s,
         machine_procs=machine,
@@ -473,6 +495,37 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     _print_wait(args, out, target, ert_s)
     return 0
+
+
+def _policy(args: argparse.Namespace) -> Any:
+    from ..replay import pbsched
+
+    try:
+        return pbsched.parse_policy(args.policy)
+    except ValueError as err:
+        raise ConfigError(f"--policy: {err}") from None
+
+
+def _start_time(
+    args: argparse.Namespace, snap: _Snapshot, job: Any, machine: int, policy: Any
+) -> Dict[str, Any]:
+    """The start-time predictor's answer for ``job`` (issue 35): P50, P90 and PBS's method,
+    as epoch seconds, and what they assumed."""
+    from ..wait.livestart import predict_start
+
+    try:
+        answer = predict_start(
+            snap.live, snap.trace.jobs, job, snap.now_s, machine, policy, args.samples
+        )
+    except ValueError as err:
+        raise ConfigError(f"start time: {err}") from None
+    return {
+        "p50_s": answer.p50,
+        "p90_s": answer.p90,
+        "pbs_method_s": answer.pbs,
+        "policy": policy.name,
+        "samples": args.samples,
+    }
 
 
 def _check_lag(args: argparse.Namespace, snap: _Snapshot) -> bool:
@@ -547,6 +600,15 @@ def _print_wait(args: argparse.Namespace, out: Dict[str, Any], target: Any, ert_
         )
     else:
         print(f"quick starter: no; predicted wait {_hms(p['pqstar'])} (IBL)")
+    start, now = out["start"], out["starts_by_s"] - out["predicted_wait_s"]
+    print(
+        f"start time: in {_hms(start['p50_s'] - now)} (P50), by {_hms(start['p90_s'] - now)}"
+        f" (P90): {start['samples']} runs of the {start['policy']} scheduler with run times"
+        " drawn from the users' similar jobs"
+    )
+    print(
+        f"PBS's method (every job runs its soft walltime): in {_hms(start['pbs_method_s'] - now)}"
+    )
     print(
         f"other methods: IBL {_hms(p['ibl'])}, QBETS-style bound {_hms(p['qbets'])},"
         f" log-uniform {_hms(p['loguniform'])}"
@@ -576,6 +638,7 @@ def _publish(
     from ..pbsserver import publish
     from ..pbsserver.commands import Pbs
     from ..wait.live import live_from_qstat, predict_live
+    from ..wait.livestart import predict_all
     from ..wait.pqstar import IBL
     from ..wait.workload import WaitJob
 
@@ -600,13 +663,19 @@ def _publish(
     if queued and not args.dry_run and publish.ensure_resource(pbs):
         print(f"publish: created resource {publish.RESOURCE} (type=string, flag=r)")
 
+    # the start time of every queued job at once (issue 35): one set of forward runs
+    starts = predict_all(on_server, snap.trace.jobs, now, machine, _policy(args), args.samples)
+
     def predict(job_id: str) -> Tuple[bool, int]:
         j = by_id[job_id]
         job = WaitJob(now, 0, 0, j.ncpus, j.ert_s(args.ert), j.user)
         answer = predict_live(
             snap.work.jobs, snap.live, job, machine, params, args.ert, args.history, job_id
         )
-        return answer.rule != IBL, now + answer.predicted_s["pqstar"]
+        if answer.rule != IBL:
+            return True, now + answer.predicted_s["pqstar"]
+        start = starts.get(job_id)
+        return False, start.p50 if start is not None else now + answer.predicted_s["pqstar"]
 
     summary = publish.publish(
         pbs,

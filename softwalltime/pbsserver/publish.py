@@ -11,10 +11,10 @@ prediction can be checked against the start afterwards. The resource is a string
 
 The value is an absolute time in the server's zone, e.g.
 ``quick_starter:by_2026-11-25T12:52+0000`` (PQStar marked the job: it starts within the
-quick-starter threshold) or ``predicted:about_2026-11-25T15:10+0000`` (IBL's predicted
-wait). It is altered only when the answer changed: the kind, an expired time, or a
-predicted start moved by more than max(15 min, 10 %) (each ``qalter`` writes an ``a``
-record to the accounting log).
+quick-starter threshold) or ``predicted:about_2026-11-25T15:10+0000`` (the start time's
+P50, :mod:`..wait.livestart`, else IBL's predicted wait). It is altered only when the
+answer changed: the kind, an expired time, or a predicted start moved by more than
+max(15 min, 10 %) (each ``qalter`` writes an ``a`` record to the accounting log).
 
 :func:`value`, :func:`parse_value` and :func:`needs_update` are pure.
 """

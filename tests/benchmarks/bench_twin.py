@@ -99,6 +99,13 @@ def one(
             c = twin.compare(jobs, run.submit, run.real, simulated, args.tolerance, 600 / factor)
             print(f"### against simulate_pbs with the {title} run times")
             print(twin.report(c, jobs, run.submit, run.real, simulated, run.ids), flush=True)
+        soft = twin.soft_walltimes(jobs, source)
+        fig = twin.start_times(jobs, run.submit, run.real, run.runs, soft, procs, policy, factor)
+        print(
+            "### start times predicted at each release from the server's state then, against"
+            " the real starts (1 min, 10 min, 1 h and the 10-min wait, compressed)"
+        )
+        print(twin.start_report(fig), flush=True)
         if args.dump:
             args.dump.mkdir(parents=True, exist_ok=True)
             data = {"factor": factor, "jobs": [j._asdict() for j in jobs], **run._asdict()}

@@ -165,6 +165,11 @@ def test_compared_with_pbss_own_estimate_with_walltimes_and_soft_walltimes(
         ours = json.loads(proc.stdout)
         assert ours["pbs_estimated_start_s"] == by_soft
         asked = ours["starts_by_s"] - ours["predicted_wait_s"]
+        # the start time (issue 35): PBS's method, run by our scheduler model from qstat's
+        # queue, is PBS's own calendar; the P50 and P90 from the history lie after now
+        start = ours["start"]
+        assert start["pbs_method_s"] == by_soft
+        assert asked <= start["p50_s"] <= start["p90_s"]
         pbsctl.wait_state(mine, "RF", timeout=120)
         started = qstat_time_of(mine, "stime")
         assert blocker_start + 40 <= started <= by_soft + 5
@@ -172,7 +177,8 @@ def test_compared_with_pbss_own_estimate_with_walltimes_and_soft_walltimes(
             f"\n{mine} asked at {asked}: ours"
             f" {'quick starter, by' if ours['quick_starter'] else 'predicted'}"
             f" +{ours['starts_by_s'] - asked} s ({ours['decided_by']}); PBS by walltime"
-            f" +{by_walltime - asked} s, by soft walltime +{by_soft - asked} s; started"
+            f" +{by_walltime - asked} s, by soft walltime +{by_soft - asked} s; start time"
+            f" P50 +{start['p50_s'] - asked} s, P90 +{start['p90_s'] - asked} s; started"
             f" +{started - asked} s"
         )
         if ours["quick_starter"]:

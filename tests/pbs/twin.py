@@ -34,6 +34,7 @@ import pbsctl
 from softwalltime.replay import pbsched
 from softwalltime.replay import simulate as sim
 from softwalltime.units import qstat_time
+from softwalltime.wait import starteval
 
 USERS = "users"  # no soft walltime: PBS plans with the walltime
 PERFECT = "perfect"  # soft walltime = the scaled run time (+ soft margin)
@@ -153,6 +154,47 @@ def simulate(
     for pos, k in enumerate(order):
         out[k] = start[pos]
     return out
+
+
+def start_times(
+    jobs: Sequence[TwinJob],
+    submit: Sequence[int],
+    real: Sequence[int],
+    runs: Sequence[int],
+    soft: Sequence[int | None],
+    procs: int,
+    policy: pbsched.Policy,
+    factor: float,
+) -> dict[str, Any]:
+    """The start-time predictions of issue 35 made at each job's release from the server's
+    state then (the jobs queued and running, from the real starts and measured run times;
+    the history of the jobs ended by then), scored against the real starts: ``eval-start``'s
+    figures with its thresholds (1 min, 10 min, 1 h; the 10-minute wait) compressed by
+    ``factor``."""
+    order = sorted(range(len(jobs)), key=lambda k: (submit[k], k))
+    rows = [(pbsctl.USER, submit[k], jobs[k].wall, max(1, runs[k]), jobs[k].procs) for k in order]
+    work = sim.make_workload("twin", rows, procs)
+    est = [jobs[k].wall if soft[k] is None else soft[k] for k in order]
+    truth = starteval.Truth([real[k] for k in order], est, list(est))
+    preds = starteval.predict_targets(work, truth, procs, policy, range(len(order)))
+    preds = starteval.with_pqstar(preds, work, truth, procs)
+    within = [scaled(s, factor) for s in starteval.WITHIN_S]
+    return starteval.figures(preds, within, scaled(starteval.LONG_WAIT_S, factor))
+
+
+def start_report(fig: dict[str, Any]) -> str:
+    """:func:`start_times`' figures as lines: per group, each method's shares."""
+
+    def share(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f} %"
+
+    lines = []
+    for group, per in fig.items():
+        lines.append(f"{group}: {per['jobs']} jobs, P90 covers {share(per['P90_coverage'])}")
+        for method in starteval.METHODS:
+            shares = ", ".join(f"{k[7:]} {share(v)}" for k, v in per[method].items())
+            lines.append(f"  {method:<6} within {shares}")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------
