@@ -12,26 +12,83 @@ HISTORY = [(600, 3600, 4), (300, 3600, 4), (1200, 3600, 4), (100, 7200, 8)]
 
 
 def test_the_mean_of_the_finest_key_rounded_up():
-    assert hook_rank.key_mean(3600, 4, HISTORY) == 700  # (600 + 300 + 1200) / 3
+    assert hook_rank.unpaid_mean(3600, 4, HISTORY) == 700  # (600 + 300 + 1200) / 3
     # ncpus unknown: the walltime key, the same three jobs
-    assert hook_rank.key_mean(3600, None, HISTORY) == 700
+    assert hook_rank.unpaid_mean(3600, None, HISTORY) == 700
     # (600 + 301 + 1200) / 3 = 700.33: rounded up
-    assert hook_rank.key_mean(3600, 4, [(600, 3600, 4), (301, 3600, 4), (1200, 3600, 4)]) == 701
+    assert hook_rank.unpaid_mean(3600, 4, [(600, 3600, 4), (301, 3600, 4), (1200, 3600, 4)]) == 701
+    # paid: the four jobs cost 9,200 core-seconds, 2,300 s of this 4-cpu job
+    assert hook_rank.key_mean(3600, 4, HISTORY) == 3601 - 2300
+    # a well-paid key: the mean itself
+    assert hook_rank.key_mean(3600, 4, [(600, 3600, 4)] * 10 + HISTORY) == 600
 
 
 def test_the_users_jobs_scaled_to_the_walltime_when_no_key_has_three_jobs():
     # walltime 1800: scaled run times 300, 150, 600, 25 -> mean 268.75, rounded up
-    assert hook_rank.key_mean(1800, 4, HISTORY) == 269
+    assert hook_rank.unpaid_mean(1800, 4, HISTORY) == 269
+    # ten times that history: its 10 newest scaled, 2,600 s / 10, paid in full
+    assert (
+        hook_rank.key_mean(1800, 4, HISTORY * 10)
+        == hook_rank.unpaid_mean(1800, 4, HISTORY * 10)
+        == 260
+    )
 
 
 def test_no_usable_history_gives_the_walltime():
-    assert hook_rank.key_mean(3600, 4, []) == 3600
-    assert hook_rank.key_mean(3600, 4, [(500, None, 4), (500, 0, 4)]) == 3600
+    for ranker in (hook_rank.key_mean, hook_rank.unpaid_mean):
+        assert ranker(3600, 4, []) == 3600
+        assert ranker(3600, 4, [(500, None, 4), (500, 0, 4)]) == 3600
 
 
 def test_clamped_to_the_walltime_and_to_one_second():
     assert hook_rank.key_mean(60, 4, [(5000, 3600, 4)] * 3) == 60  # scaled 84, above 60
-    assert hook_rank.key_mean(3600, 4, [(0, 3600, 4)] * 3) == 1
+    assert hook_rank.unpaid_mean(3600, 4, [(0, 3600, 4)] * 3) == 1
+    # run times 0 pay nothing: the walltime
+    assert hook_rank.key_mean(3600, 4, [(0, 3600, 4)] * 3) == 3600
+
+
+# Anti-gaming (issue 31): a 24 h x 128-cpu job, cheap jobs of the same walltime.
+DAY = 86400
+
+
+def test_one_cheap_job_no_longer_gives_a_new_user_rank_one_second():
+    # before: the key mean alone took one 1-second job at its word
+    assert hook_rank.unpaid_mean(DAY, 128, [(1, DAY, 128)]) == 1
+    # after: it paid 128 core-seconds, one second of this job
+    assert hook_rank.key_mean(DAY, 128, [(1, DAY, 128)]) == DAY
+
+
+def test_the_jump_costs_the_jobs_own_core_seconds():
+    # 23 jobs of 1 h x 128 cpus pay 23 h of this job: it keeps 24 h + 1 s - 23 h
+    assert hook_rank.key_mean(DAY, 128, [(3600, DAY, 128)] * 23) == 3601
+    # 24 of them, as many core-hours as the job (24 h x 128): its key mean
+    assert hook_rank.key_mean(DAY, 128, [(3600, DAY, 128)] * 24) == 3600
+
+
+def test_narrow_cheap_jobs_buy_a_wide_job_little():
+    # 1-cpu jobs of 10 min pay 600 core-seconds each: 4.7 s of a 128-cpu job each
+    narrow = [(600, DAY, 1)] * 50
+    assert hook_rank.unpaid_mean(DAY, 128, narrow) == 600
+    assert hook_rank.key_mean(DAY, 128, narrow) == DAY + 1 - 50 * 600 // 128
+    # the same jobs pay a 1-cpu job fully
+    assert hook_rank.key_mean(DAY, 1, narrow) == DAY + 1 - 50 * 600
+
+
+def test_an_honest_past_of_long_jobs_does_not_pay_for_cheap_ones():
+    honest = [(20 * 3600, DAY, 128)] * 90
+    cheap = [(1, DAY, 128)] * 10
+    # the key mean of the 10 newest: 1 s; the long jobs' cost would pay it 800 times
+    assert hook_rank.unpaid_mean(DAY, 128, cheap + honest) == 1
+    # only evidence consistent with the claim (run <= 2 x mean + 60 s) pays
+    assert hook_rank.key_mean(DAY, 128, cheap + honest) == DAY + 1 - 10
+    # consistent evidence is the claim's: the honest jobs pay their own rank
+    assert hook_rank.key_mean(DAY, 128, honest) == 20 * 3600
+
+
+def test_only_the_hooks_rows_count():
+    # the 101st row and beyond is not read: it pays nothing
+    rows = [(0, DAY, 128)] * 100 + [(3600, DAY, 128)] * 100
+    assert hook_rank.key_mean(DAY, 128, rows) == DAY
 
 
 rows = st.lists(

@@ -12,10 +12,23 @@ mean run time of the user's 10 newest jobs in the finest similarity key of ``cal
 scaled to this walltime; a key needs 3 jobs), rounded up and clamped to ``[1, walltime]``.
 No usable history gives the walltime.
 
+**Paid evidence** (issue 31): a rank below the walltime moves the job ahead of others, so
+the evidence for it must have cost the user as much as the jump. The *evidence* is the
+user's finished jobs (among the last ``HISTORY_ROWS``) whose run time is consistent with
+the claim: at most ``CONSISTENT_NUM / CONSISTENT_DEN`` x the key mean + ``CONSISTENT_ADD_S``
+(so an honest past of long jobs cannot pay for a run of cheap ones); its cost is the sum
+of run time x processors (a job without a processor count counts 1). The rank is then at
+least ``walltime + 1 - cost / ncpus``: moving a job of ``ncpus`` processors to rank 1 s costs
+at least ``walltime x ncpus`` core-seconds of evidence, as much as the job itself. A cheap
+job counts for what it ran: one of seconds, or one that failed at once, buys seconds; a
+narrow job buys a wide one little (its cost is divided by the wide job's processors).
+``tests/benchmarks/rank_gaming.py`` measures the cost of moving a 24 h x 128-cpu job.
+
 Hook path: Python 3.6+ syntax, standard library only, pure.
 """
 
-from typing import Iterable, Optional
+from itertools import islice
+from typing import Iterable, List, Optional
 
 from . import calibrated as cal
 
@@ -24,17 +37,45 @@ from . import calibrated as cal
 RANK_RESOURCE = "softwalltime_rank"
 NAME = "key-mean"
 
+# Evidence consistent with a key mean m: run time <= m x 2 + 60 s.
+CONSISTENT_NUM = 2
+CONSISTENT_DEN = 1
+CONSISTENT_ADD_S = 60
 
-def key_mean(walltime_s: int, ncpus: Optional[int], history: Iterable[cal.ClassRow]) -> int:
-    """The job's rank in seconds: its key's mean run time, in ``[1, walltime_s]``.
 
-    :param walltime_s: the job's requested walltime, seconds (> 0)
-    :param ncpus: its processors, ``None`` if unknown (then only the walltime key)
-    :param history: the user's finished jobs ``(runtime_s, walltime_s, ncpus)``, newest end
-        first (the hook's one query; at most ``calibrated.HISTORY_ROWS`` are read)
-    """
-    _level, runs, _n = cal.features(walltime_s, ncpus, history)
+def unpaid_mean(walltime_s: int, ncpus: Optional[int], rows: List[cal.ClassRow]) -> int:
+    """The key mean alone (no paid-evidence floor), in ``[1, walltime_s]``."""
+    _level, runs, _n = cal.features(walltime_s, ncpus, rows)
     if not runs:
         return walltime_s
     mean = -(-sum(runs) // len(runs))
     return max(1, min(mean, walltime_s))
+
+
+def evidence_cost(rows: Iterable[cal.ClassRow], mean_s: int) -> int:
+    """Core-seconds of the rows whose run time is consistent with ``mean_s``."""
+    limit = mean_s * CONSISTENT_NUM // CONSISTENT_DEN + CONSISTENT_ADD_S
+    cost = 0
+    for runtime_s, _wall, cpus in rows:
+        if runtime_s <= limit:
+            cost += runtime_s * (cpus if cpus and cpus > 0 else 1)
+    return cost
+
+
+def key_mean(walltime_s: int, ncpus: Optional[int], history: Iterable[cal.ClassRow]) -> int:
+    """The job's rank in seconds: its key's mean run time, in ``[1, walltime_s]``, no lower
+    than the user's paid evidence allows (module docstring).
+
+    :param walltime_s: the job's requested walltime, seconds (> 0)
+    :param ncpus: its processors, ``None`` if unknown (then only the walltime key; counted
+        as 1 processor for the cost)
+    :param history: the user's finished jobs ``(runtime_s, walltime_s, ncpus)``, newest end
+        first (the hook's one query; at most ``calibrated.HISTORY_ROWS`` are read)
+    """
+    rows = list(islice(history, cal.HISTORY_ROWS))
+    mean = unpaid_mean(walltime_s, ncpus, rows)
+    if mean >= walltime_s:
+        return walltime_s
+    width = ncpus if ncpus and ncpus > 0 else 1
+    floor = walltime_s + 1 - evidence_cost(rows, mean) // width
+    return max(mean, min(floor, walltime_s))
