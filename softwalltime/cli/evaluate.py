@@ -112,7 +112,7 @@ def register(sub: Any) -> None:
         "--predictors",
         default=",".join(PREDICTORS),
         metavar="LIST",
-        help="comma-separated predictors to replay (default: %(default)s)",
+        help="comma-separated predictors to replay (default: %(default)s; also learned)",
     )
     p.add_argument(
         "--moment",
@@ -123,7 +123,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--target-under-pct",
         metavar="PCT|v3",
-        help="predictor calibrated: " + TARGET_HELP,
+        help="predictors calibrated and learned: " + TARGET_HELP,
     )
     p.add_argument(
         "--start-from-submit",
@@ -203,9 +203,18 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     :raises DatabaseError: ``--db`` and the database cannot be read
     """
     from ..hookpath.predict import PredictorParams
-    from ..replay.evaluate import columns, format_table, replay_columns, report_dict, summarize
+    from ..replay.evaluate import PREDICTORS as REPLAYED
+    from ..replay.evaluate import (
+        TARGETED,
+        columns,
+        format_table,
+        replay_columns,
+        report_dict,
+        summarize,
+    )
 
-    predictors = name_list("--predictors", args.predictors, PREDICTORS)
+    predictors = name_list("--predictors", args.predictors, REPLAYED)
+    targeted = any(name in TARGETED for name in predictors)
     target = target_option(args.target_under_pct, settings.target_under_pct)
     if args.db and args.sources:
         raise ConfigError("give SOURCE files or --db, not both")
@@ -245,8 +254,8 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
         result,
         summarize(result),
         trace.skipped,
-        target if "calibrated" in predictors else None,
-        target_v3="calibrated" in predictors and target is None,
+        target if targeted else None,
+        target_v3=targeted and target is None,
     )
     log.debug("read %.2f s, replay %.2f s (%s jobs)", read_s, replay_s, report["jobs"])
     if not report["jobs"]:
