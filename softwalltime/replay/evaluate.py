@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 BASELINE = "walltime"
 PREDICTORS = ("v1", "v2", "v3", cal.NAME, learned.NAME)
+DEFAULT_PREDICTORS = ("v1", "v2", "v3", cal.NAME)  # the hook's; learned on request
 TARGETED = (cal.NAME, learned.NAME)  # the predictors with an under-estimate target
 MOMENTS = ("submit", "start")
 # Runtime classes of the paper's Figure 5: short [0, 2] h, medium (2, 24] h, long > 24 h.
@@ -130,7 +131,7 @@ def skip_reason(job: TraceJob, moment: str = "submit") -> Optional[str]:
 
 def replay(
     jobs: Sequence[TraceJob],
-    predictors: Sequence[str] = PREDICTORS,
+    predictors: Sequence[str] = DEFAULT_PREDICTORS,
     params: Optional[PredictorParams] = None,
     moment: str = "submit",
     target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT,
@@ -158,7 +159,7 @@ def replay(
 def replay_columns(
     cols: ReplayColumns,
     skipped: Dict[str, int],
-    predictors: Sequence[str] = PREDICTORS,
+    predictors: Sequence[str] = DEFAULT_PREDICTORS,
     params: Optional[PredictorParams] = None,
     moment: str = "submit",
     target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT,
