@@ -15,7 +15,7 @@ HISTORY = [(1000, 2 * H, 9000), (1500, 2 * H, 8000), (3000, 4 * H, 7000), (200, 
 def test_every_rule_on_a_hand_made_history():
     out = learned.outcome(2 * H, HISTORY, 9030)
     s = out.softs
-    assert len(s) == learned.N_RULES == 23
+    assert len(s) == learned.N_RULES == 26
     assert s[R["walltime"]] == 2 * H
     assert s[R["v3"]] == 1500 + 900  # largest ratio 1500/7200 x 7200 + 900
     assert s[R["ratio50"]] == 1500 and s[R["ratio50*1.1"]] == 1650
@@ -26,6 +26,8 @@ def test_every_rule_on_a_hand_made_history():
     assert s[R["B*1.25+0"]] == 1875 and s[R["B*5+60"]] == 7200  # 7560 capped at the walltime
     # last same-walltime run 1000
     assert s[R["last*1.5+60"]] == 1560 and s[R["last*2+60"]] == 2060
+    # the last same-walltime run itself, and the median of B's window (200, 1000, 1500)
+    assert s[R["last"]] == 1000 and s[R["median"]] == 1000 and s[R["median*1.5+60"]] == 1560
 
 
 def test_the_bins():
@@ -121,3 +123,66 @@ def test_evaluate_reports_the_target_beside_the_achieved_rate():
     got = report["predictors"]["learned"]
     assert got["target"] == "v3" and got["target_under_pct"] is not None
     assert "learned: target under v3's rate" in evaluate.format_table(report)
+
+
+# --- the shipped prior (replay/prior.py)
+
+
+def test_the_prior_round_trips_scaled():
+    from softwalltime.replay import prior
+
+    jobs = [job(f"u{k % 5}", 100 * k, 60 + k % 17, H) for k in range(300)]
+    cols, _ = columns(jobs)
+    doc = prior.build_learned_prior([cols], ["synthetic"])
+    _softs, full = replay_learned(cols, None)
+    table = prior.learned_prior_table(doc)
+    assert table.n_site == pytest.approx(full.n_site * prior.LEARNED_SCALE)
+    assert table.a_site == pytest.approx([a * prior.LEARNED_SCALE for a in full.a_site], abs=1e-3)
+    assert table.n_fine == pytest.approx([n * prior.LEARNED_SCALE for n in full.n_fine])
+    # the counters of the replay it came from do not travel: lambda starts afresh
+    assert table.total == 0 and table.lam == learned.LAMBDA_START
+
+
+def test_a_prior_of_other_rules_is_refused():
+    from softwalltime.replay import prior
+
+    doc = prior.build_learned_prior([], [])
+    doc["rules"] = doc["rules"][:-1]
+    with pytest.raises(prior.PriorError, match="other rules or bins"):
+        prior.learned_prior_table(doc)
+    doc = prior.build_learned_prior([], [])
+    doc["fine"] = [[learned.FINE, 1.0, [0.0] * learned.N_RULES, [0.0] * learned.N_RULES]]
+    with pytest.raises(prior.PriorError, match="malformed fine cell"):
+        prior.learned_prior_table(doc)
+
+
+def test_the_shipped_prior_is_of_the_training_traces():
+    import json
+
+    from softwalltime.replay import prior
+
+    doc = json.loads(prior.LEARNED_PRIOR_PATH.read_text())
+    assert [s.split("-")[0] for s in doc["sources"]] == ["CERIT", "HPC2N", "CTC"]
+    table = prior.load_learned_prior()
+    assert table.n_site > 50000  # 0.2 x the three traces' jobs with a history
+
+
+def test_evaluate_prior_starts_learned_from_the_shipped_table(tmp_path, capsys):
+    import json
+
+    from softwalltime import cli
+
+    path = tmp_path / "t.swf"
+    lines = [
+        f"{k + 1} {100 * k} 0 {60 + k % 17} 1 -1 -1 1 3600 -1 1 {k % 5 + 1} 1 -1 -1 1 -1 -1"
+        for k in range(200)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    outs = []
+    for extra in ([], ["--prior"]):
+        argv = ["evaluate", "--json", "--predictors", "v3,learned", "--target-under-pct", "v3"]
+        assert cli.main(argv + extra + [str(path)]) == 0
+        outs.append(json.loads(capsys.readouterr().out)["predictors"]["learned"])
+    # without a prior the site uses v3 for its first MIN_SITE_JOBS jobs; with it, not
+    assert outs[0]["mean_accuracy"] != outs[1]["mean_accuracy"]
+    assert outs[1]["target"] == "v3"

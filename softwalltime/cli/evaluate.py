@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, List, Tuple
 
 from ..errors import ConfigError, ParseError, SoftwalltimeError
 from ..hookpath.config import PREDICTORS, Settings, require_dsn
@@ -134,8 +134,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--prior",
         action="store_true",
-        help="predictor calibrated: start from the shipped prior table, as 'softwalltime"
-        " calibrate' does (learned on CERIT-SC, HPC2N and CTC-SP2: in-sample there)",
+        help="predictors calibrated and learned: start from the shipped prior table, as"
+        " 'softwalltime calibrate' does (learned on CERIT-SC, HPC2N and CTC-SP2: in-sample"
+        " there)",
     )
     add_input_size(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -195,6 +196,20 @@ def check_plot_dir(directory: str) -> None:
         raise SoftwalltimeError(f"--plot {directory}: {path} is not writable")
 
 
+def _priors(prior: bool, predictors: List[str]) -> Tuple[Any, Any]:
+    """The starting tables of calibrated and learned: the shipped priors with ``--prior``."""
+    if not prior:
+        return None, None
+    from ..replay.prior import PriorError, load_learned_prior, load_prior
+
+    try:
+        start = load_prior() if "calibrated" in predictors else None
+        learned_start = load_learned_prior() if "learned" in predictors else None
+    except PriorError as err:
+        raise ConfigError(f"--prior: {err}") from err
+    return start, learned_start
+
+
 def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     """Handle ``softwalltime evaluate``; see DESCRIPTION for what it does.
 
@@ -222,14 +237,7 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("nothing to evaluate: give SOURCE files/directories, or --db")
     if args.plot:
         check_plot_dir(args.plot)  # before the work, not after it
-    start = None
-    if args.prior and "calibrated" in predictors:
-        from ..replay.prior import PriorError, load_prior
-
-        try:
-            start = load_prior()
-        except PriorError as err:
-            raise ConfigError(f"--prior: {err}") from err
+    start, learned_start = _priors(args.prior, predictors)
     started = time.perf_counter()
     if args.db:
         trace = _read_db(settings)
@@ -247,7 +255,9 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     started = time.perf_counter()
     # the columns hold what the replay needs: the jobs go as they are read (peak memory)
     cols, skipped = columns(trace.jobs, args.moment, release=True)
-    result = replay_columns(cols, skipped, predictors, params, args.moment, target, start)
+    result = replay_columns(
+        cols, skipped, predictors, params, args.moment, target, start, learned_start
+    )
     replay_s = time.perf_counter() - started
     report = report_dict(
         trace.source,

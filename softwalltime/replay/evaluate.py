@@ -164,9 +164,13 @@ def replay_columns(
     moment: str = "submit",
     target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT,
     start: Optional[cal.Calibration] = None,
+    learned_start: Optional[learned.Learner] = None,
 ) -> Replay:
     """:func:`replay` of jobs already turned into :func:`columns` (the caller may then drop
     the jobs themselves: half the memory of a large trace).
+
+    :param learned_start: the ``learned`` predictor's starting table (default: empty; it is
+        changed), e.g. :func:`softwalltime.replay.prior.load_learned_prior`
 
     :param skipped: the jobs :func:`columns` skipped, by reason (reported as they are)
     :param moment: the moment ``cols`` were made for (reported)
@@ -252,7 +256,7 @@ def replay_columns(
             if target_under_pct is None and table.total:
                 v3_under_pct = 100.0 * table.v3_under() / table.total
         elif name == learned.NAME:
-            soft_all[name], learner = replay_learned(cols, target_under_pct)
+            soft_all[name], learner = replay_learned(cols, target_under_pct, learned_start)
             if target_under_pct is None and learner.total:
                 v3_under_pct = 100.0 * learner.v3_under / learner.total
         else:
@@ -681,7 +685,7 @@ def replay_learned(
         learner = learned.Learner()
     target = None if target_under_pct is None else target_under_pct / 100.0
     keep = learned.HISTORY_ROWS
-    buffers: Dict[str, List[Tuple[int, int, int]]] = {}
+    buffers: Dict[str, List[learned.Row]] = {}
     pending: Dict[int, learned.Outcome] = {}
     done = [False] * n
     softs = [0] * n
@@ -691,7 +695,7 @@ def replay_learned(
     outcome = learned.outcome
     choose = learner.choose
     update = learner.update
-    empty: List[Tuple[int, int, int]] = []
+    empty: List[learned.Row] = []
 
     def predict_at(i: int, t: int) -> None:
         user = users[i]
