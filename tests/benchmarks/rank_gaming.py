@@ -9,7 +9,16 @@ alone (``unpaid_mean``, the rank until issue 31) and with the published rank
 (``key_mean``, paid evidence), for a new user and for a user whose 10 newest jobs are
 honest 20 h x 128-cpu runs of the same walltime. "never" means not within 100 cheap jobs
 (the hook reads 100 rows).
+
+    python tests/benchmarks/rank_gaming.py honest TRACE...
+
+What paid evidence costs honest users on a trace: each job ranked at submit from the
+user's jobs ended by then (trace times, as ``rank_gap.py order``), before and after; printed:
+the share of jobs whose rank the floor raises, and of the jobs that ran <= 10 min, the share
+ranked above 1 h (a short job ranked long waits behind longer ones under a ``.rank`` sort).
 """
+
+import sys
 
 from softwalltime.hookpath import rank as hook_rank
 from softwalltime.replay import rank
@@ -41,5 +50,39 @@ def main() -> None:
             print(f"{who:<22}{name:<24}" + "; ".join(cells))
 
 
+def honest(path: str) -> None:
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    import rank_gap  # the benchmark's trace reader (the simulator's jobs, end times)
+
+    work, end, _procs = rank_gap.read(path)
+    n = len(work.user)
+    order = sorted(range(n), key=lambda k: (end[k], k))
+    hist = rank.UserHistory()
+    raised = short = short_long_before = short_long_after = 0
+    e = 0
+    for j in range(n):
+        while e < n and end[order[e]] <= work.submit[j]:
+            k = order[e]
+            hist.add(work.user[k], (work.run[k], work.wall[k], work.procs[k]))
+            e += 1
+        rows = hist.of(work.user[j])
+        before = hook_rank.unpaid_mean(work.wall[j], work.procs[j], rows)
+        after = hook_rank.key_mean(work.wall[j], work.procs[j], rows)
+        raised += after > before
+        if work.run[j] <= 600:
+            short += 1
+            short_long_before += before > H
+            short_long_after += after > H
+    print(
+        f"{path.rsplit('/', 1)[-1]}: {n} jobs, rank raised by the floor {100 * raised / n:.1f} %;"
+        f" jobs <= 10 min ranked > 1 h: {100 * short_long_before / short:.1f} % before,"
+        f" {100 * short_long_after / short:.1f} % after"
+    )
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["honest"]:
+        for trace in sys.argv[2:]:
+            honest(trace)
+    else:
+        main()
