@@ -89,15 +89,23 @@ def _same_bucket(n: int) -> int:
     return 2 if n < 5 else (3 if n < 10 else 4)
 
 
-def _ratio_soft(rows: Sequence[Row], walltime_s: int, num: int, den: int) -> int:
-    """walltime x the largest run/walltime of ``rows`` x num/den, rounded up (exact)."""
+def _ratios(rows: Sequence[Row]) -> Tuple[int, int, int, int]:
+    """The largest run/walltime of the first V3_JOBS rows and of the first RATIO_JOBS, as
+    ``(run, walltime)`` pairs flattened, in one pass (exact: no division)."""
     best_rt = 0
     best_wt = 1
-    for row in rows:
+    v3_rt = v3_wt = 0
+    k = 0
+    for row in rows[:RATIO_JOBS]:
+        if k == V3_JOBS:
+            v3_rt, v3_wt = best_rt, best_wt
         if row[0] * best_wt > best_rt * row[1]:
             best_rt = row[0]
             best_wt = row[1]
-    return -(-best_rt * walltime_s * num // (best_wt * den))
+        k += 1
+    if k <= V3_JOBS:
+        v3_rt, v3_wt = best_rt, best_wt
+    return v3_rt, v3_wt, best_rt, best_wt
 
 
 def outcome(walltime_s: int, history: Sequence[Row], now_s: int) -> Outcome:
@@ -117,9 +125,10 @@ def outcome(walltime_s: int, history: Sequence[Row], now_s: int) -> Outcome:
     b = max(window_runs)
     low = min(window_runs)
     last = same[0][0] if same else rows[0][0]
-    v3 = _ratio_soft(rows[:V3_JOBS], walltime_s, 1, 1) + V3_RESERVE_S
-    r50 = _ratio_soft(rows[:RATIO_JOBS], walltime_s, 1, 1)
-    r50x = _ratio_soft(rows[:RATIO_JOBS], walltime_s, 11, 10)
+    v3_rt, v3_wt, r_rt, r_wt = _ratios(rows)
+    v3 = -(-v3_rt * walltime_s // v3_wt) + V3_RESERVE_S
+    r50 = -(-r_rt * walltime_s // r_wt)
+    r50x = -(-r_rt * walltime_s * 11 // (r_wt * 10))
     if same:
         s15 = max(row[0] for row in same[:SAME_RATIO_JOBS])
         values = [walltime_s, v3, r50, r50x, s15, -(-s15 * 11 // 10)]
@@ -160,7 +169,7 @@ class Learner:
 
     __slots__ = ("n_fine", "n_coarse", "n_site", "u_fine", "u_coarse", "u_site", "a_fine",
                  "a_coarse", "a_site", "log_lam", "lam", "total", "total_under",
-                 "v3_under")  # fmt: skip
+                 "v3_under", "_kept")  # fmt: skip
 
     def __init__(self) -> None:
         # floats: a prior's pseudo-jobs (replay/prior.py) are fractions of jobs
@@ -178,41 +187,44 @@ class Learner:
         self.total = 0
         self.total_under = 0
         self.v3_under = 0
+        # the last choice: (fine bin, jobs learnt, lam, rule); the same while no job ended
+        # and lam did not move (a user's batch of jobs submitted at once)
+        self._kept = (-1, -1.0, 0.0, 0)
 
     def scores(self, out: Outcome) -> Tuple[List[float], List[float]]:
-        """Each rule's shrunk ``(accuracy, under-rate)`` in the job's fine bin."""
-        ns = self.n_site or 1
-        site_a = [a / ns for a in self.a_site]
-        site_u = [u / ns for u in self.u_site]
-        nc = self.n_coarse[out.coarse]
-        base = out.coarse * N_RULES
-        dc = 1.0 / (nc + PSEUDO)
-        ca = self.a_coarse[base : base + N_RULES]
-        cu = self.u_coarse[base : base + N_RULES]
-        coarse_a = [(a + PSEUDO * s) * dc for a, s in zip(ca, site_a)]
-        coarse_u = [(u + PSEUDO * s) * dc for u, s in zip(cu, site_u)]
-        nf = self.n_fine[out.fine]
-        base = out.fine * N_RULES
-        df = 1.0 / (nf + PSEUDO)
-        fa = self.a_fine[base : base + N_RULES]
-        fu = self.u_fine[base : base + N_RULES]
-        acc = [(a + PSEUDO * c) * df for a, c in zip(fa, coarse_a)]
-        under = [(u + PSEUDO * c) * df for u, c in zip(fu, coarse_u)]
+        """Each rule's shrunk ``(accuracy, under-rate)`` in the job's fine bin: the fine
+        bin's sums plus PSEUDO x the coarse bin's rate, itself its sums plus PSEUDO x the
+        site's rate, over the jobs plus PSEUDO (written out in one pass per list)."""
+        k = N_RULES
+        dc = 1.0 / (self.n_coarse[out.coarse] + PSEUDO)
+        ws = PSEUDO * dc / (self.n_site or 1.0)  # the site's sums' weight in the coarse rate
+        df = 1.0 / (self.n_fine[out.fine] + PSEUDO)
+        wc = PSEUDO * df  # the coarse rate's weight in the fine rate
+        c = out.coarse * k
+        f = out.fine * k
+        acc = [
+            fa * df + (ca * dc + sa * ws) * wc
+            for fa, ca, sa in zip(self.a_fine[f : f + k], self.a_coarse[c : c + k], self.a_site)
+        ]
+        under = [
+            fu * df + (cu * dc + su * ws) * wc
+            for fu, cu, su in zip(self.u_fine[f : f + k], self.u_coarse[c : c + k], self.u_site)
+        ]
         return acc, under
 
     def choose(self, out: Outcome) -> int:
-        """The rule for the job's soft walltime: best accuracy - lam x under-rate."""
+        """The rule for the job's soft walltime: best accuracy - lam x under-rate (the
+        first of equal scores)."""
         if out.coarse < 0 or self.n_site < MIN_SITE_JOBS:
             return R_V3
-        acc, under = self.scores(out)
+        kept = self._kept
         lam = self.lam
-        best = R_V3
-        best_score = acc[R_V3] - lam * under[R_V3]
-        for rule in range(N_RULES):
-            score = acc[rule] - lam * under[rule]
-            if score > best_score:
-                best = rule
-                best_score = score
+        if kept[0] == out.fine and kept[1] == self.n_site and kept[2] == lam:
+            return kept[3]
+        acc, under = self.scores(out)
+        values = [a - lam * u for a, u in zip(acc, under)]
+        best = values.index(max(values))
+        self._kept = (out.fine, self.n_site, lam, best)
         return best
 
     def rank_rule(self, out: Outcome) -> int:
@@ -248,20 +260,22 @@ class Learner:
         self.n_site += 1
         self.n_coarse[out.coarse] += 1
         self.n_fine[out.fine] += 1
-        fine = out.fine * N_RULES
-        coarse = out.coarse * N_RULES
-        u_site, u_coarse, u_fine = self.u_site, self.u_coarse, self.u_fine
-        a_site, a_coarse, a_fine = self.a_site, self.a_coarse, self.a_fine
-        rule = 0
-        for soft in softs:
-            if soft < runtime_s:
-                acc = soft / runtime_s
-                u_site[rule] += 1
-                u_coarse[coarse + rule] += 1
-                u_fine[fine + rule] += 1
-            else:
-                acc = runtime_s / soft
-            a_site[rule] += acc
-            a_coarse[coarse + rule] += acc
-            a_fine[fine + rule] += acc
-            rule += 1
+        k = N_RULES
+        c = out.coarse * k
+        f = out.fine * k
+        r = runtime_s
+        if r <= 0:  # every soft walltime is >= 1 s: accuracy 0, none under
+            return
+        accs = [v / r if v < r else r / v for v in softs]
+        self.a_site = [x + y for x, y in zip(self.a_site, accs)]
+        a_coarse = self.a_coarse
+        a_coarse[c : c + k] = [x + y for x, y in zip(a_coarse[c : c + k], accs)]
+        a_fine = self.a_fine
+        a_fine[f : f + k] = [x + y for x, y in zip(a_fine[f : f + k], accs)]
+        if min(softs) < r:  # any rule short
+            unders = [1.0 if v < r else 0.0 for v in softs]
+            self.u_site = [x + y for x, y in zip(self.u_site, unders)]
+            u_coarse = self.u_coarse
+            u_coarse[c : c + k] = [x + y for x, y in zip(u_coarse[c : c + k], unders)]
+            u_fine = self.u_fine
+            u_fine[f : f + k] = [x + y for x, y in zip(u_fine[f : f + k], unders)]
