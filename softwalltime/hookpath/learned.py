@@ -108,18 +108,23 @@ def _ratios(rows: Sequence[Row]) -> Tuple[int, int, int, int]:
     return v3_rt, v3_wt, best_rt, best_wt
 
 
-def outcome(walltime_s: int, history: Sequence[Row], now_s: int) -> Outcome:
+def outcome(
+    walltime_s: int, history: Sequence[Row], now_s: int, same: Optional[Sequence[Row]] = None
+) -> Outcome:
     """Every rule's soft walltime for a job submitted at ``now_s``, and its bins (pure).
 
     :param walltime_s: requested walltime (> 0)
     :param history: the user's finished jobs, newest end first, every walltime > 0 (at most
         :data:`HISTORY_ROWS` are read)
     :param now_s: the prediction instant (for the time since the last end)
+    :param same: the rows of ``history`` with this walltime, in order, if the caller keeps
+        them (the replay does, per user and walltime)
     """
-    rows = history[:HISTORY_ROWS]
+    rows = history if len(history) <= HISTORY_ROWS else history[:HISTORY_ROWS]
     if not rows:
         return Outcome(-1, -1, (walltime_s,) * N_RULES)
-    same = [row for row in rows if row[1] == walltime_s]
+    if same is None:
+        same = [row for row in rows if row[1] == walltime_s]
     window = same[:B_JOBS] if same else rows[:B_JOBS]
     window_runs = [row[0] for row in window]
     b = max(window_runs)

@@ -686,6 +686,8 @@ def replay_learned(
     target = None if target_under_pct is None else target_under_pct / 100.0
     keep = learned.HISTORY_ROWS
     buffers: Dict[str, List[learned.Row]] = {}
+    # per user and walltime: the buffer's rows with it, newest first (no scan of 100 rows)
+    by_wall: Dict[str, Dict[int, List[learned.Row]]] = {}
     pending: Dict[int, learned.Outcome] = {}
     done = [False] * n
     softs = [0] * n
@@ -707,7 +709,7 @@ def replay_learned(
             if last is not None and last[0] is head and last[1] == wall and last[2] <= t <= last[3]:
                 out = last[4]
             else:
-                out = outcome(wall, buf, t)
+                out = outcome(wall, buf, t, by_wall[user].get(wall, empty))
                 low, high = _gap_span(head[2], t)
                 memo[user] = (head, wall, low, high, out)
         else:
@@ -727,9 +729,14 @@ def replay_learned(
             buf = buffers.get(users[j])
             if buf is None:
                 buf = buffers[users[j]] = []
-            buf.insert(0, (runs[j], walls[j], ends[j]))
+                walls_of = by_wall[users[j]] = {}
+            else:
+                walls_of = by_wall[users[j]]
+            entry = (runs[j], walls[j], ends[j])
+            buf.insert(0, entry)
+            walls_of.setdefault(walls[j], []).insert(0, entry)
             if len(buf) > keep:
-                buf.pop()
+                walls_of[buf.pop()[1]].pop()
             e += 1
         if not done[i]:
             predict_at(i, t)
