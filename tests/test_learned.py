@@ -186,3 +186,50 @@ def test_evaluate_prior_starts_learned_from_the_shipped_table(tmp_path, capsys):
     # without a prior the site uses v3 for its first MIN_SITE_JOBS jobs; with it, not
     assert outs[0]["mean_accuracy"] != outs[1]["mean_accuracy"]
     assert outs[1]["target"] == "v3"
+
+
+def test_the_replay_equals_a_plain_replay_of_the_pure_code():
+    # the replay's shortcuts (a user's batch reuses its outcome, rows kept per walltime,
+    # the last choice kept while no job ends) change nothing
+    import random
+
+    rng = random.Random(31)
+    jobs = []
+    t = 0
+    for _ in range(700):
+        t += rng.choice([0, 0, 5, 60, 900])
+        wall = rng.choice([600, H, 4 * H])
+        user = rng.randrange(6)
+        run = int(wall * (0.05, 0.2, 0.5)[user % 3] * rng.uniform(0.8, 1.2))
+        jobs.append(job(f"u{user}", t, run, wall))
+    cols, _ = columns(jobs)
+    got, _learner = replay_learned(cols, None)
+
+    n = len(jobs)
+    users, instants, ends, walls, runs = cols.users, cols.instants, cols.ends, cols.walls, cols.runs
+    learner = learned.Learner()
+    hist = {}
+    outs = {}
+    want = [0] * n
+
+    def predict(i, at):
+        out = learned.outcome(walls[i], hist.get(users[i], []), at)
+        outs[i] = out
+        want[i] = out.softs[learner.choose(out)]
+
+    e = 0
+    for i in cols.by_instant:
+        while e < n and ends[cols.by_end[e]] <= instants[i]:
+            j = cols.by_end[e]
+            if j not in outs:
+                predict(j, instants[j])
+            learner.update(outs[j], runs[j], want[j], None)
+            rows = hist.setdefault(users[j], [])
+            rows.insert(0, (runs[j], walls[j], ends[j]))
+            del rows[learned.HISTORY_ROWS :]
+            e += 1
+        if i not in outs:
+            predict(i, instants[i])
+    assert got == want
+    assert learner.n_site > learned.MIN_SITE_JOBS  # the table chose, not only v3
+    assert sum(want[i] != outs[i].softs[learned.R_V3] for i in range(n)) > 100
