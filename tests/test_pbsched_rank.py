@@ -121,10 +121,9 @@ def test_ranker_is_causal_and_refreshes_on_the_quarter_hour() -> None:
     assert ranker.rank == [1000, 2000, 500]
     ranker.on_end(0, 100)
     assert ranker.refresh([1, 2], 899) == [] and ranker.rank[1] == 2000  # not before 900
-    # at 900: job 1's user had a job end: ranked again, run 100 scaled to 2000 s (200 s)
-    # but paid 100 core-seconds only (hookpath/rank.py): 2000 ** 0.95; z's not
+    # at 900: job 1's user had a job end: ranked again, run 100 scaled to 2000 s; z's not
     assert ranker.refresh([1, 2], 900) == [1]
-    assert ranker.rank[1] == hook_rank.key_mean(2000, 1, [(100, 1000, 1)]) == 1368
+    assert ranker.rank[1] == hook_rank.key_mean(2000, 1, [(100, 1000, 1)]) == 200
     assert ranker.refresh([1, 2], 1799) == []  # next one at 1800
     # without refresh (0): the submit-time rank stays
     once = pbsched.Ranker(0)
@@ -139,27 +138,26 @@ def test_ranker_is_causal_and_refreshes_on_the_quarter_hour() -> None:
 # --- the loop
 
 # 1 processor. Job 0 (x) runs 0-100: x ran 100 s of 1000. Job 1 (y) runs 100-1000. Jobs 2
-# (x, walltime 2050, rank 1414: 100 s scaled to 2050 is 205, but x paid 100 core-seconds
-# only, hookpath/rank.py) and 3 (y, walltime 2000: y has no
+# (x, walltime 5000, rank 500 = 100 s scaled to 5000) and 3 (y, walltime 2000: y has no
 # ended job at its submit, rank 2000; the refresh is due at the periodic cycle at 900, an
 # iteration after job 3's arrival, before job 1's end, so it stays 2000) wait for job 1; at
 # 1000 the sort picks one of them.
 DECIDES = [
     ("x", 0, 1000, 100, 1),
     ("y", 0, 1000, 900, 1),
-    ("x", 200, 2050, 300, 1),
+    ("x", 200, 5000, 300, 1),
     ("y", 300, 2000, 1500, 1),
 ]
 
 
 def test_the_rank_not_the_estimate_decides() -> None:
     work = _work(DECIDES, 1)
-    # by the estimate (the walltime): job 3 (2000) before job 2 (2050)
+    # by the estimate (the walltime): job 3 (2000) before job 2 (5000)
     assert _starts(work, "sjf-bf1", None) == [0, 100, 2500, 1000]
-    # by the rank: job 2 (1414) before job 3 (2000)
+    # by the rank: job 2 (500) before job 3 (2000)
     ranker = pbsched.Ranker()
     assert _starts(work, "sjf.rank-bf1", ranker) == [0, 100, 1000, 1300]
-    assert ranker.rank == [1000, 1000, 1414, 2000]
+    assert ranker.rank == [1000, 1000, 500, 2000]
     # without a ranker the name reads 0: the sort falls back to the estimate
     assert _starts(work, "sjf.rank-bf1", None) == [0, 100, 2500, 1000]
     # and a sort that does not read the rank ignores a ranker
@@ -167,12 +165,12 @@ def test_the_rank_not_the_estimate_decides() -> None:
 
 
 # 2 processors. Job 0 (z) holds one until 4000; job 1 (y) runs 0-100. Job 2 (w, 2
-# processors, rank 950) and job 3 (y, 1 processor, rank 1000 at submit: y had no ended job)
+# processors, rank 500) and job 3 (y, 1 processor, rank 1000 at submit: y had no ended job)
 # wait. Strict ordering without backfilling: nothing passes the first job of the sort.
 REFRESH = [
     ("z", 0, 5000, 4000, 1),
     ("y", 0, 1000, 100, 1),
-    ("w", 1, 950, 10, 2),
+    ("w", 1, 500, 10, 2),
     ("y", 2, 1000, 10, 1),
 ]
 
@@ -184,12 +182,11 @@ def test_refresh_reranks_a_queued_job_at_the_first_cycle_of_the_period(skip: boo
     assert _starts(work, "sjf.rank-strict", pbsched.Ranker(0), skip) == [0, 0, 4000, 4010]
     # refreshed every 900 s: the first cycle from 900 on is the periodic one at 1300, an
     # iteration after the last cycle (job 1's end at 100; pbsd_main.c:1360); job 3 is
-    # ranked 502 (job 1's run, 100 s, paid 100 core-seconds: 1000 ** 0.9) and starts on
-    # the free processor. That cycle has no
+    # ranked 100 (job 1's run) and starts on the free processor. That cycle has no
     # arrival, end or extension: only the refresh makes the fast path run it.
     ranker = pbsched.Ranker(900)
     assert _starts(work, "sjf.rank-strict", ranker, skip) == [0, 0, 4000, 1300]
-    assert ranker.rank[3] == 502
+    assert ranker.rank[3] == 100
     # every 5000 s: no refresh is due before job 0 ends
     assert _starts(work, "sjf.rank-strict", pbsched.Ranker(5000), skip) == [0, 0, 4000, 4010]
     # with cycles on events only, the first cycle from 900 on is job 0's end at 4000

@@ -144,7 +144,7 @@ def test_gaming_a_24_h_128_cpu_job_costs_at_least_the_job_itself():
         assert before is not None and before[0] < 0.5
         # after: rank 1 s is out of reach within the hook's 100 rows (it would cost the
         # job's own 3,072 core-hours), and rank 1 h costs 875 (41 jobs of 10 min x 128)
-        after = rank.gaming_cost(hook_rank.key_mean, day, cpus, history, 1, (1, cpus))
+        after = rank.gaming_cost(hook_rank.paid_key_mean, day, cpus, history, 1, (1, cpus))
         assert after is None
-        hour = rank.gaming_cost(hook_rank.key_mean, day, cpus, history, 3600, (1, cpus))
+        hour = rank.gaming_cost(hook_rank.paid_key_mean, day, cpus, history, 3600, (1, cpus))
         assert hour is not None and hour[0] >= 870

@@ -6,7 +6,7 @@ A 24 h x 128-cpu job (3,072 core-hours if it runs to its walltime). The user sub
 jobs with the same walltime (1 s to 1 h each, 1 or 128 processors) before it; printed: the
 fewest core-hours of cheap jobs that bring its rank to 1 s, and to 1 h, with the key mean
 alone (``unpaid_mean``, the rank until issue 31) and with the published rank
-(``key_mean``, paid evidence), for a new user and for a user whose 10 newest jobs are
+(``paid_key_mean``, the rank key-mean-paid), for a new user and for a user whose 10 newest jobs are
 honest 20 h x 128-cpu runs of the same walltime. "never" means not within 100 cheap jobs
 (the hook reads 100 rows).
 
@@ -29,7 +29,7 @@ CPUS = 128
 SCENARIOS = (("new user", []), ("10 honest 20 h jobs", [(20 * H, WALL, CPUS)] * 10))
 RANKERS = (
     ("before (key mean)", hook_rank.unpaid_mean),
-    ("after (paid evidence)", hook_rank.key_mean),
+    ("after (paid evidence)", hook_rank.paid_key_mean),
 )
 
 
@@ -67,7 +67,7 @@ def honest(path: str) -> None:
             e += 1
         rows = hist.of(work.user[j])
         before = hook_rank.unpaid_mean(work.wall[j], work.procs[j], rows)
-        after = hook_rank.key_mean(work.wall[j], work.procs[j], rows)
+        after = hook_rank.paid_key_mean(work.wall[j], work.procs[j], rows)
         raised += after > before
         if work.run[j] <= 600:
             short += 1
