@@ -1,8 +1,8 @@
-"""softwalltime.hookpath.learned (issue 31): rules, bins, the site table and its replay."""
+"""softwalltime.core.learned (issue 31): rules, bins, the site table and its replay."""
 
 import pytest
 
-from softwalltime.hookpath import learned
+from softwalltime.core import learned
 from softwalltime.replay import evaluate
 from softwalltime.replay.evaluate import TraceJob, columns, replay_learned
 

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from softwalltime.hookpath import rank as hook_rank
+from softwalltime.core import rank as hook_rank
 from softwalltime.replay import rank
 
 C = rank.CANDIDATES.index

@@ -26,9 +26,9 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from ..core import calibrated as cal
+from ..core import learned
 from ..errors import SoftwalltimeError
-from ..hookpath import calibrated as cal
-from ..hookpath import learned
 from .evaluate import ReplayColumns, replay_calibrated, replay_learned
 
 PRIOR_PATH = Path(__file__).resolve().parents[1] / "data" / "calibrated_prior.json"

@@ -3,7 +3,7 @@
     python tests/benchmarks/bench_learned.py [N]
 
 What the hook would run per job once it reads the user's 100 rows and the site's table
-(``hookpath/learned.py``: every rule, the bins, the choice and the rank; the table is the
+(``core/learned.py``: every rule, the bins, the choice and the rank; the table is the
 shipped prior). N random jobs (default 20,000), each with a random history of 100 rows; no
 database: the hook's query and decoding cost what they cost ``calibrated`` (docs/hook.md).
 Printed by the wall clock and by the thread's CPU time (on a loaded machine the wall
@@ -14,7 +14,7 @@ import random
 import sys
 import time
 
-from softwalltime.hookpath import learned
+from softwalltime.core import learned
 from softwalltime.replay.prior import load_learned_prior
 
 

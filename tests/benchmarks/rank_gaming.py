@@ -20,7 +20,7 @@ ranked above 1 h (a short job ranked long waits behind longer ones under a ``.ra
 
 import sys
 
-from softwalltime.hookpath import rank as hook_rank
+from softwalltime.core import rank as hook_rank
 from softwalltime.replay import rank
 
 H = 3600
