@@ -56,8 +56,12 @@ def test_lists_from_file_and_env(tmp_path):
     ("data", "key", "why"),
     [
         ({"predictor": "v4"}, "predictor", "must be one of v1, v2, v3"),
-        ({"rank": "key_mean"}, "rank", "must be one of off, key-mean, got 'key_mean'"),
-        ({"rank": None}, "rank", "must be one of off, key-mean, got None"),
+        (
+            {"rank": "key_mean"},
+            "rank",
+            "must be one of off, key-mean, key-mean-paid, got 'key_mean'",
+        ),
+        ({"rank": None}, "rank", "must be one of off, key-mean, key-mean-paid, got None"),
         ({"v1_jobs": 0}, "v1_jobs", "between 1 and 1000"),
         ({"reserve_s": "lots"}, "reserve_s", "expected an integer"),
         ({"dry_run": "maybe"}, "dry_run", "expected true or false"),

@@ -193,6 +193,22 @@ def test_rank_set_with_the_soft_walltime_from_one_read():
     assert fetch.calls == [("alice", 2, False)] and d.rank_s == RANK_1H_4
 
 
+def paid(ncpus):
+    settings = load_settings(environ={}, overrides={"rank": "key-mean-paid"})
+    job = JobEvent("queuejob", "alice", "workq", 3600, None, False, False, None, ncpus, None, None)
+    return decide(job, settings, BothFetch())
+
+
+def test_rank_key_mean_paid_asks_the_history_to_have_paid_for_the_jump():
+    # the three 4-cpu jobs cost 2,100 x 4 core-seconds, 0.58 of this 1 h x 4 job: the floor
+    # 3600 ** 0.42 = 31 s is below their mean 700 s, which stands
+    d = paid(4)
+    assert d.rank_s == RANK_1H_4 and d.reason.endswith("; rank key-mean-paid=700 s set")
+    # a 128-cpu job of the same walltime: they paid 1.8 % of it, so about the walltime
+    assert paid(128).rank_s == -(-(3600 ** (1 - 8400 / (3600 * 128))) // 1) > 3000
+    assert ranked(ncpus=128)[0].rank_s == RANK_1H_4  # key-mean: the mean, paid or not
+
+
 def test_rank_off_leaves_the_rank_alone():
     d, fetch = run()
     assert d.rank_s is None and d.ranked_s is None and "rank" not in d.reason

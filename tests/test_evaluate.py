@@ -445,7 +445,8 @@ def test_cli_moments_match_the_replay_moments():
     from softwalltime.replay import evaluate
 
     assert cli_evaluate.MOMENTS == evaluate.MOMENTS
-    assert config.PREDICTORS == evaluate.PREDICTORS
+    # learned (issue 31) runs in the replay only: the hook has no table for it yet
+    assert config.PREDICTORS + ("learned",) == evaluate.PREDICTORS
 
 
 def test_a_workload_with_nothing_to_evaluate_is_an_error_without_plots(tmp_path, capsys):

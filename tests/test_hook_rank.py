@@ -1,6 +1,8 @@
 """softwalltime.core.rank: the rank the hook publishes (key-mean), on hand-made
 histories; the replay's candidate ``key-mean`` is this very function."""
 
+import math
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,26 +14,90 @@ HISTORY = [(600, 3600, 4), (300, 3600, 4), (1200, 3600, 4), (100, 7200, 8)]
 
 
 def test_the_mean_of_the_finest_key_rounded_up():
-    assert hook_rank.key_mean(3600, 4, HISTORY) == 700  # (600 + 300 + 1200) / 3
+    assert hook_rank.unpaid_mean(3600, 4, HISTORY) == 700  # (600 + 300 + 1200) / 3
     # ncpus unknown: the walltime key, the same three jobs
-    assert hook_rank.key_mean(3600, None, HISTORY) == 700
+    assert hook_rank.unpaid_mean(3600, None, HISTORY) == 700
     # (600 + 301 + 1200) / 3 = 700.33: rounded up
-    assert hook_rank.key_mean(3600, 4, [(600, 3600, 4), (301, 3600, 4), (1200, 3600, 4)]) == 701
+    assert hook_rank.unpaid_mean(3600, 4, [(600, 3600, 4), (301, 3600, 4), (1200, 3600, 4)]) == 701
+    # paid: the four jobs cost 9,200 core-seconds, 0.64 of this job's 14,400: the floor
+    # 3600 ** 0.36 = 19 s is below the mean
+    assert hook_rank.paid_key_mean(3600, 4, HISTORY) == 700
+    # a well-paid key: the mean itself
+    assert hook_rank.paid_key_mean(3600, 4, [(600, 3600, 4)] * 10 + HISTORY) == 600
 
 
 def test_the_users_jobs_scaled_to_the_walltime_when_no_key_has_three_jobs():
     # walltime 1800: scaled run times 300, 150, 600, 25 -> mean 268.75, rounded up
-    assert hook_rank.key_mean(1800, 4, HISTORY) == 269
+    assert hook_rank.unpaid_mean(1800, 4, HISTORY) == 269
+    # ten times that history: its 10 newest scaled, 2,600 s / 10, paid in full
+    assert (
+        hook_rank.paid_key_mean(1800, 4, HISTORY * 10)
+        == hook_rank.unpaid_mean(1800, 4, HISTORY * 10)
+        == 260
+    )
 
 
 def test_no_usable_history_gives_the_walltime():
-    assert hook_rank.key_mean(3600, 4, []) == 3600
-    assert hook_rank.key_mean(3600, 4, [(500, None, 4), (500, 0, 4)]) == 3600
+    for ranker in (hook_rank.paid_key_mean, hook_rank.unpaid_mean):
+        assert ranker(3600, 4, []) == 3600
+        assert ranker(3600, 4, [(500, None, 4), (500, 0, 4)]) == 3600
 
 
 def test_clamped_to_the_walltime_and_to_one_second():
-    assert hook_rank.key_mean(60, 4, [(5000, 3600, 4)] * 3) == 60  # scaled 84, above 60
-    assert hook_rank.key_mean(3600, 4, [(0, 3600, 4)] * 3) == 1
+    assert hook_rank.paid_key_mean(60, 4, [(5000, 3600, 4)] * 3) == 60  # scaled 84, above 60
+    assert hook_rank.unpaid_mean(3600, 4, [(0, 3600, 4)] * 3) == 1
+    # run times 0 pay nothing: the walltime
+    assert hook_rank.paid_key_mean(3600, 4, [(0, 3600, 4)] * 3) == 3600
+
+
+# Anti-gaming (issue 31): a 24 h x 128-cpu job, cheap jobs of the same walltime.
+DAY = 86400
+
+
+def test_one_cheap_job_no_longer_gives_a_new_user_rank_one_second():
+    # before: the key mean alone took one 1-second job at its word
+    assert hook_rank.unpaid_mean(DAY, 128, [(1, DAY, 128)]) == 1
+    # after: it paid 128 core-seconds, 1/86,400 of this job: 86400 ** (1 - 1/86400)
+    assert hook_rank.paid_key_mean(DAY, 128, [(1, DAY, 128)]) == floor(DAY, 128, 128) == 86389
+
+
+def test_the_jump_costs_the_jobs_own_core_seconds():
+    # one 1-second job as wide as half the job's core-seconds: the square root of 24 h
+    half = DAY * 128 // 2
+    assert hook_rank.paid_key_mean(DAY, 128, [(1, DAY, half)]) == 294  # 293.9 rounded up
+    # as many core-seconds as the job itself: rank 1 s; one core-second fewer: 2 s
+    assert hook_rank.paid_key_mean(DAY, 128, [(1, DAY, 2 * half)]) == 1
+    assert hook_rank.paid_key_mean(DAY, 128, [(1, DAY, 2 * half - 1)]) == 2
+
+
+def floor(walltime_s, paid_core_s, ncpus):
+    return math.ceil(walltime_s ** (1 - paid_core_s / (walltime_s * ncpus)))
+
+
+def test_narrow_cheap_jobs_buy_a_wide_job_little():
+    # 1-cpu jobs of 10 min pay 600 core-seconds each: 4.7 s of a 128-cpu job each
+    narrow = [(600, DAY, 1)] * 50
+    assert hook_rank.unpaid_mean(DAY, 128, narrow) == 600
+    assert hook_rank.paid_key_mean(DAY, 128, narrow) == floor(DAY, 50 * 600, 128) == 83777
+    # the same jobs pay a 1-cpu job 128 times as much
+    assert hook_rank.paid_key_mean(DAY, 1, narrow) == floor(DAY, 50 * 600, 1) == 1669
+
+
+def test_an_honest_past_of_long_jobs_does_not_pay_for_cheap_ones():
+    honest = [(20 * 3600, DAY, 128)] * 90
+    cheap = [(1, DAY, 128)] * 10
+    # the key mean of the 10 newest: 1 s; the long jobs' cost would pay it 800 times
+    assert hook_rank.unpaid_mean(DAY, 128, cheap + honest) == 1
+    # only evidence consistent with the claim (run <= 2 x mean + 60 s) pays
+    assert hook_rank.paid_key_mean(DAY, 128, cheap + honest) == floor(DAY, 10 * 128, 128) == 86287
+    # consistent evidence is the claim's: the honest jobs pay their own rank
+    assert hook_rank.paid_key_mean(DAY, 128, honest) == 20 * 3600
+
+
+def test_only_the_hooks_rows_count():
+    # the 101st row and beyond is not read: it pays nothing
+    rows = [(0, DAY, 128)] * 100 + [(3600, DAY, 128)] * 100
+    assert hook_rank.paid_key_mean(DAY, 128, rows) == DAY
 
 
 rows = st.lists(
@@ -46,7 +112,7 @@ rows = st.lists(
 
 @given(st.integers(1, 10**6), st.one_of(st.none(), st.integers(1, 512)), rows)
 def test_always_within_one_second_and_the_walltime(walltime_s, ncpus, history):
-    assert 1 <= hook_rank.key_mean(walltime_s, ncpus, history) <= walltime_s
+    assert 1 <= hook_rank.paid_key_mean(walltime_s, ncpus, history) <= walltime_s
 
 
 @given(
@@ -59,6 +125,9 @@ def test_always_within_one_second_and_the_walltime(walltime_s, ncpus, history):
     ),
 )
 def test_the_replays_candidate_is_the_hooks_rank(walltime_s, ncpus, history):
-    # the benchmark's figures (rank_gap.py) are those of the published rank
+    # the benchmark's figures (rank_gap.py) are those of the published rank key-mean
     got = rank.estimates(walltime_s, ncpus, history)[rank.CANDIDATES.index("key-mean")]
     assert got == hook_rank.key_mean(walltime_s, ncpus, history)
+    assert got == hook_rank.rank_of("key-mean", walltime_s, ncpus, history)
+    # key-mean-paid is never below it
+    assert hook_rank.rank_of("key-mean-paid", walltime_s, ncpus, history) >= got

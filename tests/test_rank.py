@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+from softwalltime.core import rank as hook_rank
 from softwalltime.replay import rank
 
 C = rank.CANDIDATES.index
@@ -131,3 +132,19 @@ def test_coqueued_pairs_are_jobs_submitted_while_the_other_waited():
     assert rank.coqueued_pairs(submit, submit, run, 10, random.Random(3)) == []
     # the only job submitted while job 0 waited has its run time: no pair either
     assert rank.coqueued_pairs([0, 5], [9, 5], [7, 7], 10, random.Random(3)) == []
+
+
+def test_gaming_a_24_h_128_cpu_job_costs_at_least_the_job_itself():
+    # issue 31: cheap jobs of the same walltime, then a 24 h x 128-cpu job (3,072 core-h)
+    day, cpus = 86400, 128
+    honest = [(20 * 3600, day, cpus)] * 10
+    for history in ([], honest):
+        # before: the key mean alone, a fraction of a core-hour
+        before = rank.gaming_cost(hook_rank.unpaid_mean, day, cpus, history, 1, (1, cpus))
+        assert before is not None and before[0] < 0.5
+        # after: rank 1 s is out of reach within the hook's 100 rows (it would cost the
+        # job's own 3,072 core-hours), and rank 1 h costs 875 (41 jobs of 10 min x 128)
+        after = rank.gaming_cost(hook_rank.paid_key_mean, day, cpus, history, 1, (1, cpus))
+        assert after is None
+        hour = rank.gaming_cost(hook_rank.paid_key_mean, day, cpus, history, 3600, (1, cpus))
+        assert hour is not None and hour[0] >= 870

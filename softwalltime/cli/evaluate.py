@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, List, Tuple
 
 from ..core.config import PREDICTORS, Settings, require_dsn
 from ..errors import ConfigError, ParseError, SoftwalltimeError
@@ -112,7 +112,7 @@ def register(sub: Any) -> None:
         "--predictors",
         default=",".join(PREDICTORS),
         metavar="LIST",
-        help="comma-separated predictors to replay (default: %(default)s)",
+        help="comma-separated predictors to replay (default: %(default)s; also learned)",
     )
     p.add_argument(
         "--moment",
@@ -123,7 +123,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--target-under-pct",
         metavar="PCT|v3",
-        help="predictor calibrated: " + TARGET_HELP,
+        help="predictors calibrated and learned: " + TARGET_HELP,
     )
     p.add_argument(
         "--start-from-submit",
@@ -134,8 +134,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--prior",
         action="store_true",
-        help="predictor calibrated: start from the shipped prior table, as 'softwalltime"
-        " calibrate' does (learned on CERIT-SC, HPC2N and CTC-SP2: in-sample there)",
+        help="predictors calibrated and learned: start from the shipped prior table, as"
+        " 'softwalltime calibrate' does (learned on CERIT-SC, HPC2N and CTC-SP2: in-sample"
+        " there)",
     )
     add_input_size(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -195,6 +196,20 @@ def check_plot_dir(directory: str) -> None:
         raise SoftwalltimeError(f"--plot {directory}: {path} is not writable")
 
 
+def _priors(prior: bool, predictors: List[str]) -> Tuple[Any, Any]:
+    """The starting tables of calibrated and learned: the shipped priors with ``--prior``."""
+    if not prior:
+        return None, None
+    from ..replay.prior import PriorError, load_learned_prior, load_prior
+
+    try:
+        start = load_prior() if "calibrated" in predictors else None
+        learned_start = load_learned_prior() if "learned" in predictors else None
+    except PriorError as err:
+        raise ConfigError(f"--prior: {err}") from err
+    return start, learned_start
+
+
 def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     """Handle ``softwalltime evaluate``; see DESCRIPTION for what it does.
 
@@ -203,9 +218,18 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     :raises DatabaseError: ``--db`` and the database cannot be read
     """
     from ..core.predict import PredictorParams
-    from ..replay.evaluate import columns, format_table, replay_columns, report_dict, summarize
+    from ..replay.evaluate import PREDICTORS as REPLAYED
+    from ..replay.evaluate import (
+        TARGETED,
+        columns,
+        format_table,
+        replay_columns,
+        report_dict,
+        summarize,
+    )
 
-    predictors = name_list("--predictors", args.predictors, PREDICTORS)
+    predictors = name_list("--predictors", args.predictors, REPLAYED)
+    targeted = any(name in TARGETED for name in predictors)
     target = target_option(args.target_under_pct, settings.target_under_pct)
     if args.db and args.sources:
         raise ConfigError("give SOURCE files or --db, not both")
@@ -213,14 +237,7 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("nothing to evaluate: give SOURCE files/directories, or --db")
     if args.plot:
         check_plot_dir(args.plot)  # before the work, not after it
-    start = None
-    if args.prior and "calibrated" in predictors:
-        from ..replay.prior import PriorError, load_prior
-
-        try:
-            start = load_prior()
-        except PriorError as err:
-            raise ConfigError(f"--prior: {err}") from err
+    start, learned_start = _priors(args.prior, predictors)
     started = time.perf_counter()
     if args.db:
         trace = _read_db(settings)
@@ -238,15 +255,17 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     started = time.perf_counter()
     # the columns hold what the replay needs: the jobs go as they are read (peak memory)
     cols, skipped = columns(trace.jobs, args.moment, release=True)
-    result = replay_columns(cols, skipped, predictors, params, args.moment, target, start)
+    result = replay_columns(
+        cols, skipped, predictors, params, args.moment, target, start, learned_start
+    )
     replay_s = time.perf_counter() - started
     report = report_dict(
         trace.source,
         result,
         summarize(result),
         trace.skipped,
-        target if "calibrated" in predictors else None,
-        target_v3="calibrated" in predictors and target is None,
+        target if targeted else None,
+        target_v3=targeted and target is None,
     )
     log.debug("read %.2f s, replay %.2f s (%s jobs)", read_s, replay_s, report["jobs"])
     if not report["jobs"]:

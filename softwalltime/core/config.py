@@ -160,7 +160,7 @@ HISTORY_SCOPES = ("all", "server")
 # The sort rank the hook publishes beside the soft walltime (core/rank.py): off, or
 # key-mean in the custom resource softwalltime_rank (``hooks install --rank`` creates it)
 RANK_OFF = "off"
-RANKS = (RANK_OFF, "key-mean")
+RANKS = (RANK_OFF, "key-mean", "key-mean-paid")
 
 _LIST_KEYS = (
     "users_allow",

@@ -22,7 +22,7 @@ Rules, in order (each "leave" names its reason in :attr:`Decision.reason`):
 7. ``dry_run``: everything above happens, the decision says what would be set, nothing is.
 
 With ``rank`` on (``key-mean``), the decision also carries the job's sort rank
-(:func:`softwalltime.core.rank.key_mean`, for ``Resource_List.softwalltime_rank``),
+(:data:`softwalltime.core.rank.RANKERS`, for ``Resource_List.softwalltime_rank``),
 from the same history read (one query: :meth:`fetch.both` for v1/v2/v3, the class rows of
 ``calibrated``). Rules 1 to 4 leave the rank alone too, and so does a ``runjob`` kept by
 ``runjob_min_wait_s``; a soft walltime kept (a manager's, or unchanged) does not keep the
@@ -36,7 +36,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 from ..hook.hooklog import unmarked_line, unranked_line
 from . import calibrated as cal
 from .predict import HistoryRow, Prediction, PredictorParams, predict
-from .rank import RANK_RESOURCE, key_mean
+from .rank import RANK_RESOURCE, RANKERS
 
 EVENTS = ("queuejob", "runjob", "modifyjob")
 # The hook's mark: the soft walltime it set, in seconds, in a custom resource of this name
@@ -233,7 +233,8 @@ def decide(
         else:
             history = fetch(user, limit, only)
         prediction = predict(predictor, walltime_s, history, params)
-    rank = key_mean(walltime_s, job.ncpus, rows) if ranking and rows is not None else None
+    ranker = RANKERS.get(settings.rank)
+    rank = ranker(walltime_s, job.ncpus, rows) if ranker and rows is not None else None
     new_rank = None if rank is None or rank == job.existing_rank_s else rank
     ranked = ""
     if rank is not None:

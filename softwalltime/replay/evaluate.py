@@ -31,12 +31,15 @@ from collections import deque
 from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, cast
 
 from ..core import calibrated as cal
+from ..core import learned
 from ..core.predict import PredictorParams, predict
 
 log = logging.getLogger(__name__)
 
 BASELINE = "walltime"
-PREDICTORS = ("v1", "v2", "v3", cal.NAME)
+PREDICTORS = ("v1", "v2", "v3", cal.NAME, learned.NAME)
+DEFAULT_PREDICTORS = ("v1", "v2", "v3", cal.NAME)  # the hook's; learned on request
+TARGETED = (cal.NAME, learned.NAME)  # the predictors with an under-estimate target
 MOMENTS = ("submit", "start")
 # Runtime classes of the paper's Figure 5: short [0, 2] h, medium (2, 24] h, long > 24 h.
 CLASSES = (("short", 2 * 3600), ("medium", 24 * 3600), ("long", None))
@@ -128,7 +131,7 @@ def skip_reason(job: TraceJob, moment: str = "submit") -> Optional[str]:
 
 def replay(
     jobs: Sequence[TraceJob],
-    predictors: Sequence[str] = PREDICTORS,
+    predictors: Sequence[str] = DEFAULT_PREDICTORS,
     params: Optional[PredictorParams] = None,
     moment: str = "submit",
     target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT,
@@ -156,14 +159,18 @@ def replay(
 def replay_columns(
     cols: ReplayColumns,
     skipped: Dict[str, int],
-    predictors: Sequence[str] = PREDICTORS,
+    predictors: Sequence[str] = DEFAULT_PREDICTORS,
     params: Optional[PredictorParams] = None,
     moment: str = "submit",
     target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT,
     start: Optional[cal.Calibration] = None,
+    learned_start: Optional[learned.Learner] = None,
 ) -> Replay:
     """:func:`replay` of jobs already turned into :func:`columns` (the caller may then drop
     the jobs themselves: half the memory of a large trace).
+
+    :param learned_start: the ``learned`` predictor's starting table (default: empty; it is
+        changed), e.g. :func:`softwalltime.replay.prior.load_learned_prior`
 
     :param skipped: the jobs :func:`columns` skipped, by reason (reported as they are)
     :param moment: the moment ``cols`` were made for (reported)
@@ -185,7 +192,7 @@ def replay_columns(
     buffers: Dict[str, Deque[Tuple[int, int]]] = {}
     # Entries of jobs that end exactly at their own prediction instant, by job index.
     own_entry: Dict[int, Tuple[int, int]] = {}
-    classic = [name for name in predictors if name != cal.NAME]
+    classic = [name for name in predictors if name not in (cal.NAME, learned.NAME)]
     soft: Dict[str, List[int]] = {name: [0] * n for name in classic}
     outputs = [(name, soft[name]) for name in classic]
     empty: List[Tuple[int, int]] = []
@@ -248,6 +255,10 @@ def replay_columns(
             soft_all[name], table = replay_calibrated(cols, target_under_pct, copy_table(start))
             if target_under_pct is None and table.total:
                 v3_under_pct = 100.0 * table.v3_under() / table.total
+        elif name == learned.NAME:
+            soft_all[name], learner = replay_learned(cols, target_under_pct, learned_start)
+            if target_under_pct is None and learner.total:
+                v3_under_pct = 100.0 * learner.v3_under / learner.total
         else:
             soft_all[name] = soft[name]
     return Replay(moment, runs, walls, soft_all, skipped, v3_under_pct)
@@ -578,10 +589,10 @@ def report_dict(
     for name, rep in reports.items():
         obj: Dict[str, Any] = rep.overall._asdict()
         obj["by_class"] = {cls: m._asdict() for cls, m in rep.by_class.items()}
-        if name == cal.NAME and target_v3:
+        if name in TARGETED and target_v3:
             obj["target"] = "v3"
             obj["target_under_pct"] = result.v3_under_pct
-        elif name == cal.NAME and target_under_pct is not None:
+        elif name in TARGETED and target_under_pct is not None:
             obj["target"] = "fixed"
             obj["target_under_pct"] = target_under_pct
         predictors[name] = obj
@@ -650,3 +661,97 @@ def format_table(report: Dict[str, Any]) -> str:
                 )
             )
     return "\n".join(lines) + "\n"
+
+
+def replay_learned(
+    columns: ReplayColumns,
+    target_under_pct: Optional[float],
+    learner: Optional[learned.Learner] = None,
+) -> Tuple[List[int], learned.Learner]:
+    """Replay the ``learned`` predictor fully online: the site table learns every job at
+    its end, in event order (ends first at equal times), from finished jobs only.
+
+    Each job is predicted at its instant from the user's last ``HISTORY_ROWS`` jobs ended
+    by then, the time since the newest of them ended, and the table as it is then. A job
+    that ends at its own instant (run time 0 at submit) is predicted when its end comes,
+    before it is learnt, from the jobs ended before it.
+
+    :param target_under_pct: the target, percent, or ``None``: v3's under-estimates
+    :returns: the soft walltimes (job order) and the final table
+    """
+    users, instants, ends, walls, runs, _cpus, by_instant, by_end = columns
+    n = len(users)
+    if learner is None:
+        learner = learned.Learner()
+    target = None if target_under_pct is None else target_under_pct / 100.0
+    keep = learned.HISTORY_ROWS
+    buffers: Dict[str, List[learned.Row]] = {}
+    # per user and walltime: the buffer's rows with it, newest first (no scan of 100 rows)
+    by_wall: Dict[str, Dict[int, List[learned.Row]]] = {}
+    pending: Dict[int, learned.Outcome] = {}
+    done = [False] * n
+    softs = [0] * n
+    # Per user: (newest row, walltime, the gap's bucket end) -> outcome (users submit in
+    # batches; the outcome depends on the instant only through the gap's bucket)
+    memo: Dict[str, Tuple[Any, int, int, int, learned.Outcome]] = {}
+    outcome = learned.outcome
+    choose = learner.choose
+    update = learner.update
+    empty: List[learned.Row] = []
+
+    def predict_at(i: int, t: int) -> None:
+        user = users[i]
+        wall = walls[i]
+        buf = buffers.get(user, empty)
+        if buf:
+            head = buf[0]
+            last = memo.get(user)
+            if last is not None and last[0] is head and last[1] == wall and last[2] <= t <= last[3]:
+                out = last[4]
+            else:
+                out = outcome(wall, buf, t, by_wall[user].get(wall, empty))
+                low, high = _gap_span(head[2], t)
+                memo[user] = (head, wall, low, high, out)
+        else:
+            out = outcome(wall, empty, t)
+        pending[i] = out
+        softs[i] = out.softs[choose(out)]
+        done[i] = True
+
+    e = 0
+    for i in by_instant:
+        t = instants[i]
+        while e < n and ends[by_end[e]] <= t:
+            j = by_end[e]
+            if not done[j]:  # ends at its own instant, not predicted yet
+                predict_at(j, instants[j])
+            update(pending.pop(j), runs[j], softs[j], target)
+            buf = buffers.get(users[j])
+            if buf is None:
+                buf = buffers[users[j]] = []
+                walls_of = by_wall[users[j]] = {}
+            else:
+                walls_of = by_wall[users[j]]
+            entry = (runs[j], walls[j], ends[j])
+            buf.insert(0, entry)
+            walls_of.setdefault(walls[j], []).insert(0, entry)
+            if len(buf) > keep:
+                walls_of[buf.pop()[1]].pop()
+            e += 1
+        if not done[i]:
+            predict_at(i, t)
+    while e < n:
+        j = by_end[e]
+        update(pending.pop(j), runs[j], softs[j], target)
+        e += 1
+    return softs, learner
+
+
+def _gap_span(last_end_s: int, now_s: int) -> Tuple[int, int]:
+    """The instants with the same gap bucket as ``now_s`` after an end at ``last_end_s``."""
+    low = last_end_s - 10**18
+    for cut in learned.GAP_CUTS:
+        if now_s - last_end_s <= cut:
+            return low, last_end_s + cut
+        low = last_end_s + cut + 1
+    return low, 10**18

@@ -12,6 +12,10 @@ The shipped file was built from CERIT-SC, HPC2N and CTC-SP2 (the traces the rule
 chosen on; KTH-SP2 and SDSC-SP2 stay validation) with::
 
     python -m softwalltime.replay.prior CERIT.swf.gz HPC2N.swf.gz CTC.swf.gz > prior.json
+
+The predictor ``learned`` has its own, ``softwalltime/data/learned_prior.json`` (its whole
+table of the same three traces, scaled by ``LEARNED_SCALE``), built with ``--learned``
+first.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..core import calibrated as cal
+from ..core import learned
 from ..errors import SoftwalltimeError
-from .evaluate import ReplayColumns, replay_calibrated
+from .evaluate import ReplayColumns, replay_calibrated, replay_learned
 
 PRIOR_PATH = Path(__file__).resolve().parents[1] / "data" / "calibrated_prior.json"
 PRIOR_JOBS = 30  # pseudo-jobs per bin: as many as a bin needs to be used at all
@@ -121,14 +126,115 @@ def main(argv: Optional[List[str]] = None) -> int:
     from .traces import read_sources
 
     paths = sys.argv[1:] if argv is None else argv
+    build = build_prior
+    if paths and paths[0] == "--learned":
+        paths = paths[1:]
+        build = build_learned_prior
     if not paths:
-        print(f"usage: python -m {__name__} TRACE... > prior.json", file=sys.stderr)
+        print(f"usage: python -m {__name__} [--learned] TRACE... > prior.json", file=sys.stderr)
         return 2
     workloads = [columns(read_sources([p]).jobs)[0] for p in paths]
-    doc = build_prior(workloads, [os.path.basename(p) for p in paths])
+    doc = build(workloads, [os.path.basename(p) for p in paths])
     json.dump(doc, sys.stdout, separators=(",", ":"))
     sys.stdout.write("\n")
     return 0
+
+
+# --- the prior of the predictor ``learned`` (issue 31)
+
+LEARNED_PRIOR_PATH = PRIOR_PATH.parent / "learned_prior.json"
+# The learned table of the traces counts as this share of their jobs: enough to choose
+# well from a site's first job, few enough that the site's own jobs soon outweigh it
+# (x 1, the full counts, gave CERIT-SC 0.36 points over its target; x 0.2 within 0.25).
+LEARNED_SCALE = 0.2
+LEARNED_FORMAT = 1
+
+
+def build_learned_prior(
+    workloads: Sequence[ReplayColumns], sources: Sequence[str]
+) -> Dict[str, Any]:
+    """The ``learned`` table after replaying ``workloads`` into one table, scaled by
+    :data:`LEARNED_SCALE`, as stored (the cells count every rule on every job, so they do
+    not depend on the order or the target)."""
+    table = learned.Learner()
+    for cols in workloads:
+        replay_learned(cols, None, table)
+    k = learned.N_RULES
+    scale = LEARNED_SCALE
+
+    def cells(counts: List[float], under: List[float], acc: List[float]) -> List[Any]:
+        out = []
+        for bin_, n in enumerate(counts):
+            if n:
+                base = bin_ * k
+                out.append(
+                    [
+                        bin_,
+                        round(n * scale, 3),
+                        [round(u * scale, 3) for u in under[base : base + k]],
+                        [round(a * scale, 3) for a in acc[base : base + k]],
+                    ]
+                )
+        return out
+
+    return {
+        "format": LEARNED_FORMAT,
+        "rules": list(learned.RULES),
+        "bins": [learned.COARSE, learned.FINE],
+        "scale": scale,
+        "sources": list(sources),
+        "site": cells([table.n_site], table.u_site, table.a_site),
+        "coarse": cells(table.n_coarse, table.u_coarse, table.a_coarse),
+        "fine": cells(table.n_fine, table.u_fine, table.a_fine),
+    }
+
+
+def learned_prior_table(doc: Dict[str, Any]) -> learned.Learner:
+    """A ``learned`` table starting from the stored prior.
+
+    :raises PriorError: built for other rules or bins, or malformed
+    """
+    if doc.get("format") != LEARNED_FORMAT:
+        raise PriorError(f"format {doc.get('format')!r}, expected {LEARNED_FORMAT}")
+    if doc.get("rules") != list(learned.RULES) or doc.get("bins") != [
+        learned.COARSE,
+        learned.FINE,
+    ]:
+        raise PriorError("built for other rules or bins of the predictor learned")
+    table = learned.Learner()
+    k = learned.N_RULES
+    site = [table.n_site]
+    levels = (
+        ("site", site, table.u_site, table.a_site),
+        ("coarse", table.n_coarse, table.u_coarse, table.a_coarse),
+        ("fine", table.n_fine, table.u_fine, table.a_fine),
+    )
+    for name, counts, under, acc in levels:
+        for bin_, n, u, a in doc.get(name, []):
+            if not 0 <= bin_ < len(counts) or len(u) != k or len(a) != k:
+                raise PriorError(f"malformed {name} cell {bin_!r}")
+            counts[bin_] = float(n)
+            under[bin_ * k : bin_ * k + k] = [float(x) for x in u]
+            acc[bin_ * k : bin_ * k + k] = [float(x) for x in a]
+    table.n_site = site[0]
+    return table
+
+
+def load_learned_prior(path: Optional[Path] = None) -> learned.Learner:
+    """The shipped ``learned`` prior as a starting table.
+
+    :raises PriorError: the file is missing, unreadable or for another predictor version
+    """
+    path = LEARNED_PRIOR_PATH if path is None else path
+    try:
+        with open(path, encoding="utf-8") as handle:
+            doc = json.load(handle)
+    except (OSError, ValueError) as err:
+        raise PriorError(f"cannot read the prior {path}: {err}") from err
+    try:
+        return learned_prior_table(doc)
+    except PriorError as err:
+        raise PriorError(f"{path}: {err}; rebuild it (python -m {__name__} --learned)") from err
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from __future__ import annotations
 import bisect
 import math
 import random
-from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from ..core import calibrated as cal
 from ..core import rank as hook_rank
@@ -239,3 +239,39 @@ def agreement(est: Sequence[int], run: Sequence[int], pairs: Sequence[Tuple[int,
         elif (est[a] < est[b]) == (run[a] < run[b]):
             agree += 1.0
     return agree / len(pairs)
+
+
+# The cost of gaming the rank (issue 31): the cheap jobs a user submits to move one job.
+GAME_RUNS_S = (1, 10, 60, 600, 3600)  # the cheap jobs' run times tried
+GAME_MAX_JOBS = HISTORY_ROWS  # more would push the oldest out of the hook's 100 rows
+
+
+def gaming_cost(
+    ranker: Callable[[int, Optional[int], Sequence[Row]], int],
+    walltime_s: int,
+    ncpus: int,
+    honest: Sequence[Row],
+    target_s: int,
+    widths: Sequence[int] = (1,),
+) -> Optional[Tuple[float, int, int, int]]:
+    """The cheapest way found to get ``ranker`` to rank the job at ``target_s`` or below.
+
+    The user submits ``n`` cheap jobs with the job's walltime, each of one run time of
+    :data:`GAME_RUNS_S` and one width of ``widths``, on top of the ``honest`` history (newest
+    first); all ``n`` end before the job is submitted.
+
+    :returns: ``(core_hours, n, run_s, width)`` of the cheapest, or ``None``: no such way
+        within :data:`GAME_MAX_JOBS` jobs
+    """
+    best: Optional[Tuple[float, int, int, int]] = None
+    for run_s in GAME_RUNS_S:
+        for width in widths:
+            cheap = (run_s, walltime_s, width)
+            for n in range(1, GAME_MAX_JOBS + 1):
+                history = [cheap] * n + list(honest)
+                if ranker(walltime_s, ncpus, history[:HISTORY_ROWS]) <= target_s:
+                    cost = n * run_s * width / 3600.0
+                    if best is None or cost < best[0]:
+                        best = (cost, n, run_s, width)
+                    break
+    return best

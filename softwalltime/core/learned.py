@@ -1,0 +1,286 @@
+"""Predictor ``learned``: per-site choice among candidate rules, by submit-time bins (issue 31).
+
+For each job, from the user's finished jobs only (what PBS has at submit):
+
+1. **Candidate rules** (:data:`RULES`): the walltime; v3; the user's largest run/walltime
+   ratio over the last 50 jobs (x 1 and x 1.1) and over the last 15 jobs with the same
+   requested walltime (x 1, x 1.1); ``B x f + a`` with ``B`` the largest run time of the
+   last 5 same-walltime jobs (else of the user's last 5 jobs), ``f`` in 1, 1.1, 1.25, 1.5,
+   2, 3, 5 and ``a`` 0 or 60 s; the newest same-walltime run time (else the newest run
+   time) x 1.1, 1.5 or 2, + 60 s; that run time itself; the median of B's window, x 1
+   and x 1.5 + 60 s (these three: +0.02 accuracy on CERIT-SC at v3's rate, nothing
+   elsewhere). Every value is rounded up and kept in [1, walltime].
+2. **Bins** (:func:`outcome`): coarse by the number of same-walltime jobs among the last
+   100 (0, 1, 2-4, 5-9, 10+), the spread max/min of B's window (<= 1.05, 1.2, 1.5, 2, 4,
+   more) and B / walltime (<= 0.01, 0.05, 0.2, 0.5, 0.9, more); fine adds the time since
+   the user's last job ended (<= 1 min, 10 min, 1 h, 1 day, more).
+3. **The site's table** (:class:`Learner`): per (bin, rule) the jobs, under-estimates and
+   accuracy sum of every job that has ended. A fine bin's rates shrink towards its coarse
+   bin's, which shrink towards the site's, with :data:`PSEUDO` (100) pseudo-jobs each.
+4. **The choice**: the rule with the best ``accuracy - lam x under-rate``; ``log lam``
+   moves by ``ETA x (under - allowed)`` at every job end, ``under`` 1 when the soft
+   walltime the job got was short of its run time, ``allowed`` the target rate, or 1 when
+   v3 was short (target "v3"), so the running under-estimate count tracks the target's.
+   The **rank** is the rule with the best accuracy alone (a typical run time, not a safe
+   one), from the same table.
+
+Pure: the same history, instant and table give the same choice. Python 3.6+ syntax,
+standard library only (the hook may import it).
+"""
+
+import math
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+NAME = "learned"
+
+# One history row: (runtime_s, walltime_s, end_s), newest end first, every walltime > 0.
+Row = Tuple[int, int, int]
+
+HISTORY_ROWS = 100
+RATIO_JOBS = 50
+SAME_RATIO_JOBS = 15
+B_JOBS = 5
+V3_JOBS = 15
+V3_RESERVE_S = 900
+PSEUDO = 100.0  # pseudo-jobs a bin's rates shrink with
+MIN_SITE_JOBS = 100  # before this many ended jobs the site uses v3
+ETA = 0.05
+LAMBDA_START = 1.0
+LOG_LAMBDA_MIN = math.log(0.0001)  # 0.01 was too high for CERIT-SC: stuck 0.9 points under
+LOG_LAMBDA_MAX = math.log(1000.0)
+
+B_FACTORS = ((1, 1), (11, 10), (5, 4), (3, 2), (2, 1), (3, 1), (5, 1))
+B_ADDS = (0, 60)
+LAST_FACTORS = ((11, 10), (3, 2), (2, 1))
+LAST_ADD_S = 60
+
+RULES = (
+    ("walltime", "v3", "ratio50", "ratio50*1.1", "same-ratio15", "same-ratio15*1.1")
+    + tuple(f"B*{n / d:g}+{a}" for n, d in B_FACTORS for a in B_ADDS)
+    + tuple(f"last*{n / d:g}+{LAST_ADD_S}" for n, d in LAST_FACTORS)
+    + ("last", "median", "median*1.5+60")
+)
+R_WALLTIME = 0
+R_V3 = 1
+N_RULES = len(RULES)
+
+N_SAME = 5  # 0, 1, 2-4, 5-9, 10+
+SPREAD_CUTS = ((21, 20), (6, 5), (3, 2), (2, 1), (4, 1))  # max <= cut x min
+LEVEL_CUTS = ((1, 100), (1, 20), (1, 5), (1, 2), (9, 10))  # B <= cut x walltime
+GAP_CUTS = (60, 600, 3600, 86400)
+N_SPREAD = len(SPREAD_CUTS) + 1
+N_LEVEL = len(LEVEL_CUTS) + 1
+N_GAP = len(GAP_CUTS) + 1
+COARSE = N_SAME * N_SPREAD * N_LEVEL
+FINE = COARSE * N_GAP
+
+
+class Outcome(NamedTuple):
+    """One job's bins (``coarse`` -1 without history) and every rule's soft walltime."""
+
+    coarse: int
+    fine: int
+    softs: Tuple[int, ...]
+
+
+def _same_bucket(n: int) -> int:
+    if n < 2:
+        return n
+    return 2 if n < 5 else (3 if n < 10 else 4)
+
+
+def _ratios(rows: Sequence[Row]) -> Tuple[int, int, int, int]:
+    """The largest run/walltime of the first V3_JOBS rows and of the first RATIO_JOBS, as
+    ``(run, walltime)`` pairs flattened, in one pass (exact: no division)."""
+    best_rt = 0
+    best_wt = 1
+    v3_rt = v3_wt = 0
+    k = 0
+    for row in rows[:RATIO_JOBS]:
+        if k == V3_JOBS:
+            v3_rt, v3_wt = best_rt, best_wt
+        if row[0] * best_wt > best_rt * row[1]:
+            best_rt = row[0]
+            best_wt = row[1]
+        k += 1
+    if k <= V3_JOBS:
+        v3_rt, v3_wt = best_rt, best_wt
+    return v3_rt, v3_wt, best_rt, best_wt
+
+
+def outcome(
+    walltime_s: int, history: Sequence[Row], now_s: int, same: Optional[Sequence[Row]] = None
+) -> Outcome:
+    """Every rule's soft walltime for a job submitted at ``now_s``, and its bins (pure).
+
+    :param walltime_s: requested walltime (> 0)
+    :param history: the user's finished jobs, newest end first, every walltime > 0 (at most
+        :data:`HISTORY_ROWS` are read)
+    :param now_s: the prediction instant (for the time since the last end)
+    :param same: the rows of ``history`` with this walltime, in order, if the caller keeps
+        them (the replay does, per user and walltime)
+    """
+    rows = history if len(history) <= HISTORY_ROWS else history[:HISTORY_ROWS]
+    if not rows:
+        return Outcome(-1, -1, (walltime_s,) * N_RULES)
+    if same is None:
+        same = [row for row in rows if row[1] == walltime_s]
+    window = same[:B_JOBS] if same else rows[:B_JOBS]
+    window_runs = [row[0] for row in window]
+    b = max(window_runs)
+    low = min(window_runs)
+    last = same[0][0] if same else rows[0][0]
+    v3_rt, v3_wt, r_rt, r_wt = _ratios(rows)
+    v3 = -(-v3_rt * walltime_s // v3_wt) + V3_RESERVE_S
+    r50 = -(-r_rt * walltime_s // r_wt)
+    r50x = -(-r_rt * walltime_s * 11 // (r_wt * 10))
+    if same:
+        s15 = max(row[0] for row in same[:SAME_RATIO_JOBS])
+        values = [walltime_s, v3, r50, r50x, s15, -(-s15 * 11 // 10)]
+    else:
+        values = [walltime_s, v3, r50, r50x, r50, r50x]
+    for num, den in B_FACTORS:
+        scaled = -(-b * num // den)
+        values.append(scaled)
+        values.append(scaled + 60)
+    for num, den in LAST_FACTORS:
+        values.append(-(-last * num // den) + LAST_ADD_S)
+    median = sorted(window_runs)[(len(window_runs) - 1) // 2]
+    values += [last, median, -(-median * 3 // 2) + 60]
+    softs = tuple(walltime_s if v > walltime_s else (v if v >= 1 else 1) for v in values)
+    spread = 0
+    for num, den in SPREAD_CUTS:
+        if b * den <= num * low:
+            break
+        spread += 1
+    level = 0
+    for num, den in LEVEL_CUTS:
+        if b * den <= num * walltime_s:
+            break
+        level += 1
+    gap_s = now_s - rows[0][2]
+    gap = 0
+    for cut in GAP_CUTS:
+        if gap_s <= cut:
+            break
+        gap += 1
+    coarse = (_same_bucket(len(same)) * N_SPREAD + spread) * N_LEVEL + level
+    return Outcome(coarse, coarse * N_GAP + gap, softs)
+
+
+class Learner:
+    """The site's table: per bin (fine, coarse, site) and rule the jobs, under-estimates
+    and accuracy sums of the jobs ended so far, and ``lam``."""
+
+    __slots__ = ("n_fine", "n_coarse", "n_site", "u_fine", "u_coarse", "u_site", "a_fine",
+                 "a_coarse", "a_site", "log_lam", "lam", "total", "total_under",
+                 "v3_under", "_kept")  # fmt: skip
+
+    def __init__(self) -> None:
+        # floats: a prior's pseudo-jobs (replay/prior.py) are fractions of jobs
+        self.n_fine = [0.0] * FINE
+        self.n_coarse = [0.0] * COARSE
+        self.n_site = 0.0
+        self.u_fine = [0.0] * (FINE * N_RULES)
+        self.u_coarse = [0.0] * (COARSE * N_RULES)
+        self.u_site = [0.0] * N_RULES
+        self.a_fine = [0.0] * (FINE * N_RULES)
+        self.a_coarse = [0.0] * (COARSE * N_RULES)
+        self.a_site = [0.0] * N_RULES
+        self.log_lam = math.log(LAMBDA_START)
+        self.lam = LAMBDA_START
+        self.total = 0
+        self.total_under = 0
+        self.v3_under = 0
+        # the last choice: (fine bin, jobs learnt, lam, rule); the same while no job ended
+        # and lam did not move (a user's batch of jobs submitted at once)
+        self._kept = (-1, -1.0, 0.0, 0)
+
+    def scores(self, out: Outcome) -> Tuple[List[float], List[float]]:
+        """Each rule's shrunk ``(accuracy, under-rate)`` in the job's fine bin: the fine
+        bin's sums plus PSEUDO x the coarse bin's rate, itself its sums plus PSEUDO x the
+        site's rate, over the jobs plus PSEUDO (written out in one pass per list)."""
+        k = N_RULES
+        dc = 1.0 / (self.n_coarse[out.coarse] + PSEUDO)
+        ws = PSEUDO * dc / (self.n_site or 1.0)  # the site's sums' weight in the coarse rate
+        df = 1.0 / (self.n_fine[out.fine] + PSEUDO)
+        wc = PSEUDO * df  # the coarse rate's weight in the fine rate
+        c = out.coarse * k
+        f = out.fine * k
+        acc = [
+            fa * df + (ca * dc + sa * ws) * wc
+            for fa, ca, sa in zip(self.a_fine[f : f + k], self.a_coarse[c : c + k], self.a_site)
+        ]
+        under = [
+            fu * df + (cu * dc + su * ws) * wc
+            for fu, cu, su in zip(self.u_fine[f : f + k], self.u_coarse[c : c + k], self.u_site)
+        ]
+        return acc, under
+
+    def choose(self, out: Outcome) -> int:
+        """The rule for the job's soft walltime: best accuracy - lam x under-rate (the
+        first of equal scores)."""
+        if out.coarse < 0 or self.n_site < MIN_SITE_JOBS:
+            return R_V3
+        kept = self._kept
+        lam = self.lam
+        if kept[0] == out.fine and kept[1] == self.n_site and kept[2] == lam:
+            return kept[3]
+        acc, under = self.scores(out)
+        values = [a - lam * u for a, u in zip(acc, under)]
+        best = values.index(max(values))
+        self._kept = (out.fine, self.n_site, lam, best)
+        return best
+
+    def rank_rule(self, out: Outcome) -> int:
+        """The rule for the job's rank: the best accuracy alone."""
+        if out.coarse < 0 or self.n_site < MIN_SITE_JOBS:
+            return R_V3
+        acc, _under = self.scores(out)
+        return acc.index(max(acc))
+
+    def update(self, out: Outcome, runtime_s: int, soft_s: int, target: Optional[float]) -> None:
+        """Learn from one ended job (call in end order).
+
+        :param soft_s: the soft walltime it got
+        :param target: the under-estimate target, a fraction (0.12), or ``None``: v3's
+        """
+        softs = out.softs
+        under = 1 if soft_s < runtime_s else 0
+        v3_under = 1 if softs[R_V3] < runtime_s else 0
+        self.total += 1
+        self.total_under += under
+        self.v3_under += v3_under
+        allowed = v3_under if target is None else target
+        log_lam = self.log_lam + ETA * (under - allowed)
+        if log_lam > LOG_LAMBDA_MAX:
+            log_lam = LOG_LAMBDA_MAX
+        elif log_lam < LOG_LAMBDA_MIN:
+            log_lam = LOG_LAMBDA_MIN
+        if log_lam != self.log_lam:
+            self.log_lam = log_lam
+            self.lam = math.exp(log_lam)
+        if out.coarse < 0:
+            return
+        self.n_site += 1
+        self.n_coarse[out.coarse] += 1
+        self.n_fine[out.fine] += 1
+        k = N_RULES
+        c = out.coarse * k
+        f = out.fine * k
+        r = runtime_s
+        if r <= 0:  # every soft walltime is >= 1 s: accuracy 0, none under
+            return
+        accs = [v / r if v < r else r / v for v in softs]
+        self.a_site = [x + y for x, y in zip(self.a_site, accs)]
+        a_coarse = self.a_coarse
+        a_coarse[c : c + k] = [x + y for x, y in zip(a_coarse[c : c + k], accs)]
+        a_fine = self.a_fine
+        a_fine[f : f + k] = [x + y for x, y in zip(a_fine[f : f + k], accs)]
+        if min(softs) < r:  # any rule short
+            unders = [1.0 if v < r else 0.0 for v in softs]
+            self.u_site = [x + y for x, y in zip(self.u_site, unders)]
+            u_coarse = self.u_coarse
+            u_coarse[c : c + k] = [x + y for x, y in zip(u_coarse[c : c + k], unders)]
+            u_fine = self.u_fine
+            u_fine[f : f + k] = [x + y for x, y in zip(u_fine[f : f + k], unders)]
