@@ -46,9 +46,10 @@ def _main(e):
     stamp = _current(config, _start)
     from softwalltime.core import calibrated, decide
     from softwalltime.core import config as swconfig
-    from softwalltime.hook import hooklog, lookup
+    from softwalltime.hook import event, hooklog, lookup
+    from softwalltime.hook.settings import hook_settings
 
-    settings = swconfig.hook_settings(config, stamp)
+    settings = hook_settings(config, stamp)
     hooklog.forward_logging(pbs.logmsg, pbs.EVENT_DEBUG, pbs.LOG_WARNING, pbs.LOG_ERROR)
     job, old, wait_s = e.job, e.job, None  # modifyjob: e.job = the changes, e.job_o = the job
     if e.type == pbs.QUEUEJOB:
@@ -81,7 +82,7 @@ def _main(e):
     with lookup.event(_start + bound_s, recheck_s):  # one deadline for every read
         decision = lookup.decided(settings, this if kind == "queuejob" else None, lambda: (
             decide.decide(this, settings, lookup.fetcher(settings, server))))  # fmt: skip
-    decide.publish(decision, res, pbs.duration, lambda line: pbs.logmsg(pbs.LOG_WARNING, line))
+    event.publish(decision, res, pbs.duration, lambda line: pbs.logmsg(pbs.LOG_WARNING, line))
     # straight to pbs.logmsg: a record of the logging module costs more than the lookup
     pbs.logmsg(pbs.EVENT_DEBUG, hooklog.decision_line(decision.reason, _start, _hook))
 

@@ -431,7 +431,9 @@ def test_the_hook_config_has_every_setting_the_hook_reads():
     """history_scope was read by the hook and not copied by hooks install: a site's
     'server' scope was silently 'all' inside pbs_server."""
     hook = REPO / "hooks" / cli_hooks.HOOK_FILE
-    read = _settings_read_by([*(REPO / "softwalltime" / "hookpath").glob("*.py"), hook])
+    hook_path = [*(REPO / "softwalltime" / "core").glob("*.py")]
+    hook_path += (REPO / "softwalltime" / "hook").glob("*.py")
+    read = _settings_read_by([*hook_path, hook])
     assert {"history_scope", "dsn", "predictor", "history_cache_entries"} <= read
     assert read - set(cli_hooks.HOOK_KEYS) == set()
     settings = load_settings(environ={}, overrides={"dsn": DSN, "history_scope": "server"})

@@ -575,7 +575,8 @@ def test_runs_on_python36(auth_cluster, fresh_dsn):
     dsns += [c.tcp_dsn("scram_user", "require"), c.tcp_dsn("md5_user", "disable")]
     code = (
         "import sys, time; sys.path.insert(0, sys.argv[1])\n"
-        "from softwalltime.hookpath import pgwire, lookup, dsn\n"
+        "from softwalltime.core import dsn\n"
+        "from softwalltime.hook import pgwire, lookup\n"
         "for d in sys.argv[3:-1]:\n"
         "    c = pgwire.connect(d, time.monotonic() + 5)\n"
         "    print(c.query('SELECT current_user, $1::int', (7,), time.monotonic() + 5))\n"
