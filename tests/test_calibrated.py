@@ -20,13 +20,13 @@ from softwalltime.db import engine as db
 from softwalltime.hook import lookup
 from softwalltime.replay.calibrate import store_table
 from softwalltime.replay.evaluate import (
-    TraceJob,
     columns,
     metrics,
     replay,
     replay_calibrated,
 )
 from softwalltime.replay.prior import load_prior
+from softwalltime.replay.trace import TraceJob
 from softwalltime.replay.traces import read_pbs, read_sources
 
 REPO = Path(__file__).resolve().parents[1]

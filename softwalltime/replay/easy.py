@@ -12,7 +12,7 @@ each part of a scheduling pass is a method that can be driven alone:
   (``backfill_depth`` reservations on the availability profile);
 - **the shortcuts** of depth 1: corrections are taken in closed form only when a pass reads
   the running jobs' ends (:meth:`Easy.take_due`), the next instant a correction can change
-  a decision is computed (:meth:`Easy.next_cross`), and windows in which provably no job can
+  a decision is computed (:meth:`Easy.compute_next_cross`), and windows in which provably no job can
   start are skipped (:meth:`Easy.noop_until`, :meth:`Easy.gap_bound`).
 
 The correction rules themselves are :mod:`.corrections` (the hottest paths take the ``pbs``

@@ -1,8 +1,9 @@
 """Workload sources for the replay evaluation: SWF traces and PBS accounting logs.
 
-Both readers return a :class:`softwalltime.replay.evaluate.Trace` (jobs in trace order). They
+Both readers return a :class:`softwalltime.replay.trace.Trace` (jobs in trace order). They
 skip only what they cannot parse and jobs with values beyond the plausible bounds of
-:mod:`.bounds`, counted by reason; the replay's own skip rules live in ``evaluate``.
+:mod:`.bounds`, counted by reason; the replay's own skip rules are
+:func:`.trace.skip_reason`.
 
 Whatever a file holds, reading it costs bounded time and memory (:class:`InputLimits`): all
 sources of one command together give at most ``DEFAULT_MAX_INPUT_BYTES`` (1 GiB,
@@ -36,7 +37,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ..errors import ParseError
 from .bounds import implausible
-from .evaluate import Trace, TraceJob
+from .trace import Trace, TraceJob
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..core.predict import PredictorParams
-from ..replay.evaluate import Trace
+from ..replay.trace import Trace
 from ..replay.traces import SWF, InputLimits, read_sources, sniff_format
 from .metrics import measure_all
 from .pqstar import METHODS, RULES, WaitParams, replay_waits
