@@ -32,8 +32,8 @@ from softwalltime.replay.traces import (
     MAX_LINE_BYTES,
     SKIP_MALFORMED,
     InputLimits,
-    _read_lines,
     pbs_files,
+    read_lines,
     read_pbs,
     read_sources,
     read_swf,
@@ -166,9 +166,9 @@ def test_lines_are_read_whole_or_refused_at_the_first_too_long_one(tmp_path_fact
     limits = InputLimits(max_line_bytes=limit)
     if too_long:
         with pytest.raises(ParseError, match=rf"^{path}:{too_long[0]}: a line longer than "):
-            list(_read_lines(str(path), limits))
+            list(read_lines(str(path), limits))
     else:
-        got = list(_read_lines(str(path), limits))
+        got = list(read_lines(str(path), limits))
         assert got == [(k, x.decode("utf-8", "replace")) for k, x in enumerate(expected, 1)]
     assert limits.used == len(data) if not too_long else limits.used <= len(data)
 
@@ -176,7 +176,7 @@ def test_lines_are_read_whole_or_refused_at_the_first_too_long_one(tmp_path_fact
 def test_a_line_of_exactly_16_mib_is_read_and_one_byte_more_is_refused(tmp_path):
     path = tmp_path / "long"
     path.write_bytes(b"x" * MAX_LINE_BYTES + b"\n" + b"y" * (MAX_LINE_BYTES + 1))
-    lines = _read_lines(str(path))
+    lines = read_lines(str(path))
     assert next(lines) == (1, "x" * MAX_LINE_BYTES)
     with pytest.raises(ParseError, match=rf"^{path}:2: a line longer than 16 MiB"):
         next(lines)
@@ -205,9 +205,9 @@ def test_lines_are_capped_at_one_per_32_bytes_of_the_size_limit(tmp_path):
     limits = InputLimits(max_bytes=320)
     assert limits.max_lines == 10
     with pytest.raises(ParseError, match=rf"^{path}:11: more than 10 lines in all sources"):
-        list(_read_lines(str(path), limits))
+        list(read_lines(str(path), limits))
     path.write_bytes(b"\n" * 9 + b"no newline at the end")
-    assert list(_read_lines(str(path), InputLimits(max_bytes=320)))[-1] == (
+    assert list(read_lines(str(path), InputLimits(max_bytes=320)))[-1] == (
         10,
         "no newline at the end",
     )

@@ -207,7 +207,7 @@ def _read_blocks(
         raise ParseError(f"{path}: cannot read: {err}") from err
 
 
-def _read_lines(path: str, limits: Optional[InputLimits] = None) -> Iterator[Tuple[int, str]]:
+def read_lines(path: str, limits: Optional[InputLimits] = None) -> Iterator[Tuple[int, str]]:
     """Yield ``(line number, line)``; see :func:`_read_blocks`."""
     for first, lines in _read_blocks(path, limits):
         yield from enumerate(lines, first)
@@ -226,7 +226,7 @@ def sniff_format(path: str, limits: Optional[InputLimits] = None) -> str:
         limits = InputLimits()
     mine = InputLimits(max(1, limits.max_bytes - limits.used), limits.max_line_bytes)
     mine.max_lines = max(1, limits.max_lines - limits.lines)
-    for lineno, line in _read_lines(path, mine):
+    for lineno, line in read_lines(path, mine):
         text = line.strip()
         if not text or text[0] in _COMMENT_CHARS:
             continue
@@ -486,7 +486,7 @@ def read_pbs(
     skipped: Dict[str, int] = {}
     bad = dup = 0
     for path in files:
-        for lineno, line in _read_lines(path, limits):
+        for lineno, line in read_lines(path, limits):
             text = line.rstrip("\r\n")
             if not text.strip() or text[0] in _COMMENT_CHARS:
                 continue

@@ -14,7 +14,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 from ..core.predict import PredictorParams
 from ..replay.evaluate import replay
 from ..replay.trace import Trace, TraceJob, skip_reason
-from ..replay.traces import InputLimits, _read_lines
+from ..replay.traces import InputLimits, read_lines
 from ..replay.workload import SKIP_PROCS
 
 ERT_SOURCES = ("walltime", "soft")
@@ -46,7 +46,7 @@ def swf_max_procs(path: str) -> Optional[int]:
 
     :param path: an SWF trace, plain or gzip-compressed
     """
-    for _lineno, line in _read_lines(path, InputLimits()):
+    for _lineno, line in read_lines(path, InputLimits()):
         if not line.startswith(";"):
             if line.strip():
                 return None
