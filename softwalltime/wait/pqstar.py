@@ -119,35 +119,6 @@ class Snapshot(NamedTuple):
     free_procs: int
 
 
-def _similar_started_in(
-    indexes: List[int],
-    lo: int,
-    hi: int,
-    ert: Sequence[int],
-    start: Sequence[int],
-    r: int,
-    similar_s: int,
-    t: int,
-    submit: Sequence[int],
-    max_wait_s: Optional[int],
-) -> bool:
-    """Whether a job of ``indexes`` (one request size, ascending) in [lo, hi) has an ERT
-    within ``similar_s`` of ``r`` and started by ``t`` (after waiting at most
-    ``max_wait_s``, unless None); scans from the most recent."""
-    k = bisect.bisect_left(indexes, hi) - 1
-    first = bisect.bisect_left(indexes, lo)
-    while k >= first:
-        j = indexes[k]
-        if (
-            start[j] <= t
-            and -similar_s <= ert[j] - r <= similar_s
-            and (max_wait_s is None or start[j] - submit[j] <= max_wait_s)
-        ):
-            return True
-        k -= 1
-    return False
-
-
 def rank_threshold_met(rank: float, ranks: Sequence[Tuple[float, bool]]) -> bool:
     """The request-size or ERT rank criterion.
 
@@ -366,9 +337,24 @@ class WaitReplay:
         (see :attr:`WaitPredictions.mid_criteria`)."""
         self.mid_from = mid_from = self._grow_far_history(i, t)
         near_from = self.near_from[i]
-        quick_s, similar_s = self.params.quick_s, self.params.similar_s
-        r = self.ert[i]
         blocked = self._blocked(i, t, min(near_from, mid_from))
+        if blocked < near_from and self._similar_started(i, t, near_from, i):
+            return NEAR, ""
+        if (
+            mid_from < near_from
+            and blocked < mid_from
+            and self._similar_started(i, t, mid_from, near_from)
+        ):
+            held = self._mid_criteria(i, t)
+            if held:
+                return MID, held
+        return (FAR, "") if self._far_marks(i, t) else (IBL, "")
+
+    def _similar_started(self, i: int, t: int, lo: int, hi: int) -> bool:
+        """Whether a job similar to target ``i`` (same request, ERT within ``similar_s``)
+        among jobs ``lo``..``hi - 1`` started by ``t`` (having waited at most ``quick_s``
+        with ``quick_similar``); scans from the most recent."""
+        quick_s, similar_s = self.params.quick_s, self.params.similar_s
         max_wait = quick_s if self.params.quick_similar else None
         same, ert, start, submit = (
             self.by_size[self.procs[i]],
@@ -376,21 +362,19 @@ class WaitReplay:
             self.start_s,
             self.submit_s,
         )
-        if blocked < near_from and _similar_started_in(
-            same, near_from, i, ert, start, r, similar_s, t, submit, max_wait
-        ):
-            return NEAR, ""
-        if (
-            mid_from < near_from
-            and blocked < mid_from
-            and _similar_started_in(
-                same, mid_from, near_from, ert, start, r, similar_s, t, submit, max_wait
-            )  # fmt: skip
-        ):
-            held = self._mid_criteria(i, t)
-            if held:
-                return MID, held
-        return (FAR, "") if self._far_marks(i, t) else (IBL, "")
+        r = ert[i]
+        k = bisect.bisect_left(same, hi) - 1
+        first = bisect.bisect_left(same, lo)
+        while k >= first:
+            j = same[k]
+            if (
+                start[j] <= t
+                and -similar_s <= ert[j] - r <= similar_s
+                and (max_wait is None or start[j] - submit[j] <= max_wait)
+            ):
+                return True
+            k -= 1
+        return False
 
     def _blocked(self, i: int, t: int, oldest: int) -> int:
         """The latest similar job that has waited more than quick_s (still queued, or
