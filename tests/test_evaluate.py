@@ -375,6 +375,7 @@ def _png_size(path: Path) -> tuple[int, int]:
     return width, height
 
 
+@pytest.mark.slow
 def test_plot_writes_non_trivial_pngs(swf, tmp_path, capsys):
     out_dir = tmp_path / "plots"
     assert cli.main(["evaluate", "--plot", str(out_dir), str(swf)]) == 0

@@ -149,6 +149,7 @@ def _who(conn):
 # -- authentication over the unix socket ------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("user", ["pw_user", "md5_user", "scram_user", "prep_user"])
 def test_password_methods(auth_cluster, user):
     conn = pgwire.connect(auth_cluster.socket_dsn(user, PASSWORDS[user]), _deadline())
@@ -561,6 +562,7 @@ PY36 = Path(os.path.expanduser("~/.pyenv/versions/3.6.15/bin/python3.6"))
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_runs_on_python36(auth_cluster, fresh_dsn):
     """pgwire, dsn and lookup on Python 3.6: every auth method, TLS, a history lookup."""
     from helpers_runtime import need_runtime
@@ -668,6 +670,7 @@ def test_require_auth(auth_cluster, user, rule, ok):
         assert all(p not in str(err.value) for p in PASSWORDS.values())
 
 
+@pytest.mark.slow
 def test_hosts_share_the_deadline_and_connect_timeout_bounds_each(auth_cluster, monkeypatch):
     """A host that accepts and never answers must not starve the next one of the list.
 
@@ -824,6 +827,7 @@ def test_the_last_address_a_name_had_is_used_when_the_dns_falls_silent(auth_clus
     assert resolver.asked == ["db.example", "db.example"]
 
 
+@pytest.mark.slow
 def test_a_numeric_host_asks_no_resolver(auth_cluster, resolver):
     conn = pgwire.connect(auth_cluster.tcp_dsn("md5_user", "disable"), _deadline())
     try:

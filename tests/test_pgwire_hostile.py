@@ -107,6 +107,7 @@ def test_endless_authentication_ok_ends_at_the_cap(fake):
     _fails_within(_connect(fake(script)), 2.0, "more than 100 messages")
 
 
+@pytest.mark.slow
 def test_endless_rows_end_at_the_row_cap(fake):
     def script(peer):
         peer.send(READY)
@@ -483,6 +484,7 @@ def _with_hosts_before(dsn, hosts):
     return " ".join(f"{k}={_quoted(v)}" for k, v in params.items())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hung", [1, 2])
 def test_a_hung_first_host_leaves_time_for_the_real_one(pg_server, hung):
     silent = [SilentSocket() for _ in range(hung)]

@@ -96,6 +96,7 @@ def bomb(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["evaluate"], ["simulate", "--procs", "64"]])
 def test_a_gzip_bomb_ends_in_one_line_within_5_s_and_200_mb(bomb, tmp_path, command):
     plots = tmp_path / "plots"
@@ -110,6 +111,7 @@ def test_a_gzip_bomb_ends_in_one_line_within_5_s_and_200_mb(bomb, tmp_path, comm
     assert not plots.exists()  # nothing written
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("line", "message"),
     [
@@ -148,6 +150,7 @@ def test_the_default_limits_are_documented_as_they_are():
     assert (limits.used, limits.lines) == (0, 0)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.sampled_from([b"a", b"\xc3\xa9", b"\n", b"\r", b"\xff"]), max_size=120),
