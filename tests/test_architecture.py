@@ -186,3 +186,51 @@ def test_every_subpackage_ships_in_the_wheel():
     )
     found = {module_name(p.parent) for p in PACKAGE.rglob("__init__.py")}
     assert found <= listed, sorted(found - listed)
+
+
+# Functions over the size limits, each with why it is still so; the list only shrinks (a new
+# one fails test_functions_stay_small unless its docstring says why, "Long because ...").
+KNOWN_LARGE = {
+    "softwalltime/replay/easy.py::Easy.__init__": "mypyc: the simulation's settings, one slot each",
+    "softwalltime/replay/evaluate.py::replay_columns": "predictor branch owns it (issue 34)",
+    "softwalltime/replay/evaluate.py::replay_calibrated": "predictor branch owns it (issue 34)",
+    "softwalltime/replay/pbsched.py::schedule_cycle": "policy branch owns it (issue 34)",
+    "softwalltime/replay/pbsched.py::simulate_pbs": "policy branch owns it (issue 34)",
+    "softwalltime/replay/traces.py::read_pbs": "not split yet (issue 34)",
+    "softwalltime/hook/lookup.py::recent_jobs": "connection options one by one (issue 34)",
+    "softwalltime/hook/lookup.py::both_jobs": "connection options one by one (issue 34)",
+    "softwalltime/core/decide.py::decide": "not split yet (issue 34)",
+}
+SMALL_FOLDERS = ("wait", "replay", "hook", "core")
+
+
+def _functions(path: Path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", [])
+        for child in body if isinstance(body, list) else []:
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                owner = f"{node.name}." if isinstance(node, ast.ClassDef) else ""
+                yield owner + child.name, child
+
+
+def _size(node) -> tuple[int, int]:
+    args = node.args
+    names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+    return node.end_lineno - node.lineno + 1, len([n for n in names if n not in ("self", "cls")])
+
+
+def test_functions_stay_small():
+    """No function of wait/, replay/, hook/ or core/ over 80 lines or with more than 8
+    parameters, unless its docstring says why ("Long because") or KNOWN_LARGE lists it."""
+    found = set()
+    for folder in SMALL_FOLDERS:
+        for path in sorted((PACKAGE / folder).glob("*.py")):
+            for name, node in _functions(path):
+                lines, params = _size(node)
+                key = f"{path.relative_to(REPO)}::{name}"
+                why = "Long because" in (ast.get_docstring(node) or "")
+                if (lines > 80 or params > 8) and not why:
+                    found.add(key)
+    assert found <= set(KNOWN_LARGE), sorted(found - set(KNOWN_LARGE))
+    assert set(KNOWN_LARGE) <= found, f"no longer large: {sorted(set(KNOWN_LARGE) - found)}"
