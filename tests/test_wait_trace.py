@@ -12,6 +12,8 @@ from softwalltime.cli import main
 from softwalltime.wait.evaluate import evaluate_sources
 from softwalltime.wait.pqstar import WaitParams
 
+pytestmark = pytest.mark.slow  # a CTC-SP2 slice, the benchmark script: whole-trace runs
+
 TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "traces"
 CTC = TRACES / "CTC-SP2-1996-3.1-cln.swf.gz"
 
@@ -25,7 +27,6 @@ def ctc_5000():
     )
 
 
-@pytest.mark.slow
 def test_ctc_slice_figures(ctc_5000):
     """The figures of this version on jobs 10,001-15,000 (a change in any rule moves them)."""
     r = ctc_5000
@@ -114,7 +115,6 @@ def test_cli_reads_pbs_accounting(capsys):
     assert {k: v["jobs"] for k, v in rules.items()} == {"near": 11, "mid": 0, "far": 0, "ibl": 1}
 
 
-@pytest.mark.slow
 def test_cli_plots(tmp_path, capsys):
     trace = _swf(tmp_path / "small.swf", 40)
     out = tmp_path / "plots"
@@ -126,7 +126,6 @@ def test_cli_plots(tmp_path, capsys):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
 
 
-@pytest.mark.slow
 def test_benchmark_runs_and_prints_its_figures():
     import subprocess
     import sys
@@ -153,7 +152,6 @@ def test_benchmark_runs_and_prints_its_figures():
     assert "live prediction: OVER the 0 ms budget" in proc.stdout
 
 
-@pytest.mark.slow
 def test_help_lists_eval_wait_on_one_line(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
