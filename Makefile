@@ -11,7 +11,7 @@ HOOK_PATH := softwalltime/__init__.py softwalltime/errors.py softwalltime/units.
 COMPOSE_DSN := postgresql://softwalltime:softwalltime@127.0.0.1:5432/softwalltime
 LINTED    := $(wildcard softwalltime ingest hooks migrations tests)
 
-.PHONY: test lint pytest demo demo-stop clean man compile
+.PHONY: test test-fast lint pytest demo demo-stop clean man compile
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ lint: $(VENV)/.installed
 
 pytest: compile
 	$(BIN)/pytest
+
+## test-fast: the suite without the tests marked slow (pyproject's markers), after every change
+test-fast: compile
+	$(BIN)/pytest -q -m 'not pbs and not slow'
 
 ## compile: the simulator's hot modules as C extensions in place (mypyc), when missing or stale
 compile: $(VENV)/.installed

@@ -44,44 +44,22 @@ def _current(config, now):
 def _main(e):
     config = pbs.hook_config_filename
     stamp = _current(config, _start)
-    from softwalltime.core import calibrated, decide
     from softwalltime.core import config as swconfig
-    from softwalltime.hook import hooklog, lookup
+    from softwalltime.core import decide
+    from softwalltime.hook import event, hooklog, lookup
+    from softwalltime.hook.settings import hook_settings
 
-    settings = swconfig.hook_settings(config, stamp)
+    settings = hook_settings(config, stamp)
     hooklog.forward_logging(pbs.logmsg, pbs.EVENT_DEBUG, pbs.LOG_WARNING, pbs.LOG_ERROR)
-    job, old, wait_s = e.job, e.job, None  # modifyjob: e.job = the changes, e.job_o = the job
-    if e.type == pbs.QUEUEJOB:
-        kind, user = "queuejob", e.requestor
-    elif e.type == pbs.RUNJOB:
-        kind, user = "runjob", job.euser or str(job.Job_Owner or "").split("@")[0]
-        wait_s = time.time() - int(job.ctime) if job.ctime else None
-    elif e.type == pbs.MODIFYJOB and job.Resource_List["walltime"] is not None:
-        old = e.job_o
-        kind, user = "modifyjob", old.euser or str(old.Job_Owner or "").split("@")[0]
-    else:
-        return
-    res, old_res = job.Resource_List, old.Resource_List  # each PBS attribute read costs µs
-    walltime, soft = res["walltime"], res["soft_walltime"]
-    altered = old is not job and soft is not None  # modifyjob: soft_walltime altered just now
-    soft = soft if soft is not None or old is job else old_res["soft_walltime"]
-    queue = getattr(old.queue, "name", None) or str(old.queue or "")
-    shrink = old is not job and old_res["min_walltime"] is not None
-    shrink = shrink or res["min_walltime"] is not None
-    server = str(old.id or "").partition(".")[2]  # the job's server (no id yet at queuejob)
-    if not server and settings.history_scope == "server":
-        server = pbs.server().name
-    ranking = settings.rank != "off"  # the sort rank too, from the same history read
-    by_key = ranking or settings.predictor == calibrated.NAME  # both compare ncpus
-    ncpus = calibrated.ncpus_of(old_res) if by_key else None
-    this = decide.JobEvent(kind, user, queue, None if walltime is None else int(walltime),
-        None if soft is None else int(soft), not altered and decide.marked(old_res, soft),
-        shrink, wait_s, ncpus, server, decide.rank_of(old_res) if ranking else None)  # fmt: skip
+    read = event.job_event(e, pbs, settings)
+    if read is None:
+        return  # another event, or a modifyjob that leaves the walltime
+    this, res = read
     bound_s, recheck_s = swconfig.hook_bound_s(settings), settings.history_recheck_ms / 1000.0
     with lookup.event(_start + bound_s, recheck_s):  # one deadline for every read
-        decision = lookup.decided(settings, this if kind == "queuejob" else None, lambda: (
-            decide.decide(this, settings, lookup.fetcher(settings, server))))  # fmt: skip
-    decide.publish(decision, res, pbs.duration, lambda line: pbs.logmsg(pbs.LOG_WARNING, line))
+        decision = lookup.decided(settings, this if this.kind == "queuejob" else None, lambda: (
+            decide.decide(this, settings, lookup.fetcher(settings, this.server))))  # fmt: skip
+    event.publish(decision, res, pbs.duration, lambda line: pbs.logmsg(pbs.LOG_WARNING, line))
     # straight to pbs.logmsg: a record of the logging module costs more than the lookup
     pbs.logmsg(pbs.EVENT_DEBUG, hooklog.decision_line(decision.reason, _start, _hook))
 

@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tu
 import psycopg2
 import psycopg2.errors
 
-from softwalltime.accounting import FINISHED_JOB_COLUMNS, RERUN_COLUMNS
+from softwalltime.accounting import E_FIELDS, FINISHED_JOB_COLUMNS, RERUN_COLUMNS
 from softwalltime.core.config import libpq_dsn
 from softwalltime.errors import DatabaseError, SchemaMissingError
 
@@ -69,20 +69,11 @@ class LockHolder(NamedTuple):
 
 # Appended by copy_line() to every staged row: where the record came from.
 _SOURCE_COLUMNS = ("source_file", "source_offset")
-_TIME_COLUMNS = {"ctime", "started_at", "ended_at", "qtime", "event_at"}
-_BIGINT_COLUMNS = {"job_seq", "mem_bytes"}
-_TEXT_COLUMNS = {
-    "state",
-    "server",
-    "job_id",
-    "username",
-    "groupname",
-    "project",
-    "account",
-    "queue",
-    "job_name",
-    "select_spec",
-}
+# The staging tables' types: the E record's from accounting.E_FIELDS (job_reruns and
+# live_jobs use the same names), plus live_jobs' own; any other column is an integer.
+_TIME_COLUMNS = {f.column for f in E_FIELDS if f.kind == "epoch"} | {"qtime", "event_at"}
+_BIGINT_COLUMNS = {f.column for f in E_FIELDS if f.kind in ("seq", "size")}
+_TEXT_COLUMNS = {f.column for f in E_FIELDS if f.kind in ("server", "ident", "text")} | {"state"}
 
 
 def _stage_ddl(name: str, columns: Tuple[str, ...]) -> str:

@@ -18,7 +18,10 @@ from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Se
 
 from softwalltime.accounting import (
     BOUNDS,
+    E_CHECKED_ONLY,
+    E_FIELDS,
     RECORD_TYPES,
+    EField,
     attribute_keys_ok,
     cput_s,
     duration_s,
@@ -99,36 +102,45 @@ _TEXT = "[^ ]*+"
 _Q_TEXT = "(?:[^ \"'][^ ]*+|\"[^\"]*+\"|'[^']*+'|)"
 
 
-_FIELDS: Tuple[Tuple[str, str], ...] = (
-    ("user", "[^ ]++"),
-    ("ctime", _EPOCH),
-    ("start", _EPOCH + "|"),
-    ("end", _EPOCH),
-    ("Exit_status", _count("Exit_status")),
-    ("Resource_List.ncpus", _count("Resource_List.ncpus")),
-    ("Resource_List.ngpus", _count("Resource_List.ngpus")),
-    ("Resource_List.nodect", _count("Resource_List.nodect")),
-    ("run_count", _count("run_count")),
-    ("Resource_List.walltime", _TEXT),
-    ("Resource_List.soft_walltime", _TEXT),
-    ("resources_used.walltime", _TEXT),
-    ("resources_used.cput", _TEXT),  # checked, not stored
-    ("Resource_List.mem", _TEXT),
-    ("group", _TEXT),
-    ("project", _TEXT),
-    ("account", _TEXT),
-    ("queue", _TEXT),
-    ("jobname", _TEXT),
-    ("Resource_List.select", _TEXT),
-)
+def _field_pattern(field: EField) -> str:
+    """The regex of one stored E field's value (see _EPOCH, _count, _TEXT)."""
+    if field.kind == "epoch":
+        return _EPOCH if field.required else _EPOCH + "|"
+    if field.kind == "int":
+        return _count(field.key)
+    return "[^ ]++" if field.required else _TEXT  # user= is never empty
+
+
+# The record's fields the regexes capture: accounting.E_FIELDS read from attributes, and
+# the one checked only (cput), grouped as the checks below take them: user, the numbers,
+# the durations, cput, the size, then the text (NULL when absent).
+_GROUP = {"epoch": 1, "int": 1, "duration": 2, "checked": 3, "size": 4, "text": 5}
+_READ = [f for f in E_FIELDS if f.key] + [EField("", key, "checked") for key in E_CHECKED_ONLY]
+_READ.sort(key=lambda f: 0 if f.kind == "text" and f.required else _GROUP[f.kind])
+_FIELDS: Tuple[Tuple[str, str], ...] = tuple((f.key, _field_pattern(f)) for f in _READ)
 _REQUIRED = frozenset(("user", "ctime", "end"))
 # The line's prefix: groups 1-4 are the job id, its sequence number, the dot and the suffix.
 _E_PREFIX = r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;E;((0|[1-9][0-9]{0,17})(?:(\.)([^;]*+))?);"
 _PREFIX_GROUPS = (1, 2, 3, 4)
-# values from "group" on are text: NULL when absent
-_FIRST_TEXT = len(_PREFIX_GROUPS) + [k for k, _ in _FIELDS].index("group")
+# Where each field is among the values of a match (the job id's 4 groups first), by key.
+_AT = {f.key: len(_PREFIX_GROUPS) + k for k, f in enumerate(_READ)}
+# values from the first text field on (group=) are text: NULL when absent
+_FIRST_TEXT = min(_AT[f.key] for f in _READ if f.kind == "text" and not f.required)
 # Positions of the values that may be quoted: the durations, the size and the text.
-_QUOTABLE = tuple(range(len(_PREFIX_GROUPS) + 9, len(_PREFIX_GROUPS) + len(_FIELDS)))
+_QUOTABLE = tuple(_AT[f.key] for f in _READ if _GROUP[f.kind] >= 2 and not f.required)
+_DURATION_AT = tuple(_AT[f.key] for f in _READ if f.kind == "duration")
+# Values that are NULL when empty: all but the text (a required one is never empty).
+_NULL_EMPTY = tuple(_AT[f.key] for f in _READ if f.kind in ("epoch", "int", "duration", "size"))
+_CTIME, _START, _END = _AT["ctime"], _AT["start"], _AT["end"]
+_USED, _MEM, _CPUT = (
+    _AT["resources_used.walltime"],
+    _AT["Resource_List.mem"],
+    _AT[E_CHECKED_ONLY[0]],
+)
+# The COPY line: E_FIELDS' order, the values picked from [match values..., server, NULL].
+_SERVER_AT = len(_PREFIX_GROUPS) + len(_READ)
+_BY_KIND = {"server": _SERVER_AT, "ident": 0, "seq": 1, "index": _SERVER_AT + 1}
+_COPY_PICK = operator.itemgetter(*(_BY_KIND.get(f.kind, _AT.get(f.key, -1)) for f in E_FIELDS))
 _TEMPLATES_MAX = 64
 
 
@@ -316,81 +328,33 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
                 values[i] = v[1:-1]  # the regex matched the closing quote too
     for i in tpl.absent_text:
         values[i] = NULL
-    (
-        ident,
-        seq_text,
-        dot,
-        suffix,
-        user,
-        ctime,
-        start,
-        end,
-        status,
-        ncpus,
-        ngpus,
-        nodect,
-        runs,
-        wall,
-        soft,
-        used,
-        cput,
-        mem,
-        group,
-        project,
-        account,
-        queue,
-        jobname,
-        select,
-    ) = values
-    if not (suffix or (server and not dot)) or not _times_ok(ctime, start, end):
+    suffix, dot = values[3], values[2]
+    if not (suffix or (server and not dot)):
         return None
+    if not _times_ok(values[_CTIME], values[_START], values[_END]):
+        return None
+    cput = values[_CPUT]
     if cput and cput not in _CPUTS and _number_text(_CPUTS, cput_s, cput) is None:
         return None
-    if wall:
-        wall = _DURATIONS.get(wall) or _number_text(_DURATIONS, duration_s, wall)
-        if wall is None:
-            return None
-    if soft:
-        soft = _DURATIONS.get(soft) or _number_text(_DURATIONS, duration_s, soft)
-        if soft is None:
-            return None
-    if used:
-        used = _DURATIONS.get(used) or _number_text(_DURATIONS, duration_s, used)
-        if used is None or (start and run_impossible(int(used), int(end) - int(start))):
-            return None
+    for i in _DURATION_AT:  # walltime, soft_walltime, resources_used.walltime
+        v = values[i]
+        if v:
+            v = values[i] = _DURATIONS.get(v) or _number_text(_DURATIONS, duration_s, v)
+            if v is None:
+                return None
+    used, start = values[_USED], values[_START]
+    if used and start and run_impossible(int(used), int(values[_END]) - int(start)):
+        return None
+    mem = values[_MEM]
     if mem:
-        mem = _SIZES.get(mem) or _number_text(_SIZES, size_bytes, mem)
-        if mem is None:
+        values[_MEM] = _SIZES.get(mem) or _number_text(_SIZES, size_bytes, mem)
+        if values[_MEM] is None:
             return None
-    return "\t".join(
-        (
-            suffix or server or "",
-            ident,
-            ctime,
-            seq_text,
-            NULL,
-            user,
-            group,
-            project,
-            account,
-            queue,
-            jobname,
-            wall or NULL,
-            soft or NULL,
-            used or NULL,
-            start or NULL,
-            end,
-            status or NULL,
-            ncpus or NULL,
-            ngpus or NULL,
-            nodect or NULL,
-            mem or NULL,
-            select,
-            runs or NULL,
-            source,
-            str(offset),
-        )
-    )
+    for i in _NULL_EMPTY:
+        if not values[i]:
+            values[i] = NULL
+    values += (suffix or server or "", NULL)
+    return "\t".join(_COPY_PICK(values)) + f"\t{source}\t{offset}"
 
 
 def copy_line(row: Tuple[Any, ...], source: str, offset: int, escape: bool) -> str:

@@ -535,34 +535,52 @@ def _server_of(ident: str, suffix: Optional[str], server: Optional[str]) -> str:
     raise ParseError(f"job id {ident!r} has no server suffix; name the server (--server)")
 
 
-# Column order of finished_job_row(); the keys of finished_job() in the same order.
-FINISHED_JOB_COLUMNS = (
-    "server",
-    "job_id",
-    "ctime",
-    "job_seq",
-    "array_index",
-    "username",
-    "groupname",
-    "project",
-    "account",
-    "queue",
-    "job_name",
-    "walltime_s",
-    "soft_walltime_s",
-    "runtime_s",
-    "started_at",
-    "ended_at",
-    "exit_status",
-    "ncpus",
-    "ngpus",
-    "nodect",
-    "mem_bytes",
-    "select_spec",
-    "run_count",
+class EField(NamedTuple):
+    """One stored field of an E record: its ``finished_jobs`` column and how it is read."""
+
+    column: str
+    key: str  # the record's attribute (``Resource_List.walltime``); "" for the job id's parts
+    # server, ident, seq, index (from the job id); epoch (seconds, stored as a timestamp),
+    # int, duration (seconds), size (bytes), text
+    kind: str
+    required: bool = False
+
+
+# The one table of the E record: finished_jobs' columns in this order (schema, COPY order,
+# finished_job_row()); what each is read from and how. accounting.finished_job_row's fast
+# path, ingest/parse.py's regex fields and the staging table's types are derived from it;
+# tests/test_accounting_parse.py checks it against the migrated schema.
+E_FIELDS = (
+    EField("server", "", "server"),
+    EField("job_id", "", "ident"),
+    EField("ctime", "ctime", "epoch", True),
+    EField("job_seq", "", "seq"),
+    EField("array_index", "", "index"),
+    EField("username", "user", "text", True),
+    EField("groupname", "group", "text"),
+    EField("project", "project", "text"),
+    EField("account", "account", "text"),
+    EField("queue", "queue", "text"),
+    EField("job_name", "jobname", "text"),
+    EField("walltime_s", "Resource_List.walltime", "duration"),
+    EField("soft_walltime_s", "Resource_List.soft_walltime", "duration"),
+    EField("runtime_s", "resources_used.walltime", "duration"),
+    EField("started_at", "start", "epoch"),
+    EField("ended_at", "end", "epoch", True),
+    EField("exit_status", "Exit_status", "int"),
+    EField("ncpus", "Resource_List.ncpus", "int"),
+    EField("ngpus", "Resource_List.ngpus", "int"),
+    EField("nodect", "Resource_List.nodect", "int"),
+    EField("mem_bytes", "Resource_List.mem", "size"),
+    EField("select_spec", "Resource_List.select", "text"),
+    EField("run_count", "run_count", "int"),
 )
+E_CHECKED_ONLY = ("resources_used.cput",)  # a duration checked, not stored
+# Column order of finished_job_row(); the keys of finished_job() in the same order.
+FINISHED_JOB_COLUMNS = tuple(f.column for f in E_FIELDS)
 # Positions of the epoch-second fields in finished_job_row() (datetimes in finished_job()).
-_FJ_TIME_POS = (2, 14, 15)
+_FJ_TIME_POS = tuple(k for k, f in enumerate(E_FIELDS) if f.kind == "epoch")
+_FJ_AT = {f.column: k for k, f in enumerate(E_FIELDS)}
 
 RERUN_COLUMNS = (
     "server",
@@ -578,16 +596,9 @@ RERUN_COLUMNS = (
 _RR_TIME_POS = (2, 6, 7)
 
 
-_FJ_INT_KEYS = (
-    "ctime",
-    "start",
-    "end",
-    "Exit_status",
-    "Resource_List.ncpus",
-    "Resource_List.ngpus",
-    "Resource_List.nodect",
-    "run_count",
-)
+# The fast path reads these in one pass, in E_FIELDS order: ctime, start, end, Exit_status,
+# ncpus, ngpus, nodect, run_count (its unpacking names them so; a test checks the order).
+_FJ_INT_KEYS = tuple(f.key for f in E_FIELDS if f.kind in ("epoch", "int"))
 _FJ_INT_BOUNDS = tuple(BOUNDS[k] for k in _FJ_INT_KEYS)
 
 
@@ -678,34 +689,23 @@ def _finished_job_row_checked(rec: Record, server: Optional[str]) -> Tuple[Any, 
     user = a.get("user")
     if not user:
         raise ParseError("E record without user=")
-    row = (
-        _server_of(rec.ident, suffix, server),
-        rec.ident,
-        _epoch(a, "ctime", True),
-        _check("job id", seq, _INT8_MAX),
-        None if index is None else _check("array index", index, _INT4_MAX),
-        user,
-        a.get("group"),
-        a.get("project"),
-        a.get("account"),
-        a.get("queue"),
-        a.get("jobname"),
-        _duration(a, "Resource_List.walltime"),
-        _duration(a, "Resource_List.soft_walltime"),
-        _duration(a, "resources_used.walltime"),
-        _epoch(a, "start", False),
-        _epoch(a, "end", True),
-        _int(a, "Exit_status"),
-        _int(a, "Resource_List.ncpus"),
-        _int(a, "Resource_List.ngpus"),
-        _int(a, "Resource_List.nodect"),
-        _size(a, "Resource_List.mem"),
-        a.get("Resource_List.select"),
-        _int(a, "run_count"),
-    )
-    _duration(a, "resources_used.cput")  # checked, not stored
-    _check_times(row[2], row[14], row[15])
-    _check_run(row[13], row[14], row[15])
+    parts = {
+        "server": lambda f: _server_of(rec.ident, suffix, server),
+        "ident": lambda f: rec.ident,
+        "seq": lambda f: _check("job id", seq, _INT8_MAX),
+        "index": lambda f: None if index is None else _check("array index", index, _INT4_MAX),
+        "epoch": lambda f: _epoch(a, f.key, f.required),
+        "text": lambda f: a.get(f.key),
+        "duration": lambda f: _duration(a, f.key),
+        "int": lambda f: _int(a, f.key),
+        "size": lambda f: _size(a, f.key),
+    }  # type: Dict[str, Callable[[EField], Any]]
+    row = tuple(parts[f.kind](f) for f in E_FIELDS)  # in column order: the first bad field
+    for key in E_CHECKED_ONLY:
+        _duration(a, key)
+    at = _FJ_AT
+    _check_times(row[at["ctime"]], row[at["started_at"]], row[at["ended_at"]])
+    _check_run(row[at["runtime_s"]], row[at["started_at"]], row[at["ended_at"]])
     return row
 
 

@@ -61,6 +61,7 @@ class PgServer:
     def __init__(self, admin_dsn: str, how: str) -> None:
         self.admin_dsn = admin_dsn
         self.how = how
+        self._version: int | None = None
 
     def dsn_for(self, dbname: str) -> str:
         return make_dsn(self.admin_dsn, dbname=dbname)
@@ -77,11 +78,24 @@ class PgServer:
     def create_database(self, name: str, template: str | None = None) -> str:
         stmt = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
         if template:
-            stmt = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                sql.Identifier(name), sql.Identifier(template)
+            # FILE_COPY (PostgreSQL 15+): a small template is copied as files, several times
+            # faster than the default WAL_LOG's block by block (one per fresh_dsn test)
+            strategy = sql.SQL(" STRATEGY FILE_COPY" if self.version() >= 150000 else "")
+            stmt = sql.SQL("CREATE DATABASE {} TEMPLATE {}{}").format(
+                sql.Identifier(name), sql.Identifier(template), strategy
             )
         self.execute(stmt)
         return self.dsn_for(name)
+
+    def version(self) -> int:
+        """The server's ``server_version_num`` (asked once)."""
+        if self._version is None:
+            conn = psycopg2.connect(self.admin_dsn)
+            try:
+                self._version = conn.server_version
+            finally:
+                conn.close()
+        return self._version
 
     def drop_database(self, name: str) -> None:
         self.execute(

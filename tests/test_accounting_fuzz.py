@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -76,12 +77,14 @@ def _all_paths(line: str) -> None:
                 pass
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=300))
 def test_random_text_never_raises_other_than_parse_error(text):
     _all_paths(text)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     rtype=st.sampled_from(list(acct.RECORD_TYPES) + ["X", "", "EE"]),
@@ -102,6 +105,7 @@ def test_adversarial_records_never_raise_other_than_parse_error(rtype, ident, pa
     _all_paths(PREFIX + message + PREFIX + message)  # torn
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.one_of(KNOWN_KEYS, KEYS), VALUES), max_size=20), st.text(max_size=30))
 def test_tokenizer_matches_the_reference_regex(pairs, noise):
@@ -127,6 +131,7 @@ def _round_trips(value: str) -> bool:
     return f"{q} " not in value and not value.endswith(q)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.dictionaries(KEYS, NASTY.filter(_round_trips), max_size=15))
 def test_tokenizer_round_trips_pbs_quoting(attrs):
@@ -198,6 +203,7 @@ _NUMERIC = [
 _TIMES = st.sampled_from(["1743598799", "1743598800", "1743598801", "1743602591", "0", ""])
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(
     changes=st.lists(st.one_of(*(st.tuples(st.just(k), s) for k, s in _NUMERIC)), max_size=3),

@@ -478,3 +478,39 @@ def test_every_bound_names_its_column_once():
     assert set(columns) <= set(acct.FINISHED_JOB_COLUMNS)
     for rule in acct.TIME_ORDER:
         assert {rule.earlier_column, rule.later_column} <= set(acct.RERUN_COLUMNS)
+
+
+def test_the_e_record_table_is_the_migrated_schema(conn):
+    """accounting.E_FIELDS gives finished_jobs' columns in the migrated schema's order
+    (the COPY order), each with the type its kind stores; the model (db/schema.py) agrees."""
+    from softwalltime.accounting import E_FIELDS
+    from softwalltime.db.schema import finished_jobs
+
+    rows = conn.exec_driver_sql(
+        "SELECT column_name, data_type FROM information_schema.columns"
+        " WHERE table_name = 'finished_jobs' ORDER BY ordinal_position"
+    ).all()
+    stored = [(name, kind) for name, kind in rows if name not in SOURCE_AND_STAMP]
+    sql = {"server": "text", "ident": "text", "seq": "bigint", "index": "integer",
+           "epoch": "timestamp with time zone", "text": "text", "duration": "integer",
+           "int": "integer", "size": "bigint"}  # fmt: skip
+    assert stored == [(f.column, sql[f.kind]) for f in E_FIELDS]
+    model = [c.name for c in finished_jobs.columns if c.name not in SOURCE_AND_STAMP]
+    assert model == [f.column for f in E_FIELDS]
+    assert [f.column for f in E_FIELDS if f.required or f.kind in ("server", "ident", "seq")] == [
+        name for name in model if not finished_jobs.c[name].nullable
+    ]
+
+
+SOURCE_AND_STAMP = ("source_file", "source_offset", "ingested_at")
+
+
+def test_the_fast_path_reads_the_table_in_its_order():
+    """finished_job_row's fast path unpacks _FJ_INT_KEYS into named locals: the table's
+    order of its numbers must be the one those names say."""
+    from softwalltime import accounting
+
+    assert accounting._FJ_INT_KEYS == (
+        "ctime", "start", "end", "Exit_status", "Resource_List.ncpus",
+        "Resource_List.ngpus", "Resource_List.nodect", "run_count",
+    )  # fmt: skip

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # see pyproject's markers: not in make test-fast
+
 REPO = Path(__file__).resolve().parents[1]
 BENCH_PG = REPO / ".bench" / "pg"
 

@@ -12,6 +12,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # see pyproject's markers: not in make test-fast
+
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "README.md", "softwalltime", "hooks", "ingest", "migrations")
 WARNING = re.compile(

@@ -20,13 +20,13 @@ from softwalltime.db import engine as db
 from softwalltime.hook import lookup
 from softwalltime.replay.calibrate import store_table
 from softwalltime.replay.evaluate import (
-    TraceJob,
     columns,
     metrics,
     replay,
     replay_calibrated,
 )
 from softwalltime.replay.prior import load_prior
+from softwalltime.replay.trace import TraceJob
 from softwalltime.replay.traces import read_pbs, read_sources
 
 REPO = Path(__file__).resolve().parents[1]
@@ -383,6 +383,7 @@ def test_evaluate_reports_the_target_beside_the_achieved_rate(capsys, tmp_path):
     assert "calibrated: target under 12 %, achieved " in out
 
 
+@pytest.mark.slow
 def test_evaluate_plot_adds_the_trade_off_figure(capsys, tmp_path):
     pytest.importorskip("matplotlib")
     assert cli.main(["evaluate", "--plot", str(tmp_path), str(SAMPLE)]) == 0
@@ -507,6 +508,7 @@ def test_a_stored_table_of_another_shape_is_a_clear_error(fresh_dsn):
         lookup.forget_calibration()
 
 
+@pytest.mark.slow
 def test_replay_keeps_outcomes_of_running_jobs_only():
     """Memory: 20,000 jobs run one after the other; the replay's own allocations stay below
     one outcome per job (each holds a tuple of every rule's soft walltime: a 448,000-job

@@ -9,7 +9,7 @@ import pytest
 
 from softwalltime import cli
 from softwalltime.core import calibrated as cal
-from softwalltime.replay.evaluate import TraceJob, columns, replay, replay_calibrated
+from softwalltime.replay.evaluate import columns, replay, replay_calibrated
 from softwalltime.replay.prior import (
     PRIOR_JOBS,
     PRIOR_PATH,
@@ -18,6 +18,7 @@ from softwalltime.replay.prior import (
     load_prior,
     prior_table,
 )
+from softwalltime.replay.trace import TraceJob
 from softwalltime.replay.traces import read_pbs
 
 REPO = Path(__file__).resolve().parents[1]

@@ -84,6 +84,7 @@ class ReferenceAnswers(Reference):
         return value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", [cal.DEFAULT_TARGET_UNDER_PCT, None])
 def test_the_source_answers_and_learns_what_the_hooks_functions_do(
     kth: Workload, target: Optional[float]
@@ -112,6 +113,7 @@ def test_the_source_answers_and_learns_what_the_hooks_functions_do(
     assert repeated > 1000 and predicted > 1000
 
 
+@pytest.mark.slow
 def test_outcome_with_the_callers_class_rows_is_the_outcome() -> None:
     rng = random.Random(7)
     walls = [600, 3600, 7200, 86400]

@@ -41,6 +41,7 @@ def test_db_help(capsys):
         assert word in out
 
 
+@pytest.mark.slow
 def test_db_upgrade_downgrade_current(capsys, empty_dsn):
     code, out, _ = run(capsys, "--dsn", empty_dsn, "db", "current")
     assert code == 1 and "base (empty)" in out and "run 'softwalltime db upgrade'" in out
@@ -71,6 +72,7 @@ def test_wrong_dsn_one_line_error_without_password(capsys):
     assert "127.0.0.1:1" in lines[0] and "s3cret" not in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_wrong_dsn_with_debug_shows_traceback():
     proc = subprocess.run(
         [
@@ -104,6 +106,7 @@ def test_config_show_hides_password(capsys):
     assert "postgresql://pbs:***@db/hist" in out and "s3cret" not in out
 
 
+@pytest.mark.slow
 def test_console_script_is_installed():
     proc = subprocess.run(
         [sys.executable, "-m", "softwalltime", "--version"],

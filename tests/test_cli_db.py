@@ -43,6 +43,7 @@ def test_an_unknown_revision_is_one_line(capsys, fresh_dsn, argv):
     assert _revision(fresh_dsn) == db.head_revision()
 
 
+@pytest.mark.slow
 def test_db_current_exits_1_when_behind(capsys, fresh_dsn, empty_dsn):
     """Found on a fresh clone: 'db current' exited 0 with the schema behind."""
     code, out, _ = run(capsys, "--dsn", empty_dsn, "db", "current")

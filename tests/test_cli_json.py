@@ -132,6 +132,7 @@ def test_config_json(capsys, tmp_path, monkeypatch):
     assert data["source"] == f"defaults, {cfg}, SOFTWALLTIME_V3_JOBS, --dsn"
 
 
+@pytest.mark.slow
 def test_db_current_json(empty_dsn, fresh_dsn, capsys):
     head = db.head_revision()
     code, data = _json(capsys, "--dsn", empty_dsn, "db", "current", "--json")

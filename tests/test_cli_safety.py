@@ -39,6 +39,7 @@ def test_downgrade_that_drops_history_needs_yes(capsys, fresh_dsn, monkeypatch):
     assert not _tables(fresh_dsn)
 
 
+@pytest.mark.slow
 def test_downgrade_asks_on_a_terminal(capsys, fresh_dsn, monkeypatch):
     add_jobs(fresh_dsn, "alice", [(100, 1000, 10)])
     monkeypatch.setattr("sys.stdin.isatty", lambda: True)
@@ -50,6 +51,7 @@ def test_downgrade_asks_on_a_terminal(capsys, fresh_dsn, monkeypatch):
     assert code == 0 and not _tables(fresh_dsn)
 
 
+@pytest.mark.slow
 def test_downgrade_of_an_empty_history_needs_no_confirmation(capsys, fresh_dsn, monkeypatch):
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
     code, out, _ = run(capsys, "--dsn", fresh_dsn, "db", "downgrade", "base")

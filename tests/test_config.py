@@ -5,14 +5,9 @@ import os
 
 import pytest
 
-from softwalltime.core.config import (
-    hook_settings,
-    libpq_dsn,
-    load_settings,
-    redact_dsn,
-    require_dsn,
-)
+from softwalltime.core.config import libpq_dsn, load_settings, redact_dsn, require_dsn
 from softwalltime.errors import ConfigError
+from softwalltime.hook.settings import hook_settings
 
 
 def _write(tmp_path, data):

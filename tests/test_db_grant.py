@@ -186,6 +186,7 @@ def test_the_hooks_own_lookup_works_with_its_role(roles, capsys):
             assert "soft_walltime: 00:45:00 (2700 s)" in out
 
 
+@pytest.mark.slow
 def test_the_ingesters_role_ingests_and_cannot_delete(roles, capsys):
     assert grant(roles, capsys)[0] == 0
     before = run_sql(roles.admin_dsn, "SELECT version FROM history_version")
@@ -227,6 +228,7 @@ def test_the_ingesters_role_ingests_and_cannot_delete(roles, capsys):
     }
 
 
+@pytest.mark.slow
 def test_the_pruners_role_deletes_old_history_and_nothing_else(roles, capsys):
     assert grant(roles, capsys)[0] == 0
     # alice's one old job and her 100 newer ones (a prune keeps each user's newest 100)
@@ -265,6 +267,7 @@ def test_the_pruners_role_deletes_old_history_and_nothing_else(roles, capsys):
     }
 
 
+@pytest.mark.slow
 def test_running_it_again_takes_back_what_was_added(roles, capsys):
     assert grant(roles, capsys)[0] == 0
     _admin(

@@ -68,6 +68,7 @@ def _engine(dsn: str) -> sa.Engine:
     return db.make_engine(dsn, poolclass=sa.pool.NullPool)
 
 
+@pytest.mark.slow
 def test_prune_deletes_what_ended_before_the_cutoff_in_committed_batches(history):
     engine = _engine(history)
     before = _version(history)
@@ -104,6 +105,7 @@ def test_prune_deletes_what_ended_before_the_cutoff_in_committed_batches(history
     engine.dispose()
 
 
+@pytest.mark.slow
 def test_the_hooks_kept_lookups_do_not_outlive_pruned_rows(history):
     """The hook keeps a user's rows while history_version does not move; a prune's DELETE
     moves it (the statement trigger of 0006 covers DELETE), so the next lookup reads again."""
@@ -117,6 +119,7 @@ def test_the_hooks_kept_lookups_do_not_outlive_pruned_rows(history):
         lookup.close_cached()
 
 
+@pytest.mark.slow
 def test_a_batch_waits_for_a_lock_at_most_lock_timeout(history, monkeypatch):
     monkeypatch.setattr(retention, "LOCK_TIMEOUT", "200ms")
     holder = psycopg2.connect(history)
@@ -152,6 +155,7 @@ def test_cli_keep_days_zero_keeps_everything_and_needs_no_database(capsys, tmp_p
     assert list(data) == [k for k, _ in cli.dbprune.JSON_KEYS]
 
 
+@pytest.mark.slow
 def test_cli_prunes_by_the_setting_and_prints_json(history, capsys, tmp_path):
     # dave: 110 jobs, all before the cutoff; the command keeps each user's newest 100
     add_jobs(history, "dave", [(60, 600, h * 3600) for h in range(1, 111)], start_seq=1000)
@@ -248,6 +252,7 @@ def predict_v3(rows: list[tuple[int, int | None]]) -> int | None:
     return predict.predict("v3", 24 * 3600, rows).soft_walltime_s
 
 
+@pytest.mark.slow
 def test_a_user_with_no_job_within_keep_days_keeps_their_newest_jobs(fresh_dsn):
     """erin ran 120 jobs, all long ago: the newest 100 stay. frank ran 3: all stay. gina's
     5 old jobs with a walltime stay behind 100 newer ones without: v3 reads only those 5."""

@@ -78,6 +78,7 @@ _PW = st.text(
 ).filter(lambda s: s.strip() == s and len(set(s)) > 3)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(password=_PW)
 def test_no_password_ever_shows(password):

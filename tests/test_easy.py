@@ -32,6 +32,7 @@ def _steps(correction: str, est: int, orig: int, wall: int, start: int, run: int
         yield when, est
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("correction", rules.CORRECTIONS)
 def test_crossing_is_the_first_correction_past_the_bound(correction: str) -> None:
     checked = 0
@@ -151,6 +152,7 @@ def _after_passes(easy: Easy, every: int) -> Iterator[int]:
                 yield t
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["fixed10", "v1"])
 def test_shadow_by_is_the_shadow_once_the_corrections_are_taken(source: str) -> None:
     work = _kth(source, "pbs")
@@ -173,6 +175,7 @@ def test_shadow_by_is_the_shadow_once_the_corrections_are_taken(source: str) -> 
     assert compared > 100 and moved > 10  # corrections did move shadows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["fixed10", "v1"])
 def test_noop_until_admits_no_job_in_its_window(source: str) -> None:
     work = _kth(source, "pbs")

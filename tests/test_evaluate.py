@@ -19,13 +19,8 @@ from softwalltime import cli
 from softwalltime.core.predict import PredictorParams, predict
 from softwalltime.replay.evaluate import (
     BASELINE,
-    SKIP_RUNTIME,
-    SKIP_TIMES,
-    SKIP_USER,
-    SKIP_WALLTIME,
     Metrics,
     Replay,
-    TraceJob,
     accuracy,
     format_table,
     metrics,
@@ -35,6 +30,7 @@ from softwalltime.replay.evaluate import (
     skip_reason,
     summarize,
 )
+from softwalltime.replay.trace import SKIP_RUNTIME, SKIP_TIMES, SKIP_USER, SKIP_WALLTIME, TraceJob
 
 H = 3600
 ALL = ("v1", "v2", "v3")
@@ -379,6 +375,7 @@ def _png_size(path: Path) -> tuple[int, int]:
     return width, height
 
 
+@pytest.mark.slow
 def test_plot_writes_non_trivial_pngs(swf, tmp_path, capsys):
     out_dir = tmp_path / "plots"
     assert cli.main(["evaluate", "--plot", str(out_dir), str(swf)]) == 0

@@ -12,6 +12,7 @@ def run(capsys, *argv):
     return code, out, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("trace", "reason"),
     [
@@ -36,6 +37,7 @@ def test_nothing_to_evaluate_is_an_error_and_writes_nothing(
         assert "--start-from-submit" in line
 
 
+@pytest.mark.slow
 def test_start_from_submit_replays_llnl_when_asked(capsys, caplog, shared_dir):
     path = shared_dir / "data" / "traces" / "LLNL-Atlas-2006-2.1-cln.swf.gz"
     code, out, err = run(capsys, "evaluate", "--json", "--start-from-submit", str(path))

@@ -14,8 +14,9 @@ import sqlalchemy as sa
 from softwalltime import cli
 from softwalltime.db import schema
 from softwalltime.errors import DatabaseError, ParseError
-from softwalltime.replay.evaluate import SKIP_WALLTIME, TraceJob, replay, report_dict, summarize
+from softwalltime.replay.evaluate import replay, report_dict, summarize
 from softwalltime.replay.history import read_finished_jobs
+from softwalltime.replay.trace import SKIP_WALLTIME, TraceJob
 from softwalltime.replay.traces import (
     SKIP_DUPLICATE,
     SKIP_MALFORMED,

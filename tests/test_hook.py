@@ -495,6 +495,7 @@ def _flood(dsn, channel, stop, counts, index):
     conn.close()
 
 
+@pytest.mark.slow
 def test_a_notify_flood_changes_nothing_for_the_hook(pbs, db, configure):
     """NOTIFY needs no privilege (issue 16: two sessions flooding the channel 0.3 listened
     to made events take 2 to 30 s and PBS rejected jobs). For 60 s two sessions flood the

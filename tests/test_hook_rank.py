@@ -3,6 +3,7 @@ histories; the replay's candidate ``key-mean`` is this very function."""
 
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -110,6 +111,7 @@ rows = st.lists(
 )
 
 
+@pytest.mark.slow
 @given(st.integers(1, 10**6), st.one_of(st.none(), st.integers(1, 512)), rows)
 def test_always_within_one_second_and_the_walltime(walltime_s, ncpus, history):
     assert 1 <= hook_rank.paid_key_mean(walltime_s, ncpus, history) <= walltime_s

@@ -232,6 +232,7 @@ def test_a_burst_is_decided_once_per_ncpus(pbs, db, ranked):
 # ---- the statement: exactly the two queries it replaces ----
 
 
+@pytest.mark.slow
 def test_both_jobs_is_recent_jobs_and_class_jobs(fresh_dsn):
     """The one statement returns, part by part, what the predictor's query and the rank's
     (calibrated's) return: odd rows (no walltime, walltime 0, ncpus 0 or unknown, another

@@ -231,6 +231,7 @@ def fake_qmgr(tmp_path):
     return path, state
 
 
+@pytest.mark.slow
 def test_install_and_uninstall_run_qmgr(capsys, fake_qmgr):
     qmgr, state = fake_qmgr
     code, out, err = run(capsys, "--dsn", DSN, "hooks", "install", "--qmgr", str(qmgr))
@@ -345,6 +346,7 @@ def _run_isolated(tmp_path, config, python=sys.executable):
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", sorted(HOOK_PYTHONS))
 def test_generated_config_makes_the_hook_importable_in_isolation(tmp_path, fresh_dsn, runtime):
     """The hook and its database access run under -I -S (as inside pbs_server) on every
@@ -431,7 +433,9 @@ def test_the_hook_config_has_every_setting_the_hook_reads():
     """history_scope was read by the hook and not copied by hooks install: a site's
     'server' scope was silently 'all' inside pbs_server."""
     hook = REPO / "hooks" / cli_hooks.HOOK_FILE
-    read = _settings_read_by([*(REPO / "softwalltime" / "hookpath").glob("*.py"), hook])
+    hook_path = [*(REPO / "softwalltime" / "core").glob("*.py")]
+    hook_path += (REPO / "softwalltime" / "hook").glob("*.py")
+    read = _settings_read_by([*hook_path, hook])
     assert {"history_scope", "dsn", "predictor", "history_cache_entries"} <= read
     assert read - set(cli_hooks.HOOK_KEYS) == set()
     settings = load_settings(environ={}, overrides={"dsn": DSN, "history_scope": "server"})
@@ -506,6 +510,7 @@ UPGRADE_IN_PLACE_DRIVER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_an_upgrade_with_the_same_config_is_noticed_within_a_second(tmp_path, fresh_dsn):
     add_jobs(fresh_dsn, "alice", [(3600, 4 * 3600, 10)])
     root = tmp_path / "install"
@@ -528,6 +533,7 @@ def test_an_upgrade_with_the_same_config_is_noticed_within_a_second(tmp_path, fr
     assert id1 == id2 and id3 != id2 and id4 == id3
 
 
+@pytest.mark.slow
 def test_hook_imports_again_after_an_upgrade_instead_of_running_stale_modules(tmp_path, fresh_dsn):
     """pbs_server keeps imported modules until its interpreter restarts: after an upgrade
     the new hook script met the old modules ('module softwalltime.core.config has no

@@ -384,6 +384,7 @@ def big_log(tmp_path_factory, template_e) -> tuple[Path, int]:
     return path, n
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_rerun_gives_exact_rows(fresh_dsn, big_log):
     path, n = big_log
     proc = _ingest_process(fresh_dsn, "--batch-size", "50", str(path))
@@ -413,6 +414,7 @@ def test_sigkill_mid_run_then_rerun_gives_exact_rows(fresh_dsn, big_log):
     assert summary_row(out, "E") == (n - stored, n - stored, 0, 0)
 
 
+@pytest.mark.slow
 def test_two_concurrent_runs_one_ingests_one_exits_0(fresh_dsn, big_log):
     path, n = big_log
     procs = [_ingest_process(fresh_dsn, "--batch-size", "500", str(path)) for _ in range(2)]
@@ -454,6 +456,7 @@ def _live_processes_reading(path: Path) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["KILL", "TERM"])
 def test_killed_parallel_ingest_leaves_no_worker_and_no_lock(
     fresh_dsn, parallel_log, template_e, tmp_path, sig
@@ -483,6 +486,7 @@ def test_killed_parallel_ingest_leaves_no_worker_and_no_lock(
     assert count(fresh_dsn) == n + 1
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_one_line_and_exit_1(fresh_dsn, parallel_log):
     """Issue 9 item 4: a 24-31 line BrokenProcessPool traceback before."""
     path, n = parallel_log
@@ -528,6 +532,7 @@ def test_lock_held_means_nothing_is_written(capsys, fresh_dsn, template_e, tmp_p
     assert count(fresh_dsn) == 1
 
 
+@pytest.mark.slow
 def test_a_lock_held_too_long_is_a_failure_naming_the_holder(
     capsys, fresh_dsn, template_e, tmp_path, monkeypatch
 ):
@@ -551,6 +556,7 @@ def test_a_lock_held_too_long_is_a_failure_naming_the_holder(
     assert f"pg_terminate_backend({pid})" in err
 
 
+@pytest.mark.slow
 def test_a_table_lock_held_elsewhere_fails_with_one_line(
     capsys, fresh_dsn, template_e, tmp_path, monkeypatch
 ):
@@ -588,6 +594,7 @@ def _copying_backend(dsn: str, proc: subprocess.Popen) -> int | None:
     return rows[0][0] if rows else None
 
 
+@pytest.mark.slow
 def test_a_session_ended_during_a_copy_is_one_line_and_the_next_run_completes(fresh_dsn, big_log):
     """Issue 16 case 10: a database stopped mid-run printed psycopg2's SystemError chain
     (its COPY reads the dead connection's next result with the first error still set)."""
@@ -620,6 +627,7 @@ def _idle_workers(proc: subprocess.Popen, path: Path) -> list[int]:
     return idle
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_parallel_run_is_one_line_and_exit_130(fresh_dsn, parallel_log):
     """Issue 16 case 10: Ctrl-C reaches the whole process group, and each parse worker
     printed a KeyboardInterrupt traceback after the ingester's own line."""
@@ -762,6 +770,7 @@ def test_backfill_with_server_option_does_not_double_the_history(capsys, fresh_d
     assert query(fresh_dsn, "SELECT server FROM finished_jobs WHERE job_id = '9'") == [("pbs01",)]
 
 
+@pytest.mark.slow
 def test_a_long_stretch_without_newline_is_read_in_linear_time_and_bounded_memory(
     fresh_dsn, template_e, tmp_path
 ):
@@ -994,6 +1003,7 @@ def test_odd_entries_named_like_logs_in_the_directory_are_reported(
     assert f"{acct / '20261123'}: cannot read" in caplog.text
 
 
+@pytest.mark.slow
 def test_worker_processes_give_the_same_result(capsys, fresh_dsn, big_log):
     path, n = big_log
     code, out, _ = ingest(capsys, fresh_dsn, "--workers", "2", "--batch-size", "3000", str(path))
@@ -1170,6 +1180,7 @@ def _reference_copy_line(text: str, server: str | None) -> str | None:
     return copy_line(row, "src", 7, "\\" in text or "\t" in text or "\r" in text)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(line=_e_lines(), server=st.sampled_from([None, "srv"]))
 def test_e_fast_path_equals_the_checked_path(line, server):
@@ -1200,6 +1211,7 @@ _QUOTABLE = st.text(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     account=_QUOTABLE,
@@ -1274,6 +1286,7 @@ _OTHER_LINES = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     lines=st.lists(st.one_of(_e_lines(), _OTHER_LINES), max_size=12),

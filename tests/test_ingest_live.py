@@ -252,6 +252,7 @@ def _live_rows(dsn: str) -> list[tuple]:
         conn.close()
 
 
+@pytest.mark.slow
 def test_killed_mid_run_then_run_again_gives_the_live_states_of_one_run(
     capsys, fresh_dsn, pg_server, template_db, tmp_path
 ):

@@ -4,7 +4,8 @@ import pytest
 
 from softwalltime.core import learned
 from softwalltime.replay import evaluate
-from softwalltime.replay.evaluate import TraceJob, columns, replay_learned
+from softwalltime.replay.evaluate import columns, replay_learned
+from softwalltime.replay.trace import TraceJob
 
 R = {name: k for k, name in enumerate(learned.RULES)}
 H = 3600

@@ -22,6 +22,7 @@ def test_missing_server_binaries_say_what_to_install(monkeypatch):
         localpg.find_bindir()
 
 
+@pytest.mark.slow
 def test_cluster_starts_answers_and_stops():
     import psycopg2
 
@@ -66,6 +67,7 @@ def _try_connect_as(user, socket_path):
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
+@pytest.mark.slow
 def test_only_the_owner_can_reach_the_cluster():
     """No TCP listener, and the socket's directory is closed to every other local user."""
     import psycopg2

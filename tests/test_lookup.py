@@ -66,6 +66,7 @@ def test_last_n_by_end_time_ties_by_job_seq(fresh_dsn):
     assert lookup.recent_jobs(fresh_dsn, "nobody", 5) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sql",
     [

@@ -106,6 +106,7 @@ def _man_warnings(path: Path) -> str:
     return man.stderr + groff.stderr
 
 
+@pytest.mark.slow
 def test_man_renders_every_page_without_a_warning(tmp_path):
     need_runtime("/usr/bin/man", "that the man pages render (apt-get install man-db)")
     need_runtime("/usr/bin/groff", "that the man pages render (apt-get install groff-base)")
@@ -152,6 +153,7 @@ def test_gzip_pages_are_the_same_bytes_every_time(tmp_path):
     assert gzip.decompress(first[0].read_bytes()) == plain[0].read_bytes()
 
 
+@pytest.mark.slow
 def test_the_module_runs_as_make_man_does(tmp_path):
     out = tmp_path / "man"
     proc = subprocess.run(

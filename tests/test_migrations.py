@@ -1,5 +1,6 @@
 """Models and migrations agree; upgrade, downgrade and upgrade again from an empty database."""
 
+import pytest
 import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -13,6 +14,7 @@ def _tables(conn: sa.Connection) -> set[str]:
     return set(sa.inspect(conn).get_table_names()) - {"alembic_version"}
 
 
+@pytest.mark.slow
 def test_upgrade_matches_models_then_downgrade_and_upgrade_again(empty_dsn):
     engine = db.make_engine(empty_dsn)
     with engine.connect() as conn:
@@ -76,6 +78,7 @@ _INSERT = (
 )
 
 
+@pytest.mark.slow
 def test_revision_0006_counts_changes_to_the_history_in_their_transaction(empty_dsn):
     engine = db.make_engine(empty_dsn)
     with engine.connect() as conn, engine.connect() as other:

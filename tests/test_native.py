@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers_runtime import skip_or_fail
 from test_simulate_reference import KTH
 
@@ -93,6 +94,7 @@ def test_a_source_newer_than_its_extension_makes_it_stale(tmp_path: Path) -> Non
     assert not native.built(str(tmp_path))
 
 
+@pytest.mark.slow  # plain Python simulations of a whole trace
 def test_plain_python_gives_the_compiled_results(tmp_path: Path) -> None:
     _need_compiled()
     # The package as the wheel has it: the same sources, no extension.

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers_runtime import need_runtime
+from helpers_runtime import need_runtime, skip_or_fail
 
 from softwalltime.core.config import load_settings
 
@@ -25,10 +25,6 @@ UNITS = sorted((PKG / "systemd").iterdir())
 MAINT = PKG / "libexec" / "softwalltime-maint"
 SCRIPTS = [PKG / "debian" / n for n in ("postinst", "prerm", "postrm")]
 SHELL = [*SCRIPTS, MAINT, *(PKG / f"build-{n}.sh" for n in ("venv", "wheels", "deb", "rpm"))]
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 
 
 def unit(path: Path) -> dict[str, list[str]]:
@@ -148,9 +144,7 @@ def test_the_shipped_config_loads_and_holds_no_secret():
 def scratch_user() -> Iterator[str]:
     """A system user of this test only (the ACL helper's user)."""
     if os.geteuid() != 0:
-        if _in_ci():
-            pytest.fail("CI runs as root: the ACL helper's test needs useradd")
-        pytest.skip("needs root (useradd, setfacl)")
+        skip_or_fail("needs root (useradd, setfacl)", "CI runs as root")
     need_runtime("/usr/bin/setfacl", "the package's ACL on the accounting directory")
     name = f"swtacl{os.getpid()}"
     subprocess.run(["useradd", "--system", "--no-create-home", name], check=True)

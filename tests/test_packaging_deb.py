@@ -20,6 +20,8 @@ from helpers_runtime import need_runtime
 import softwalltime
 from softwalltime.cli import manpage
 
+pytestmark = pytest.mark.slow  # see pyproject's markers: not in make test-fast
+
 REPO = Path(__file__).resolve().parents[1]
 DOC = "/usr/share/doc/softwalltime"
 MAN = "/usr/share/man/man1"

@@ -20,6 +20,8 @@ from helpers_runtime import need_runtime
 
 from softwalltime.cli import manpage
 
+pytestmark = pytest.mark.slow  # see pyproject's markers: not in make test-fast
+
 REPO = Path(__file__).resolve().parents[1]
 VENV = "/opt/softwalltime"
 SITE = f"{VENV}/lib/python3.11/site-packages"

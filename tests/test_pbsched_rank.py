@@ -193,6 +193,7 @@ def test_refresh_reranks_a_queued_job_at_the_first_cycle_of_the_period(skip: boo
     assert _starts(work, "sjf.rank-strict", pbsched.Ranker(900), skip, 0) == [0, 0, 4010, 4000]
 
 
+@pytest.mark.slow
 def test_ranks_at_submit_come_from_jobs_ended_in_the_simulation() -> None:
     # Whole KTH-SP2: each job's rank at submit (no refresh) is key_mean over exactly its
     # user's jobs that ended in the simulation by then, newest end first.
@@ -217,6 +218,7 @@ def test_ranks_at_submit_come_from_jobs_ended_in_the_simulation() -> None:
     assert first_mismatch(work, result.start, plain.start) != ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["sjf.rank-bf1", "sjf.rank-strict"])
 def test_skipping_idle_cycles_with_a_refreshed_rank_changes_nothing(policy: str) -> None:
     # KTH-SP2, ranks refreshed every 15 min: skipping the cycles in which nothing changed
@@ -252,6 +254,7 @@ def test_recommend_skips_the_rank_without_soft_walltimes() -> None:
 # --- the CLI
 
 
+@pytest.mark.slow
 def test_cli_searches_rank_policies(capsys: pytest.CaptureFixture[str]) -> None:
     from softwalltime import cli
 
@@ -282,6 +285,7 @@ def test_cli_searches_rank_policies(capsys: pytest.CaptureFixture[str]) -> None:
     assert got["xfactor-bf1", "v3"] == rows["xfactor-bf1", "v3"]["bsld_mean"]
 
 
+@pytest.mark.slow
 def test_cli_rank_table_and_settings(capsys: pytest.CaptureFixture[str]) -> None:
     from softwalltime import cli
 

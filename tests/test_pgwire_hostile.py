@@ -107,6 +107,7 @@ def test_endless_authentication_ok_ends_at_the_cap(fake):
     _fails_within(_connect(fake(script)), 2.0, "more than 100 messages")
 
 
+@pytest.mark.slow
 def test_endless_rows_end_at_the_row_cap(fake):
     def script(peer):
         peer.send(READY)
@@ -265,10 +266,12 @@ SALT = base64.b64encode(b"0123456789abcdef").decode()
     "iterations",
     [10**8, pgwire.MAX_SCRAM_ITERATIONS + 1, 2**31 - 1, int("9" * 50)],
 )
-def test_scram_iterations_beyond_the_cap_fail_at_once(fake, iterations):
+def test_scram_iterations_beyond_the_cap_fail_at_once(fake, iterations, monkeypatch):
+    derived = []  # a spy: pbkdf2 must never run (not: how fast this machine refused)
+    monkeypatch.setattr(pgwire.hashlib, "pbkdf2_hmac", lambda *a: derived.append(a) or b"")
     server = fake(_scram_script(lambda nonce: f"r={nonce}srv,s={SALT},i={iterations}"))
-    err, elapsed = _fails_within(_connect(server), 1.0, "iterations")
-    assert elapsed < 0.1, elapsed  # refused before pbkdf2, not by the deadline
+    err, _elapsed = _fails_within(_connect(server), 1.0, "iterations")
+    assert derived == []  # refused before pbkdf2, not by the deadline
     assert "more than the 100000" in str(err)
     assert wait_until(server.done.is_set)
     sent = [k for k, _ in server.peers[0].received if k == b"p"]
@@ -292,11 +295,9 @@ def test_scram_iterations_unit():
     for text in ("", "0", "-1", "1e6", " 4096", "4096 ", "0x10"):
         with pytest.raises(ValueError):
             pgwire._scram_iterations(text)
-    for text in ("100001", "9" * 100000):
-        start = time.monotonic()
-        with pytest.raises(DatabaseError, match="iterations"):
+    for text in ("100001", "9" * 100000):  # the long one: refused by its length
+        with pytest.raises(DatabaseError, match="more than the 100000"):
             pgwire._scram_iterations(text)
-        assert time.monotonic() - start < 0.05
 
 
 # -- case 4: every malformed message is a DatabaseError -------------------------------------
@@ -443,10 +444,8 @@ def test_sslrootcert_system_never_falls_back_to_plaintext(fake):
     )
     assert wait_until(server.done.is_set)
     assert server.peers[-1].startup is None  # no startup packet in clear
-    start = time.monotonic()
     _fails_within(_connect(server, "sslrootcert=system sslmode=prefer"), 1.0, "weak sslmode")
-    assert time.monotonic() - start < 0.05  # refused before connecting
-    assert len(server.peers) == 1
+    assert len(server.peers) == 1  # refused before connecting: no second peer
 
 
 # -- case 8: several hosts share the deadline -------------------------------------------------
@@ -485,6 +484,7 @@ def _with_hosts_before(dsn, hosts):
     return " ".join(f"{k}={_quoted(v)}" for k, v in params.items())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hung", [1, 2])
 def test_a_hung_first_host_leaves_time_for_the_real_one(pg_server, hung):
     silent = [SilentSocket() for _ in range(hung)]

@@ -153,6 +153,7 @@ param_sets = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(PREDICTORS), walltimes, histories, param_sets)
 def test_soft_is_between_one_second_and_walltime(predictor, walltime, history, params):

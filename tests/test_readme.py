@@ -147,6 +147,7 @@ def test_an_error_names_the_page_and_line():
         blocks("text\n```console\nno command\n```\n", "docs/ingest.md")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", RUN, ids=[where(b) for b in RUN])
 def test_readme_example(block, fresh_dsn, tmp_path):
     (tmp_path / "softwalltime").symlink_to(REPO / "softwalltime")

@@ -32,8 +32,8 @@ from softwalltime.replay.traces import (
     MAX_LINE_BYTES,
     SKIP_MALFORMED,
     InputLimits,
-    _read_lines,
     pbs_files,
+    read_lines,
     read_pbs,
     read_sources,
     read_swf,
@@ -96,6 +96,7 @@ def bomb(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["evaluate"], ["simulate", "--procs", "64"]])
 def test_a_gzip_bomb_ends_in_one_line_within_5_s_and_200_mb(bomb, tmp_path, command):
     plots = tmp_path / "plots"
@@ -110,6 +111,7 @@ def test_a_gzip_bomb_ends_in_one_line_within_5_s_and_200_mb(bomb, tmp_path, comm
     assert not plots.exists()  # nothing written
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("line", "message"),
     [
@@ -148,6 +150,7 @@ def test_the_default_limits_are_documented_as_they_are():
     assert (limits.used, limits.lines) == (0, 0)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.sampled_from([b"a", b"\xc3\xa9", b"\n", b"\r", b"\xff"]), max_size=120),
@@ -166,9 +169,9 @@ def test_lines_are_read_whole_or_refused_at_the_first_too_long_one(tmp_path_fact
     limits = InputLimits(max_line_bytes=limit)
     if too_long:
         with pytest.raises(ParseError, match=rf"^{path}:{too_long[0]}: a line longer than "):
-            list(_read_lines(str(path), limits))
+            list(read_lines(str(path), limits))
     else:
-        got = list(_read_lines(str(path), limits))
+        got = list(read_lines(str(path), limits))
         assert got == [(k, x.decode("utf-8", "replace")) for k, x in enumerate(expected, 1)]
     assert limits.used == len(data) if not too_long else limits.used <= len(data)
 
@@ -176,7 +179,7 @@ def test_lines_are_read_whole_or_refused_at_the_first_too_long_one(tmp_path_fact
 def test_a_line_of_exactly_16_mib_is_read_and_one_byte_more_is_refused(tmp_path):
     path = tmp_path / "long"
     path.write_bytes(b"x" * MAX_LINE_BYTES + b"\n" + b"y" * (MAX_LINE_BYTES + 1))
-    lines = _read_lines(str(path))
+    lines = read_lines(str(path))
     assert next(lines) == (1, "x" * MAX_LINE_BYTES)
     with pytest.raises(ParseError, match=rf"^{path}:2: a line longer than 16 MiB"):
         next(lines)
@@ -205,9 +208,9 @@ def test_lines_are_capped_at_one_per_32_bytes_of_the_size_limit(tmp_path):
     limits = InputLimits(max_bytes=320)
     assert limits.max_lines == 10
     with pytest.raises(ParseError, match=rf"^{path}:11: more than 10 lines in all sources"):
-        list(_read_lines(str(path), limits))
+        list(read_lines(str(path), limits))
     path.write_bytes(b"\n" * 9 + b"no newline at the end")
-    assert list(_read_lines(str(path), InputLimits(max_bytes=320)))[-1] == (
+    assert list(read_lines(str(path), InputLimits(max_bytes=320)))[-1] == (
         10,
         "no newline at the end",
     )

@@ -52,6 +52,7 @@ def _sql(engine, statement, **params):
         return [tuple(r) for r in conn.execute(sa.text(statement), params)]
 
 
+@pytest.mark.slow
 def test_synthetic_history_has_soft_walltimes_only_after_deployment(demo):
     _, _, engine, deployed = demo
     [(before_soft, after_soft, over_wall)] = _sql(
@@ -338,6 +339,7 @@ def test_a_failed_other_connection_leaves_its_figures_to_the_first(demo, monkeyp
     assert json.loads(build.to_json(got, {})) == json.loads(build.to_json(data, {}))
 
 
+@pytest.mark.slow
 def test_cli_out_never_replaces_what_is_not_a_regular_file(demo_dsn, tmp_path, capsys):
     """Issue 32: as root, --out /dev/null became a 173 kB regular file and a symlink at the
     path was replaced. Now a symlink, a fifo or a directory is refused: one line, exit 1."""

@@ -19,6 +19,8 @@ from helpers_runtime import need_runtime
 from softwalltime.db import engine as db
 from softwalltime.report import build, html, synthetic
 
+pytestmark = pytest.mark.slow  # see pyproject's markers: not in make test-fast
+
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

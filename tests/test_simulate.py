@@ -145,6 +145,7 @@ def kth() -> Workload:
     return sim.fit_machine(work, 100)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["users", "v1", "v3", "perfect", "fixed10"])
 @pytest.mark.parametrize("policy", sim.CORRECTIONS)
 def test_invariants_on_cerit(cerit: Workload, name: str, policy: str) -> None:
@@ -152,6 +153,7 @@ def test_invariants_on_cerit(cerit: Workload, name: str, policy: str) -> None:
     _check_invariants(cerit, result, CERIT_PROCS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["users", "v1", "v2", "v3", "calibrated", "perfect"])
 def test_invariants_on_kth(kth: Workload, name: str) -> None:
     result = sim.simulate(kth, sim.make_source(name), 100, "pbs")
@@ -160,12 +162,14 @@ def test_invariants_on_kth(kth: Workload, name: str) -> None:
     assert again == result  # deterministic
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth,sjbf", [(1, True), (3, False), (2, True)])
 def test_invariants_other_schedulers(kth: Workload, depth: int, sjbf: bool) -> None:
     result = sim.simulate(kth, sim.make_source("v3"), 100, "pbs", depth, sjbf)
     _check_invariants(kth, result, 100)
 
 
+@pytest.mark.slow
 def test_refresh_invariants_and_changes(kth: Workload) -> None:
     result = sim.simulate(kth, sim.make_source("v1"), 100, "pbs", refresh=sim.Refresh(600))
     _check_invariants(kth, result, 100)
@@ -209,6 +213,7 @@ class RecordingSource(PredictorSource):
         super().on_end(j, now)
 
 
+@pytest.mark.slow
 def test_prediction_at_submit_uses_only_jobs_ended_earlier(kth: Workload) -> None:
     source = RecordingSource("v1")
     result = sim.simulate(kth, source, 100, "pbs")
@@ -247,6 +252,7 @@ class RecordingCalibrated(sim.CalibratedSource):
         return super().on_submit(j, now)
 
 
+@pytest.mark.slow
 def test_calibrated_learns_only_from_jobs_ended_in_the_simulation(kth: Workload) -> None:
     source = RecordingCalibrated(3.0)
     result = sim.simulate(kth, source, 100, "pbs")
@@ -284,6 +290,7 @@ class AskingTable(sim.CalibratedSource):
         return value
 
 
+@pytest.mark.slow
 def test_calibrated_memo_answers_what_the_table_predicts(kth: Workload) -> None:
     # The source reuses a user's outcome until their history changes (the answer at start,
     # a burst of equal jobs); every answer must be the table's own prediction then.
@@ -295,6 +302,7 @@ def test_calibrated_memo_answers_what_the_table_predicts(kth: Workload) -> None:
     assert a.start == b.start
 
 
+@pytest.mark.slow
 def test_summary_and_table(kth: Workload) -> None:
     result = sim.simulate(kth, sim.make_source("users"), 100, "pbs")
     summary = sim.summarize(kth, result)
@@ -318,6 +326,7 @@ def test_summary_and_table(kth: Workload) -> None:
     assert "short (<= 2 h)" in text and "users" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", sim.CORRECTIONS)
 @pytest.mark.parametrize("name", ["v1", "v3", "fixed10"])
 def test_same_schedule_as_the_naive_reference(name: str, policy: str) -> None:
@@ -341,6 +350,7 @@ def test_same_schedule_as_the_naive_reference(name: str, policy: str) -> None:
     assert not mismatched, mismatched[:5]
 
 
+@pytest.mark.slow
 def test_lazy_corrections_invariants_and_fewer_passes(kth: Workload) -> None:
     eager = sim.simulate(kth, sim.make_source("v1"), 100, "pbs")
     lazy = sim.simulate(kth, sim.make_source("v1"), 100, "pbs", lazy_corrections=True)
@@ -357,6 +367,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple:
     return code, out, err
 
 
+@pytest.mark.slow
 def test_cli_table_json_and_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     import json
 
@@ -402,6 +413,7 @@ def test_cli_table_json_and_errors(capsys: pytest.CaptureFixture[str], tmp_path:
     assert code == 1 and "no such file" in err
 
 
+@pytest.mark.slow
 def test_cli_plots(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _out, _err = _cli(
         capsys,

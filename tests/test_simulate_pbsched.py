@@ -277,6 +277,7 @@ def test_extended_estimate_closed_form_equals_steps(correction: str) -> None:
 # --- the loop
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "source,correction",
     [("v3", "pbs"), ("v3", "simple"), ("fixed10", "power"), ("perfect", "walltime")]
@@ -303,6 +304,7 @@ def test_easy_with_correction_events_is_the_reference(source: str, correction: s
     assert first_mismatch(work, got, want) == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "policy,backfill_by,classes",
     [("fcfs-bf1", "walltime", "pbs"), ("fcfs-bf1", "estimate", "pbs")]
@@ -320,6 +322,7 @@ def test_skipping_idle_cycles_changes_nothing(policy: str, backfill_by: str, cla
     _check_invariants(work, fast, 100)
 
 
+@pytest.mark.slow
 def test_xfactor_and_iteration_invariants() -> None:
     work = workload("kth")
     for policy in ("xfactor-bf1", "sjf-bf4"):

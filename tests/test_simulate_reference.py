@@ -20,6 +20,8 @@ from simulate_reference import reference
 
 from softwalltime.replay import simulate as sim
 
+pytestmark = pytest.mark.slow  # see pyproject's markers: not in make test-fast
+
 TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "traces"
 KTH = TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
 CTC = TRACES / "CTC-SP2-1996-3.1-cln.swf.gz"

@@ -54,6 +54,7 @@ def test_recommend_respects_the_bound_and_skips_perfect() -> None:
     assert "set sched job_sort_formula = '(eligible_time + " in text
 
 
+@pytest.mark.slow
 def test_cli_policy_search(capsys: pytest.CaptureFixture[str]) -> None:
     from softwalltime import cli
 
@@ -95,6 +96,7 @@ def test_cli_policy_search(capsys: pytest.CaptureFixture[str]) -> None:
     assert exit_.value.code == 2 and "invalid choice: 'soft'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_backfills_by_the_soft_walltime_by_default(capsys: pytest.CaptureFixture[str]) -> None:
     # PBS's rule is the default (issue 29): candidates pass a reservation by their soft
     # walltime; by the walltime (PBS's rule only next to an advance reservation) the
@@ -181,6 +183,7 @@ def test_the_clis_wide_bound_default_is_the_search_modules() -> None:
     assert cli_simulate.WIDE_MAX_FACTOR == search.WIDE_MAX_FACTOR
 
 
+@pytest.mark.slow
 def test_cli_wide_max_bound(capsys: pytest.CaptureFixture[str]) -> None:
     from softwalltime import cli
 

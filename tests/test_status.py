@@ -32,7 +32,7 @@ LOG = """\
 11/23/2026 02:40:00;0006;Server@pbshost;Hook;Server@pbshost;softwalltime: job left unchanged after 1001 ms: DatabaseError: cannot connect to postgresql://hook@/softwalltime?port=5432&host=/tmp/nodb: socket /tmp/nodb/.s.PGSQL.5432: No such file or directory
 11/23/2026 02:40:01;0080;Server@pbshost;Hook;Server@pbshost;softwalltime: connected to postgresql://postgres@/hook?port=37901&host=/tmp/x in 3.1 ms
 11/23/2026 02:40:02;0004;Server@pbshost;Hook;softwalltime_test;deleted at request of root@pbshost
-11/23/2026 01:10:00;0006;Server@pbshost;Hook;Server@pbshost;softwalltime: job left unchanged after 0 ms: ImportError: cannot import name 'lookup' from 'softwalltime.hookpath' (check sys_path in the hook config)
+11/23/2026 01:10:00;0006;Server@pbshost;Hook;Server@pbshost;softwalltime: job left unchanged after 0 ms: ImportError: cannot import name 'lookup' from 'softwalltime.hook' (check sys_path in the hook config)
 """
 
 SINCE = dt.datetime(2026, 11, 23, 1, 40)

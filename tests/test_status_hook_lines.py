@@ -36,6 +36,7 @@ def run_as(pbs, hook_name: str, config: Path) -> list[str]:
     return as_server_log(pbs.logged)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["softwalltime", "softwalltime_test"])
 def test_status_counts_the_decisions_of_the_named_hook_only(pbs, fresh_dsn, tmp_path, name):
     add_jobs(fresh_dsn, "alice", [(3600, 4 * 3600, 0)])

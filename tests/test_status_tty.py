@@ -83,6 +83,7 @@ def _status_on_a_terminal(tmp_path: Path, **env: str) -> str:
     return out
 
 
+@pytest.mark.slow
 def test_the_table_is_coloured_on_a_terminal_unless_no_color(tmp_path):
     assert f"{ESC}35mUNKNOWN" in _status_on_a_terminal(tmp_path)
     assert ESC not in _status_on_a_terminal(tmp_path, NO_COLOR="1")

@@ -12,8 +12,9 @@ import psycopg2
 import pytest
 
 from softwalltime import cli
-from softwalltime.core.config import TARGET_V3, hook_settings, load_settings, under_target
+from softwalltime.core.config import TARGET_V3, load_settings, under_target
 from softwalltime.errors import ConfigError
+from softwalltime.hook.settings import hook_settings
 from softwalltime.replay import simulate as sim
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,6 +126,7 @@ def _stored(dsn: str) -> tuple:
         conn.close()
 
 
+@pytest.mark.slow
 def test_calibrate_setting_v3_is_the_option_v3(fresh_dsn, tmp_path, capsys, monkeypatch):
     assert cli.main(["--dsn", fresh_dsn, "ingest", "--no-progress", str(SAMPLE)]) == 0
     capsys.readouterr()
@@ -143,6 +145,7 @@ def test_calibrate_setting_v3_is_the_option_v3(fresh_dsn, tmp_path, capsys, monk
     assert _stored(fresh_dsn) == table
 
 
+@pytest.mark.slow
 def test_simulate_setting_v3_is_the_option_v3(tmp_path, capsys, monkeypatch):
     args = ["simulate", "--estimates", "calibrated", "--json", str(KTH)]
     by_option = _json(capsys, args[:1] + ["--target-under-pct", "v3"] + args[1:])
@@ -204,6 +207,7 @@ class AtStart(sim.EstimateSource):
         return 100.0 * sum(1 for e, r in pairs if e < r) / len(pairs)  # type: ignore[operator]
 
 
+@pytest.mark.slow
 def test_simulate_target_v3_tracks_v3s_rate_in_the_simulation():
     work = sim.read_workload(str(KTH))
     work = sim.fit_machine(work, 100)
@@ -224,6 +228,7 @@ def test_simulate_target_v3_tracks_v3s_rate_in_the_simulation():
     assert abs(rates["calibrated", 12.0] - 12.0) < 0.25 and rates["calibrated", 12.0] > v3 + 5
 
 
+@pytest.mark.slow
 def test_simulate_target_v3_same_schedule_as_the_naive_reference():
     # the table tracking v3 learns in end order like the fixed target: the fast simulator's
     # shortcuts must change no start with it either (the fixed target is in

@@ -281,3 +281,24 @@ def test_pqstar_ibl_in_the_replay():
     ibl_s = res.predicted_s["ibl"][0]
     assert ibl_s > WaitParams().veto_s  # IBL learned the 40,000 s waits of the user's jobs
     assert res.predicted_s["pqstar_ibl"] == [ibl_s]
+
+
+def test_the_replay_state_is_driven_one_event_at_a_time():
+    """WaitReplay's steps, called by hand: a similar job's start is what makes the near
+    rule mark the target; before that start PQStar leaves it to IBL."""
+    jobs = [job(0, 50, 500), job(100, 20_000, 30_000, ert=1200)]
+    replay = pqstar.WaitReplay(jobs, M, WaitParams(first_target=1, last_target=2))
+    replay.arrive(0)
+    replay.enqueue(0)
+    replay.arrive(1)
+    assert replay.decide(1, 10) == (IBL, "")  # job 0 still queued: nothing started yet
+    replay.advance(49)
+    assert 0 in replay.queue and replay.used == 0
+    assert replay.events == [(50, 1, 0)]  # job 0's start, still to come
+    replay.events.clear()
+    replay.observe_start(0)  # by hand: job 0 starts
+    assert 0 not in replay.queue and replay.used == 2
+    assert replay.decide(1, 100) == (NEAR, "")
+    replay.observe_end(0)
+    assert replay.used == 0 and replay.ended[0]
+    assert replay.decide(1, 600) == (NEAR, "")  # a started job stays in the history

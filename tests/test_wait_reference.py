@@ -109,6 +109,7 @@ def kth_slice():
     return work.jobs[:1400]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("quick_s, block_started_slow", [(3600, True), (600, True), (3600, False)])
 def test_fast_replay_agrees_with_the_reference(kth_slice, quick_s, block_started_slow):
     params = WaitParams(
@@ -124,6 +125,7 @@ def test_fast_replay_agrees_with_the_reference(kth_slice, quick_s, block_started
     assert {NEAR, MID, FAR, IBL} <= set(fast)
 
 
+@pytest.mark.slow
 def test_only_what_was_known_at_submit_matters(kth_slice):
     """A job's wait is used only once it started: with every start and end after a
     target's submit replaced by "unknown", each method predicts exactly the same."""

@@ -12,6 +12,8 @@ from softwalltime.cli import main
 from softwalltime.wait.evaluate import evaluate_sources
 from softwalltime.wait.pqstar import WaitParams
 
+pytestmark = pytest.mark.slow  # a CTC-SP2 slice, the benchmark script: whole-trace runs
+
 TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "traces"
 CTC = TRACES / "CTC-SP2-1996-3.1-cln.swf.gz"
 

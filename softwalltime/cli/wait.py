@@ -326,7 +326,7 @@ class _Snapshot(NamedTuple):
     """What one prediction reads: finished jobs, live jobs, and how old the data is."""
 
     work: Any  # wait.workload.Workload of the finished jobs
-    trace: Any  # replay.evaluate.Trace they came from
+    trace: Any  # replay.trace.Trace they came from
     live: List[Any]  # wait.live.LiveJob: queued and running
     left: Dict[str, int]  # live jobs not counted, by reason (qstat)
     newest_s: Optional[int]  # the newest record the database holds (epoch)

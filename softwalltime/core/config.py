@@ -57,7 +57,6 @@ import re
 from typing import Any, Dict, Mapping, NamedTuple, Optional, Set, Tuple, Union
 
 from ..errors import ConfigError
-from ..hook.state import STATE
 from . import dsn as dsnlib
 
 PREDICTORS = ("v1", "v2", "v3", "calibrated")
@@ -445,37 +444,6 @@ def load_settings(
             sources.append("--" + key.replace("_", "-"))
 
     return Settings(source=", ".join(sources), origins=tuple(origins.items()), **values)
-
-
-def hook_settings(path: Optional[str], stamp: Any = None) -> Settings:
-    """The hook's settings from its config file alone, parsed again only when it changed.
-
-    pbs_server keeps imported modules between events, so the parse is kept here and
-    reused while the file's bytes stay the same (reading a small file costs far less than
-    parsing and checking it). Never reads the environment.
-
-    :param stamp: the file's identity as the caller found it with ``stat`` (inode, size,
-        times): while it is the one of the kept settings, the file is not even read
-    :raises ConfigError: as :func:`load_settings`
-    """
-    if path is None:
-        return load_settings(None, environ={})
-    kept = STATE.settings  # the settings and the identity of the file they came from
-    if stamp is not None and kept.get("stamp") == (path, stamp):
-        same = kept["settings"]  # type: Settings
-        return same
-    try:
-        with open(path, "rb") as fh:
-            content = fh.read()  # type: Optional[bytes]
-    except OSError:
-        content = None  # load_settings says what is wrong
-    if content is not None and kept.get("key") == (path, content):
-        cached = kept["settings"]  # type: Settings
-        kept["stamp"] = (path, stamp)
-        return cached
-    settings = load_settings(path, environ={})
-    kept.update(key=(path, content), stamp=(path, stamp), settings=settings)
-    return settings
 
 
 def require_dsn(settings: Settings) -> str:

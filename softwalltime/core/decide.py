@@ -33,7 +33,6 @@ Hook path: Python 3.6+ syntax, standard library only.
 
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
-from ..hook.hooklog import unmarked_line, unranked_line
 from . import calibrated as cal
 from .predict import HistoryRow, Prediction, PredictorParams, predict
 from .rank import RANK_RESOURCE, RANKERS
@@ -259,26 +258,3 @@ def decide(
     if settings.dry_run:
         return Decision(None, prediction, f"{who}: dry run, would set {what}{ranked}", None, rank)
     return Decision(soft, prediction, f"{who}: set {what}{ranked}", new_rank, rank)
-
-
-def publish(
-    decision: Decision, resources: Any, duration: Callable[[int], Any], warn: Callable[[str], None]
-) -> None:
-    """Set what ``decision`` says on a job's ``Resource_List`` (the hook's one writer; the
-    rest of this module never sees a ``pbs`` object).
-
-    ``soft_walltime`` as ``duration(seconds)`` (``pbs.duration``) with the mark; the rank.
-    Setting a resource the server does not define raises in PBS: the soft walltime is kept
-    without its mark, or without the rank, and ``warn`` gets one line saying so.
-    """
-    if decision.soft_walltime_s is not None:
-        resources["soft_walltime"] = duration(decision.soft_walltime_s)
-        try:
-            resources[MARK_RESOURCE] = decision.soft_walltime_s
-        except Exception as err:  # noqa: BLE001 - not defined: the value stays, unmarked
-            warn(unmarked_line(MARK_RESOURCE, err))
-    if decision.rank_s is not None:
-        try:
-            resources[RANK_RESOURCE] = decision.rank_s
-        except Exception as err:  # noqa: BLE001 - not defined: the soft walltime stays
-            warn(unranked_line(RANK_RESOURCE, err))

@@ -1,5 +1,15 @@
-"""The replay side: workload traces in, what the predictors would have done out.
+"""The replay side: workload traces in, what the predictors and the scheduler would have
+done out (no ``pbs``; :mod:`.history` and :mod:`.calibrate` read and write the database).
 
-Sources (SWF traces, PBS accounting logs, the history table), the accuracy replay
-(``softwalltime evaluate``) and its figures. Runs the hook path's own predictors.
+- the workload: :mod:`.trace` (Trace, TraceJob), read from SWF traces and PBS accounting
+  logs (:mod:`.traces`, within :mod:`.bounds`) or the history table (:mod:`.history`);
+- the accuracy replay (``softwalltime evaluate``): :mod:`.evaluate`, the hook's own
+  predictors; the calibration table of predictor calibrated (:mod:`.calibrate`,
+  :mod:`.prior`);
+- the scheduler simulation (``softwalltime simulate``): :mod:`.simulate` (the estimate
+  sources :mod:`.sources`, the jobs :mod:`.workload`), FCFS + EASY/depth-K
+  (:mod:`.easy`, :mod:`.profile`, :mod:`.corrections`, compiled by :mod:`.native`), the
+  PBS scheduler model (:mod:`.pbsched`, :mod:`.rank`) and its policy search
+  (:mod:`.search`);
+- their figures (:mod:`.plots`).
 """

@@ -48,6 +48,20 @@ def next_estimate(correction: str, est: int, orig: int, wall: int, i: int) -> in
     return wall
 
 
+def pbs_steps(est: int, orig: int, wall: int, late_s: int) -> Tuple[int, int]:
+    """Under ``pbs``: ``(estimate, corrections taken)`` for a running job whose estimated
+    end (``est``, < ``wall``) passed ``late_s`` >= 0 seconds ago; each correction adds the
+    estimate the job started with (at least 1 s), never past the walltime. The one step
+    the simulators take, in closed form (millions of times on a large trace)."""
+    inc = orig if orig > 1 else 1
+    m = late_s // inc + 1
+    cap = -(-(wall - est) // inc)
+    if cap < m:
+        m = cap
+    est += m * inc
+    return (est if est < wall else wall), m
+
+
 def extended_estimate(
     correction: str, est: int, orig: int, ncorr: int, wall: int, elapsed: int
 ) -> Tuple[int, int]:
@@ -57,9 +71,8 @@ def extended_estimate(
     if est >= wall or elapsed < est - m0:
         return est, ncorr
     if correction == PBS:
-        inc = max(orig, 1)
-        m = min((elapsed - est) // inc + 1, -(-(wall - est) // inc))
-        return min(est + m * inc, wall), ncorr + m
+        est, m = pbs_steps(est, orig, wall, elapsed - est)
+        return est, ncorr + m
     while est < wall and elapsed >= est - m0:
         ncorr += 1
         est = next_estimate(correction, est, orig, wall, ncorr)

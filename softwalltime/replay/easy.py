@@ -12,12 +12,13 @@ each part of a scheduling pass is a method that can be driven alone:
   (``backfill_depth`` reservations on the availability profile);
 - **the shortcuts** of depth 1: corrections are taken in closed form only when a pass reads
   the running jobs' ends (:meth:`Easy.take_due`), the next instant a correction can change
-  a decision is computed (:meth:`Easy.next_cross`), and windows in which provably no job can
+  a decision is computed (:meth:`Easy.compute_next_cross`), and windows in which provably no job can
   start are skipped (:meth:`Easy.noop_until`, :meth:`Easy.gap_bound`).
 
-The correction rules themselves are :mod:`.corrections`; the hottest paths inline the
-``pbs`` rule (millions of corrections on a large trace), and tests hold the shortcuts equal
-to a pass at every instant (``every_instant``) and to a naive reference simulator.
+The correction rules themselves are :mod:`.corrections` (the hottest paths take the ``pbs``
+step with :func:`.corrections.pbs_steps`, millions of times on a large trace), and tests
+hold the shortcuts equal to a pass at every instant (``every_instant``) and to a naive
+reference simulator.
 """
 
 from __future__ import annotations
@@ -480,21 +481,12 @@ class Easy:
         est = self.est
         est_end = self.est_end
         taken = []
-        for key in running[:k]:  # rules.extended_estimate under pbs, inlined
+        for key in running[:k]:
             when = key >> shift
             j = key & mask
             st = start[j]
-            e = when - st
-            w = wall[j]
-            inc = orig[j] if orig[j] > 1 else 1
-            m = (t - when) // inc + 1
-            cap = -(-(w - e) // inc)
-            if cap < m:
-                m = cap
+            e, m = rules.pbs_steps(when - st, orig[j], wall[j], t - when)
             ncorr[j] += m
-            e += m * inc
-            if e > w:
-                e = w
             est[j] = e
             est_end[j] = st + e
             taken.append(((st + e) << shift) | j)
@@ -540,22 +532,14 @@ class Easy:
             end = st + run[j]
             if end <= t or st + e != when:
                 continue  # ended, or already advanced
-            w = wall[j]
-            inc = orig[j] if orig[j] > 1 else 1
-            m = (t - when) // inc + 1
-            cap = -(-(w - e) // inc)
-            if cap < m:
-                m = cap
+            e, m = rules.pbs_steps(e, orig[j], wall[j], t - when)
             self.ncorr[j] += m
-            e += m * inc
-            if e > w:
-                e = w
             del running[bisect.bisect_left(running, self.key(when, j))]
             est[j] = e
             new = st + e
             self.est_end[j] = new
             bisect.insort(running, self.key(new, j))
-            if e < w and new < end:
+            if e < wall[j] and new < end:
                 heapq.heappush(corr, (new, j))
             taken = True
         return taken

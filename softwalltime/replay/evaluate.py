@@ -33,6 +33,9 @@ from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Seque
 from ..core import calibrated as cal
 from ..core import learned
 from ..core.predict import PredictorParams, predict
+from .trace import SKIP_TIMES as SKIP_TIMES  # re-exported: cli/evaluate imports it here
+from .trace import Trace as Trace  # re-exported: cli/evaluate imports it here
+from .trace import TraceJob, skip_reason
 
 log = logging.getLogger(__name__)
 
@@ -45,38 +48,6 @@ MOMENTS = ("submit", "start")
 CLASSES = (("short", 2 * 3600), ("medium", 24 * 3600), ("long", None))
 # "Badly underestimated": the soft walltime is short by more than this (30 minutes).
 BAD_UNDER_S = 30 * 60
-
-# Skip reasons, in the order they are checked.
-SKIP_WALLTIME = "no requested walltime"
-SKIP_RUNTIME = "no run time"
-SKIP_USER = "no user"
-SKIP_TIMES = "no submit/start/end time"
-
-
-class TraceJob(NamedTuple):
-    """One finished job as a trace source gives it; ``None`` means unknown.
-
-    Times are integer seconds on one clock (Unix epoch, or trace-relative for SWF traces
-    without a ``UnixStartTime`` header).
-    """
-
-    user: Optional[str]
-    submit_s: Optional[int]
-    start_s: Optional[int]
-    end_s: Optional[int]
-    walltime_s: Optional[int]
-    runtime_s: Optional[int]
-    ncpus: Optional[int] = None
-    """Requested processors (SWF: requested, else allocated; PBS: Resource_List.ncpus)."""
-
-
-class Trace(NamedTuple):
-    """A workload read from one or more sources, jobs in trace order."""
-
-    source: str
-    jobs: List[TraceJob]
-    skipped: Dict[str, int]
-    """Records the reader could not turn into jobs (malformed lines, duplicates), by reason."""
 
 
 class Replay(NamedTuple):
@@ -109,24 +80,6 @@ class PredictorReport(NamedTuple):
 
     overall: Metrics
     by_class: Dict[str, Metrics]
-
-
-def skip_reason(job: TraceJob, moment: str = "submit") -> Optional[str]:
-    """Say why a job can be neither evaluated nor used as history, or ``None`` if it can.
-
-    :param job: the job
-    :param moment: ``"submit"`` or ``"start"``: which instant must be known
-    """
-    if job.walltime_s is None or job.walltime_s <= 0:
-        return SKIP_WALLTIME
-    if job.runtime_s is None or job.runtime_s < 0:
-        return SKIP_RUNTIME
-    if not job.user:
-        return SKIP_USER
-    instant = job.submit_s if moment == "submit" else job.start_s
-    if instant is None or job.end_s is None:
-        return SKIP_TIMES
-    return None
 
 
 def replay(
@@ -675,6 +628,10 @@ def replay_learned(
     by then, the time since the newest of them ended, and the table as it is then. A job
     that ends at its own instant (run time 0 at submit) is predicted when its end comes,
     before it is learnt, from the jobs ended before it.
+
+    Long because it is the replay's one hot loop, its state (the buffers, the per-user memo,
+    the pending outcomes) kept in locals for speed; ``tests/test_learned.py`` checks it
+    against a plain replay of the pure code.
 
     :param target_under_pct: the target, percent, or ``None``: v3's under-estimates
     :returns: the soft walltimes (job order) and the final table

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 from ..db.schema import finished_jobs
 from ..errors import UNDEFINED_TABLE, DatabaseError, SchemaMissingError
 from .bounds import implausible
-from .evaluate import Trace, TraceJob
+from .trace import Trace, TraceJob
 
 log = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ _COLORS = {
 _CLASS_TITLES = {"short": "short (<= 2 h)", "medium": "medium (2-24 h]", "long": "long (> 24 h)"}
 
 
-def _matplotlib() -> Any:
-    """Import matplotlib's object API, or say how to install it."""
+def matplotlib_classes() -> Tuple[Any, Any]:
+    """Import matplotlib's object API (Figure, FigureCanvasAgg), or say how to install it."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -55,7 +55,24 @@ def _errors_h(result: Replay) -> Dict[str, List[float]]:
     }
 
 
-def _save(fig: Any, canvas_cls: Any, path: str) -> None:
+_matplotlib = matplotlib_classes  # the name cli/evaluate.py (another branch) still imports
+
+
+def plot_directory(directory: str) -> Tuple[Any, Any]:
+    """Before any figure: matplotlib's classes, and ``directory`` created if missing.
+
+    :raises SoftwalltimeError: matplotlib is missing or the directory cannot be created
+    """
+    classes = matplotlib_classes()
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as err:
+        raise SoftwalltimeError(f"cannot create plot directory {directory}: {err}") from err
+    return classes
+
+
+def save_figure(fig: Any, canvas_cls: Any, path: str) -> None:
+    """Render ``fig`` with the Agg canvas into the PNG file ``path``."""
     canvas_cls(fig)
     fig.savefig(path, dpi=120)
     log.debug("wrote %s", path)
@@ -72,7 +89,7 @@ def plot_sorted_errors(result: Replay, path: str, title: str = "") -> None:
     :param title: a line above the plot (e.g. the trace name)
     :raises SoftwalltimeError: matplotlib is missing
     """
-    figure_cls, canvas_cls = _matplotlib()
+    figure_cls, canvas_cls = matplotlib_classes()
     fig = figure_cls(figsize=(9, 5.5))
     ax = fig.add_subplot(1, 1, 1)
     errors = _errors_h(result)
@@ -104,7 +121,7 @@ def plot_sorted_errors(result: Replay, path: str, title: str = "") -> None:
     ax.grid(True, which="minor", axis="y", alpha=0.15)
     ax.legend(loc="upper center", fontsize=9)
     fig.tight_layout()
-    _save(fig, canvas_cls, path)
+    save_figure(fig, canvas_cls, path)
 
 
 def plot_errors_by_class(result: Replay, path: str, title: str = "") -> None:
@@ -119,7 +136,7 @@ def plot_errors_by_class(result: Replay, path: str, title: str = "") -> None:
     :param title: a line above the plots (e.g. the trace name)
     :raises SoftwalltimeError: matplotlib is missing
     """
-    figure_cls, canvas_cls = _matplotlib()
+    figure_cls, canvas_cls = matplotlib_classes()
     errors = _errors_h(result)
     classes = [runtime_class(r) for r in result.runtime_s]
     names = list(errors)
@@ -152,7 +169,7 @@ def plot_errors_by_class(result: Replay, path: str, title: str = "") -> None:
         fontsize=10,
     )
     fig.tight_layout()
-    _save(fig, canvas_cls, path)
+    save_figure(fig, canvas_cls, path)
 
 
 def spaced_labels(xs: Sequence[float], ys: Sequence[float], min_frac: float = 0.06) -> List[int]:
@@ -193,7 +210,7 @@ def plot_tradeoff(
     :param title: a line above the plot
     :raises SoftwalltimeError: matplotlib is missing
     """
-    figure_cls, canvas_cls = _matplotlib()
+    figure_cls, canvas_cls = matplotlib_classes()
     fig = figure_cls(figsize=(7.5, 5.5))
     ax = fig.subplots()
     if sweep:
@@ -221,7 +238,7 @@ def plot_tradeoff(
     ax.legend(loc="lower right", fontsize=9)
     ax.set_title((title + "\n" if title else "") + "Under-estimates vs accuracy", fontsize=10)
     fig.tight_layout()
-    _save(fig, canvas_cls, path)
+    save_figure(fig, canvas_cls, path)
 
 
 def write_plots(
@@ -239,11 +256,7 @@ def write_plots(
     :returns: the paths written
     :raises SoftwalltimeError: matplotlib is missing or the directory cannot be created
     """
-    _matplotlib()
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError as err:
-        raise SoftwalltimeError(f"cannot create plot directory {directory}: {err}") from err
+    plot_directory(directory)
     paths = [
         os.path.join(directory, SORTED_ERRORS_PNG),
         os.path.join(directory, ERRORS_BY_CLASS_PNG),
@@ -324,7 +337,7 @@ def plot_simulation_by_class(
     :param results: estimate source -> :class:`softwalltime.replay.simulate.SimResult`
     :param metric: ``"wait"`` or ``"bsld"``
     """
-    figure_cls, canvas_cls = _matplotlib()
+    figure_cls, canvas_cls = matplotlib_classes()
     classes = [runtime_class(r) for r in work.run]
     names = list(results)
     values = _simulation_values(work, results, metric)
@@ -375,7 +388,7 @@ def plot_simulation_by_class(
         fontsize=10,
     )
     fig.tight_layout()
-    _save(fig, canvas_cls, path)
+    save_figure(fig, canvas_cls, path)
 
 
 def write_simulation_plots(
@@ -386,11 +399,7 @@ def write_simulation_plots(
     :returns: the paths written
     :raises SoftwalltimeError: matplotlib is missing or the directory cannot be created
     """
-    _matplotlib()
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError as err:
-        raise SoftwalltimeError(f"cannot create plot directory {directory}: {err}") from err
+    plot_directory(directory)
     paths = [os.path.join(directory, SIM_WAIT_PNG), os.path.join(directory, SIM_BSLD_PNG)]
     plot_simulation_by_class(work, results, paths[0], "wait", title)
     plot_simulation_by_class(work, results, paths[1], "bsld", title)

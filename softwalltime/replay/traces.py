@@ -1,8 +1,9 @@
 """Workload sources for the replay evaluation: SWF traces and PBS accounting logs.
 
-Both readers return a :class:`softwalltime.replay.evaluate.Trace` (jobs in trace order). They
+Both readers return a :class:`softwalltime.replay.trace.Trace` (jobs in trace order). They
 skip only what they cannot parse and jobs with values beyond the plausible bounds of
-:mod:`.bounds`, counted by reason; the replay's own skip rules live in ``evaluate``.
+:mod:`.bounds`, counted by reason; the replay's own skip rules are
+:func:`.trace.skip_reason`.
 
 Whatever a file holds, reading it costs bounded time and memory (:class:`InputLimits`): all
 sources of one command together give at most ``DEFAULT_MAX_INPUT_BYTES`` (1 GiB,
@@ -36,7 +37,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ..errors import ParseError
 from .bounds import implausible
-from .evaluate import Trace, TraceJob
+from .trace import Trace, TraceJob
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +207,7 @@ def _read_blocks(
         raise ParseError(f"{path}: cannot read: {err}") from err
 
 
-def _read_lines(path: str, limits: Optional[InputLimits] = None) -> Iterator[Tuple[int, str]]:
+def read_lines(path: str, limits: Optional[InputLimits] = None) -> Iterator[Tuple[int, str]]:
     """Yield ``(line number, line)``; see :func:`_read_blocks`."""
     for first, lines in _read_blocks(path, limits):
         yield from enumerate(lines, first)
@@ -225,7 +226,7 @@ def sniff_format(path: str, limits: Optional[InputLimits] = None) -> str:
         limits = InputLimits()
     mine = InputLimits(max(1, limits.max_bytes - limits.used), limits.max_line_bytes)
     mine.max_lines = max(1, limits.max_lines - limits.lines)
-    for lineno, line in _read_lines(path, mine):
+    for lineno, line in read_lines(path, mine):
         text = line.strip()
         if not text or text[0] in _COMMENT_CHARS:
             continue
@@ -485,7 +486,7 @@ def read_pbs(
     skipped: Dict[str, int] = {}
     bad = dup = 0
     for path in files:
-        for lineno, line in _read_lines(path, limits):
+        for lineno, line in read_lines(path, limits):
             text = line.rstrip("\r\n")
             if not text.strip() or text[0] in _COMMENT_CHARS:
                 continue

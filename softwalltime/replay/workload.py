@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import ParseError
-from .evaluate import SKIP_RUNTIME, SKIP_TIMES, SKIP_USER, SKIP_WALLTIME
+from .trace import SKIP_RUNTIME, SKIP_TIMES, SKIP_USER, SKIP_WALLTIME
 
 if TYPE_CHECKING:
     from .traces import InputLimits

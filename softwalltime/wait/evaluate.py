@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..core.predict import PredictorParams
-from ..replay.evaluate import Trace
+from ..replay.trace import Trace
 from ..replay.traces import SWF, InputLimits, read_sources, sniff_format
 from .metrics import measure_all
 from .pqstar import METHODS, RULES, WaitParams, replay_waits
@@ -85,23 +85,7 @@ def evaluate_trace(
             targets=n,
             quick_starter_pct=100.0 * quick / n if n else None,
         )
-        rules: Dict[str, Dict[str, int]] = {r: {"jobs": 0, "waited_longer": 0} for r in RULES}
-        # The jobs PQStar leaves to IBL that IBL predicts <= quick_s: marked all the same.
-        fallback = {"marked": 0, "waited_longer": 0}
-        for rule, wait, ibl_s in zip(res.rule, res.wait_s, res.predicted_s["ibl"]):
-            rules[rule]["jobs"] += 1
-            rules[rule]["waited_longer"] += wait > params.quick_s
-            if rule == "ibl" and ibl_s <= params.quick_s:
-                fallback["marked"] += 1
-                fallback["waited_longer"] += wait > params.quick_s
-        criteria: Dict[str, Dict[str, int]] = {
-            c: {"jobs": 0, "waited_longer": 0} for c in ("size_rank", "ert_rank", "free_nodes")
-        }
-        for held, wait in zip(res.mid_criteria, res.wait_s):
-            for flag, name in (("S", "size_rank"), ("E", "ert_rank"), ("F", "free_nodes")):
-                if flag in held:
-                    criteria[name]["jobs"] += 1
-                    criteria[name]["waited_longer"] += wait > params.quick_s
+        rules, fallback, criteria = rule_counts(res, params.quick_s)
         metrics = measure_all(res.predicted_s, res.wait_s, res.run_s, params.quick_s)
         # PQStar's own marks, without what IBL predicts <= quick_s for the jobs it leaves.
         own_marked = sum(rules[r]["jobs"] - rules[r]["waited_longer"] for r in RULES if r != "ibl")
@@ -123,6 +107,31 @@ def evaluate_trace(
             "seconds": round(elapsed, 2),
         }
     return report
+
+
+def rule_counts(
+    res: Any, quick_s: int
+) -> Tuple[Dict[str, Dict[str, int]], Dict[str, int], Dict[str, Dict[str, int]]]:
+    """Per PQStar rule, the jobs it decided and those that waited longer than ``quick_s``;
+    the jobs PQStar leaves to IBL that IBL predicts <= ``quick_s`` (marked all the same);
+    and per mid-term criterion, the jobs it held for."""
+    rules: Dict[str, Dict[str, int]] = {r: {"jobs": 0, "waited_longer": 0} for r in RULES}
+    fallback = {"marked": 0, "waited_longer": 0}
+    for rule, wait, ibl_s in zip(res.rule, res.wait_s, res.predicted_s["ibl"]):
+        rules[rule]["jobs"] += 1
+        rules[rule]["waited_longer"] += wait > quick_s
+        if rule == "ibl" and ibl_s <= quick_s:
+            fallback["marked"] += 1
+            fallback["waited_longer"] += wait > quick_s
+    criteria: Dict[str, Dict[str, int]] = {
+        c: {"jobs": 0, "waited_longer": 0} for c in ("size_rank", "ert_rank", "free_nodes")
+    }
+    for held, wait in zip(res.mid_criteria, res.wait_s):
+        for flag, name in (("S", "size_rank"), ("E", "ert_rank"), ("F", "free_nodes")):
+            if flag in held:
+                criteria[name]["jobs"] += 1
+                criteria[name]["waited_longer"] += wait > quick_s
+    return rules, fallback, criteria
 
 
 def evaluate_sources(

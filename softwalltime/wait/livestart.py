@@ -9,7 +9,7 @@ import random
 from typing import Dict, List, Sequence, Tuple
 
 from ..replay import pbsched
-from ..replay.evaluate import TraceJob
+from ..replay.trace import TraceJob
 from .live import LiveJob
 from .starttime import (
     DEFAULT_SAMPLES,

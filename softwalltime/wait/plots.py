@@ -14,7 +14,7 @@ import logging
 import os
 from typing import Any, List, Sequence
 
-from ..replay.plots import _matplotlib, _save
+from ..replay.plots import plot_directory, save_figure
 from .pqstar import METHODS, WaitPredictions
 
 log = logging.getLogger(__name__)
@@ -42,10 +42,9 @@ def wait_range(wait_s: int) -> int:
 def write_wait_plots(res: WaitPredictions, directory: str, title: str = "") -> List[str]:
     """Write the three figures into ``directory`` (created if needed); their paths.
 
-    :raises SoftwalltimeError: matplotlib is not installed
+    :raises SoftwalltimeError: matplotlib is not installed, or the directory cannot be created
     """
-    figure_cls, canvas_cls = _matplotlib()
-    os.makedirs(directory, exist_ok=True)
+    figure_cls, canvas_cls = plot_directory(directory)
     paths = [
         os.path.join(directory, name)
         for name in (
@@ -73,7 +72,7 @@ def write_wait_plots(res: WaitPredictions, directory: str, title: str = "") -> L
     ax.set_ylabel("mean |predicted - actual| (h)")
     ax.set_title(title or "prediction error by actual wait")
     ax.legend()
-    _save(fig, canvas_cls, paths[0])
+    save_figure(fig, canvas_cls, paths[0])
 
     fig = figure_cls(figsize=(10, 4.5))
     quick = [k for k, a in enumerate(actual) if a == 0]
@@ -88,7 +87,7 @@ def write_wait_plots(res: WaitPredictions, directory: str, title: str = "") -> L
         ax.set_xlabel("actual wait (min)")
         ax.set_ylabel("predicted wait (min)")
         ax.set_title(f"{TITLES[name]}: quick starters")
-    _save(fig, canvas_cls, paths[1])
+    save_figure(fig, canvas_cls, paths[1])
 
     fig = figure_cls(figsize=(12, 4.5))
     for pos, name in enumerate(METHODS, 1):
@@ -100,7 +99,7 @@ def write_wait_plots(res: WaitPredictions, directory: str, title: str = "") -> L
             ax.set_ylabel("share of jobs by predicted range (%)")
             ax.legend(fontsize=6, title="predicted", title_fontsize=6)
     fig.subplots_adjust(bottom=0.2, wspace=0.3)
-    _save(fig, canvas_cls, paths[2])
+    save_figure(fig, canvas_cls, paths[2])
     return paths
 
 

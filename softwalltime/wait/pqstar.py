@@ -119,35 +119,6 @@ class Snapshot(NamedTuple):
     free_procs: int
 
 
-def _similar_started_in(
-    indexes: List[int],
-    lo: int,
-    hi: int,
-    ert: Sequence[int],
-    start: Sequence[int],
-    r: int,
-    similar_s: int,
-    t: int,
-    submit: Sequence[int],
-    max_wait_s: Optional[int],
-) -> bool:
-    """Whether a job of ``indexes`` (one request size, ascending) in [lo, hi) has an ERT
-    within ``similar_s`` of ``r`` and started by ``t`` (after waiting at most
-    ``max_wait_s``, unless None); scans from the most recent."""
-    k = bisect.bisect_left(indexes, hi) - 1
-    first = bisect.bisect_left(indexes, lo)
-    while k >= first:
-        j = indexes[k]
-        if (
-            start[j] <= t
-            and -similar_s <= ert[j] - r <= similar_s
-            and (max_wait_s is None or start[j] - submit[j] <= max_wait_s)
-        ):
-            return True
-        k -= 1
-    return False
-
-
 def rank_threshold_met(rank: float, ranks: Sequence[Tuple[float, bool]]) -> bool:
     """The request-size or ERT rank criterion.
 
@@ -196,223 +167,288 @@ def replay_waits(
     :param machine_procs: the machine's processors
     :param params: settings (default ``WaitParams()``)
     """
-    if params is None:
-        params = WaitParams()
-    quick_s, similar_s = params.quick_s, params.similar_s
-    n = len(jobs)
-    first, last = max(0, params.first_target), min(n, params.last_target)
-    sub = [j.submit_s for j in jobs]
-    st = [j.start_s for j in jobs]
-    en = [max(j.end_s, j.start_s) for j in jobs]
-    procs = [j.procs for j in jobs]
-    ert = [j.ert_s for j in jobs]
-    large = large_job_procs(machine_procs)
-    is_large = [p >= large for p in procs]
-
-    by_size: Dict[int, List[int]] = {}
-    for i, p in enumerate(procs):
-        by_size.setdefault(p, []).append(i)
-
-    events: List[Tuple[int, int, int]] = []  # (time, kind, job)
-    queue: Dict[int, None] = {}  # insertion-ordered: submit order
-    queued_by_size: Dict[int, Dict[int, None]] = {}
-    q_sizes: List[int] = []
-    q_erts: List[int] = []
-    q_procs = 0
-    running_starts: List[Tuple[int, int]] = []  # heap (start, job), ended ones removed lazily
-    ended = [False] * n
-    used = 0
-    nlarge = 0
-
-    n_large_at = [0] * n
-    near_from = [0] * n
-    rank_size = [0.0] * n
-    rank_ert = [0.0] * n
-    feats: List[Optional[Features]] = [None] * n
-
-    # Far-term history: jobs before the mid boundary that have started, per request size.
-    far_ptr = 0
-    far_pending: List[Tuple[int, int]] = []  # (start, job) not started yet
-    far_all: Dict[int, List[int]] = {}  # size -> sorted ERTs
-    far_slow: Dict[int, List[int]] = {}  # size -> sorted ERTs of those waiting > quick_s
-
-    def far_add(j: int) -> None:
-        bisect.insort(far_all.setdefault(procs[j], []), ert[j])
-        if st[j] - sub[j] > quick_s:
-            bisect.insort(far_slow.setdefault(procs[j], []), ert[j])
-
-    qbets = QuantileBound(params.quantile, params.confidence, params.window)
-    ibl = Ibl(params.ibl_k, params.ibl_window, params.ibl_user_window)
-
-    out = WaitPredictions([], [], [], {m: [] for m in METHODS}, [], [], [])
-    pred_lu, pred_qb = out.predicted_s["loguniform"], out.predicted_s["qbets"]
-    pred_ibl, pred_pq = out.predicted_s["ibl"], out.predicted_s["pqstar"]
-    pred_arb = out.predicted_s["pqstar_ibl"]
-    heappush, heappop = heapq.heappush, heapq.heappop
-
+    replay = WaitReplay(jobs, machine_procs, params or WaitParams())
+    first, last = replay.first, replay.last
     for i in range(last):  # jobs submitted after the last target change nothing
-        t = sub[i]
+        t = replay.submit_s[i]
+        replay.advance(t)
+        replay.arrive(i)
+        if first <= i:
+            replay.predict(i, t)
+        replay.enqueue(i)
+    return replay.out
+
+
+class WaitReplay:
+    """The system as the replay rebuilds it, one submit at a time, and PQStar's rules on it.
+
+    :func:`replay_waits` drives it: for each job in submit order, :meth:`advance` to its
+    submit time (starts and ends up to then: :meth:`observe_start`, :meth:`observe_end`),
+    :meth:`arrive` (its ranks and features in the queue it finds), :meth:`predict` for a
+    target (every method; PQStar's rule is :meth:`decide`), then :meth:`enqueue`. Tests
+    drive the same methods on hand-made states.
+    """
+
+    def __init__(self, jobs: Sequence[WaitJob], machine_procs: int, params: WaitParams) -> None:
+        self.jobs, self.machine_procs, self.params = jobs, machine_procs, params
+        n = len(jobs)
+        self.first, self.last = max(0, params.first_target), min(n, params.last_target)
+        self.submit_s = [j.submit_s for j in jobs]
+        self.start_s = [j.start_s for j in jobs]
+        self.end_s = [max(j.end_s, j.start_s) for j in jobs]
+        self.procs = [j.procs for j in jobs]
+        self.ert = [j.ert_s for j in jobs]
+        large = large_job_procs(machine_procs)
+        self.is_large = [p >= large for p in self.procs]
+        self.by_size: Dict[int, List[int]] = {}  # request size -> its jobs, ascending
+        for i, p in enumerate(self.procs):
+            self.by_size.setdefault(p, []).append(i)
+        self.events: List[Tuple[int, int, int]] = []  # heap (time, kind, job)
+        self.queue: Dict[int, None] = {}  # insertion-ordered: submit order
+        self.queued_by_size: Dict[int, Dict[int, None]] = {}
+        self.queued_sizes: List[int] = []  # sorted
+        self.queued_erts: List[int] = []  # sorted
+        self.queued_procs = 0
+        self.running_starts: List[Tuple[int, int]] = []  # heap (start, job); ended: lazily
+        self.ended = [False] * n
+        self.used = 0
+        self.large_running = 0
+        self.near_from = [0] * n  # each job's near-term boundary
+        self.near_large = 0  # running large jobs when the previous job arrived
+        self.rank_size = [0.0] * n
+        self.rank_ert = [0.0] * n
+        self.feats: List[Optional[Features]] = [None] * n
+        # Far-term history: jobs before the mid boundary that have started, per request size.
+        self.mid_from = 0  # the mid boundary of the target being predicted
+        self.far_next = 0  # jobs before this one are in the far history or far_pending
+        self.far_pending: List[Tuple[int, int]] = []  # heap (start, job) not started yet
+        self.far_all: Dict[int, List[int]] = {}  # size -> sorted ERTs
+        self.far_slow: Dict[int, List[int]] = {}  # size -> sorted ERTs of waits > quick_s
+        self.qbets = QuantileBound(params.quantile, params.confidence, params.window)
+        self.ibl = Ibl(params.ibl_k, params.ibl_window, params.ibl_user_window)
+        self.out = WaitPredictions([], [], [], {m: [] for m in METHODS}, [], [], [])
+
+    def advance(self, t: int) -> None:
+        """Every start and end at or before ``t``, in time order (ends first at a tie)."""
+        events = self.events
         while events and events[0][0] <= t:
-            _time, kind, j = heappop(events)
-            p = procs[j]
+            _time, kind, j = heapq.heappop(events)
             if kind == _START:
-                del queue[j]
-                del queued_by_size[p][j]
-                del q_sizes[bisect.bisect_left(q_sizes, p)]
-                del q_erts[bisect.bisect_left(q_erts, ert[j])]
-                q_procs -= p
-                used += p
-                nlarge += is_large[j]
-                heappush(events, (en[j], _END, j))
-                heappush(running_starts, (st[j], j))
-                wait = st[j] - sub[j]
-                qbets.observe(p, ert[j], wait)
-                f = feats[j]
-                assert f is not None  # set when j was submitted
-                ibl.observe(f, wait)
+                self.observe_start(j)
             else:
-                used -= p
-                nlarge -= is_large[j]
-                ended[j] = True
-        n_large_at[i] = nlarge
-        near_from[i] = near_from[i - 1] if i and n_large_at[i - 1] == nlarge else i
-        p_i, r_i = procs[i], ert[i]
-        qn = len(queue)
-        rank_size[i] = bisect.bisect_left(q_sizes, p_i) / (qn + 1)
-        rank_ert[i] = bisect.bisect_left(q_erts, r_i) / (qn + 1)
-        free = machine_procs - used
-        f_i = feats[i] = features(jobs[i].user, p_i, r_i, qn, q_procs, free, machine_procs)
+                self.observe_end(j)
 
-        if first <= i < last:
-            while running_starts and ended[running_starts[0][1]]:
-                heappop(running_starts)
-            earliest = running_starts[0][0] if running_starts else t
-            mid_from = bisect.bisect_left(sub, earliest, 0, i)
-            while far_ptr < mid_from:
-                if st[far_ptr] <= t:
-                    far_add(far_ptr)
-                else:
-                    heappush(far_pending, (st[far_ptr], far_ptr))
-                far_ptr += 1
-            while far_pending and far_pending[0][0] <= t:
-                far_add(heappop(far_pending)[1])
+    def observe_start(self, j: int) -> None:
+        """Job ``j`` leaves the queue and runs; its wait is known from now on."""
+        p, ert = self.procs[j], self.ert[j]
+        del self.queue[j]
+        del self.queued_by_size[p][j]
+        del self.queued_sizes[bisect.bisect_left(self.queued_sizes, p)]
+        del self.queued_erts[bisect.bisect_left(self.queued_erts, ert)]
+        self.queued_procs -= p
+        self.used += p
+        self.large_running += self.is_large[j]
+        heapq.heappush(self.events, (self.end_s[j], _END, j))
+        heapq.heappush(self.running_starts, (self.start_s[j], j))
+        wait = self.start_s[j] - self.submit_s[j]
+        self.qbets.observe(p, ert, wait)
+        f = self.feats[j]
+        assert f is not None  # set when j arrived
+        self.ibl.observe(f, wait)
 
-            b = near_from[i]
-            ibl_s = ibl.predict(f_i)
-            pred_ibl.append(ibl_s)
-            pred_qb.append(qbets.bound(p_i, r_i))
-            pred_lu.append(qbets.loguniform(p_i, r_i, params.quantile))
-            out.targets.append(i)
-            out.wait_s.append(st[i] - t)
-            out.run_s.append(en[i] - st[i])
-            out.near_jobs.append(i - b)
+    def observe_end(self, j: int) -> None:
+        """Job ``j`` ends: its processors are free."""
+        self.used -= self.procs[j]
+        self.large_running -= self.is_large[j]
+        self.ended[j] = True
 
-            rule, criteria = _decide(
-                i, t, b, mid_from, free, quick_s, similar_s, params.quick_similar,
-                params.block_started_slow,
-                sub, st, procs, ert, by_size, queue, queued_by_size,
-                rank_size, rank_ert, far_all, far_slow,
-            )  # fmt: skip
-            out.rule.append(rule)
-            out.mid_criteria.append(criteria)
-            pred_pq.append(quick_s if rule != IBL else ibl_s)
-            pred_arb.append(arbitrate(rule, ibl_s, params))
+    def arrive(self, i: int) -> None:
+        """Job ``i`` is submitted: its near boundary, ranks and features in the queue now."""
+        large = self.large_running
+        same = i > 0 and self.near_large == large  # the near-term history goes on
+        self.near_from[i] = self.near_from[i - 1] if same else i
+        self.near_large = large
+        p, r = self.procs[i], self.ert[i]
+        places = len(self.queue) + 1
+        self.rank_size[i] = bisect.bisect_left(self.queued_sizes, p) / places
+        self.rank_ert[i] = bisect.bisect_left(self.queued_erts, r) / places
+        free = self.machine_procs - self.used
+        self.feats[i] = features(
+            self.jobs[i].user, p, r, len(self.queue), self.queued_procs, free, self.machine_procs
+        )
 
-        queue[i] = None
-        queued_by_size.setdefault(p_i, {})[i] = None
-        bisect.insort(q_sizes, p_i)
-        bisect.insort(q_erts, r_i)
-        q_procs += p_i
-        heappush(events, (st[i], _START, i))
-    return out
+    def enqueue(self, i: int) -> None:
+        """Job ``i`` joins the queue until its start."""
+        p = self.procs[i]
+        self.queue[i] = None
+        self.queued_by_size.setdefault(p, {})[i] = None
+        bisect.insort(self.queued_sizes, p)
+        bisect.insort(self.queued_erts, self.ert[i])
+        self.queued_procs += p
+        heapq.heappush(self.events, (self.start_s[i], _START, i))
 
+    def predict(self, i: int, t: int) -> None:
+        """Every method's prediction for target ``i`` submitted at ``t`` (into :attr:`out`)."""
+        params, out = self.params, self.out
+        p, r = self.procs[i], self.ert[i]
+        f = self.feats[i]
+        assert f is not None  # set by arrive()
+        ibl_s = self.ibl.predict(f)
+        out.predicted_s["ibl"].append(ibl_s)
+        out.predicted_s["qbets"].append(self.qbets.bound(p, r))
+        out.predicted_s["loguniform"].append(self.qbets.loguniform(p, r, params.quantile))
+        out.targets.append(i)
+        out.wait_s.append(self.start_s[i] - t)
+        out.run_s.append(self.end_s[i] - self.start_s[i])
+        out.near_jobs.append(i - self.near_from[i])
+        rule, criteria = self.decide(i, t)
+        out.rule.append(rule)
+        out.mid_criteria.append(criteria)
+        out.predicted_s["pqstar"].append(params.quick_s if rule != IBL else ibl_s)
+        out.predicted_s["pqstar_ibl"].append(arbitrate(rule, ibl_s, params))
 
-def _decide(
-    i: int,
-    t: int,
-    b: int,
-    mid_from: int,
-    free: int,
-    quick_s: int,
-    similar_s: int,
-    quick_similar: bool,
-    block_started_slow: bool,
-    sub: Sequence[int],
-    st: Sequence[int],
-    procs: Sequence[int],
-    ert: Sequence[int],
-    by_size: Dict[int, List[int]],
-    queue: Dict[int, None],
-    queued_by_size: Dict[int, Dict[int, None]],
-    rank_size: Sequence[float],
-    rank_ert: Sequence[float],
-    far_all: Dict[int, List[int]],
-    far_slow: Dict[int, List[int]],
-) -> Tuple[str, str]:
-    """PQStar's rule for target ``i`` submitted at ``t`` (near boundary ``b``, mid
-    boundary ``mid_from``): near, mid or far if marked a quick starter, else ibl; and
-    for mid, which of its criteria held (see :attr:`WaitPredictions.mid_criteria`)."""
-    p, r = procs[i], ert[i]
-    same = by_size[p]
-    # The latest similar job that has waited more than quick_s (still queued, or started
-    # by t after waiting that long): a boundary at or before it fails the "no similar job
-    # has waited too long" condition.
-    blocked = -1
-    for j in queued_by_size.get(p, ()):
-        if t - sub[j] > quick_s and -similar_s <= ert[j] - r <= similar_s and j > blocked:
-            blocked = j
-    if block_started_slow:
-        k = bisect.bisect_left(same, i) - 1
-        first = bisect.bisect_left(same, min(b, mid_from))
-        while k >= first and same[k] > blocked:
+    def _grow_far_history(self, i: int, t: int) -> int:
+        """The mid boundary of target ``i`` at ``t``; the far history brought up to it."""
+        running = self.running_starts
+        while running and self.ended[running[0][1]]:
+            heapq.heappop(running)
+        earliest = running[0][0] if running else t
+        mid_from = bisect.bisect_left(self.submit_s, earliest, 0, i)
+        start, pending = self.start_s, self.far_pending
+        while self.far_next < mid_from:
+            j = self.far_next
+            if start[j] <= t:
+                self._far_add(j)
+            else:
+                heapq.heappush(pending, (start[j], j))
+            self.far_next += 1
+        while pending and pending[0][0] <= t:
+            self._far_add(heapq.heappop(pending)[1])
+        return mid_from
+
+    def _far_add(self, j: int) -> None:
+        bisect.insort(self.far_all.setdefault(self.procs[j], []), self.ert[j])
+        if self.start_s[j] - self.submit_s[j] > self.params.quick_s:
+            bisect.insort(self.far_slow.setdefault(self.procs[j], []), self.ert[j])
+
+    def decide(self, i: int, t: int) -> Tuple[str, str]:
+        """PQStar's rule for target ``i`` submitted at ``t``, on the state now: near, mid or
+        far if marked a quick starter, else ibl; and for mid, which of its criteria held
+        (see :attr:`WaitPredictions.mid_criteria`)."""
+        self.mid_from = mid_from = self._grow_far_history(i, t)
+        near_from = self.near_from[i]
+        blocked = self._blocked(i, t, min(near_from, mid_from))
+        if blocked < near_from and self._similar_started(i, t, near_from, i):
+            return NEAR, ""
+        if (
+            mid_from < near_from
+            and blocked < mid_from
+            and self._similar_started(i, t, mid_from, near_from)
+        ):
+            held = self._mid_criteria(i, t)
+            if held:
+                return MID, held
+        return (FAR, "") if self._far_marks(i, t) else (IBL, "")
+
+    def _similar_started(self, i: int, t: int, lo: int, hi: int) -> bool:
+        """Whether a job similar to target ``i`` (same request, ERT within ``similar_s``)
+        among jobs ``lo``..``hi - 1`` started by ``t`` (having waited at most ``quick_s``
+        with ``quick_similar``); scans from the most recent."""
+        quick_s, similar_s = self.params.quick_s, self.params.similar_s
+        max_wait = quick_s if self.params.quick_similar else None
+        same, ert, start, submit = (
+            self.by_size[self.procs[i]],
+            self.ert,
+            self.start_s,
+            self.submit_s,
+        )
+        r = ert[i]
+        k = bisect.bisect_left(same, hi) - 1
+        first = bisect.bisect_left(same, lo)
+        while k >= first:
             j = same[k]
-            if st[j] <= t and st[j] - sub[j] > quick_s and -similar_s <= ert[j] - r <= similar_s:
-                blocked = j
-                break
+            if (
+                start[j] <= t
+                and -similar_s <= ert[j] - r <= similar_s
+                and (max_wait is None or start[j] - submit[j] <= max_wait)
+            ):
+                return True
             k -= 1
-    max_wait = quick_s if quick_similar else None
-    if blocked < b and _similar_started_in(same, b, i, ert, st, r, similar_s, t, sub, max_wait):
-        return NEAR, ""
-    if (
-        mid_from < b
-        and blocked < mid_from
-        and _similar_started_in(same, mid_from, b, ert, st, r, similar_s, t, sub, max_wait)
-    ):
-        known: List[Tuple[int, bool]] = []
-        for j in range(b, i):
-            if st[j] <= t:
-                known.append((j, st[j] - sub[j] <= quick_s))
-            elif t - sub[j] > quick_s:
+        return False
+
+    def _blocked(self, i: int, t: int, oldest: int) -> int:
+        """The latest similar job that has waited more than quick_s (still queued, or
+        started by ``t`` after waiting that long; -1: none): a boundary at or before it
+        fails the "no similar job has waited too long" condition. Started jobs are looked
+        at back to ``oldest`` only."""
+        quick_s, similar_s = self.params.quick_s, self.params.similar_s
+        p, r = self.procs[i], self.ert[i]
+        submit, start, ert = self.submit_s, self.start_s, self.ert
+        blocked = -1
+        for j in self.queued_by_size.get(p, ()):
+            if t - submit[j] > quick_s and -similar_s <= ert[j] - r <= similar_s and j > blocked:
+                blocked = j
+        if self.params.block_started_slow:
+            same = self.by_size[p]
+            k = bisect.bisect_left(same, i) - 1
+            first = bisect.bisect_left(same, oldest)
+            while k >= first and same[k] > blocked:
+                j = same[k]
+                if (
+                    start[j] <= t
+                    and start[j] - submit[j] > quick_s
+                    and (-similar_s <= ert[j] - r <= similar_s)
+                ):
+                    return j
+                k -= 1
+        return blocked
+
+    def _mid_criteria(self, i: int, t: int) -> str:
+        """Which of the mid rule's criteria hold for target ``i`` at ``t``: ``S``, ``E``,
+        ``F`` (see :attr:`WaitPredictions.mid_criteria`)."""
+        quick_s, start, submit = self.params.quick_s, self.start_s, self.submit_s
+        known: List[Tuple[int, bool]] = []  # near-term jobs whose wait is known: quick?
+        for j in range(self.near_from[i], i):
+            if start[j] <= t:
+                known.append((j, start[j] - submit[j] <= quick_s))
+            elif t - submit[j] > quick_s:
                 known.append((j, False))
         held = ""
+        rank_size, rank_ert = self.rank_size, self.rank_ert
         if rank_threshold_met(rank_size[i], [(rank_size[j], fast) for j, fast in known]):
             held += "S"
         if rank_threshold_met(rank_ert[i], [(rank_ert[j], fast) for j, fast in known]):
             held += "E"
-        if free_node_criterion(free, p, r, [(procs[j], ert[j]) for j in queue]):
+        free = self.machine_procs - self.used
+        queued = [(self.procs[j], self.ert[j]) for j in self.queue]
+        if free_node_criterion(free, self.procs[i], self.ert[i], queued):
             held += "F"
-        if held:
-            return MID, held
-    # Far-term: jobs before min(mid boundary, near boundary) that have started.
-    lo_e, hi_e = r - similar_s, r + similar_s
-    ertlist = far_all.get(p)
-    total = slow = 0
-    if ertlist:
-        total = bisect.bisect_right(ertlist, hi_e) - bisect.bisect_left(ertlist, lo_e)
-        slowlist = far_slow.get(p)
-        if slowlist:
-            slow = bisect.bisect_right(slowlist, hi_e) - bisect.bisect_left(slowlist, lo_e)
-    if b < mid_from and total:
-        # The near-term history reaches back past the mid boundary: its jobs are not far.
-        lo = bisect.bisect_left(same, b)
-        hi = bisect.bisect_left(same, mid_from)
-        for j in same[lo:hi]:
-            if st[j] <= t and lo_e <= ert[j] <= hi_e:
-                total -= 1
-                slow -= st[j] - sub[j] > quick_s
-    if total > 0 and slow == 0:
-        return FAR, ""
-    return IBL, ""
+        return held
+
+    def _far_marks(self, i: int, t: int) -> bool:
+        """Far-term: jobs before min(mid boundary, near boundary) that have started; marked
+        if some are similar and none of those waited more than quick_s."""
+        quick_s, similar_s = self.params.quick_s, self.params.similar_s
+        p, r = self.procs[i], self.ert[i]
+        lo_e, hi_e = r - similar_s, r + similar_s
+        ertlist = self.far_all.get(p)
+        total = slow = 0
+        if ertlist:
+            total = bisect.bisect_right(ertlist, hi_e) - bisect.bisect_left(ertlist, lo_e)
+            slowlist = self.far_slow.get(p)
+            if slowlist:
+                slow = bisect.bisect_right(slowlist, hi_e) - bisect.bisect_left(slowlist, lo_e)
+        near_from, mid_from = self.near_from[i], self.mid_from
+        if near_from < mid_from and total:
+            # The near-term history reaches back past the mid boundary: its jobs are not far.
+            same, start, submit, ert = self.by_size[p], self.start_s, self.submit_s, self.ert
+            lo = bisect.bisect_left(same, near_from)
+            hi = bisect.bisect_left(same, mid_from)
+            for j in same[lo:hi]:
+                if start[j] <= t and lo_e <= ert[j] <= hi_e:
+                    total -= 1
+                    slow -= start[j] - submit[j] > quick_s
+        return total > 0 and slow == 0
 
 
 # A start or end time not known yet (a queued job's start, a running job's end): later

@@ -1,6 +1,6 @@
 """The jobs a wait replay needs: submit, start, end, processors and an estimated run time.
 
-A workload is built from a :class:`softwalltime.replay.evaluate.Trace` (SWF or PBS
+A workload is built from a :class:`softwalltime.replay.trace.Trace` (SWF or PBS
 accounting, read by :mod:`softwalltime.replay.traces`). The estimated run time (ERT) is
 what the scheduler plans with: the user's requested walltime, or the soft walltime the v3
 predictor gives at submit time (replayed exactly as ``softwalltime evaluate`` does).
@@ -12,8 +12,9 @@ import math
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..core.predict import PredictorParams
-from ..replay.evaluate import Trace, TraceJob, replay, skip_reason
-from ..replay.traces import InputLimits, _read_lines
+from ..replay.evaluate import replay
+from ..replay.trace import Trace, TraceJob, skip_reason
+from ..replay.traces import InputLimits, read_lines
 from ..replay.workload import SKIP_PROCS
 
 ERT_SOURCES = ("walltime", "soft")
@@ -45,7 +46,7 @@ def swf_max_procs(path: str) -> Optional[int]:
 
     :param path: an SWF trace, plain or gzip-compressed
     """
-    for _lineno, line in _read_lines(path, InputLimits()):
+    for _lineno, line in read_lines(path, InputLimits()):
         if not line.startswith(";"):
             if line.strip():
                 return None

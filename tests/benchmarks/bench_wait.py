@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import List, Sequence
 
 from softwalltime.replay import pbsched
-from softwalltime.replay.evaluate import Trace
+from softwalltime.replay.trace import Trace
 from softwalltime.replay.traces import read_sources
 from softwalltime.wait.evaluate import machine_size
 from softwalltime.wait.live import DEFAULT_FINISHED_KEPT, LiveJob, predict_live
