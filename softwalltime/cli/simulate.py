@@ -21,6 +21,9 @@ log = logging.getLogger(__name__)
 # Same values as softwalltime.replay.simulate (imported only when the command runs).
 SOURCES = ("users", "v1", "v2", "v3", "calibrated", "perfect", "fixed10")
 DEFAULT_SOURCES = "users,v1,v2,v3,perfect"
+SEARCH_SOURCES = "users,v3"  # --search: the baseline's and the hook's default predictor
+P95_TOLERANCE_PCT = 10.0  # softwalltime.replay.formula.Tolerances (a test checks)
+MAX_FACTOR = 2.0
 CORRECTIONS = ("pbs", "simple", "power", "walltime")
 BACKFILL_BY = ("estimate", "walltime")  # softwalltime.replay.pbsched.BACKFILL_BY
 CLASSES = ("pbs", "rank", "none")  # softwalltime.replay.pbsched.CLASSES
@@ -132,10 +135,9 @@ def register(sub: Any) -> None:
     p.add_argument("sources", nargs="+", metavar="SOURCE", help="SWF trace or PBS accounting")
     p.add_argument(
         "--estimates",
-        default=DEFAULT_SOURCES,
         metavar="LIST",
-        help="estimate sources, comma-separated, from {} (default: %(default)s)".format(
-            ",".join(SOURCES)
+        help="estimate sources, comma-separated, from {} (default: {}; with --search: {})".format(
+            ",".join(SOURCES), DEFAULT_SOURCES, SEARCH_SOURCES
         ),
     )
     p.add_argument(
@@ -157,6 +159,28 @@ def register(sub: Any) -> None:
         "(e.g. fcfs-bf1,sjf-bf1,xfactor-bf4); sjf.rank, sjfage.rank, xfactor.rank sort by "
         "the rank the hook publishes (softwalltime_rank); runs every policy x estimate "
         "source and recommends one",
+    )
+    p.add_argument(
+        "--search",
+        action="store_true",
+        help="formula search: job_sort_formulas of a family (expansion factor with weights on "
+        "age, rank and width) x estimate sources on PBS's model, tuned on the trace's first "
+        "half within the tolerances, reported on its second half, with the Pareto front",
+    )
+    p.add_argument(
+        "--p95-tolerance",
+        type=bounded_number(0, 1000),
+        metavar="PCT",
+        help="formula search: how much worse (%%) the p95 wait of short, long and wide jobs "
+        "may get than the baseline's (fcfs-bf1, users' walltimes) "
+        f"(default: {P95_TOLERANCE_PCT:g})",
+    )
+    p.add_argument(
+        "--max-factor",
+        type=bounded_number(1, 100),
+        metavar="X",
+        help="formula search: how many times the baseline's longest wait any job may wait "
+        f"(default: {MAX_FACTOR:g})",
     )
     p.add_argument(
         "--rank-refresh",
@@ -343,6 +367,130 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
     return 0
 
 
+# The formula search's parts, set by the parent, inherited by forked workers.
+_TUNE: Dict[str, Any] = {}
+
+
+def _run_tune(task: Tuple[str, int, int]) -> Tuple[str, int, int, Any]:
+    from ..replay import simulate as sim
+    from ..replay import tune
+
+    path, half, k = task
+    opts = _TUNE["opts"]
+    cand = None if k < 0 else _TUNE["candidates"][k]
+    waits = tune.simulate(
+        _TUNE["halves"][path][half],
+        opts["procs"][path],
+        cand,
+        _TUNE["rules"],
+        lambda name: sim.make_source(name, opts["params"], opts["target_under_pct"]),
+        opts["rank_refresh_s"],
+        opts["correction"],
+    )
+    return path, half, k, waits
+
+
+def _progress(done: int, total: int, started: float) -> None:
+    # One line on stderr, rewritten, when it is a terminal (nothing under cron).
+    if sys.stderr.isatty():
+        end = "\n" if done == total else ""
+        elapsed = int(time.monotonic() - started)
+        sys.stderr.write(
+            f"\rsearch: {done}/{total} simulations, {elapsed // 60}:{elapsed % 60:02d}{end}"
+        )
+        sys.stderr.flush()
+
+
+def _tune_all(tasks: List[Tuple[str, int, int]], jobs: int) -> List[Tuple[str, int, int, Any]]:
+    started, out = time.monotonic(), []
+    _progress(0, len(tasks), started)
+    if jobs > 1 and len(tasks) > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(min(jobs, len(tasks))) as pool:
+            for outcome in pool.imap_unordered(_run_tune, tasks, chunksize=1):
+                out.append(outcome)
+                _progress(len(out), len(tasks), started)
+    else:
+        for task in tasks:
+            out.append(_run_tune(task))
+            _progress(len(out), len(tasks), started)
+    return out
+
+
+def _formula_search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) -> int:
+    from ..replay import formula as fm
+    from ..replay import pbsched, tune
+
+    other = [
+        flag
+        for flag, used in (
+            ("--policies", args.policies),
+            ("--backfill-depth", args.backfill_depth != 1),
+            ("--sjbf", args.sjbf),
+            ("--lazy-corrections", args.lazy_corrections),
+            ("--refresh-every", args.refresh_every),
+            ("--long-p95-bound", args.long_p95_bound is not None),
+            ("--wide-max-bound", args.wide_max_bound is not None),
+        )
+        if used
+    ]
+    if other:
+        raise ConfigError(f"--search: not with {', '.join(other)}")
+    if args.plot:
+        from .evaluate import check_plot_dir
+
+        check_plot_dir(args.plot)
+    tol = fm.Tolerances(
+        P95_TOLERANCE_PCT if args.p95_tolerance is None else args.p95_tolerance,
+        MAX_FACTOR if args.max_factor is None else args.max_factor,
+    )
+    opts["rank_refresh_s"] = refresh = _rank_refresh(args)
+    rules = pbsched.parse_policy(
+        "fcfs-bf1",
+        args.scheduler_iteration,
+        args.backfill_by or pbsched.ESTIMATE,
+        args.classes or pbsched.CLASSES_PBS,
+    )
+    cands = fm.candidates([n for n in names if n != "perfect"])
+    _TUNE.update(opts=opts, candidates=cands, rules=rules)
+    _TUNE["halves"] = {path: tune.halves(_WORKLOADS[path]) for path in args.sources}
+    # the slowest first (a predictor, the rank), so that the pool ends together
+    order = sorted(range(-1, len(cands)), key=lambda k: k >= 0 and cands[k].source == "users")
+    tasks = [(path, half, k) for path in args.sources for k in order for half in (0, 1)]
+    started = time.monotonic()
+    got = {(p, h, k): w for p, h, k, w in _tune_all(tasks, args.jobs)}
+    log.info("search: %d simulations in %.0f s", len(tasks), time.monotonic() - started)
+    out = []
+    for path in args.sources:
+        procs = opts["procs"][path]
+        rows = [
+            tune.Row(c, fm.expression(c.params, procs), got[(path, 0, k)], got[(path, 1, k)])
+            for k, c in enumerate(cands)
+        ]
+        rep = tune.assess((got[(path, 0, -1)], got[(path, 1, -1)]), rows, tol)
+        if args.json:
+            out.append(dict(tune.as_json(rep, procs, rules, refresh), source=path))
+        else:
+            h1, h2 = _TUNE["halves"][path]
+            title = (
+                f"source: {path}   machine: {procs} processors   jobs: first half "
+                f"{len(h1.submit)}, second half {len(h2.submit)}"
+            )
+            sys.stdout.write(tune.format_report(title, rep, procs, rules, refresh))
+        if args.plot:
+            where = (
+                args.plot
+                if len(args.sources) == 1
+                else os.path.join(args.plot, os.path.basename(path.rstrip("/")))
+            )
+            log.info("wrote %s", tune.write_plot(rep, where, os.path.basename(path)))
+    if args.json:
+        json.dump(out[0] if len(out) == 1 else out, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    return 0
+
+
 def _rank_refresh(args: argparse.Namespace) -> int:
     # --rank-refresh defaults to the refresh timer's 15 minutes (None: not given)
     return RANK_REFRESH_S if args.rank_refresh is None else int(args.rank_refresh)
@@ -394,7 +542,7 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
     from ..replay import simulate as sim
     from ..replay.traces import InputLimits
 
-    names = _sources(args.estimates)
+    names = _sources(args.estimates or (SEARCH_SOURCES if args.search else DEFAULT_SOURCES))
     target = target_option(args.target_under_pct, settings.target_under_pct)  # before reading
     if args.refresh_pct < 0 or args.refresh_min < 0:
         raise ConfigError("--refresh-pct and --refresh-min must not be negative")
@@ -426,6 +574,10 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         "refresh_pct": args.refresh_pct,
         "refresh_min_s": int(args.refresh_min * 60),
     }
+    if args.search:
+        return _formula_search(args, names, opts)
+    if args.p95_tolerance is not None or args.max_factor is not None:
+        raise ConfigError("--p95-tolerance, --max-factor: only with --search")
     if args.policies:
         return _search(args, names, opts)
     if args.backfill_by:
