@@ -37,6 +37,16 @@ def test_expression_is_the_family_in_pbs_form() -> None:
     assert value(3000, 7200, 1200, 4, 1800) == pytest.approx(by_hand)
     # no rank: the soft walltime; no soft walltime either: the walltime
     assert value(0, 7200, 0, 4, 0) == pytest.approx(600 / 7800 + 0.5 * 7200 / 86400 + 32 / 338)
+    # the power 2: the expansion factor per hour of estimate
+    two = fm.Params(power=2, age_h=24.0)
+    assert two.label == "xf2+age24h"
+    text2 = fm.expression(two, 10)
+    fm.check_pbs_form(text2)
+    value2 = pbsched.sort_formula(text2).value
+    assert value2 is not None
+    assert value2(3000, 7200, 1200, 4, 0) == pytest.approx(3600 * 1800 / 3600**2 + 1200 / 86400)
+    with pytest.raises(ValueError):
+        fm.expression(fm.Params(power=3), 10)
     with pytest.raises(ValueError):
         fm.expression(fm.Params(age_h=-1.0), 10)
     with pytest.raises(ValueError):
@@ -45,7 +55,7 @@ def test_expression_is_the_family_in_pbs_form() -> None:
 
 def test_candidates_skip_the_rank_key_where_no_site_can_run_it() -> None:
     cands = fm.candidates(["users", "v3", "perfect"])
-    grid = len(fm.AGES_H) * len(fm.LENGTHS) * len(fm.WIDTHS)
+    grid = len(fm.POWERS) * len(fm.AGES_H) * len(fm.LENGTHS) * len(fm.WIDTHS)
     assert len(cands) == 4 * grid  # users: estimate; v3: estimate, rank; perfect: estimate
     assert {c.params.key for c in cands if c.source != "v3"} == {fm.ESTIMATE}
     assert len({(c.source, c.params) for c in cands}) == len(cands)
@@ -137,7 +147,7 @@ def test_front_by_hand() -> None:
     assert fm.front(points) == [0, 1, 4]  # 2 repeats 1; 3 is beaten by 0
 
 
-def _row(label_age: float, first: fm.Waits, second: fm.Waits) -> tune.Row:
+def _row(label_age: float, first: fm.Waits, second: fm.Waits | None) -> tune.Row:
     cand = fm.Candidate("users", fm.Params(age_h=label_age))
     return tune.Row(cand, fm.expression(cand.params, 8), first, second)
 
@@ -163,6 +173,16 @@ def test_assess_recommends_the_best_within_the_tolerances_of_the_first_half() ->
     obj = tune.as_json(rep, procs, rules, 900)
     assert obj["recommended"]["held_on_second_half"] is False
     assert len(obj["candidates"]) == 3 and obj["front"] == [0, 1, 2]
+    # only the front and the best within the tolerances run on the second half
+    # (9 more within the tolerances, each beaten by row 2: the best 6 of them fill the 8)
+    firsts = [r.first for r in rows] + [_waits(9.0 + k / 10, 1.0, 9.0, 4.0, 60.0) for k in range(9)]
+    assert tune.TOP_CHECKED == 8
+    assert tune.checked(base[0], firsts, fm.Tolerances()) == [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    unrun = rows + [_row(8.0, _waits(9.0, 1.0, 9.0, 4.0, 60.0), None)]
+    rep2 = tune.assess(base, unrun, fm.Tolerances())
+    assert rep2.best == 1 and rep2.best_second == 2
+    assert "tolerances (3) run on the second" in tune.format_report("t", rep2, procs, rules, 900)
+    assert tune.as_json(rep2, procs, rules, 900)["candidates"][3]["second"] is None
     # nothing within the tolerances, or nothing better than the baseline: no change
     none = tune.assess(base, rows[:1], fm.Tolerances())
     assert none.best is None
@@ -282,7 +302,7 @@ def test_progress_line_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> No
     cmd._progress(3, 10, 0.0)
     cmd._progress(10, 10, 0.0)
     text = term.getvalue()
-    assert text.startswith("\rsearch: 3/10 simulations, ") and text.endswith("\n")
+    assert text.startswith("\rsearch : 3/10 simulations, ") and text.endswith("\n")
     plain = io.StringIO()
     monkeypatch.setattr("sys.stderr", plain)
     cmd._progress(3, 10, 0.0)

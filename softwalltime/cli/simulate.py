@@ -390,32 +390,53 @@ def _run_tune(task: Tuple[str, int, int]) -> Tuple[str, int, int, Any]:
     return path, half, k, waits
 
 
-def _progress(done: int, total: int, started: float) -> None:
+def _progress(done: int, total: int, started: float, phase: str = "") -> None:
     # One line on stderr, rewritten, when it is a terminal (nothing under cron).
     if sys.stderr.isatty():
         end = "\n" if done == total else ""
         elapsed = int(time.monotonic() - started)
         sys.stderr.write(
-            f"\rsearch: {done}/{total} simulations, {elapsed // 60}:{elapsed % 60:02d}{end}"
+            f"\rsearch {phase}: {done}/{total} simulations, {elapsed // 60}:{elapsed % 60:02d}{end}"
         )
         sys.stderr.flush()
 
 
-def _tune_all(tasks: List[Tuple[str, int, int]], jobs: int) -> List[Tuple[str, int, int, Any]]:
+def _tune_all(
+    tasks: List[Tuple[str, int, int]], jobs: int, phase: str
+) -> List[Tuple[str, int, int, Any]]:
     started, out = time.monotonic(), []
-    _progress(0, len(tasks), started)
+    _progress(0, len(tasks), started, phase)
     if jobs > 1 and len(tasks) > 1:
         import multiprocessing
 
         with multiprocessing.get_context("fork").Pool(min(jobs, len(tasks))) as pool:
             for outcome in pool.imap_unordered(_run_tune, tasks, chunksize=1):
                 out.append(outcome)
-                _progress(len(out), len(tasks), started)
+                _progress(len(out), len(tasks), started, phase)
     else:
         for task in tasks:
             out.append(_run_tune(task))
-            _progress(len(out), len(tasks), started)
+            _progress(len(out), len(tasks), started, phase)
     return out
+
+
+def _tune_phases(
+    paths: List[str], cands: List[Any], tol: Any, jobs: int
+) -> Dict[Tuple[str, int, int], Any]:
+    # Every candidate on the first half (and the baseline on both), then those worth it
+    # (tune.checked) on the second half. Keys (path, half, candidate; -1: the baseline).
+    from ..replay import tune
+
+    # the slowest first (a predictor, the rank), so that the pool ends together
+    order = sorted(range(len(cands)), key=lambda k: cands[k].source == "users")
+    tasks = [(p, h, -1) for p in paths for h in (0, 1)] + [(p, 0, k) for p in paths for k in order]
+    got = {(p, h, k): w for p, h, k, w in _tune_all(tasks, jobs, "1/2")}
+    second = []
+    for p in paths:
+        firsts = [got[(p, 0, k)] for k in range(len(cands))]
+        second += [(p, 1, k) for k in tune.checked(got[(p, 0, -1)], firsts, tol)]
+    got.update({(p, h, k): w for p, h, k, w in _tune_all(second, jobs, "2/2")})
+    return got
 
 
 def _formula_search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) -> int:
@@ -455,17 +476,14 @@ def _formula_search(args: argparse.Namespace, names: List[str], opts: Dict[str, 
     cands = fm.candidates([n for n in names if n != "perfect"])
     _TUNE.update(opts=opts, candidates=cands, rules=rules)
     _TUNE["halves"] = {path: tune.halves(_WORKLOADS[path]) for path in args.sources}
-    # the slowest first (a predictor, the rank), so that the pool ends together
-    order = sorted(range(-1, len(cands)), key=lambda k: k >= 0 and cands[k].source == "users")
-    tasks = [(path, half, k) for path in args.sources for k in order for half in (0, 1)]
     started = time.monotonic()
-    got = {(p, h, k): w for p, h, k, w in _tune_all(tasks, args.jobs)}
-    log.info("search: %d simulations in %.0f s", len(tasks), time.monotonic() - started)
+    got = _tune_phases(args.sources, cands, tol, args.jobs)
+    log.info("search: %d simulations in %.0f s", len(got), time.monotonic() - started)
     out = []
     for path in args.sources:
         procs = opts["procs"][path]
         rows = [
-            tune.Row(c, fm.expression(c.params, procs), got[(path, 0, k)], got[(path, 1, k)])
+            tune.Row(c, fm.expression(c.params, procs), got[(path, 0, k)], got.get((path, 1, k)))
             for k, c in enumerate(cands)
         ]
         rep = tune.assess((got[(path, 0, -1)], got[(path, 1, -1)]), rows, tol)
@@ -479,11 +497,9 @@ def _formula_search(args: argparse.Namespace, names: List[str], opts: Dict[str, 
             )
             sys.stdout.write(tune.format_report(title, rep, procs, rules, refresh))
         if args.plot:
-            where = (
-                args.plot
-                if len(args.sources) == 1
-                else os.path.join(args.plot, os.path.basename(path.rstrip("/")))
-            )
+            where = args.plot
+            if len(args.sources) > 1:
+                where = os.path.join(args.plot, os.path.basename(path.rstrip("/")))
             log.info("wrote %s", tune.write_plot(rep, where, os.path.basename(path)))
     if args.json:
         json.dump(out[0] if len(out) == 1 else out, sys.stdout, indent=2)

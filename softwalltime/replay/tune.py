@@ -6,9 +6,11 @@ walltimes, today's configuration) are simulated on PBS's model (:mod:`.pbsched`)
 half of the trace on its own (its jobs in submit order, split by count; each half starts
 with an empty machine and an empty history, so nothing of the second half reaches the
 tuning). The recommendation is the candidate with the best mean bsld on the first half
-among those within the admin's tolerances there (:class:`.formula.Tolerances`); the
-report gives its figures on the second half, whether the tolerances still hold there,
-its rank on both halves, and the Pareto front of the candidates.
+among those within the admin's tolerances there (:class:`.formula.Tolerances`). The
+candidates :func:`checked` picks (the first half's Pareto front and its best
+:data:`TOP_CHECKED` within the tolerances) are also simulated on the second half: the
+report gives the recommendation's figures there, whether the tolerances still hold, its
+rank on both halves, and the front.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .sources import EstimateSource
 SHORT_S = 2 * 3600  # "short" as in evaluate's classes: run time <= 2 h
 BASELINE_POLICY = "fcfs-bf1"
 FRONT_PNG = "formula_front.png"
+TOP_CHECKED = 8  # the first half's best within the tolerances also run on the second half
 
 
 def halves(work: Workload) -> Tuple[Workload, Workload]:
@@ -100,7 +103,8 @@ class Row(NamedTuple):
     candidate: fm.Candidate
     expression: str
     first: fm.Waits
-    second: fm.Waits
+    second: Optional[fm.Waits]
+    """None: not simulated on the second half (not :func:`checked`)."""
 
 
 class Report(NamedTuple):
@@ -125,16 +129,24 @@ class Report(NamedTuple):
 
 
 def _ok(rows: Sequence[Row], base: fm.Waits, tol: fm.Tolerances, half: int) -> List[int]:
-    # indices within the tolerances on a half (0, 1), best bsld first
-    def w(r: Row) -> fm.Waits:
-        return r.first if half == 0 else r.second
-
-    ok = [i for i, r in enumerate(rows) if not fm.breaches(w(r), base, tol)]
-    return sorted(ok, key=lambda i: (w(rows[i]).bsld, i))
+    # indices within the tolerances on a half (0, 1), best bsld first (on the second half:
+    # among those simulated there)
+    got = [(i, r.first if half == 0 else r.second) for i, r in enumerate(rows)]
+    ok = [(w.bsld, i) for i, w in got if w is not None and not fm.breaches(w, base, tol)]
+    return [i for _b, i in sorted(ok)]
 
 
 def _point(w: fm.Waits) -> Tuple[float, float, float]:
     return (w.bsld, w.p95["long"] or 0.0, w.wide_max_h or 0.0)
+
+
+def checked(base: fm.Waits, firsts: Sequence[fm.Waits], tol: fm.Tolerances) -> List[int]:
+    """The candidates (indices of their first-half figures) to simulate on the second half
+    too: the first half's Pareto front and its :data:`TOP_CHECKED` best within the
+    tolerances (the recommendation among them)."""
+    ok = sorted((w.bsld, i) for i, w in enumerate(firsts) if not fm.breaches(w, base, tol))
+    picks = set(fm.front([_point(w) for w in firsts])) | {i for _b, i in ok[:TOP_CHECKED]}
+    return sorted(picks)
 
 
 def assess(base: Tuple[fm.Waits, fm.Waits], rows: List[Row], tol: fm.Tolerances) -> Report:
@@ -153,6 +165,12 @@ def assess(base: Tuple[fm.Waits, fm.Waits], rows: List[Row], tol: fm.Tolerances)
         rank_second=None if best is None or best not in ok2 else ok2.index(best) + 1,
         best_second=ok2[0] if ok2 else None,
     )
+
+
+def _second(row: Row) -> fm.Waits:
+    # the second-half figures of a row that has them (the front, the recommendation)
+    assert row.second is not None, row.candidate
+    return row.second
 
 
 def _change(x: float, base: float) -> str:
@@ -198,25 +216,26 @@ def _recommendation(rep: Report, procs: int, rules: pbsched.Policy, refresh: int
             "each gain costs"
         ]
     row = rep.rows[rep.best]
-    broken = fm.breaches(row.second, base[1], tol)
-    held = "held" if not broken else "BROKEN: " + fm.gives_up(row.second, base[1], tol)
+    second = _second(row)
+    broken = fm.breaches(second, base[1], tol)
+    held = "held" if not broken else "BROKEN: " + fm.gives_up(second, base[1], tol)
     lines = [
         f"recommended: {row.candidate.params.label} with {row.candidate.source} estimates",
         f"  job_sort_formula: {row.expression}",
         _waits_line("first half", row.first, base[0]),
-        _waits_line("second half", row.second, base[1]),
+        _waits_line("second half", second, base[1]),
         f"  tolerances on the second half: {held}",
     ]
     n1 = len(_ok(rep.rows, base[0], tol, 0))
     n2 = len(_ok(rep.rows, base[1], tol, 1))
-    second = f"{rep.rank_second} of {n2}" if rep.rank_second else f"outside them ({n2} within)"
+    place = f"{rep.rank_second} of {n2}" if rep.rank_second else f"outside them ({n2} within)"
     other = rep.rows[rep.best_second] if rep.best_second is not None else None
     lines.append(
         f"  stability: by bsld within the tolerances, rank {rep.rank_first} of {n1} on the first "
-        f"half, {second} on the second"
+        f"half, {place} of those run on the second"
         + (
-            f"; the second half's best: {other.candidate.params.label} with "
-            f"{other.candidate.source} ({other.second.bsld:.2f})"
+            f"; the second half's best of them: {other.candidate.params.label} with "
+            f"{other.candidate.source} ({_second(other).bsld:.2f})"
             if other is not None
             else ""
         )
@@ -232,9 +251,10 @@ def format_report(
 
     base = rep.base
     lines = [title, rules_line(rules), _tolerance_line(rep.tolerances)]
+    checked_n = sum(r.second is not None for r in rep.rows)
     lines.append(
-        f"{len(rep.rows)} candidates (formula x estimates), tuned on the first half, "
-        "reported on the second; waits in hours"
+        f"{len(rep.rows)} candidates (formula x estimates) tuned on the first half; the front "
+        f"and the best within the tolerances ({checked_n}) run on the second; waits in hours"
     )
     lines += ["", "baseline: fcfs-bf1 with the users' walltimes"]
     lines += [_waits_line("first half", base[0], base[0])]
@@ -244,18 +264,19 @@ def format_report(
         "Pareto front of the first half (mean bsld, long jobs' p95, wide jobs' longest wait); "
         "figures of the second half, and what each gives up there against the baseline:"
     )
-    head = "{:<3}{:<20}{:<11}{:>7}{:>7}{:>9}{:>8}{:>9}  {}".format(
+    head = "{:<3}{:<25}{:<10}{:>7}{:>7}{:>9}{:>8}{:>9}  {}".format(
         "", "formula", "estimates", "bsld1", "bsld2", "change", "long95", "widemax", "gives up"
     )
     lines.append(head)
     for i in rep.front:
         r = rep.rows[i]
         mark = "*" if i == rep.best else ""
+        w = _second(r)
         lines.append(
-            f"{mark:<3}{r.candidate.params.label:<20}{r.candidate.source:<11}"
-            f"{r.first.bsld:>7.2f}{r.second.bsld:>7.2f}{_change(r.second.bsld, base[1].bsld):>9}"
-            f"{_h(r.second.p95['long']):>8}{_h(r.second.wide_max_h):>9}  "
-            f"{fm.gives_up(r.second, base[1], rep.tolerances)}"
+            f"{mark:<3}{r.candidate.params.label:<24} {r.candidate.source:<10}"
+            f"{r.first.bsld:>7.2f}{w.bsld:>7.2f}{_change(w.bsld, base[1].bsld):>9}"
+            f"{_h(w.p95['long']):>8}{_h(w.wide_max_h):>9}  "
+            f"{fm.gives_up(w, base[1], rep.tolerances)}"
         )
     return "\n".join(lines) + "\n"
 
@@ -270,8 +291,10 @@ def as_json(rep: Report, procs: int, rules: pbsched.Policy, rank_refresh_s: int)
             "params": r.candidate.params._asdict(),
             "job_sort_formula": r.expression,
             "first": r.first._asdict(),
-            "second": r.second._asdict(),
-            "gives_up_second": [
+            "second": None if r.second is None else r.second._asdict(),
+            "gives_up_second": None
+            if r.second is None
+            else [
                 {"figure": n, "value_h": v, "baseline_h": b}
                 for n, v, b in fm.breaches(r.second, rep.base[1], rep.tolerances)
             ],
@@ -282,7 +305,7 @@ def as_json(rep: Report, procs: int, rules: pbsched.Policy, rank_refresh_s: int)
         best = rep.rows[rep.best]
         rec = dict(row(best))
         rec["pbs_settings"] = settings(best, procs, rules, rank_refresh_s)
-        rec["held_on_second_half"] = not fm.breaches(best.second, rep.base[1], rep.tolerances)
+        rec["held_on_second_half"] = not fm.breaches(_second(best), rep.base[1], rep.tolerances)
         rec["rank_first"] = rep.rank_first
         rec["rank_second"] = rep.rank_second
     return {
@@ -299,7 +322,7 @@ def as_json(rep: Report, procs: int, rules: pbsched.Policy, rank_refresh_s: int)
 
 
 def write_plot(rep: Report, directory: str, title: str) -> str:
-    """The candidates on the second half, mean bsld against long jobs' p95 and against wide
+    """The candidates run on the second half, mean bsld against long jobs' p95 and against wide
     jobs' longest wait: the first half's front in blue, the recommendation in red, the
     baseline in black, the tolerances dashed. Returns the PNG's path.
 
@@ -318,6 +341,8 @@ def write_plot(rep: Report, directory: str, title: str) -> str:
     for k, (label, get, most) in enumerate(panels):
         ax = fig.add_subplot(1, 2, k + 1)
         for i, r in enumerate(rep.rows):
+            if r.second is None:
+                continue
             color = "#d62728" if i == rep.best else "#1f77b4" if i in rep.front else "#c7c7c7"
             ax.plot([r.second.bsld], [get(r.second) or 0.0], "o", color=color, ms=5)
         b = get(base)
