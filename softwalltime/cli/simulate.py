@@ -104,6 +104,26 @@ puts the rank in the class too; none: every job on its own); the periodic cycle 
 --scheduler-iteration seconds after the last cycle; a soft walltime is extended once the
 job is strictly past it.
 
+Formula search (--search): job_sort_formulas of one family, each a sum of the expansion
+factor (eligible_time + 600) / (E + 600) (or, with the power 2, 3600 * (eligible_time +
+600) / ((E + 600) * (E + 600))), an age term eligible_time / A, a length term L * E /
+86400 and a width term W * ncpus / P (P: the machine's processors), E the soft walltime
+(else the walltime) or the rank (else the soft walltime, else the walltime), searched on
+a grid (powers 1, 2; A none, 72 h, 24 h; L 0, 1; W 0, 8) per estimate source (--estimates,
+default users,v3; the rank with every source but users) on the model of PBS's scheduler
+above, fcfs-bf1 with the users' walltimes the baseline. The trace is cut in two halves by
+job count, each simulated on its own; every candidate runs on the first half, and the
+recommendation is the best mean bsld there among those within the tolerances: the p95
+wait of short (<= 2 h), long (> 24 h) and wide (>= 1/8 of the machine) jobs at most
+--p95-tolerance % (10) over the baseline's, the longest wait of any job at most
+--max-factor (2) times its, each give or take 0.1 h. The first half's Pareto front (mean
+bsld, long jobs' p95, wide jobs' longest wait) and its 8 best within the tolerances also
+run on the second half, which reports the recommendation's figures, whether the
+tolerances still hold, its rank among those on both halves, and the front with what each
+point gives up against the baseline; then the qmgr and sched_config lines. --plot DIR
+draws the front (formula_front.png); --json carries the same; --jobs N runs the
+simulations in N processes, with a progress line on stderr when it is a terminal.
+
 The rank (softwalltime_rank, read by the *.rank sorts; 0 in other formulas): the mean run
 time of the user's 10 newest similar jobs (key-mean, the hook's code), computed at submit
 from the user's jobs that have ended in the simulation and, for queued jobs whose user had
@@ -120,6 +140,7 @@ examples:
   softwalltime simulate --procs 64 --json /var/spool/pbs/server_priv/accounting
   softwalltime simulate --policies fcfs-bf1,sjfage-bf1,xfactor-bf4 --jobs 2 trace.swf.gz
   softwalltime simulate --policies fcfs-bf1,xfactor-bf1,xfactor.rank-bf1 trace.swf.gz
+  softwalltime simulate --search --jobs 2 --plot front/ trace.swf.gz
 """
 
 

@@ -53,13 +53,13 @@ KEYS = (ESTIMATE, RANK)
 _E = {ESTIMATE: "(soft_walltime or walltime)", RANK: pbsched._RANK}
 SMOOTH_S = 600  # the bounded slowdown's bound
 
-# The grid the search runs (per key and estimate source): 2 powers x 3 ages x 4 lengths x
-# the widths (a term the family has, out of the default grid: on KTH-SP2 it was never
-# needed to keep the tolerances, and each value doubles the search's time).
+# The grid the search runs (per key and estimate source): 2 powers x 3 ages x 2 lengths x
+# 2 widths. The width matters where wide jobs' p95 wait is the bound that binds (CTC-SP2,
+# SDSC-SP2); each value a dimension gets doubles the search's time.
 POWERS = (1, 2)
 AGES_H = (0.0, 72.0, 24.0)
-LENGTHS = (0.0, 0.25, 1.0, 4.0)
-WIDTHS = (0.0,)
+LENGTHS = (0.0, 1.0)
+WIDTHS = (0.0, 8.0)
 
 
 class Params(NamedTuple):
