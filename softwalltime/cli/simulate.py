@@ -181,28 +181,7 @@ def register(sub: Any) -> None:
         "the rank the hook publishes (softwalltime_rank); runs every policy x estimate "
         "source and recommends one",
     )
-    p.add_argument(
-        "--search",
-        action="store_true",
-        help="formula search: job_sort_formulas of a family (expansion factor with weights on "
-        "age, rank and width) x estimate sources on PBS's model, tuned on the trace's first "
-        "half within the tolerances, reported on its second half, with the Pareto front",
-    )
-    p.add_argument(
-        "--p95-tolerance",
-        type=bounded_number(0, 1000),
-        metavar="PCT",
-        help="formula search: how much worse (%%) the p95 wait of short, long and wide jobs "
-        "may get than the baseline's (fcfs-bf1, users' walltimes) "
-        f"(default: {P95_TOLERANCE_PCT:g})",
-    )
-    p.add_argument(
-        "--max-factor",
-        type=bounded_number(1, 100),
-        metavar="X",
-        help="formula search: how many times the baseline's longest wait any job may wait "
-        f"(default: {MAX_FACTOR:g})",
-    )
+    _add_search_options(p)
     p.add_argument(
         "--rank-refresh",
         type=whole_number(0),
@@ -298,6 +277,32 @@ def register(sub: Any) -> None:
         help="parallel processes (default: 1)",
     )
     p.set_defaults(func=run_simulate)
+
+
+def _add_search_options(p: Any) -> None:
+    # simulate --search and its tolerances
+    p.add_argument(
+        "--search",
+        action="store_true",
+        help="formula search: job_sort_formulas of a family (expansion factor with weights on "
+        "age, rank and width) x estimate sources on PBS's model, tuned on the trace's first "
+        "half within the tolerances, reported on its second half, with the Pareto front",
+    )
+    p.add_argument(
+        "--p95-tolerance",
+        type=bounded_number(0, 1000),
+        metavar="PCT",
+        help="formula search: how much worse (%%) the p95 wait of short, long and wide jobs "
+        "may get than the baseline's (fcfs-bf1, users' walltimes) "
+        f"(default: {P95_TOLERANCE_PCT:g})",
+    )
+    p.add_argument(
+        "--max-factor",
+        type=bounded_number(1, 100),
+        metavar="X",
+        help="formula search: how many times the baseline's longest wait any job may wait "
+        f"(default: {MAX_FACTOR:g})",
+    )
 
 
 def _run_policy(task: Tuple[str, str, str, Dict[str, Any]]) -> Tuple[str, Any, float]:
