@@ -21,7 +21,7 @@ from softwalltime.replay import simulate as sim
 NODE_CPUS = 2
 RANK = pbsched.RANK
 # Every term of the family, with the rank key: what a recommendation looks like.
-FULL = fm.Params(fm.RANK, fm.SMOOTH_S, age_h=72.0, width=8.0, length=4.0)
+FULL = fm.Params(fm.RANK, fm.SMOOTH_S, age_h=72.0, width=8.0, length=4.0, power=2)
 
 
 @pytest.fixture()
@@ -68,13 +68,14 @@ def _set_formula(expression: str) -> None:
 
 def test_real_qmgr_accepts_every_form_the_search_emits(formula_setup: None) -> None:
     forms = {
-        fm.expression(fm.Params(key, fm.SMOOTH_S, age, width, length), 338)
+        fm.expression(fm.Params(key, fm.SMOOTH_S, age, width, length, power), 338)
         for key in fm.KEYS
+        for power in fm.POWERS
         for age in (0.0, 24.0)
         for length in (0.0, 1.5)
         for width in (0.0, 8.0)
     }
-    assert len(forms) == 16
+    assert len(forms) == 32
     for expression in sorted(forms):
         fm.check_pbs_form(expression)
         _set_formula(expression)
