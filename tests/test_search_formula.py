@@ -307,3 +307,13 @@ def test_progress_line_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr("sys.stderr", plain)
     cmd._progress(3, 10, 0.0)
     assert plain.getvalue() == ""
+
+
+def test_plot_without_long_jobs_draws_wide_jobs_p95(tmp_path: Path) -> None:
+    # CTC-SP2 has no job over 24 h: the first panel shows wide jobs' p95 wait instead
+    base = (_waits(6.0, 1.0, None, 4.0, 50.0), _waits(5.0, 1.0, None, 4.0, 50.0))
+    rows = [_row(0.0, _waits(3.0, 1.0, None, 4.2, 50.0), _waits(2.5, 1.0, None, 4.1, 50.0))]
+    rep = tune.assess(base, rows, fm.Tolerances())
+    assert rep.best == 0
+    path = Path(tune.write_plot(rep, str(tmp_path / "p"), "t"))
+    assert path.name == tune.FRONT_PNG and path.stat().st_size > 1000

@@ -322,9 +322,10 @@ def as_json(rep: Report, procs: int, rules: pbsched.Policy, rank_refresh_s: int)
 
 
 def write_plot(rep: Report, directory: str, title: str) -> str:
-    """The candidates run on the second half, mean bsld against long jobs' p95 and against wide
-    jobs' longest wait: the first half's front in blue, the recommendation in red, the
-    baseline in black, the tolerances dashed. Returns the PNG's path.
+    """The candidates run on the second half, mean bsld against long jobs' p95 (wide jobs'
+    without long jobs) and against wide jobs' longest wait: the first half's front in blue,
+    the recommendation in red, the baseline in black, the tolerance dashed. Returns the
+    PNG's path.
 
     :raises SoftwalltimeError: matplotlib is missing
     """
@@ -334,8 +335,10 @@ def write_plot(rep: Report, directory: str, title: str) -> str:
     fig = figure_cls(figsize=(11, 4.5))
     base = rep.base[1]
     lim = fm.limits(base, rep.tolerances)
+    # long jobs' p95 wait, or wide jobs' where the half has no long job (CTC-SP2)
+    cls = "long" if base.p95["long"] is not None else "wide"
     panels: List[Tuple[str, Callable[[fm.Waits], Optional[float]], Optional[float]]] = [
-        ("long jobs' p95 wait (h)", lambda w: w.p95["long"], lim.get("long_p95")),
+        (f"{cls} jobs' p95 wait (h)", lambda w: w.p95[cls], lim.get(f"{cls}_p95")),
         ("wide jobs' longest wait (h)", lambda w: w.wide_max_h, None),
     ]
     for k, (label, get, most) in enumerate(panels):
