@@ -4,9 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 
 # Code that pbs_server's embedded Python imports: Python 3.6+, standard library only (the
-# database client is softwalltime/hookpath/pgwire.py; tests/test_architecture.py enforces it).
+# database client is softwalltime/hook/pgwire.py; tests/test_architecture.py enforces it).
 HOOK_PATH := softwalltime/__init__.py softwalltime/errors.py softwalltime/units.py \
-             softwalltime/hookpath hooks/softwalltime_hook.py
+             softwalltime/core softwalltime/hook hooks/softwalltime_hook.py
 # The database docker-compose.yml starts (a local development password).
 COMPOSE_DSN := postgresql://softwalltime:softwalltime@127.0.0.1:5432/softwalltime
 LINTED    := $(wildcard softwalltime ingest hooks migrations tests)

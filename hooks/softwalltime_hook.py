@@ -44,8 +44,9 @@ def _current(config, now):
 def _main(e):
     config = pbs.hook_config_filename
     stamp = _current(config, _start)
-    from softwalltime.hookpath import calibrated, decide, hooklog, lookup
-    from softwalltime.hookpath import config as swconfig
+    from softwalltime.core import calibrated, decide
+    from softwalltime.core import config as swconfig
+    from softwalltime.hook import hooklog, lookup
 
     settings = swconfig.hook_settings(config, stamp)
     hooklog.forward_logging(pbs.logmsg, pbs.EVENT_DEBUG, pbs.LOG_WARNING, pbs.LOG_ERROR)

@@ -15,9 +15,9 @@ from typing import Any, Dict, Optional
 
 from softwalltime.accounting import RECORD_TYPES
 from softwalltime.cli.argtypes import whole_number
+from softwalltime.core.config import Settings, require_dsn
 from softwalltime.db.keepalive import with_keepalives
 from softwalltime.errors import ConfigError, SoftwalltimeError
-from softwalltime.hookpath.config import Settings, require_dsn
 
 from .files import default_directory
 from .run import DEFAULT_BATCH_SIZE, Options, Summary, run

@@ -19,8 +19,8 @@ import psycopg2
 import psycopg2.errors
 
 from softwalltime.accounting import FINISHED_JOB_COLUMNS, RERUN_COLUMNS
+from softwalltime.core.config import libpq_dsn
 from softwalltime.errors import DatabaseError, SchemaMissingError
-from softwalltime.hookpath.config import libpq_dsn
 
 from .files import Checkpoint
 from .live import DELETED, LIVE_COLUMNS

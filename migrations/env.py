@@ -4,8 +4,8 @@ softwalltime's one configuration loader, and a caller may pass its own connectio
 
 from alembic import context
 
+from softwalltime.core.config import load_settings, require_dsn
 from softwalltime.db import schema
-from softwalltime.hookpath.config import load_settings, require_dsn
 
 config = context.config
 target_metadata = schema.metadata

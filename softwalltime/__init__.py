@@ -14,14 +14,14 @@ __version__ = "0.2.0"
 
 
 def _folder_mtimes() -> Dict[str, int]:
-    """Modification times of the package's folder and of the hook path's folder.
+    """Modification times of the package's folder and of the hook path's folders.
 
     An install or upgrade (pip) writes new files and renames them into place, which
     changes their folder's modification time.
     """
     here = os.path.dirname(os.path.abspath(__file__))
     found = {}  # type: Dict[str, int]
-    for folder in (here, os.path.join(here, "hookpath")):
+    for folder in (here, os.path.join(here, "core"), os.path.join(here, "hook")):
         try:
             found[folder] = os.stat(folder).st_mtime_ns
         except OSError:

@@ -190,8 +190,8 @@ def pbs(monkeypatch):
     import logging
     import sys
 
-    from softwalltime.hookpath import hooklog
-    from softwalltime.hookpath.state import STATE
+    from softwalltime.hook import hooklog
+    from softwalltime.hook.state import STATE
 
     spec = importlib.util.spec_from_file_location("pbs", REPO / "tests" / "fakes" / "pbs.py")
     module = importlib.util.module_from_spec(spec)

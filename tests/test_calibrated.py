@@ -13,11 +13,11 @@ import sqlalchemy as sa
 from psycopg2.extras import execute_values
 
 from softwalltime import cli
+from softwalltime.core import calibrated as cal
+from softwalltime.core.config import load_settings
+from softwalltime.core.decide import JobEvent, decide
 from softwalltime.db import engine as db
-from softwalltime.hookpath import calibrated as cal
-from softwalltime.hookpath import lookup
-from softwalltime.hookpath.config import load_settings
-from softwalltime.hookpath.decide import JobEvent, decide
+from softwalltime.hook import lookup
 from softwalltime.replay.calibrate import store_table
 from softwalltime.replay.evaluate import (
     TraceJob,
@@ -447,9 +447,9 @@ def test_hook_sets_the_calibrated_prediction_from_the_keys(pbs, fresh_dsn, tmp_p
 
 
 def test_predict_points_calibrated_to_its_module():
-    from softwalltime.hookpath.predict import predict
+    from softwalltime.core.predict import predict
 
-    with pytest.raises(ValueError, match="hookpath.calibrated"):
+    with pytest.raises(ValueError, match="core.calibrated"):
         predict("calibrated", H, [(60, H)])
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from softwalltime.hookpath import calibrated as cal
+from softwalltime.core import calibrated as cal
 from softwalltime.replay import evaluate as ev
 from softwalltime.replay.traces import read_sources
 

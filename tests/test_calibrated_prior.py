@@ -8,7 +8,7 @@ import psycopg2
 import pytest
 
 from softwalltime import cli
-from softwalltime.hookpath import calibrated as cal
+from softwalltime.core import calibrated as cal
 from softwalltime.replay.evaluate import TraceJob, columns, replay, replay_calibrated
 from softwalltime.replay.prior import (
     PRIOR_JOBS,

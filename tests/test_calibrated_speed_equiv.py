@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-from softwalltime.hookpath import calibrated as cal
+from softwalltime.core import calibrated as cal
 from softwalltime.replay import simulate as sim
 from softwalltime.replay.simulate import Workload
 

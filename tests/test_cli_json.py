@@ -107,7 +107,7 @@ def test_config_json(capsys, tmp_path, monkeypatch):
     )
     assert code == 0 and list(data) == ["source", "settings"]
     settings = data["settings"]
-    from softwalltime.hookpath.config import DEFAULTS
+    from softwalltime.core.config import DEFAULTS
 
     assert list(settings) == list(DEFAULTS)
     assert settings["predictor"] == {"value": "v2", "origin": str(cfg)}

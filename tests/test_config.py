@@ -5,14 +5,14 @@ import os
 
 import pytest
 
-from softwalltime.errors import ConfigError
-from softwalltime.hookpath.config import (
+from softwalltime.core.config import (
     hook_settings,
     libpq_dsn,
     load_settings,
     redact_dsn,
     require_dsn,
 )
+from softwalltime.errors import ConfigError
 
 
 def _write(tmp_path, data):
@@ -103,7 +103,7 @@ def test_out_of_range_environment_values_are_refused(value):
 
 
 def test_the_hooks_worst_wait_stays_under_pbs_default_alarm():
-    from softwalltime.hookpath.config import RANGES, STATEMENT_GRACE_S
+    from softwalltime.core.config import RANGES, STATEMENT_GRACE_S
 
     worst = RANGES["connect_timeout_s"][1] + RANGES["statement_timeout_ms"][1] / 1000
     assert worst + STATEMENT_GRACE_S < 30 / 2  # pbs default alarm 30 s; hooks install: half
@@ -167,7 +167,7 @@ def test_a_readable_config_file_with_a_password_gets_a_warning(public_dir, caplo
     directories on the way count too: tests/test_config_exposure.py.)"""
     import logging
 
-    from softwalltime.hookpath import config as config_module
+    from softwalltime.core import config as config_module
 
     tmp_path = public_dir
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from softwalltime.hookpath import config as config_module
-from softwalltime.hookpath.config import load_settings, readable_by
+from softwalltime.core import config as config_module
+from softwalltime.core.config import load_settings, readable_by
 
 SECRET = '{"dsn": "postgresql://hook:hunter2@db/h"}'
 

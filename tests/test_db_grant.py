@@ -328,7 +328,7 @@ def test_bad_role_names_are_refused(flags, capsys):
 
 def test_the_hooks_grants_are_what_the_hook_queries():
     """Every table the hook path's SQL reads is granted to the hook's role, and no other."""
-    from softwalltime.hookpath import lookup
+    from softwalltime.hook import lookup
 
     texts = " ".join(
         v for k, v in vars(lookup).items() if k.endswith("_SQL") and isinstance(v, str)

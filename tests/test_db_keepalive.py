@@ -19,9 +19,9 @@ from psycopg2.extensions import make_dsn, parse_dsn
 from softwalltime_ingest import cli as ingest_cli
 from softwalltime_ingest import load
 
+from softwalltime.core.config import load_settings
 from softwalltime.db import engine as db
 from softwalltime.db.keepalive import KEEPALIVES, with_keepalives
-from softwalltime.hookpath.config import load_settings
 
 
 def test_defaults_are_added_and_the_dsns_own_values_win():

@@ -17,7 +17,7 @@ from softwalltime import cli
 from softwalltime.db import engine as db
 from softwalltime.db import retention
 from softwalltime.errors import DatabaseError
-from softwalltime.hookpath import lookup
+from softwalltime.hook import lookup
 
 DAY = 86400
 # The prune's "now": 400 days after EPOCH, so history_keep_days 365 cuts at EPOCH + 35 days.
@@ -215,8 +215,8 @@ def test_a_setting_beyond_its_range_is_refused(capsys, tmp_path):
 
 
 def test_the_jobs_kept_per_user_cover_every_row_the_predictors_and_the_rank_read(tmp_path):
-    from softwalltime.hookpath import calibrated, predict
-    from softwalltime.hookpath.config import load_settings
+    from softwalltime.core import calibrated, predict
+    from softwalltime.core.config import load_settings
 
     read = (
         calibrated.HISTORY_ROWS,  # the rank and predictor calibrated
@@ -243,7 +243,7 @@ def _v3(dsn: str, user: str) -> int | None:
 
 
 def predict_v3(rows: list[tuple[int, int | None]]) -> int | None:
-    from softwalltime.hookpath import predict
+    from softwalltime.core import predict
 
     return predict.predict("v3", 24 * 3600, rows).soft_walltime_s
 

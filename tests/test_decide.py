@@ -2,8 +2,8 @@
 
 import pytest
 
-from softwalltime.hookpath.config import load_settings
-from softwalltime.hookpath.decide import JobEvent, decide
+from softwalltime.core.config import load_settings
+from softwalltime.core.decide import JobEvent, decide
 
 DAY = 86400
 HISTORY = [(3600, 4 * 3600)]  # ratio 0.25
@@ -250,7 +250,7 @@ def test_no_history_ranks_at_the_walltime():
 
 
 def test_calibrated_ranks_from_its_own_rows():
-    from softwalltime.hookpath import calibrated as cal
+    from softwalltime.core import calibrated as cal
 
     asked = []
 

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg2.extensions import parse_dsn
 
+from softwalltime.core import dsn as dsnlib
+from softwalltime.core.config import redact_dsn
 from softwalltime.errors import ConfigError
-from softwalltime.hookpath import dsn as dsnlib
-from softwalltime.hookpath.config import redact_dsn
 
 # (DSN, what must be shown) for every form libpq accepts; the secret is always "Pa?ss#w0rd"
 # or "s3cret" and must never appear.

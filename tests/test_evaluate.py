@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from softwalltime import cli
-from softwalltime.hookpath.predict import PredictorParams, predict
+from softwalltime.core.predict import PredictorParams, predict
 from softwalltime.replay.evaluate import (
     BASELINE,
     SKIP_RUNTIME,
@@ -441,7 +441,7 @@ def test_replay_matches_the_rules_applied_literally(seed, moment):
 
 def test_cli_moments_match_the_replay_moments():
     from softwalltime.cli import evaluate as cli_evaluate
-    from softwalltime.hookpath import config
+    from softwalltime.core import config
     from softwalltime.replay import evaluate
 
     assert cli_evaluate.MOMENTS == evaluate.MOMENTS

@@ -9,8 +9,8 @@ import psycopg2
 import pytest
 from helpers_history import HangingServer, add_jobs, closed_port
 
-from softwalltime.hookpath import hooklog, lookup
-from softwalltime.hookpath.state import STATE
+from softwalltime.hook import hooklog, lookup
+from softwalltime.hook.state import STATE
 
 REPO = Path(__file__).resolve().parents[1]
 HOOK = str(REPO / "hooks" / "softwalltime_hook.py")
@@ -321,7 +321,7 @@ def test_bad_config_fails_open(pbs, configure, content):
 
 def test_no_config_and_no_dsn_fails_open(pbs, monkeypatch):
     # no x-config imported: pbs.hook_config_filename is None, and no /etc file here
-    monkeypatch.setattr("softwalltime.hookpath.config.DEFAULT_CONFIG_FILE", "/nonexistent/sw.json")
+    monkeypatch.setattr("softwalltime.core.config.DEFAULT_CONFIG_FILE", "/nonexistent/sw.json")
     line = _fails_open(pbs, 1.0)
     assert "no database given" in line
 
@@ -344,7 +344,7 @@ def test_system_exit_and_alarm_are_not_swallowed(pbs, db, configure, monkeypatch
     def reject(*args, **kwargs):
         pbs.event().reject("rejected on purpose")
 
-    monkeypatch.setattr("softwalltime.hookpath.decide.decide", reject)
+    monkeypatch.setattr("softwalltime.core.decide.decide", reject)
     queuejob(pbs)
     assert pbs.run_hook(HOOK) == {
         "accepted": False,
@@ -355,7 +355,7 @@ def test_system_exit_and_alarm_are_not_swallowed(pbs, db, configure, monkeypatch
     def alarm(*args, **kwargs):
         raise KeyboardInterrupt  # how PBS's hook alarm surfaces in Python
 
-    monkeypatch.setattr("softwalltime.hookpath.decide.decide", alarm)
+    monkeypatch.setattr("softwalltime.core.decide.decide", alarm)
     queuejob(pbs)
     out = pbs.run_hook(HOOK)
     assert out["accepted"] is False and "KeyboardInterrupt" in out["message"]

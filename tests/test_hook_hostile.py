@@ -21,7 +21,7 @@ from helpers_fakepg import (
 )
 from helpers_wait import wait_until
 
-from softwalltime.hookpath.state import STATE
+from softwalltime.hook.state import STATE
 
 REPO = Path(__file__).resolve().parents[1]
 HOOK = str(REPO / "hooks" / "softwalltime_hook.py")

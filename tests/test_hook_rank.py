@@ -1,10 +1,10 @@
-"""softwalltime.hookpath.rank: the rank the hook publishes (key-mean), on hand-made
+"""softwalltime.core.rank: the rank the hook publishes (key-mean), on hand-made
 histories; the replay's candidate ``key-mean`` is this very function."""
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from softwalltime.hookpath import rank as hook_rank
+from softwalltime.core import rank as hook_rank
 from softwalltime.replay import rank
 
 # The user's finished jobs (runtime, walltime, ncpus), newest end first.

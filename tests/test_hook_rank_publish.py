@@ -11,9 +11,10 @@ from helpers_history import closed_port
 from psycopg2.extras import execute_values
 from test_hook import HOOK, MARK, debug_lines, modifyjob, queuejob, runjob, warnings
 
-from softwalltime.hookpath import lookup, rank
-from softwalltime.hookpath.config import load_settings
-from softwalltime.hookpath.state import STATE
+from softwalltime.core import rank
+from softwalltime.core.config import load_settings
+from softwalltime.hook import lookup
+from softwalltime.hook.state import STATE
 
 H = 3600
 DAY = 86400

@@ -20,8 +20,8 @@ from helpers_runtime import need_runtime
 import softwalltime
 from softwalltime import cli
 from softwalltime.cli import hooks as cli_hooks
-from softwalltime.hookpath import lookup
-from softwalltime.hookpath.config import load_settings
+from softwalltime.core.config import load_settings
+from softwalltime.hook import lookup
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_PBS = REPO / "tests" / "fakes" / "pbs.py"
@@ -125,7 +125,7 @@ def test_install_keeps_the_database_bound_well_under_the_alarm(capsys, tmp_path,
 def test_install_needs_a_dsn(capsys, monkeypatch):
     monkeypatch.delenv("SOFTWALLTIME_DSN", raising=False)
     monkeypatch.delenv("SOFTWALLTIME_CONFIG", raising=False)
-    monkeypatch.setattr("softwalltime.hookpath.config.DEFAULT_CONFIG_FILE", "/nonexistent/sw.json")
+    monkeypatch.setattr("softwalltime.core.config.DEFAULT_CONFIG_FILE", "/nonexistent/sw.json")
     code, _, err = run(capsys, "hooks", "install", "--dry-run")
     assert code == 1 and "no database given" in err
 
@@ -462,12 +462,12 @@ UPGRADE_DRIVER = textwrap.dedent(
             json.dump(config, fh)
         pbs.new_event(pbs.QUEUEJOB, "alice", pbs.job(resources={"walltime": "24:00:00"}))
         out = pbs.run_hook(hook)
-        lookup = sys.modules["softwalltime.hookpath.lookup"]
+        lookup = sys.modules["softwalltime.hook.lookup"]
         return out["soft_walltime"], id(lookup), lookup.__file__, pbs.logged[:]
 
     results = [event(first), event(first)]
     # an upgrade in place, as pip does it: a new file renamed over the old one
-    path = os.path.join(first, "softwalltime", "hookpath", "lookup.py")
+    path = os.path.join(first, "softwalltime", "hook", "lookup.py")
     with open(path) as fh, open(path + ".new", "w") as out:
         out.write(fh.read())
     os.rename(path + ".new", path)
@@ -490,11 +490,11 @@ UPGRADE_IN_PLACE_DRIVER = textwrap.dedent(
     def event():
         pbs.new_event(pbs.QUEUEJOB, "alice", pbs.job(resources={"walltime": "24:00:00"}))
         out = pbs.run_hook(hook)
-        return out["soft_walltime"], id(sys.modules["softwalltime.hookpath.lookup"])
+        return out["soft_walltime"], id(sys.modules["softwalltime.hook.lookup"])
 
     results = [event(), event()]
     # pip upgrades the package, the hook and its config stay as they are
-    path = os.path.join(root, "softwalltime", "hookpath", "lookup.py")
+    path = os.path.join(root, "softwalltime", "hook", "lookup.py")
     with open(path) as fh, open(path + ".new", "w") as out:
         out.write(fh.read())
     os.rename(path + ".new", path)
@@ -530,7 +530,7 @@ def test_an_upgrade_with_the_same_config_is_noticed_within_a_second(tmp_path, fr
 
 def test_hook_imports_again_after_an_upgrade_instead_of_running_stale_modules(tmp_path, fresh_dsn):
     """pbs_server keeps imported modules until its interpreter restarts: after an upgrade
-    the new hook script met the old modules ('module softwalltime.hookpath.config has no
+    the new hook script met the old modules ('module softwalltime.core.config has no
     attribute hook_settings', seen on the real server) and every job went unpredicted."""
     add_jobs(fresh_dsn, "alice", [(3600, 4 * 3600, 10)])
     copies = []

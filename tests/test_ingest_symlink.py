@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg2
 
 from softwalltime import cli
-from softwalltime.hookpath import pgwire
+from softwalltime.hook import pgwire
 from softwalltime.pbsserver import status
 
 SAMPLE = Path(__file__).resolve().parents[1] / "softwalltime" / "data" / "openpbs-23.06-local.log"

@@ -9,11 +9,11 @@ import pytest
 from helpers_history import EPOCH, FreezableProxy, HangingServer, add_jobs, closed_port
 from psycopg2.extensions import make_dsn, parse_dsn
 
+from softwalltime.core.config import load_settings
+from softwalltime.core.decide import JobEvent, decide
 from softwalltime.errors import ConfigError, DatabaseError
-from softwalltime.hookpath import lookup, pgwire
-from softwalltime.hookpath.config import load_settings
-from softwalltime.hookpath.decide import JobEvent, decide
-from softwalltime.hookpath.state import STATE
+from softwalltime.hook import lookup, pgwire
+from softwalltime.hook.state import STATE
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from helpers_runtime import need_runtime
 
-from softwalltime.hookpath.config import load_settings
+from softwalltime.core.config import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "packaging"

@@ -11,7 +11,7 @@ import pytest
 from test_simulate import _check_invariants
 from test_simulate_reference import first_mismatch, workload
 
-from softwalltime.hookpath import rank as hook_rank
+from softwalltime.core import rank as hook_rank
 from softwalltime.replay import pbsched, search
 from softwalltime.replay import simulate as sim
 

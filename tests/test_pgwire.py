@@ -25,10 +25,10 @@ import pytest
 from helpers_wait import wait_until
 from psycopg2 import sql
 
+from softwalltime.core import dsn as dsnlib
 from softwalltime.db.localpg import LocalCluster
 from softwalltime.errors import DatabaseError
-from softwalltime.hookpath import dsn as dsnlib
-from softwalltime.hookpath import lookup, pgwire
+from softwalltime.hook import lookup, pgwire
 
 PASSWORDS = {
     "pw_user": "clear-T3xt",
@@ -764,7 +764,7 @@ class _Resolver:
 
 @pytest.fixture()
 def resolver(monkeypatch):
-    from softwalltime.hookpath.state import STATE
+    from softwalltime.hook.state import STATE
 
     STATE.reset()
     fake = _Resolver({})

@@ -34,9 +34,9 @@ from helpers_fakepg import (
 from helpers_runtime import need_runtime
 from helpers_wait import wait_until
 
+from softwalltime.core import dsn as dsnlib
 from softwalltime.errors import DatabaseError
-from softwalltime.hookpath import dsn as dsnlib
-from softwalltime.hookpath import pgwire
+from softwalltime.hook import pgwire
 
 REPO = Path(__file__).resolve().parents[1]
 PY36 = Path(os.path.expanduser("~/.pyenv/versions/3.6.15/bin/python3.6"))
@@ -146,7 +146,7 @@ def test_a_server_streaming_while_idle_is_not_quiet(fake):
 _RSS_CHILD = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from softwalltime.hookpath import pgwire
+from softwalltime.hook import pgwire
 
 from softwalltime.errors import DatabaseError
 def kib(field):

@@ -10,8 +10,8 @@ from helpers_runtime import need_runtime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from softwalltime.hookpath.config import load_settings
-from softwalltime.hookpath.predict import (
+from softwalltime.core.config import load_settings
+from softwalltime.core.predict import (
     DEFAULT_PARAMS,
     PREDICTORS,
     REASON_CAPPED,
@@ -204,9 +204,9 @@ def test_runs_on_python36():
     need_runtime(py36, "that the predictors and decide() run on Python 3.6 (EL8)")
     code = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
-        "from softwalltime.hookpath.predict import predict\n"
-        "from softwalltime.hookpath.decide import JobEvent, decide\n"
-        "from softwalltime.hookpath.config import load_settings\n"
+        "from softwalltime.core.predict import predict\n"
+        "from softwalltime.core.decide import JobEvent, decide\n"
+        "from softwalltime.core.config import load_settings\n"
         "s = load_settings(environ={})\n"
         "print(predict('v3', 86400, [(3600, 14400)]).soft_walltime_s)\n"
         "job = JobEvent('queuejob', 'bob', '', 86400, None)\n"

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from softwalltime.hookpath.config import load_settings
+from softwalltime.core.config import load_settings
 from softwalltime.pbsserver import refresh as r
 from softwalltime.pbsserver.commands import Pbs, PbsError, parse_qstat_json, read_pbs_conf
 

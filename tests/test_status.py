@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from softwalltime import outfile
 from softwalltime.errors import SoftwalltimeError
-from softwalltime.hookpath import pgwire
+from softwalltime.hook import pgwire
 from softwalltime.pbsserver import status as s
 
 # Recorded from the real OpenPBS 23.06 server log (server_logs/YYYYMMDD), paths shortened.
@@ -477,7 +477,7 @@ def test_cli_status_honours_pbs_home_from_the_environment(capsys, tmp_path, pbs_
 
 def test_pbs_location_environment_over_pbs_conf(tmp_path):
     from softwalltime.cli.status import pbs_location
-    from softwalltime.hookpath.config import load_settings
+    from softwalltime.core.config import load_settings
 
     conf = tmp_path / "pbs.conf"
     conf.write_text("PBS_EXEC=/opt/pbs\nPBS_HOME=/var/spool/pbs\n")

@@ -12,8 +12,8 @@ import psycopg2
 import pytest
 
 from softwalltime import cli
+from softwalltime.core.config import TARGET_V3, hook_settings, load_settings, under_target
 from softwalltime.errors import ConfigError
-from softwalltime.hookpath.config import TARGET_V3, hook_settings, load_settings, under_target
 from softwalltime.replay import simulate as sim
 
 REPO = Path(__file__).resolve().parents[1]

@@ -4,7 +4,7 @@ Every statement that inserts, updates, deletes or truncates ``finished_jobs`` (t
 a backfill, an admin's psql) sends ``NOTIFY softwalltime_history`` when its transaction
 commits; PostgreSQL sends one notification per channel and transaction, however many
 statements. A hook that LISTENs on its cached connection may then keep the rows of recent
-lookups and use them until it is notified (softwalltime.hookpath.lookup): a user's burst
+lookups and use them until it is notified (softwalltime.hook.lookup): a user's burst
 of ``qsub`` is served without a round trip per job, and no job is predicted from a history
 older than the last commit to it.
 

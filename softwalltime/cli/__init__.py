@@ -20,8 +20,8 @@ from importlib import metadata
 from typing import Any, Callable
 
 from .. import __version__
+from ..core.config import Settings, load_settings, redact_dsn, require_dsn
 from ..errors import SoftwalltimeError
-from ..hookpath.config import Settings, load_settings, redact_dsn, require_dsn
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any, Optional, Union
 
-from ..hookpath.config import Settings, parse_target, require_dsn, under_target
+from ..core.config import Settings, parse_target, require_dsn, under_target
 
 DESCRIPTION = """\
 Rebuild the site calibration table of the predictor 'calibrated' from the finished_jobs

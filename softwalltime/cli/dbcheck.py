@@ -22,8 +22,8 @@ from ..accounting import (
     RUN_CHECKS,
     TIME_ORDER,
 )
+from ..core.config import Settings, require_dsn
 from ..errors import UNDEFINED_TABLE, DatabaseError, SchemaMissingError
-from ..hookpath.config import Settings, require_dsn
 from .argtypes import whole_number
 
 if TYPE_CHECKING:  # SQLAlchemy is imported when the command runs, not with the parser

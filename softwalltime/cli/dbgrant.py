@@ -34,13 +34,13 @@ import argparse
 import re
 from typing import Any, List, NamedTuple, Sequence, Tuple
 
+from ..core.config import Settings, require_dsn
 from ..errors import SoftwalltimeError
-from ..hookpath.config import Settings, require_dsn
 
 HOOK_ROLE = "softwalltime_hook"
 INGEST_ROLE = "softwalltime_ingest"
 PRUNE_ROLE = "softwalltime_prune"
-# (privileges, tables) per role; the hook's list is what hookpath/lookup.py queries.
+# (privileges, tables) per role; the hook's list is what hook/lookup.py queries.
 HOOK_GRANTS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("SELECT", ("finished_jobs", "history_version", "calibration_state")),
 )

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any, Callable
 
-from ..hookpath.config import Settings, require_dsn
+from ..core.config import Settings, require_dsn
 from .argtypes import whole_number
 
 MAX_KEEP_DAYS = 100 * 366

@@ -10,8 +10,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..core.config import PREDICTORS, Settings, require_dsn
 from ..errors import ConfigError, ParseError, SoftwalltimeError
-from ..hookpath.config import PREDICTORS, Settings, require_dsn
 from ..units import parse_size
 from .argtypes import name_list
 from .calibrate import TARGET_HELP, target_option
@@ -202,7 +202,7 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     :raises ParseError: a source cannot be read
     :raises DatabaseError: ``--db`` and the database cannot be read
     """
-    from ..hookpath.predict import PredictorParams
+    from ..core.predict import PredictorParams
     from ..replay.evaluate import columns, format_table, replay_columns, report_dict, summarize
 
     predictors = name_list("--predictors", args.predictors, PREDICTORS)

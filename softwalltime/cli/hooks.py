@@ -24,17 +24,17 @@ from typing import Any
 
 import softwalltime
 
-from ..errors import SoftwalltimeError
-from ..hookpath.config import (
+from ..core.config import (
     STATEMENT_GRACE_S,
     Settings,
     hook_bound_s,
     redact_dsn,
     require_dsn,
 )
-from ..hookpath.decide import MARK_RESOURCE
-from ..hookpath.rank import NAME as RANK_NAME
-from ..hookpath.rank import RANK_RESOURCE
+from ..core.decide import MARK_RESOURCE
+from ..core.rank import NAME as RANK_NAME
+from ..core.rank import RANK_RESOURCE
+from ..errors import SoftwalltimeError
 
 HOOK_FILE = "softwalltime_hook.py"
 # queuejob: first prediction; runjob: refreshed with the final walltime; modifyjob: a

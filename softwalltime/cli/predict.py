@@ -8,10 +8,11 @@ import re
 from typing import Any, Dict, List, Optional
 
 from ..accounting import FIELD_BOUNDS
-from ..hookpath import calibrated, lookup
-from ..hookpath.config import PREDICTORS, Settings
-from ..hookpath.decide import EVENTS, JobEvent, decide
-from ..hookpath.predict import HistoryRow, PredictorParams
+from ..core import calibrated
+from ..core.config import PREDICTORS, Settings
+from ..core.decide import EVENTS, JobEvent, decide
+from ..core.predict import HistoryRow, PredictorParams
+from ..hook import lookup
 from ..units import format_duration
 from .argtypes import positive_duration, whole_number
 

@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from ..core.config import Settings
 from ..errors import SoftwalltimeError
-from ..hookpath.config import Settings
 from ..pbsserver import refresh as lib
 from ..pbsserver.commands import Pbs
 from .argtypes import positive_number, whole_number

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from .. import outfile
-from ..hookpath.config import Settings, require_dsn
+from ..core.config import Settings, require_dsn
 
 log = logging.getLogger(__name__)
 

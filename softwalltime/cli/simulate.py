@@ -10,8 +10,8 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..core.config import Settings
 from ..errors import ConfigError
-from ..hookpath.config import Settings
 from .argtypes import bounded_number, name_list, whole_number
 from .calibrate import TARGET_HELP, target_option
 from .evaluate import add_input_size
@@ -580,7 +580,7 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
     :raises ConfigError: bad arguments (unknown source, no processor count)
     :raises ParseError: a source cannot be read
     """
-    from ..hookpath.predict import PredictorParams
+    from ..core.predict import PredictorParams
     from ..replay import simulate as sim
     from ..replay.traces import InputLimits
 

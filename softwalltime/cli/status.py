@@ -9,8 +9,8 @@ import sys
 from typing import Any, Mapping
 
 from .. import outfile
+from ..core.config import Settings
 from ..errors import SoftwalltimeError
-from ..hookpath.config import Settings
 from ..pbsserver import status as lib
 from ..pbsserver.commands import PBS_CONF, Pbs, read_pbs_conf
 from .argtypes import positive_duration

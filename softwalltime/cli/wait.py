@@ -13,8 +13,8 @@ import json
 import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
+from ..core.config import Settings
 from ..errors import ConfigError, DatabaseError
-from ..hookpath.config import Settings
 from .argtypes import positive_duration, whole_number
 from .evaluate import add_input_size, check_plot_dir
 
@@ -244,7 +244,7 @@ def run_evaluate_wait(args: argparse.Namespace, settings: Settings) -> int:
     :raises ParseError: a source cannot be read
     :raises ConfigError: no source has enough jobs for a target
     """
-    from ..hookpath.predict import PredictorParams
+    from ..core.predict import PredictorParams
     from ..replay.traces import InputLimits
     from ..wait.evaluate import evaluate_sources, format_report
     from ..wait.pqstar import WaitParams
@@ -324,9 +324,9 @@ def _snapshot(args: argparse.Namespace, settings: Settings) -> _Snapshot:
 
     import sqlalchemy as sa
 
+    from ..core.config import require_dsn
+    from ..core.predict import PredictorParams
     from ..db import engine as db
-    from ..hookpath.config import require_dsn
-    from ..hookpath.predict import PredictorParams
     from ..pbsserver.commands import Pbs
     from ..replay.history import read_finished_jobs
     from ..wait.live import live_from_qstat
@@ -372,7 +372,7 @@ def _find(live: List[Any], job_id: str) -> Optional[Any]:
 
 def _soft_ert(snap: _Snapshot, user: str, walltime_s: int, settings: Settings) -> int:
     """v3's soft walltime for a job of ``user`` from the finished jobs (else walltime)."""
-    from ..hookpath.predict import PredictorParams, predict
+    from ..core.predict import PredictorParams, predict
 
     mine = sorted(
         (j for j in snap.trace.jobs if j.user == user and j.end_s is not None),

@@ -1,7 +1,7 @@
 """Database access for the CLI, the ingester and migrations (SQLAlchemy + alembic).
 
-Not on the hook path: the hook talks to PostgreSQL through ``softwalltime.hookpath.lookup``
-over ``softwalltime.hookpath.pgwire``, a client of the standard library only (no psycopg2,
+Not on the hook path: the hook talks to PostgreSQL through ``softwalltime.hook.lookup``
+over ``softwalltime.hook.pgwire``, a client of the standard library only (no psycopg2,
 no SQLAlchemy: see pgwire's docstring for why). Query functions take a Connection; the
 caller owns the transaction.
 """
@@ -17,9 +17,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ..core import dsn as dsnlib
+from ..core.config import libpq_dsn, redact_dsn
 from ..errors import ConfigError, DatabaseError
-from ..hookpath import dsn as dsnlib
-from ..hookpath.config import libpq_dsn, redact_dsn
 from .keepalive import with_keepalives
 
 # How long the CLI waits for a server before saying it cannot connect (libpq needs >= 2 s

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Dict
 
-from ..hookpath.config import libpq_dsn
+from ..core.config import libpq_dsn
 
 KEEPALIVES: Dict[str, str] = {
     "keepalives": "1",

@@ -39,7 +39,7 @@ from ..errors import UNDEFINED_TABLE, DatabaseError, SchemaMissingError
 
 DEFAULT_BATCH_ROWS = 5000
 # The newest jobs of each user (on each server) a prune always keeps, whatever their age:
-# at least every row the hook's lookups read (hookpath/lookup.py's LIMITs: v1/v2 read
+# at least every row the hook's lookups read (hook/lookup.py's LIMITs: v1/v2 read
 # v1_jobs (2), v3 v3_jobs (15), calibrated and the rank calibrated.HISTORY_ROWS (100));
 # tests/test_db_prune.py ties it to those. Settings above it (v1_jobs, v3_jobs up to 1000)
 # raise it for the run: see keep_jobs_for().

@@ -117,7 +117,7 @@ ingest_checkpoints = sa.Table(
     comment="Ingester state per file, committed with the rows it covers.",
 )
 
-# Predictor "calibrated" (softwalltime.hookpath.calibrated): the site-wide table the hook
+# Predictor "calibrated" (softwalltime.core.calibrated): the site-wide table the hook
 # reads (cached) and ``softwalltime calibrate`` maintains from finished jobs, in end order.
 calibration_cells = sa.Table(
     "calibration_cells",

@@ -34,12 +34,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Sequence, cast
 
+from ..core import calibrated
+from ..core.config import RANK_OFF, Settings, load_settings
+from ..core.decide import MARK_RESOURCE, JobEvent, decide
+from ..core.predict import HistoryRow
+from ..core.rank import RANK_RESOURCE
 from ..errors import ConfigError, DatabaseError, SoftwalltimeError
-from ..hookpath import calibrated, lookup
-from ..hookpath.config import RANK_OFF, Settings, load_settings
-from ..hookpath.decide import MARK_RESOURCE, JobEvent, decide
-from ..hookpath.predict import HistoryRow
-from ..hookpath.rank import RANK_RESOURCE
+from ..hook import lookup
 from ..units import duration_or_none, format_duration, qstat_time
 from .commands import Pbs, PbsError, chunks
 
@@ -378,7 +379,7 @@ class _Memo:
 
 
 # The hook trusts its last read of the history's change counter for history_recheck_ms
-# (hookpath/lookup.py): a modifyjob that refresh's qalter fires less than that after an
+# (hook/lookup.py): a modifyjob that refresh's qalter fires less than that after an
 # ingest's commit may still answer from the history before it (seen on the real server:
 # 1 run in 3 with ingest and refresh in the same minute). Every commit refresh read came
 # before its last read, so once history_recheck_ms (and this margin) has passed since then,

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
+from ..core.config import Settings, load_settings, redact_dsn
 from ..errors import ConfigError, DatabaseError
-from ..hookpath import pgwire
-from ..hookpath.config import Settings, load_settings, redact_dsn
+from ..hook import pgwire
 from .commands import Pbs, PbsError
 from .refresh import leave_label, parse_qmgr_hook
 
@@ -42,9 +42,7 @@ EXPECTED_EVENTS = ("queuejob", "runjob", "modifyjob")
 # shows a bigint key as classid (high 32 bits) and objid (low 32 bits).
 INGEST_LOCK_KEY = 0x737774696E677374
 # What the hook imports, checked under the Python that pbs_server embeds.
-HOOK_IMPORTS = (
-    "softwalltime.hookpath.config, softwalltime.hookpath.decide, softwalltime.hookpath.lookup"
-)
+HOOK_IMPORTS = "softwalltime.core.config, softwalltime.core.decide, softwalltime.hook.lookup"
 
 
 @dataclass

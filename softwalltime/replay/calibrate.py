@@ -18,9 +18,9 @@ from typing import NamedTuple, Optional
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ..core import calibrated as cal
 from ..db.schema import calibration_cells, calibration_state
 from ..errors import DatabaseError
-from ..hookpath import calibrated as cal
 from .evaluate import columns, replay_calibrated
 from .history import read_finished_jobs
 from .prior import load_prior

@@ -1,7 +1,7 @@
 """Replay evaluation of the soft-walltime predictors (pure: no database, no ``pbs``).
 
 A workload (a list of :class:`TraceJob`, in trace order) is replayed through the same
-:func:`softwalltime.hookpath.predict.predict` the hook runs, and each predictor's soft walltimes are
+:func:`softwalltime.core.predict.predict` the hook runs, and each predictor's soft walltimes are
 compared with the real run times, as Chlumsky and Klusacek did in "Improving Accuracy of
 Walltime Estimates in PBS Professional using Soft Walltimes" (section 3.1, Figures 4 and 5).
 
@@ -30,8 +30,8 @@ import logging
 from collections import deque
 from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, cast
 
-from ..hookpath import calibrated as cal
-from ..hookpath.predict import PredictorParams, predict
+from ..core import calibrated as cal
+from ..core.predict import PredictorParams, predict
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def replay(
     """Replay jobs through the predictors with per-user ring buffers (no query per job).
 
     :param jobs: the workload in trace order (the order breaks ties between equal end times)
-    :param predictors: names accepted by :func:`softwalltime.hookpath.predict.predict`, and
+    :param predictors: names accepted by :func:`softwalltime.core.predict.predict`, and
         ``"calibrated"`` (:func:`replay_calibrated`)
     :param params: predictor parameters; defaults to ``PredictorParams.create()``
     :param moment: ``"submit"`` or ``"start"``: when each prediction is made

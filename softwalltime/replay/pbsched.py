@@ -61,7 +61,7 @@ from typing import (
     Tuple,
 )
 
-from ..hookpath import rank as hook_rank
+from ..core import rank as hook_rank
 from .corrections import CORRECTIONS, PBS, SIMPLE_MARGIN_S, extended_estimate
 from .easy import SimResult
 from .profile import Profile
@@ -331,7 +331,7 @@ def pbs_settings(policy: Policy, rank_refresh_s: int = DEFAULT_RANK_REFRESH_S) -
 class Ranker:
     """Each job's ``softwalltime_rank``, as the hook and ``softwalltime refresh`` set it.
 
-    At submit: :meth:`value` (the hook's :func:`~softwalltime.hookpath.rank.key_mean`) from
+    At submit: :meth:`value` (the hook's :func:`~softwalltime.core.rank.key_mean`) from
     the user's jobs that have ended *in the simulation*, newest end first (:meth:`on_end`
     is told of every end, in end order, as the estimate sources are). :meth:`refresh`, at
     the first cycle of every ``refresh_s`` seconds (the refresh timer's quarter hours; 0:

@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from ..core import calibrated as cal
 from ..errors import SoftwalltimeError
-from ..hookpath import calibrated as cal
 from .evaluate import ReplayColumns, replay_calibrated
 
 PRIOR_PATH = Path(__file__).resolve().parents[1] / "data" / "calibrated_prior.json"

@@ -38,9 +38,9 @@ import math
 import random
 from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from ..hookpath import calibrated as cal
-from ..hookpath import rank as hook_rank
-from ..hookpath.predict import predict
+from ..core import calibrated as cal
+from ..core import rank as hook_rank
+from ..core.predict import predict
 
 Row = Tuple[int, int, int]  # (runtime_s, walltime_s, ncpus), newest end first
 

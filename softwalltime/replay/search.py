@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..hookpath import rank as hook_rank
+from ..core import rank as hook_rank
 from . import pbsched
 from .formula import SLACK_H, hours
 from .simulate import BASELINE, PERFECT, SimResult, Workload, _pct, job_outcomes

@@ -8,7 +8,7 @@ The model (also in ``softwalltime simulate --help`` and the README):
   requested walltime (PBS kills there).
 - **Estimates** the scheduler plans with come from an :class:`EstimateSource`: the users'
   walltimes, a predictor of the hook (v1, v2, v3 through
-  :func:`softwalltime.hookpath.predict.predict`), ``perfect`` (the real run time) or
+  :func:`softwalltime.core.predict.predict`), ``perfect`` (the real run time) or
   ``fixed10`` (10 minutes, at most the walltime). A source is asked at submit
   (``queuejob``) and again at start (``runjob``); predictors use the history of the user's
   jobs that have *ended in the simulation* by then, most recent end first.

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
-from ..hookpath import calibrated as cal
-from ..hookpath.predict import PREDICTORS as HOOK_PREDICTORS
-from ..hookpath.predict import PredictorParams, predict
+from ..core import calibrated as cal
+from ..core.predict import PREDICTORS as HOOK_PREDICTORS
+from ..core.predict import PredictorParams, predict
 from .workload import Workload
 
 BASELINE = "users"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..hookpath import rank as hook_rank
+from ..core import rank as hook_rank
 from . import formula as fm
 from . import pbsched
 from .search import LONG_S, WIDE_FRACTION

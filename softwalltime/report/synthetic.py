@@ -2,7 +2,7 @@
 
 The bundled CERIT-SC 2013 workload (Alea SWF: submit, wait, run time, processors, requested
 walltime, user, queue) is replayed in submit order through the hook's own predictor
-(:func:`softwalltime.hookpath.predict.predict`, default parameters). Jobs submitted before
+(:func:`softwalltime.core.predict.predict`, default parameters). Jobs submitted before
 the deployment instant get no soft walltime; jobs submitted at or after it get the
 prediction the hook would have made at ``queuejob`` from the user's jobs that had ended by
 then, except when the user had no finished job yet (the paper's trace has no soft walltime
@@ -28,7 +28,7 @@ from typing import Any, Deque, Dict, Iterator, List, NamedTuple, Optional, Tuple
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..hookpath.predict import REASON_NO_HISTORY, PredictorParams, predict
+from ..core.predict import REASON_NO_HISTORY, PredictorParams, predict
 from .queries import SYNTHETIC_PREFIX
 
 TRACE = "CERIT-SC-wagap-2013.alea.swf.gz"

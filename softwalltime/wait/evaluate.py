@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..hookpath.predict import PredictorParams
+from ..core.predict import PredictorParams
 from ..replay.evaluate import Trace
 from ..replay.traces import SWF, InputLimits, read_sources, sniff_format
 from .metrics import measure_all

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..hookpath.predict import PredictorParams
+from ..core.predict import PredictorParams
 from ..replay.evaluate import Trace, TraceJob, replay, skip_reason
 from ..replay.traces import InputLimits, _read_lines
 from ..replay.workload import SKIP_PROCS

@@ -43,11 +43,12 @@ import psycopg2
 from psycopg2 import sql
 from psycopg2.extensions import make_dsn
 
+from softwalltime.core import calibrated, decide, rank
+from softwalltime.core.config import hook_bound_s, load_settings, redact_dsn
+from softwalltime.core.predict import PREDICTORS, predict
 from softwalltime.db import engine as db
 from softwalltime.db.localpg import LocalCluster
-from softwalltime.hookpath import calibrated, decide, lookup, pgwire, rank
-from softwalltime.hookpath.config import hook_bound_s, load_settings, redact_dsn
-from softwalltime.hookpath.predict import PREDICTORS, predict
+from softwalltime.hook import lookup, pgwire
 from softwalltime.replay.calibrate import store_table
 
 REPO = Path(__file__).resolve().parents[2]

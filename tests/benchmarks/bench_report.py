@@ -34,9 +34,9 @@ from psycopg2 import sql
 from psycopg2.extensions import make_dsn
 
 from softwalltime.cli import main as cli_main
+from softwalltime.core.config import redact_dsn
 from softwalltime.db import engine as db
 from softwalltime.db.localpg import LocalCluster
-from softwalltime.hookpath.config import redact_dsn
 from softwalltime.report import build, html
 
 REPO = Path(__file__).resolve().parents[2]

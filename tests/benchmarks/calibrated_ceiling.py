@@ -5,7 +5,7 @@
 Each trace is read and replayed exactly as ``softwalltime evaluate`` does (``read_sources``,
 ``evaluate.columns`` at submit, ``evaluate.replay_columns`` for v3,
 ``evaluate.replay_calibrated`` for calibrated): the calibrated replay is run with a table
-that records every job's :class:`~softwalltime.hookpath.calibrated.Outcome` (its bin and the
+that records every job's :class:`~softwalltime.core.calibrated.Outcome` (its bin and the
 17 rules' soft walltimes) as the table learns it, so the outcomes are the replay's own. Then,
 at v3's under-estimate rate on the trace (same definitions and ``evaluate.metrics``):
 
@@ -90,8 +90,8 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from softwalltime.hookpath import calibrated as cal
-from softwalltime.hookpath.predict import PredictorParams
+from softwalltime.core import calibrated as cal
+from softwalltime.core.predict import PredictorParams
 from softwalltime.replay import evaluate as ev
 from softwalltime.replay.traces import read_sources
 

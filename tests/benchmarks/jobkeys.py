@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from softwalltime.hookpath import calibrated as cal
-from softwalltime.hookpath.predict import PredictorParams, predict
+from softwalltime.core import calibrated as cal
+from softwalltime.core.predict import PredictorParams, predict
 from softwalltime.replay import evaluate as ev
 from softwalltime.replay import traces as tr
 from softwalltime.replay.bounds import implausible

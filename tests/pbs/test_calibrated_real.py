@@ -9,9 +9,9 @@ import pbsctl
 import psycopg2
 import sqlalchemy as sa
 
+from softwalltime.core import calibrated as cal
 from softwalltime.db import engine as db
-from softwalltime.hookpath import calibrated as cal
-from softwalltime.hookpath import lookup
+from softwalltime.hook import lookup
 from softwalltime.replay.calibrate import store_table
 from softwalltime.units import parse_duration
 

@@ -18,7 +18,7 @@ import pytest
 from conftest import ALICE_HISTORY, seed
 from test_refresh_real import refresh, soft
 
-from softwalltime.hookpath import rank
+from softwalltime.core import rank
 from softwalltime.units import qstat_time
 
 RANK = "softwalltime_rank"

@@ -22,7 +22,7 @@ Rules, in order (each "leave" names its reason in :attr:`Decision.reason`):
 7. ``dry_run``: everything above happens, the decision says what would be set, nothing is.
 
 With ``rank`` on (``key-mean``), the decision also carries the job's sort rank
-(:func:`softwalltime.hookpath.rank.key_mean`, for ``Resource_List.softwalltime_rank``),
+(:func:`softwalltime.core.rank.key_mean`, for ``Resource_List.softwalltime_rank``),
 from the same history read (one query: :meth:`fetch.both` for v1/v2/v3, the class rows of
 ``calibrated``). Rules 1 to 4 leave the rank alone too, and so does a ``runjob`` kept by
 ``runjob_min_wait_s``; a soft walltime kept (a manager's, or unchanged) does not keep the
@@ -33,8 +33,8 @@ Hook path: Python 3.6+ syntax, standard library only.
 
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
+from ..hook.hooklog import unmarked_line, unranked_line
 from . import calibrated as cal
-from .hooklog import unmarked_line, unranked_line
 from .predict import HistoryRow, Prediction, PredictorParams, predict
 from .rank import RANK_RESOURCE, key_mean
 
@@ -101,7 +101,7 @@ JobEvent.__doc__ = """What the hook knows of one job at one event: plain values,
 ``existing_rank_s``: the job's ``softwalltime_rank`` in seconds, None if unset.
 
 Hashable: a user's burst of identical ``queuejob`` requests is decided once
-(:func:`softwalltime.hookpath.lookup.decided` keys the kept decisions by it).
+(:func:`softwalltime.hook.lookup.decided` keys the kept decisions by it).
 """
 
 
@@ -154,12 +154,12 @@ def decide(
     """Decide what to set on one job.
 
     :param job: the job at this event
-    :param settings: :class:`softwalltime.hookpath.config.Settings`
+    :param settings: :class:`softwalltime.core.config.Settings`
     :param fetch: ``fetch(user, limit, with_walltime_only)`` returning history rows, most
         recent first; its exceptions propagate (the hook fails open on them)
     :param params: predictor parameters (default: built from ``settings``)
     :param site: history and calibration readers for predictor ``calibrated`` (default:
-        ``fetch.site``, which :func:`softwalltime.hookpath.lookup.fetcher` provides)
+        ``fetch.site``, which :func:`softwalltime.hook.lookup.fetcher` provides)
     :returns: the decision; ``reason`` is one line for the debug log
     """
     event, user, queue = job.kind, job.user, job.queue

@@ -57,8 +57,8 @@ import re
 from typing import Any, Dict, Mapping, NamedTuple, Optional, Set, Tuple, Union
 
 from ..errors import ConfigError
+from ..hook.state import STATE
 from . import dsn as dsnlib
-from .state import STATE
 
 PREDICTORS = ("v1", "v2", "v3", "calibrated")
 DEFAULT_CONFIG_FILE = "/etc/softwalltime.json"
@@ -144,7 +144,7 @@ DEFAULTS: Dict[str, Any] = {
     # of the server the job belongs to
     "history_scope": "all",
     # lookups whose rows the hook keeps while the history's change counter does not move
-    # (see softwalltime.hookpath.lookup); 0 queries at every event
+    # (see softwalltime.hook.lookup); 0 queries at every event
     "history_cache_entries": 1000,
     # `softwalltime db prune` deletes finished jobs that ended more than this many days ago;
     # 0 keeps the whole history (deleting is never the default: it cannot be undone)
@@ -157,7 +157,7 @@ DEFAULTS: Dict[str, Any] = {
     "rank": "off",
 }
 HISTORY_SCOPES = ("all", "server")
-# The sort rank the hook publishes beside the soft walltime (hookpath/rank.py): off, or
+# The sort rank the hook publishes beside the soft walltime (core/rank.py): off, or
 # key-mean in the custom resource softwalltime_rank (``hooks install --rank`` creates it)
 RANK_OFF = "off"
 RANKS = (RANK_OFF, "key-mean")

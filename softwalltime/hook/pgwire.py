@@ -75,8 +75,8 @@ import time
 import unicodedata
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ..core import dsn as dsnlib
 from ..errors import DatabaseError
-from . import dsn as dsnlib
 from .state import STATE
 
 PROTOCOL_3_0 = 196608

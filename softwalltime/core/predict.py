@@ -102,7 +102,7 @@ class PredictorParams(NamedTuple):
 
     @classmethod
     def from_settings(cls, settings: Any) -> "PredictorParams":
-        """Build parameters from :class:`softwalltime.hookpath.config.Settings` (the last
+        """Build parameters from :class:`softwalltime.core.config.Settings` (the last
         ones built are reused while the values are the same: the hook asks at every event)."""
         values = (
             settings.v1_jobs,
@@ -235,7 +235,7 @@ def predict(
     if predictor == "calibrated":
         raise ValueError(
             "predictor 'calibrated' needs the job's keys and the site calibration table:"
-            " use softwalltime.hookpath.calibrated (decide() does)"
+            " use softwalltime.core.calibrated (decide() does)"
         )
     raise ValueError(
         "unknown predictor {!r} (expected one of {})".format(predictor, ", ".join(PREDICTORS))

@@ -48,10 +48,10 @@ import logging
 import time
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
+from ..core.calibrated import HISTORY_ROWS, Choices, ClassRow, OtherRuleSet, SiteFetch
+from ..core.config import STATEMENT_GRACE_S, redact_dsn, require_dsn
 from ..errors import UNDEFINED_TABLE, ConfigError, DatabaseError, SchemaMissingError
 from . import pgwire
-from .calibrated import HISTORY_ROWS, Choices, ClassRow, OtherRuleSet, SiteFetch
-from .config import STATEMENT_GRACE_S, redact_dsn, require_dsn
 from .state import STATE
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ CLASS_JOBS_SQL = (
     " AND (ncpus IS NULL OR ncpus > 0)"
     " ORDER BY ended_at DESC, job_seq DESC LIMIT $2"
 )
-# Rank on (``rank``, hookpath/rank.py) with predictor v1, v2 or v3: the predictor's rows
+# Rank on (``rank``, core/rank.py) with predictor v1, v2 or v3: the predictor's rows
 # and the rank's (calibrated's class rows) in one statement, so an event still costs one
 # round trip. Two index-only scans of ix_finished_jobs_user_recent, each with its own filter
 # and LIMIT, exactly the rows RECENT_JOBS_SQL (or ..._WITH_WALLTIME_SQL) and CLASS_JOBS_SQL
@@ -536,12 +536,12 @@ def history_server(settings: Any, server: Optional[str]) -> Optional[str]:
 def fetcher(
     settings: Any, server: Optional[str] = None
 ) -> Callable[[str, int, bool], List[Tuple[int, Optional[int]]]]:
-    """A ``fetch(user, limit, with_walltime_only)`` for :func:`softwalltime.hookpath.decide.decide`.
+    """A ``fetch(user, limit, with_walltime_only)`` for :func:`softwalltime.core.decide.decide`.
 
-    It also carries ``fetch.site``, the :class:`~softwalltime.hookpath.calibrated.SiteFetch`
+    It also carries ``fetch.site``, the :class:`~softwalltime.core.calibrated.SiteFetch`
     of the same database and scope, which ``decide`` uses for predictor ``calibrated``.
 
-    :param settings: :class:`softwalltime.hookpath.config.Settings` (dsn, timeouts, scope)
+    :param settings: :class:`softwalltime.core.config.Settings` (dsn, timeouts, scope)
     :param server: the job's PBS server; used when ``history_scope`` is ``server``
     :raises ConfigError: no DSN configured; scope ``server`` without a server
     """
