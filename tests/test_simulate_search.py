@@ -54,6 +54,22 @@ def test_recommend_respects_the_bound_and_skips_perfect() -> None:
     assert "set sched job_sort_formula = '(eligible_time + " in text
 
 
+def test_recommend_is_not_broken_by_seconds() -> None:
+    # issue 30, CERIT-SC: xfactor.rank-bf1/v3 (-18.9 %) was rejected for long jobs' p95
+    # 0.04972 h against the bound 0.04944 h, one second over, and both printed as 0.05 h
+    rows = [
+        _row("fcfs-bf1", "users", 1.85, 0.04944),
+        _row("fcfs-bf1", "v3", 1.80, 0.04944),
+        _row("xfactor.rank-bf1", "v3", 1.50, 0.04972),
+        _row("sjf-bf1", "v3", 1.20, 0.04944 + 0.2),  # 12 minutes over: out
+    ]
+    best = search.recommend(rows, None)
+    assert best is not None and best.policy == "xfactor.rank-bf1"
+    text = search.format_search("t", rows, best, None)
+    assert "long jobs' p95 wait 0.05 h (0:02:59) <= 0.05 h (0:02:58)" in text
+    assert "bounds are kept give or take 0.1 h" in text
+
+
 @pytest.mark.slow
 def test_cli_policy_search(capsys: pytest.CaptureFixture[str]) -> None:
     from softwalltime import cli
@@ -174,7 +190,7 @@ def test_recommend_bounds_the_longest_wait_of_wide_jobs() -> None:
     text = search.format_search("t", rows, search.recommend(rows, None), None)
     assert "wide jobs' longest wait 230.0 h <= 240.0 h" in text
     text = search.format_search("t", rows, None, None, wide_bound_h=50.0)
-    assert "within the bounds (long p95 <= 0.00 h, wide max <= 50.0 h)" in text
+    assert "within the bounds (long p95 <= 0.00 h (0:00:00), wide max <= 50.0 h)" in text
 
 
 def test_the_clis_wide_bound_default_is_the_search_modules() -> None:

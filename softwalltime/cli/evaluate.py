@@ -17,7 +17,7 @@ from .argtypes import name_list
 from .calibrate import TARGET_HELP, target_option
 
 if TYPE_CHECKING:
-    from ..replay.evaluate import Trace
+    from ..replay.trace import Trace
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ class ReplayError(SoftwalltimeError):
 
 def _nothing_evaluated(source: str, report: dict[str, Any], start_from_submit: bool) -> str:
     """Why no job could be evaluated, and what might help."""
-    from ..replay.evaluate import SKIP_TIMES
+    from ..replay.trace import SKIP_TIMES
 
     reasons = report["skipped_by_reason"]
     why = ", ".join(f"{reason}: {n:,}" for reason, n in sorted(reasons.items())) or "no jobs"
@@ -184,9 +184,9 @@ def check_plot_dir(directory: str) -> None:
 
     :raises SoftwalltimeError: either is not so (one line saying what to do)
     """
-    from ..replay.plots import _matplotlib
+    from ..replay.plots import matplotlib_classes
 
-    _matplotlib()
+    matplotlib_classes()
     path = os.path.abspath(directory)
     while not os.path.exists(path):
         path = os.path.dirname(path)

@@ -21,6 +21,9 @@ log = logging.getLogger(__name__)
 # Same values as softwalltime.replay.simulate (imported only when the command runs).
 SOURCES = ("users", "v1", "v2", "v3", "calibrated", "perfect", "fixed10")
 DEFAULT_SOURCES = "users,v1,v2,v3,perfect"
+SEARCH_SOURCES = "users,v3"  # --search: the baseline's and the hook's default predictor
+P95_TOLERANCE_PCT = 10.0  # softwalltime.replay.formula.Tolerances (a test checks)
+MAX_FACTOR = 2.0
 CORRECTIONS = ("pbs", "simple", "power", "walltime")
 BACKFILL_BY = ("estimate", "walltime")  # softwalltime.replay.pbsched.BACKFILL_BY
 CLASSES = ("pbs", "rank", "none")  # softwalltime.replay.pbsched.CLASSES
@@ -101,6 +104,26 @@ puts the rank in the class too; none: every job on its own); the periodic cycle 
 --scheduler-iteration seconds after the last cycle; a soft walltime is extended once the
 job is strictly past it.
 
+Formula search (--search): job_sort_formulas of one family, each a sum of the expansion
+factor (eligible_time + 600) / (E + 600) (or, with the power 2, 3600 * (eligible_time +
+600) / ((E + 600) * (E + 600))), an age term eligible_time / A, a length term L * E /
+86400 and a width term W * ncpus / P (P: the machine's processors), E the soft walltime
+(else the walltime) or the rank (else the soft walltime, else the walltime), searched on
+a grid (powers 1, 2; A none, 72 h, 24 h; L 0, 1; W 0, 8) per estimate source (--estimates,
+default users,v3; the rank with every source but users) on the model of PBS's scheduler
+above, fcfs-bf1 with the users' walltimes the baseline. The trace is cut in two halves by
+job count, each simulated on its own; every candidate runs on the first half, and the
+recommendation is the best mean bsld there among those within the tolerances: the p95
+wait of short (<= 2 h), long (> 24 h) and wide (>= 1/8 of the machine) jobs at most
+--p95-tolerance % (10) over the baseline's, the longest wait of any job at most
+--max-factor (2) times its, each give or take 0.1 h. The first half's Pareto front (mean
+bsld, long jobs' p95, wide jobs' longest wait) and its 8 best within the tolerances also
+run on the second half, which reports the recommendation's figures, whether the
+tolerances still hold, its rank among those on both halves, and the front with what each
+point gives up against the baseline; then the qmgr and sched_config lines. --plot DIR
+draws the front (formula_front.png); --json carries the same; --jobs N runs the
+simulations in N processes, with a progress line on stderr when it is a terminal.
+
 The rank (softwalltime_rank, read by the *.rank sorts; 0 in other formulas): the mean run
 time of the user's 10 newest similar jobs (key-mean, the hook's code), computed at submit
 from the user's jobs that have ended in the simulation and, for queued jobs whose user had
@@ -117,6 +140,7 @@ examples:
   softwalltime simulate --procs 64 --json /var/spool/pbs/server_priv/accounting
   softwalltime simulate --policies fcfs-bf1,sjfage-bf1,xfactor-bf4 --jobs 2 trace.swf.gz
   softwalltime simulate --policies fcfs-bf1,xfactor-bf1,xfactor.rank-bf1 trace.swf.gz
+  softwalltime simulate --search --jobs 2 --plot front/ trace.swf.gz
 """
 
 
@@ -132,10 +156,9 @@ def register(sub: Any) -> None:
     p.add_argument("sources", nargs="+", metavar="SOURCE", help="SWF trace or PBS accounting")
     p.add_argument(
         "--estimates",
-        default=DEFAULT_SOURCES,
         metavar="LIST",
-        help="estimate sources, comma-separated, from {} (default: %(default)s)".format(
-            ",".join(SOURCES)
+        help="estimate sources, comma-separated, from {} (default: {}; with --search: {})".format(
+            ",".join(SOURCES), DEFAULT_SOURCES, SEARCH_SOURCES
         ),
     )
     p.add_argument(
@@ -158,6 +181,7 @@ def register(sub: Any) -> None:
         "the rank the hook publishes (softwalltime_rank); runs every policy x estimate "
         "source and recommends one",
     )
+    _add_search_options(p)
     p.add_argument(
         "--rank-refresh",
         type=whole_number(0),
@@ -255,6 +279,32 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run_simulate)
 
 
+def _add_search_options(p: Any) -> None:
+    # simulate --search and its tolerances
+    p.add_argument(
+        "--search",
+        action="store_true",
+        help="formula search: job_sort_formulas of a family (expansion factor with weights on "
+        "age, rank and width) x estimate sources on PBS's model, tuned on the trace's first "
+        "half within the tolerances, reported on its second half, with the Pareto front",
+    )
+    p.add_argument(
+        "--p95-tolerance",
+        type=bounded_number(0, 1000),
+        metavar="PCT",
+        help="formula search: how much worse (%%) the p95 wait of short, long and wide jobs "
+        "may get than the baseline's (fcfs-bf1, users' walltimes) "
+        f"(default: {P95_TOLERANCE_PCT:g})",
+    )
+    p.add_argument(
+        "--max-factor",
+        type=bounded_number(1, 100),
+        metavar="X",
+        help="formula search: how many times the baseline's longest wait any job may wait "
+        f"(default: {MAX_FACTOR:g})",
+    )
+
+
 def _run_policy(task: Tuple[str, str, str, Dict[str, Any]]) -> Tuple[str, Any, float]:
     from ..replay import pbsched
     from ..replay import search as srch
@@ -343,6 +393,146 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
     return 0
 
 
+# The formula search's parts, set by the parent, inherited by forked workers.
+_TUNE: Dict[str, Any] = {}
+
+
+def _run_tune(task: Tuple[str, int, int]) -> Tuple[str, int, int, Any]:
+    from ..replay import simulate as sim
+    from ..replay import tune
+
+    path, half, k = task
+    opts = _TUNE["opts"]
+    cand = None if k < 0 else _TUNE["candidates"][k]
+    waits = tune.simulate(
+        _TUNE["halves"][path][half],
+        opts["procs"][path],
+        cand,
+        _TUNE["rules"],
+        lambda name: sim.make_source(name, opts["params"], opts["target_under_pct"]),
+        opts["rank_refresh_s"],
+        opts["correction"],
+    )
+    return path, half, k, waits
+
+
+def _progress(done: int, total: int, started: float, phase: str = "") -> None:
+    # One line on stderr, rewritten, when it is a terminal (nothing under cron).
+    if sys.stderr.isatty():
+        end = "\n" if done == total else ""
+        elapsed = int(time.monotonic() - started)
+        sys.stderr.write(
+            f"\rsearch {phase}: {done}/{total} simulations, {elapsed // 60}:{elapsed % 60:02d}{end}"
+        )
+        sys.stderr.flush()
+
+
+def _tune_all(
+    tasks: List[Tuple[str, int, int]], jobs: int, phase: str
+) -> List[Tuple[str, int, int, Any]]:
+    started, out = time.monotonic(), []
+    _progress(0, len(tasks), started, phase)
+    if jobs > 1 and len(tasks) > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(min(jobs, len(tasks))) as pool:
+            for outcome in pool.imap_unordered(_run_tune, tasks, chunksize=1):
+                out.append(outcome)
+                _progress(len(out), len(tasks), started, phase)
+    else:
+        for task in tasks:
+            out.append(_run_tune(task))
+            _progress(len(out), len(tasks), started, phase)
+    return out
+
+
+def _tune_phases(
+    paths: List[str], cands: List[Any], tol: Any, jobs: int
+) -> Dict[Tuple[str, int, int], Any]:
+    # Every candidate on the first half (and the baseline on both), then those worth it
+    # (tune.checked) on the second half. Keys (path, half, candidate; -1: the baseline).
+    from ..replay import tune
+
+    # the slowest first (a predictor, the rank), so that the pool ends together
+    order = sorted(range(len(cands)), key=lambda k: cands[k].source == "users")
+    tasks = [(p, h, -1) for p in paths for h in (0, 1)] + [(p, 0, k) for p in paths for k in order]
+    got = {(p, h, k): w for p, h, k, w in _tune_all(tasks, jobs, "1/2")}
+    second = []
+    for p in paths:
+        firsts = [got[(p, 0, k)] for k in range(len(cands))]
+        second += [(p, 1, k) for k in tune.checked(got[(p, 0, -1)], firsts, tol)]
+    got.update({(p, h, k): w for p, h, k, w in _tune_all(second, jobs, "2/2")})
+    return got
+
+
+def _formula_search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) -> int:
+    from ..replay import formula as fm
+    from ..replay import pbsched, tune
+
+    other = [
+        flag
+        for flag, used in (
+            ("--policies", args.policies),
+            ("--backfill-depth", args.backfill_depth != 1),
+            ("--sjbf", args.sjbf),
+            ("--lazy-corrections", args.lazy_corrections),
+            ("--refresh-every", args.refresh_every),
+            ("--long-p95-bound", args.long_p95_bound is not None),
+            ("--wide-max-bound", args.wide_max_bound is not None),
+        )
+        if used
+    ]
+    if other:
+        raise ConfigError(f"--search: not with {', '.join(other)}")
+    if args.plot:
+        from .evaluate import check_plot_dir
+
+        check_plot_dir(args.plot)
+    tol = fm.Tolerances(
+        P95_TOLERANCE_PCT if args.p95_tolerance is None else args.p95_tolerance,
+        MAX_FACTOR if args.max_factor is None else args.max_factor,
+    )
+    opts["rank_refresh_s"] = refresh = _rank_refresh(args)
+    rules = pbsched.parse_policy(
+        "fcfs-bf1",
+        args.scheduler_iteration,
+        args.backfill_by or pbsched.ESTIMATE,
+        args.classes or pbsched.CLASSES_PBS,
+    )
+    cands = fm.candidates([n for n in names if n != "perfect"])
+    _TUNE.update(opts=opts, candidates=cands, rules=rules)
+    _TUNE["halves"] = {path: tune.halves(_WORKLOADS[path]) for path in args.sources}
+    started = time.monotonic()
+    got = _tune_phases(args.sources, cands, tol, args.jobs)
+    log.info("search: %d simulations in %.0f s", len(got), time.monotonic() - started)
+    out = []
+    for path in args.sources:
+        procs = opts["procs"][path]
+        rows = [
+            tune.Row(c, fm.expression(c.params, procs), got[(path, 0, k)], got.get((path, 1, k)))
+            for k, c in enumerate(cands)
+        ]
+        rep = tune.assess((got[(path, 0, -1)], got[(path, 1, -1)]), rows, tol)
+        if args.json:
+            out.append(dict(tune.as_json(rep, procs, rules, refresh), source=path))
+        else:
+            h1, h2 = _TUNE["halves"][path]
+            title = (
+                f"source: {path}   machine: {procs} processors   jobs: first half "
+                f"{len(h1.submit)}, second half {len(h2.submit)}"
+            )
+            sys.stdout.write(tune.format_report(title, rep, procs, rules, refresh))
+        if args.plot:
+            where = args.plot
+            if len(args.sources) > 1:
+                where = os.path.join(args.plot, os.path.basename(path.rstrip("/")))
+            log.info("wrote %s", tune.write_plot(rep, where, os.path.basename(path)))
+    if args.json:
+        json.dump(out[0] if len(out) == 1 else out, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    return 0
+
+
 def _rank_refresh(args: argparse.Namespace) -> int:
     # --rank-refresh defaults to the refresh timer's 15 minutes (None: not given)
     return RANK_REFRESH_S if args.rank_refresh is None else int(args.rank_refresh)
@@ -394,7 +584,7 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
     from ..replay import simulate as sim
     from ..replay.traces import InputLimits
 
-    names = _sources(args.estimates)
+    names = _sources(args.estimates or (SEARCH_SOURCES if args.search else DEFAULT_SOURCES))
     target = target_option(args.target_under_pct, settings.target_under_pct)  # before reading
     if args.refresh_pct < 0 or args.refresh_min < 0:
         raise ConfigError("--refresh-pct and --refresh-min must not be negative")
@@ -426,6 +616,10 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         "refresh_pct": args.refresh_pct,
         "refresh_min_s": int(args.refresh_min * 60),
     }
+    if args.search:
+        return _formula_search(args, names, opts)
+    if args.p95_tolerance is not None or args.max_factor is not None:
+        raise ConfigError("--p95-tolerance, --max-factor: only with --search")
     if args.policies:
         return _search(args, names, opts)
     if args.backfill_by:

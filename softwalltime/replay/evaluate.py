@@ -33,8 +33,6 @@ from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Seque
 from ..core import calibrated as cal
 from ..core import learned
 from ..core.predict import PredictorParams, predict
-from .trace import SKIP_TIMES as SKIP_TIMES  # re-exported: cli/evaluate imports it here
-from .trace import Trace as Trace  # re-exported: cli/evaluate imports it here
 from .trace import TraceJob, skip_reason
 
 log = logging.getLogger(__name__)

@@ -55,7 +55,6 @@ def _errors_h(result: Replay) -> Dict[str, List[float]]:
     }
 
 
-_matplotlib = matplotlib_classes  # the name cli/evaluate.py (another branch) still imports
 
 
 def plot_directory(directory: str) -> Tuple[Any, Any]:

@@ -1,0 +1,362 @@
+"""The formula search of ``simulate --search``: tuned on a trace's first half, reported on
+its second (pure but for :func:`write_plot`).
+
+Every candidate of :func:`.formula.candidates` and the baseline (fcfs-bf1 with the users'
+walltimes, today's configuration) are simulated on PBS's model (:mod:`.pbsched`) on each
+half of the trace on its own (its jobs in submit order, split by count; each half starts
+with an empty machine and an empty history, so nothing of the second half reaches the
+tuning). The recommendation is the candidate with the best mean bsld on the first half
+among those within the admin's tolerances there (:class:`.formula.Tolerances`). The
+candidates :func:`checked` picks (the first half's Pareto front and its best
+:data:`TOP_CHECKED` within the tolerances) are also simulated on the second half: the
+report gives the recommendation's figures there, whether the tolerances still hold, its
+rank on both halves, and the front.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from ..core import rank as hook_rank
+from . import formula as fm
+from . import pbsched
+from .search import LONG_S, WIDE_FRACTION
+from .simulate import BASELINE, SimResult, Workload, _pct, job_outcomes
+from .sources import EstimateSource
+
+SHORT_S = 2 * 3600  # "short" as in evaluate's classes: run time <= 2 h
+BASELINE_POLICY = "fcfs-bf1"
+FRONT_PNG = "formula_front.png"
+TOP_CHECKED = 8  # the first half's best within the tolerances also run on the second half
+
+
+def halves(work: Workload) -> Tuple[Workload, Workload]:
+    """The trace's first and second half by job count (submit order)."""
+    n = len(work.submit) // 2
+
+    def part(lo: int, hi: int) -> Workload:
+        return work._replace(
+            user=work.user[lo:hi],
+            submit=work.submit[lo:hi],
+            run=work.run[lo:hi],
+            wall=work.wall[lo:hi],
+            procs=work.procs[lo:hi],
+        )
+
+    return part(0, n), part(n, len(work.submit))
+
+
+def waits(work: Workload, result: SimResult) -> fm.Waits:
+    """The figures the search reads from one simulation."""
+    w_s, bslds = job_outcomes(work, result)
+    h = [w / 3600.0 for w in w_s]
+    wide_min = WIDE_FRACTION * result.procs_total
+    by_class: Dict[str, List[float]] = {c: [] for c in fm.CLASSES}
+    for k, x in enumerate(h):
+        run = work.run[k]
+        if run <= SHORT_S:
+            by_class["short"].append(x)
+        if run > LONG_S:
+            by_class["long"].append(x)
+        if work.procs[k] >= wide_min:
+            by_class["wide"].append(x)
+    p95 = {c: (_pct(sorted(v), 0.95) if v else None) for c, v in by_class.items()}
+    return fm.Waits(
+        bsld=sum(bslds) / len(bslds) if bslds else 0.0,
+        wait_mean_h=sum(h) / len(h) if h else 0.0,
+        p95=p95,
+        max_h=max(h, default=0.0),
+        wide_max_h=max(by_class["wide"]) if by_class["wide"] else None,
+    )
+
+
+def policy_of(cand: Optional[fm.Candidate], procs: int, rules: pbsched.Policy) -> pbsched.Policy:
+    """The PBS policy of a candidate (None: the baseline's fcfs), backfill_depth 1 and
+    strict ordering, with the rules' iteration, backfill rule and classes."""
+    sort = pbsched.FCFS if cand is None else fm.expression(cand.params, procs)
+    return rules._replace(job_sort_formula=sort, backfill_depth=1, strict_ordering=True)
+
+
+def simulate(
+    work: Workload,
+    procs: int,
+    cand: Optional[fm.Candidate],
+    rules: pbsched.Policy,
+    make_source: Callable[[str], EstimateSource],
+    rank_refresh_s: int,
+    correction: str = "pbs",
+) -> fm.Waits:
+    """One candidate (None: the baseline) on one part of a trace."""
+    policy = policy_of(cand, procs, rules)
+    source = make_source(BASELINE if cand is None else cand.source)
+    ranker = None
+    if pbsched.sort_formula(policy.job_sort_formula).reads_rank:
+        ranker = pbsched.Ranker(rank_refresh_s)
+    result = pbsched.simulate_pbs(work, source, procs, policy, correction, ranker=ranker)
+    return waits(work, result)
+
+
+class Row(NamedTuple):
+    """A candidate's figures on both halves."""
+
+    candidate: fm.Candidate
+    expression: str
+    first: fm.Waits
+    second: Optional[fm.Waits]
+    """None: not simulated on the second half (not :func:`checked`)."""
+
+
+class Report(NamedTuple):
+    """The search's outcome (indices into ``rows``)."""
+
+    base: Tuple[fm.Waits, fm.Waits]
+    rows: List[Row]
+    tolerances: fm.Tolerances
+    best: Optional[int]
+    """Best first-half bsld within the tolerances there (None: none, or none better than
+    the baseline: change nothing)."""
+    front: List[int]
+    """The first half's Pareto front (mean bsld, long jobs' p95, wide jobs' longest wait),
+    by first-half bsld."""
+    rank_first: Optional[int]
+    """The recommendation's place (1: best) by bsld among the candidates within the
+    tolerances on the first half."""
+    rank_second: Optional[int]
+    """The same on the second half (None: it breaks a tolerance there)."""
+    best_second: Optional[int]
+    """The candidate the second half would have chosen."""
+
+
+def _ok(rows: Sequence[Row], base: fm.Waits, tol: fm.Tolerances, half: int) -> List[int]:
+    # indices within the tolerances on a half (0, 1), best bsld first (on the second half:
+    # among those simulated there)
+    got = [(i, r.first if half == 0 else r.second) for i, r in enumerate(rows)]
+    ok = [(w.bsld, i) for i, w in got if w is not None and not fm.breaches(w, base, tol)]
+    return [i for _b, i in sorted(ok)]
+
+
+def _point(w: fm.Waits) -> Tuple[float, float, float]:
+    return (w.bsld, w.p95["long"] or 0.0, w.wide_max_h or 0.0)
+
+
+def checked(base: fm.Waits, firsts: Sequence[fm.Waits], tol: fm.Tolerances) -> List[int]:
+    """The candidates (indices of their first-half figures) to simulate on the second half
+    too: the first half's Pareto front and its :data:`TOP_CHECKED` best within the
+    tolerances (the recommendation among them)."""
+    ok = sorted((w.bsld, i) for i, w in enumerate(firsts) if not fm.breaches(w, base, tol))
+    picks = set(fm.front([_point(w) for w in firsts])) | {i for _b, i in ok[:TOP_CHECKED]}
+    return sorted(picks)
+
+
+def assess(base: Tuple[fm.Waits, fm.Waits], rows: List[Row], tol: fm.Tolerances) -> Report:
+    """Recommend, rank and find the front (see :class:`Report`)."""
+    ok1, ok2 = _ok(rows, base[0], tol, 0), _ok(rows, base[1], tol, 1)
+    best = ok1[0] if ok1 and rows[ok1[0]].first.bsld < base[0].bsld else None
+    front = fm.front([_point(r.first) for r in rows])
+    front.sort(key=lambda i: (rows[i].first.bsld, i))
+    return Report(
+        base=base,
+        rows=rows,
+        tolerances=tol,
+        best=best,
+        front=front,
+        rank_first=None if best is None else ok1.index(best) + 1,
+        rank_second=None if best is None or best not in ok2 else ok2.index(best) + 1,
+        best_second=ok2[0] if ok2 else None,
+    )
+
+
+def _second(row: Row) -> fm.Waits:
+    # the second-half figures of a row that has them (the front, the recommendation)
+    assert row.second is not None, row.candidate
+    return row.second
+
+
+def _change(x: float, base: float) -> str:
+    return f"{100.0 * (x - base) / base:+.1f} %" if base else "-"
+
+
+def _h(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def settings(row: Row, procs: int, rules: pbsched.Policy, rank_refresh_s: int) -> List[str]:
+    """The ``qmgr`` and ``sched_config`` lines (and the hook's settings) that set ``row``."""
+    lines = pbsched.pbs_settings(policy_of(row.candidate, procs, rules), rank_refresh_s)
+    source = row.candidate.source
+    if source != BASELINE:
+        lines.append(f'# hook config: "predictor": "{source}" (the soft walltimes)')
+    return lines
+
+
+def _tolerance_line(tol: fm.Tolerances) -> str:
+    return (
+        f"tolerances: p95 wait of short (<= 2 h), long (> 24 h) and wide (>= 1/8 of the "
+        f"machine) jobs at most {fm._num(tol.p95_pct)} % over the baseline's, the longest "
+        f"wait at most {fm._num(tol.max_factor)} x its; each + {fm.SLACK_H} h"
+    )
+
+
+def _waits_line(name: str, w: fm.Waits, base: fm.Waits) -> str:
+    p = w.p95
+    return (
+        f"  {name:<12} bsld {w.bsld:6.2f} ({_change(w.bsld, base.bsld)})  p95 short "
+        f"{_h(p['short'])} long {_h(p['long'])} wide {_h(p['wide'])}  longest {w.max_h:.1f} h"
+        f"  wide longest {_h(w.wide_max_h)}"
+    )
+
+
+def _recommendation(rep: Report, procs: int, rules: pbsched.Policy, refresh: int) -> List[str]:
+    tol, base = rep.tolerances, rep.base
+    if rep.best is None:
+        return [
+            "recommended: no change (fcfs-bf1 with the users' walltimes): no candidate lowers "
+            "mean bsld within the tolerances on the first half; the front below shows what "
+            "each gain costs"
+        ]
+    row = rep.rows[rep.best]
+    second = _second(row)
+    broken = fm.breaches(second, base[1], tol)
+    held = "held" if not broken else "BROKEN: " + fm.gives_up(second, base[1], tol)
+    lines = [
+        f"recommended: {row.candidate.params.label} with {row.candidate.source} estimates",
+        f"  job_sort_formula: {row.expression}",
+        _waits_line("first half", row.first, base[0]),
+        _waits_line("second half", second, base[1]),
+        f"  tolerances on the second half: {held}",
+    ]
+    n1 = len(_ok(rep.rows, base[0], tol, 0))
+    n2 = len(_ok(rep.rows, base[1], tol, 1))
+    place = f"{rep.rank_second} of {n2}" if rep.rank_second else f"outside them ({n2} within)"
+    other = rep.rows[rep.best_second] if rep.best_second is not None else None
+    lines.append(
+        f"  stability: by bsld within the tolerances, rank {rep.rank_first} of {n1} on the first "
+        f"half, {place} of those run on the second"
+        + (
+            f"; the second half's best of them: {other.candidate.params.label} with "
+            f"{other.candidate.source} ({_second(other).bsld:.2f})"
+            if other is not None
+            else ""
+        )
+    )
+    return lines + ["  " + s for s in settings(row, procs, rules, refresh)]
+
+
+def format_report(
+    title: str, rep: Report, procs: int, rules: pbsched.Policy, rank_refresh_s: int
+) -> str:
+    """The search as text: baseline, recommendation, its PBS lines and the front."""
+    from .search import rules_line
+
+    base = rep.base
+    lines = [title, rules_line(rules), _tolerance_line(rep.tolerances)]
+    checked_n = sum(r.second is not None for r in rep.rows)
+    lines.append(
+        f"{len(rep.rows)} candidates (formula x estimates) tuned on the first half; the front "
+        f"and the best within the tolerances ({checked_n}) run on the second; waits in hours"
+    )
+    lines += ["", "baseline: fcfs-bf1 with the users' walltimes"]
+    lines += [_waits_line("first half", base[0], base[0])]
+    lines += [_waits_line("second half", base[1], base[1]), ""]
+    lines += _recommendation(rep, procs, rules, rank_refresh_s) + [""]
+    lines.append(
+        "Pareto front of the first half (mean bsld, long jobs' p95, wide jobs' longest wait); "
+        "figures of the second half, and what each gives up there against the baseline:"
+    )
+    head = "{:<3}{:<25}{:<10}{:>7}{:>7}{:>9}{:>8}{:>9}  {}".format(
+        "", "formula", "estimates", "bsld1", "bsld2", "change", "long95", "widemax", "gives up"
+    )
+    lines.append(head)
+    for i in rep.front:
+        r = rep.rows[i]
+        mark = "*" if i == rep.best else ""
+        w = _second(r)
+        lines.append(
+            f"{mark:<3}{r.candidate.params.label:<24} {r.candidate.source:<10}"
+            f"{r.first.bsld:>7.2f}{w.bsld:>7.2f}{_change(w.bsld, base[1].bsld):>9}"
+            f"{_h(w.p95['long']):>8}{_h(w.wide_max_h):>9}  "
+            f"{fm.gives_up(w, base[1], rep.tolerances)}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def as_json(rep: Report, procs: int, rules: pbsched.Policy, rank_refresh_s: int) -> Dict[str, Any]:
+    """The search as one object (the text's content)."""
+
+    def row(r: Row) -> Dict[str, Any]:
+        return {
+            "label": r.candidate.params.label,
+            "source": r.candidate.source,
+            "params": r.candidate.params._asdict(),
+            "job_sort_formula": r.expression,
+            "first": r.first._asdict(),
+            "second": None if r.second is None else r.second._asdict(),
+            "gives_up_second": None
+            if r.second is None
+            else [
+                {"figure": n, "value_h": v, "baseline_h": b}
+                for n, v, b in fm.breaches(r.second, rep.base[1], rep.tolerances)
+            ],
+        }
+
+    rec = None
+    if rep.best is not None:
+        best = rep.rows[rep.best]
+        rec = dict(row(best))
+        rec["pbs_settings"] = settings(best, procs, rules, rank_refresh_s)
+        rec["held_on_second_half"] = not fm.breaches(_second(best), rep.base[1], rep.tolerances)
+        rec["rank_first"] = rep.rank_first
+        rec["rank_second"] = rep.rank_second
+    return {
+        "backfill_by": rules.backfill_by,
+        "classes": rules.classes,
+        "rank": {"resource": pbsched.RANK, "name": hook_rank.NAME, "refresh_s": rank_refresh_s},
+        "tolerances": dict(rep.tolerances._asdict(), slack_h=fm.SLACK_H),
+        "baseline": {"first": rep.base[0]._asdict(), "second": rep.base[1]._asdict()},
+        "candidates": [row(r) for r in rep.rows],
+        "front": rep.front,
+        "recommended": rec,
+        "best_second": rep.best_second,
+    }
+
+
+def write_plot(rep: Report, directory: str, title: str) -> str:
+    """The candidates run on the second half, mean bsld against long jobs' p95 (wide jobs'
+    without long jobs) and against wide jobs' longest wait: the first half's front in blue,
+    the recommendation in red, the baseline in black, the tolerance dashed. Returns the
+    PNG's path.
+
+    :raises SoftwalltimeError: matplotlib is missing
+    """
+    from .plots import matplotlib_classes, save_figure
+
+    figure_cls, canvas_cls = matplotlib_classes()
+    fig = figure_cls(figsize=(11, 4.5))
+    base = rep.base[1]
+    lim = fm.limits(base, rep.tolerances)
+    # long jobs' p95 wait, or wide jobs' where the half has no long job (CTC-SP2)
+    cls = "long" if base.p95["long"] is not None else "wide"
+    panels: List[Tuple[str, Callable[[fm.Waits], Optional[float]], Optional[float]]] = [
+        (f"{cls} jobs' p95 wait (h)", lambda w: w.p95[cls], lim.get(f"{cls}_p95")),
+        ("wide jobs' longest wait (h)", lambda w: w.wide_max_h, None),
+    ]
+    for k, (label, get, most) in enumerate(panels):
+        ax = fig.add_subplot(1, 2, k + 1)
+        for i, r in enumerate(rep.rows):
+            if r.second is None:
+                continue
+            color = "#d62728" if i == rep.best else "#1f77b4" if i in rep.front else "#c7c7c7"
+            ax.plot([r.second.bsld], [get(r.second) or 0.0], "o", color=color, ms=5)
+        b = get(base)
+        ax.plot([base.bsld], [b or 0.0], "s", color="black", ms=7, label="fcfs-bf1, users")
+        if most is not None:
+            ax.axhline(most, ls="--", color="#7f7f7f", lw=1)
+        ax.set_xlabel("mean bounded slowdown (second half)")
+        ax.set_ylabel(label)
+        ax.legend(loc="best", fontsize=8)
+    fig.suptitle(title + " (blue: front, red: recommended)")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, FRONT_PNG)
+    save_figure(fig, canvas_cls, path)
+    return path
