@@ -110,14 +110,18 @@ def load_prior(path: Optional[Path] = None) -> cal.Calibration:
     """
     path = PRIOR_PATH if path is None else path
     try:
-        with open(path, encoding="utf-8") as handle:
-            doc = json.load(handle)
-    except (OSError, ValueError) as err:
-        raise PriorError(f"cannot read the prior {path}: {err}") from err
-    try:
-        return prior_table(doc)
+        return prior_table(_read(path))
     except PriorError as err:
         raise PriorError(f"{path}: {err}; rebuild it (python -m {__name__})") from err
+
+
+def _read(path: Path) -> Any:
+    """The JSON document at ``path``; a PriorError (without the path) if unreadable."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError) as err:
+        raise PriorError(f"cannot read the prior: {err}") from err
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -227,12 +231,7 @@ def load_learned_prior(path: Optional[Path] = None) -> learned.Learner:
     """
     path = LEARNED_PRIOR_PATH if path is None else path
     try:
-        with open(path, encoding="utf-8") as handle:
-            doc = json.load(handle)
-    except (OSError, ValueError) as err:
-        raise PriorError(f"cannot read the prior {path}: {err}") from err
-    try:
-        return learned_prior_table(doc)
+        return learned_prior_table(_read(path))
     except PriorError as err:
         raise PriorError(f"{path}: {err}; rebuild it (python -m {__name__} --learned)") from err
 

@@ -394,6 +394,28 @@ class Lazy(Generic[T]):
         return value
 
 
+def _sampled_runs(
+    snap: Snapshot,
+    policy: pbsched.Policy,
+    sampler: RunSampler,
+    queued_kinds: Callable[[int], Sequence[int]],
+    running_runs: Sequence[Sequence[int]],
+    samples: int,
+    until: Optional[int],
+) -> List[List[int]]:
+    """The queued jobs' starts (:func:`forward_starts`) in each of ``samples`` forward runs
+    with drawn run times, each run up to job ``until``'s start (None: the last start)."""
+    if samples < 1:
+        raise ValueError("samples must be >= 1")
+    kinds = Lazy(len(snap.queued), queued_kinds)
+    out = []
+    for _ in range(samples):
+        runs = Lazy(len(snap.queued), lambda j: sampler.queued_run(kinds[j]))
+        ends = [sampler.running_end(job, snap.now, r) for job, r in zip(snap.running, running_runs)]
+        out.append(forward_starts(snap, policy, runs, ends, True, until))
+    return out
+
+
 def start_quantiles(
     snap: Snapshot,
     policy: pbsched.Policy,
@@ -404,17 +426,17 @@ def start_quantiles(
 ) -> StartAnswer:
     """P50 and P90 of the target's start over ``samples`` forward runs (run times drawn from
     ``queued_kinds(j)`` and ``running_runs[i]``: :meth:`RunSampler.runs_of`), with PBS's
-    estimate beside them."""
-    if samples < 1:
-        raise ValueError("samples must be >= 1")
-    kinds = Lazy(len(snap.queued), queued_kinds)
-    starts = []
-    for _ in range(samples):
-        runs = Lazy(len(snap.queued), lambda j: sampler.queued_run(kinds[j]))
-        ends = [sampler.running_end(job, snap.now, r) for job, r in zip(snap.running, running_runs)]
-        starts.append(forward_start(snap, policy, runs, ends))
-    starts.sort()
-    return StartAnswer(quantile(starts, 0.5), quantile(starts, 0.9), pbs_estimate(snap, policy))
+    estimate beside them.
+
+    :raises ValueError: as :func:`forward_start`
+    """
+    pbs = pbs_estimate(snap, policy)  # raises for a job wider than the machine
+    target = snap.target
+    runs = _sampled_runs(snap, policy, sampler, queued_kinds, running_runs, samples, target)
+    starts = sorted(run[target] for run in runs)
+    if starts[0] < 0:
+        raise ValueError(f"no start within {MAX_EVENTS} job ends")
+    return StartAnswer(quantile(starts, 0.5), quantile(starts, 0.9), pbs)
 
 
 def all_quantiles(
@@ -427,16 +449,7 @@ def all_quantiles(
 ) -> List[Optional[StartAnswer]]:
     """:func:`start_quantiles` for every queued job at once (``snap.target`` is ignored):
     ``samples`` + 1 forward runs to the last start; None for a job that does not start."""
-    if samples < 1:
-        raise ValueError("samples must be >= 1")
-    n = len(snap.queued)
-    kinds = Lazy(n, queued_kinds)
-    runs_by_job: List[List[int]] = [[] for _ in range(n)]
-    for _ in range(samples):
-        runs = Lazy(n, lambda j: sampler.queued_run(kinds[j]))
-        ends = [sampler.running_end(job, snap.now, r) for job, r in zip(snap.running, running_runs)]
-        for j, s in enumerate(forward_starts(snap, policy, runs, ends)):
-            runs_by_job[j].append(s)
+    runs = _sampled_runs(snap, policy, sampler, queued_kinds, running_runs, samples, None)
     pbs = forward_starts(
         snap,
         policy,
@@ -444,8 +457,8 @@ def all_quantiles(
         [r.start + (r.est or r.wall) for r in snap.running],
     )
     out: List[Optional[StartAnswer]] = []
-    for starts, by_pbs in zip(runs_by_job, pbs):
-        starts.sort()
+    for j, by_pbs in enumerate(pbs):
+        starts = sorted(run[j] for run in runs)
         if starts[0] < 0 or by_pbs < 0:
             out.append(None)
         else:
