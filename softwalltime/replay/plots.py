@@ -55,8 +55,6 @@ def _errors_h(result: Replay) -> Dict[str, List[float]]:
     }
 
 
-
-
 def plot_directory(directory: str) -> Tuple[Any, Any]:
     """Before any figure: matplotlib's classes, and ``directory`` created if missing.
 
