@@ -23,12 +23,14 @@ FAKE = textwrap.dedent(
     ops = [o for o in ops if o]
     if d == "list server operators":
         print("Server pbshost")
-        if ops:
-            print("    operators = " + ",".join(ops))
+        if ops:  # folded after a comma, the next lines tab-indented, as qmgr does
+            print("    operators = " + ",\\n\\t".join(ops))
     elif d.startswith("set server operators += "):
         open(state + "/ops", "w").write(",".join(ops + [d.split()[-1]]))
     elif d.startswith("set server operators -= "):
         open(state + "/ops", "w").write(",".join(o for o in ops if o != d.split()[-1]))
+    elif d == "unset server operators":
+        open(state + "/ops", "w").write("")
     elif d.startswith("list hook") or d.startswith("list resource"):
         sys.exit(1)
     """
@@ -62,7 +64,24 @@ def test_install_makes_the_user_an_operator_once_and_uninstall_takes_it_back(cap
     code, out, err = run(capsys, "hooks", "uninstall", "--qmgr", str(qmgr), "--operator", "root")
     assert code == 0, err
     assert (tmp_path / "ops").read_text() == ""
+    # the only operator: unset, since PBS 23.06 brings an emptied list back at its next start
+    assert "qmgr -c 'unset server operators'" in out and "-=" not in out
+
+
+def test_uninstall_takes_one_of_several_operators_even_past_qmgr_s_fold(capsys, tmp_path):
+    qmgr = fake(tmp_path)
+    entry = f"root@{socket.getfqdn()}"
+    others = ["admin@elsewhere", "ops@elsewhere"]
+    (tmp_path / "ops").write_text(",".join([*others, entry]))  # listed third, on a folded line
+    code, out, err = run(
+        capsys, "--dsn", DSN, "hooks", "install", "--qmgr", str(qmgr), "--operator", "root"
+    )
+    assert code == 0, err
+    assert "operators" not in out  # found on the folded line: not added twice
+    code, out, err = run(capsys, "hooks", "uninstall", "--qmgr", str(qmgr), "--operator", "root")
+    assert code == 0, err
     assert f"qmgr -c 'set server operators -= {entry}'" in out
+    assert (tmp_path / "ops").read_text() == ",".join(others)
 
 
 def test_no_such_user_or_none_asked_leaves_the_operators_alone(capsys, tmp_path):

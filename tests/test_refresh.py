@@ -151,6 +151,18 @@ def test_qmgr_hook_listing():
     assert r.parse_qmgr_hook("") == {}
 
 
+def test_qmgr_listing_joins_the_lines_qmgr_folds():
+    # qmgr 23.06's own output for a long operators list (tab-indented continuation lines)
+    text = (
+        "Server pbshost\n    operators = aaaa@pbshost,\n\tbbbb@pbshost,\n\tcccc@pbshost\n"
+        "    scheduling = True\n\n"
+    )
+    assert r.parse_qmgr_hook(text) == {
+        "operators": "aaaa@pbshost,bbbb@pbshost,cccc@pbshost",
+        "scheduling": "True",
+    }
+
+
 def test_lock_is_exclusive_across_processes(tmp_path):
     path = str(tmp_path / "lock")
     with r.RunLock(path):

@@ -38,6 +38,7 @@ from ..core.rank import NAME as RANK_NAME
 from ..core.rank import RANK_RESOURCE
 from ..errors import SoftwalltimeError
 from ..pbsserver import refresh as refresh_lib
+from ..pbsserver.commands import parse_qmgr_list
 
 HOOK_FILE = "softwalltime_hook.py"
 # The packages' system user: made a PBS operator by install (refresh's qalter and qstat as
@@ -338,12 +339,8 @@ def _operator(args: Any) -> str:
 
 def _operators(qmgr: str) -> list[str]:
     """The server's ``operators`` (empty when unset)."""
-    out = _qmgr_run(qmgr, "list server operators").stdout
-    for line in out.splitlines():
-        key, sep, value = line.strip().partition(" = ")
-        if sep and key == "operators":
-            return [v.strip() for v in value.split(",") if v.strip()]
-    return []
+    value = parse_qmgr_list(_qmgr_run(qmgr, "list server operators").stdout).get("operators", "")
+    return [v.strip() for v in value.split(",") if v.strip()]
 
 
 def _set_operator(
@@ -351,10 +348,16 @@ def _set_operator(
 ) -> Optional[str]:
     """Add ``entry`` to (or remove it from) the server's operators, once; the directive
     run, if any."""
-    present = entry in _operators(qmgr)
-    if present == add:
+    operators = _operators(qmgr)
+    if (entry in operators) == add:
         return None
     directive = f"set server operators {'+' if add else '-'}= {entry}"
+    if not add and operators == [entry]:
+        # PBS 23.06 saves an attribute emptied by -= as no values (attr_fn_arst.c:291) merged
+        # into the row it had (db_svr.c:86, "attributes || hstore(...)"): the entry comes back
+        # at the next server start. Only unset deletes it from the datastore
+        # (req_manager.c:1096).
+        directive = "unset server operators"
     _run_qmgr(qmgr, directive)
     say(f"qmgr -c {shlex.quote(directive)}")
     return directive
@@ -484,7 +487,8 @@ def uninstall(args: Any, settings: Settings) -> int:
             return 0
         print(shlex.join([qmgr, "-c", directive]))
         if entry:
-            print(shlex.join([qmgr, "-c", f"set server operators -= {entry}"]))
+            print(shlex.join([qmgr, "-c", f"set server operators -= {entry}"]) + "  # if it is"
+                  " one; 'unset server operators' if it is the only one")  # fmt: skip
         for delete in deletes:
             print(f"{shlex.join([qmgr, '-c', delete])}  # if it exists; refused while a job"
                   " has it: kept then")  # fmt: skip

@@ -118,6 +118,23 @@ def chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
         yield items[start : start + size]
 
 
+def parse_qmgr_list(text: str) -> dict[str, str]:
+    """``qmgr -c 'list ...'`` of one object -> {attribute: value}. qmgr folds a long value
+    after a comma onto lines that start with a tab; they are joined back.
+    """
+    out: dict[str, str] = {}
+    key = ""
+    for line in text.splitlines():
+        if line.startswith("\t") and key:
+            out[key] += line.strip()
+            continue
+        name, sep, value = line.strip().partition(" = ")
+        key = name.strip() if sep else ""
+        if key:
+            out[key] = value.strip()
+    return out
+
+
 def parse_qstat_json(text: str) -> dict[str, Any]:
     """The ``Jobs`` object of ``qstat -f -F json`` output (``{}`` when there are none).
 

@@ -44,7 +44,7 @@ from ..core.rank import RANK_RESOURCE
 from ..errors import ConfigError, DatabaseError, SoftwalltimeError
 from ..hook import lookup
 from ..units import duration_or_none, format_duration, qstat_time
-from .commands import Pbs, PbsError, chunks
+from .commands import Pbs, PbsError, chunks, parse_qmgr_list
 
 MARK = MARK_RESOURCE  # the hook's mark: a custom resource in Resource_List
 QUEUED_STATES = ("Q", "H")
@@ -437,12 +437,7 @@ def read_hook_file(path: str, hook: str) -> tuple[dict[str, str], str]:
 
 def parse_qmgr_hook(text: str) -> dict[str, str]:
     """``qmgr -c 'list hook NAME'`` -> {attribute: value} (empty if the hook is unknown)."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.strip().partition(" = ")
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
+    return parse_qmgr_list(text)
 
 
 class _Memo:

@@ -42,6 +42,7 @@ SERVER_ATTRIBUTES = (
     "python_restart_min_interval",
     "python_restart_max_objects",
     "job_history_enable",
+    "operators",  # hooks install/uninstall --operator (unset, not emptied: see its test)
 )
 
 
@@ -88,8 +89,8 @@ def pbs_server() -> Iterator[None]:
             for name, value in before.items():
                 if value is None:
                     pbsctl.qmgr(f"unset server {name}", check=False)
-                else:
-                    pbsctl.qmgr(f"set server {name} = {value}", check=False)
+                else:  # quoted: a list's commas would be a syntax error
+                    pbsctl.qmgr(f'set server {name} = "{value}"', check=False)
 
 
 @pytest.fixture(scope="session")

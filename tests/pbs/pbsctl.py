@@ -203,6 +203,24 @@ def exclusive() -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def restart_server(timeout: float = 120) -> None:
+    """Stop pbs_server (``qterm -t quick``: jobs stay), wait until its process is gone, and
+    start it again with ``up.sh`` (which waits until it answers): what the server kept in
+    its datastore, not in memory, is what it has afterwards."""
+    pid = int((PBS_HOME / "server_priv" / "server.lock").read_text().split()[0])
+    run("/opt/pbs/bin/qterm", "-t", "quick")
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists():
+        if time.monotonic() > deadline:
+            raise PbsError(f"pbs_server (pid {pid}) still running {timeout} s after qterm")
+        time.sleep(0.2)
+    proc = subprocess.run(
+        [str(OPENPBS / "up.sh")], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if proc.returncode != 0:
+        raise PbsError(f"up.sh -> {proc.returncode}: {proc.stderr or proc.stdout}")
+
+
 def available() -> str | None:
     """Why the real server cannot be used here, or None if it answers."""
     if os.geteuid() != 0:

@@ -344,3 +344,28 @@ def test_no_server_log_line_holds_a_users_variable(install, hook_db, jobs):
     lines = log.lines()
     assert any("hook set job's Resource_List.softwalltime_set" in x for x in lines), lines
     assert [x for x in lines if "hunter2" in x] == []
+
+
+def test_uninstall_leaves_no_operator_behind_across_a_server_restart(install, hook_db):
+    """``hooks install --operator USER`` adds USER@host to the server's operators and
+    ``hooks uninstall`` takes it out; removing the only operator with ``-=`` looks done but
+    PBS 23.06 brings it back at its next start (a package purged, its user still an
+    operator). What the restarted server lists is what counts."""
+    before = pbsctl.server_attribute("operators")
+    entry = f"{pbsctl.USER}@{pbsctl.run('hostname', '-f').stdout.strip()}"
+    pbsctl.qmgr("unset server operators")
+    try:
+        install("--operator", pbsctl.USER, dsn=hook_db)
+        assert pbsctl.server_attribute("operators") == entry
+        out = pbsctl.run(
+            SOFTWALLTIME, "hooks", "uninstall", "--name", HOOK, "--operator", pbsctl.USER
+        ).stdout
+        install.installed = False
+        assert pbsctl.server_attribute("operators") is None, out
+        pbsctl.restart_server()
+        assert pbsctl.server_attribute("operators") is None, out
+    finally:
+        if before is None:
+            pbsctl.qmgr("unset server operators", check=False)
+        else:
+            pbsctl.qmgr(f'set server operators = "{before}"', check=False)
