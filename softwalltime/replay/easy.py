@@ -132,6 +132,10 @@ class Easy:
         every_instant: bool = False,
         bind: bool = True,
     ) -> None:
+        """Long because mypyc compiles ``Easy`` with fixed slots (``_STATE``): every one is
+        given its first value here, a line each, and each option above is a slot the event
+        loop reads (``simulate``'s switches and the tests' shortcuts off), kept one by one
+        so that the compiled loop reads a native attribute, not a settings object."""
         n = len(work.submit)
         self.n = n
         self.work = work

@@ -437,6 +437,11 @@ def schedule_cycle(
     :param cls: a job's equivalence class (None: no classes): once a job cannot start, the
         later jobs of its class do not start in this cycle either (PBS copies the first
         one's error to them, check.cpp:710-714), though they may still become top jobs
+
+    Long because (parameters) the cycle is a pure function of plain values: its two
+    drivers (:func:`simulate_pbs`, over the workload's columns, and
+    :class:`softwalltime.wait.starttime._Cycles`, over a live queue's) each pass their own
+    lists, and tests pass literals; an object bundling them would belong to neither.
     """
     profile = Profile(now, free, ends)
     resv: List[List[int]] = []  # [start, extra]
