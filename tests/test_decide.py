@@ -294,3 +294,87 @@ def test_database_errors_propagate_with_the_rank_on():
 
     with pytest.raises(RuntimeError):
         ranked(fetch=Down())
+
+
+# --- the parts of decide(), alone
+
+
+def _settings(**overrides):
+    return load_settings(environ={}, overrides=overrides)
+
+
+def test_excluded_names_rules_one_to_four_in_order():
+    from softwalltime.core.decide import _excluded
+
+    def why(event="queuejob", user="alice", queue="workq", walltime=DAY, stf=False, **kw):
+        return _excluded(JobEvent(event, user, queue, walltime, None, False, stf), _settings(**kw))
+
+    assert why() is None
+    assert why(event="movejob") == "not a queuejob, runjob or modifyjob event"
+    assert why(user="") == "no user name"
+    assert why(users_deny=["alice"], users_allow=["alice"]) == "user in the deny list"
+    assert why(users_allow=["bob"]) == "user not in the allow list"
+    assert why(queue="", queues_allow=["workq"]).startswith("queue not known yet")
+    assert why(queue="", walltime=None) == "no walltime requested yet; runjob decides"
+    assert why(queues_deny=["workq"]) == "queue in the deny list"
+    # the first rule broken is named: a denied user without a walltime is the user
+    assert why(users_deny=["alice"], walltime=None) == "user in the deny list"
+    assert why(stf=True, walltime=None) == "shrink-to-fit job (min_walltime set)"
+    assert why(event="runjob", walltime=None) == "no walltime"
+    assert why(walltime=0) == "walltime is not positive"
+
+
+def test_existing_keeps_a_managers_value_and_waits_for_runjob_min_wait():
+    from softwalltime.core.decide import _existing
+
+    def rule5(existing, ours=False, event="runjob", wait=None, ranking=False, **kw):
+        job = JobEvent(event, "alice", "workq", DAY, existing, ours, False, wait)
+        return _existing(job, _settings(**kw), ranking)
+
+    assert rule5(None) == (None, None)
+    kept = "soft_walltime already set to 600 s"
+    assert rule5(600) == (kept, kept)  # rank off: left alone at once
+    assert rule5(600, ranking=True) == (kept, None)  # rank on: the rank is still decided
+    assert rule5(600, override_existing=True) == (None, None)
+    assert rule5(600, ours=True, wait=10, runjob_min_wait_s=60) == (
+        None,
+        "waited 10 s < runjob_min_wait_s 60 s; keeping 600 s",
+    )
+    assert rule5(600, ours=True, wait=60, runjob_min_wait_s=60) == (None, None)
+    assert rule5(600, ours=True, event="queuejob", wait=10, runjob_min_wait_s=60) == (None, None)
+
+
+def test_predict_reads_once_and_returns_the_ranks_rows_only_with_the_rank_on():
+    from softwalltime.core.decide import _predict
+    from softwalltime.core.predict import PredictorParams
+
+    settings = _settings()
+    params = PredictorParams.from_settings(settings)
+    job = JobEvent("queuejob", "alice", "workq", DAY, None)
+    fetch = Fetch()
+    prediction, rows = _predict(job, settings, fetch, params, None, False)
+    assert prediction.soft_walltime_s == V3_DAY and rows is None
+    assert fetch.calls == [("alice", 15, True)]
+    both = BothFetch()
+    prediction, rows = _predict(job, settings, both, params, None, True)
+    assert prediction.soft_walltime_s == V3_DAY and rows == CLASSES
+    assert both.calls == [("alice", 15, True)]
+    # calibrated without the site readers: no prediction, no read
+    calibrated = _settings(predictor="calibrated")
+    assert _predict(job, calibrated, Fetch(), params, None, False) == (None, None)
+
+
+def test_rank_is_not_set_again_nor_in_a_dry_run():
+    from softwalltime.core.decide import _rank
+
+    def rank(existing=None, rows=CLASSES, **kw):
+        job = JobEvent("queuejob", "alice", "workq", 3600, None, False, False, None, 4, None,
+                       existing)  # fmt: skip
+        return _rank(job, _settings(rank="key-mean", **kw), rows)
+
+    assert rank() == (RANK_1H_4, RANK_1H_4, "; rank key-mean=700 s set")
+    assert rank(existing=RANK_1H_4) == (None, RANK_1H_4, "; rank key-mean=700 s unchanged")
+    assert rank(dry_run=True) == (None, RANK_1H_4, "; rank key-mean=700 s would be set")
+    assert rank(rows=None) == (None, None, "")
+    job = JobEvent("queuejob", "alice", "workq", 3600, None)
+    assert _rank(job, _settings(), CLASSES) == (None, None, "")  # rank off
