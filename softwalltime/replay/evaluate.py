@@ -603,13 +603,15 @@ def target_text(obj: Dict[str, Any]) -> str:
     """``target under R %, achieved A %`` for calibrated's report entry (``target`` "v3" or
     "fixed", ``target_under_pct``, ``under_pct``): evaluate and simulate print it alike."""
     if obj.get("target") == "v3":
-        target = "v3's rate, {} %".format(_fmt(obj["target_under_pct"], ".1f"))
+        target = "v3's rate, {} %".format(format_figure(obj["target_under_pct"], ".1f"))
     else:
         target = "{:g} %".format(obj["target_under_pct"])
-    return "target under {}, achieved {} %".format(target, _fmt(obj["under_pct"], ".1f"))
+    return "target under {}, achieved {} %".format(target, format_figure(obj["under_pct"], ".1f"))
 
 
-def _fmt(value: Optional[float], spec: str) -> str:
+def format_figure(value: Optional[float], spec: str) -> str:
+    """``value`` formatted with ``spec``, or ``-`` when there is none (a table's empty
+    cell; ``evaluate`` and ``simulate`` print alike)."""
     return "-" if value is None else format(value, spec)
 
 
@@ -646,11 +648,11 @@ def format_table(report: Dict[str, Any]) -> str:
                 "  {:<16}{:>8}{:>9}{:>13}{:>10}{:>12}{:>10}".format(
                     name,
                     m["jobs"],
-                    _fmt(m["under_pct"], ".1f"),
-                    _fmt(m["bad_under_pct"], ".1f"),
-                    _fmt(m["mean_accuracy"], ".3f"),
-                    _fmt(m["median_accuracy"], ".3f"),
-                    _fmt(m["mae_hours"], ".2f"),
+                    format_figure(m["under_pct"], ".1f"),
+                    format_figure(m["bad_under_pct"], ".1f"),
+                    format_figure(m["mean_accuracy"], ".3f"),
+                    format_figure(m["median_accuracy"], ".3f"),
+                    format_figure(m["mae_hours"], ".2f"),
                 )
             )
     return "\n".join(lines) + "\n"
