@@ -183,14 +183,16 @@ def ranked(event="queuejob", walltime=3600, existing=None, ours=False, ncpus=4, 
 
 def test_rank_set_with_the_soft_walltime_from_one_read():
     d, fetch = ranked()
-    assert d.soft_walltime_s == 3600 // 4 + 900 and d.rank_s == d.ranked_s == RANK_1H_4
+    assert (
+        d.soft_walltime_s == 3600 // 4 + 900 and d.rank_to_set_s == d.computed_rank_s == RANK_1H_4
+    )
     assert fetch.calls == [("alice", 15, True)]
     assert d.reason.endswith("; rank key-mean=700 s set")
     # another ncpus: the walltime key (the same three jobs)
-    assert ranked(ncpus=8)[0].rank_s == RANK_1H_4
+    assert ranked(ncpus=8)[0].rank_to_set_s == RANK_1H_4
     # v1 reads its rows with both() as well
     d, fetch = ranked(predictor="v1")
-    assert fetch.calls == [("alice", 2, False)] and d.rank_s == RANK_1H_4
+    assert fetch.calls == [("alice", 2, False)] and d.rank_to_set_s == RANK_1H_4
 
 
 def paid(ncpus):
@@ -203,15 +205,15 @@ def test_rank_key_mean_paid_asks_the_history_to_have_paid_for_the_jump():
     # the three 4-cpu jobs cost 2,100 x 4 core-seconds, 0.58 of this 1 h x 4 job: the floor
     # 3600 ** 0.42 = 31 s is below their mean 700 s, which stands
     d = paid(4)
-    assert d.rank_s == RANK_1H_4 and d.reason.endswith("; rank key-mean-paid=700 s set")
+    assert d.rank_to_set_s == RANK_1H_4 and d.reason.endswith("; rank key-mean-paid=700 s set")
     # a 128-cpu job of the same walltime: they paid 1.8 % of it, so about the walltime
-    assert paid(128).rank_s == -(-(3600 ** (1 - 8400 / (3600 * 128))) // 1) > 3000
-    assert ranked(ncpus=128)[0].rank_s == RANK_1H_4  # key-mean: the mean, paid or not
+    assert paid(128).rank_to_set_s == -(-(3600 ** (1 - 8400 / (3600 * 128))) // 1) > 3000
+    assert ranked(ncpus=128)[0].rank_to_set_s == RANK_1H_4  # key-mean: the mean, paid or not
 
 
 def test_rank_off_leaves_the_rank_alone():
     d, fetch = run()
-    assert d.rank_s is None and d.ranked_s is None and "rank" not in d.reason
+    assert d.rank_to_set_s is None and d.computed_rank_s is None and "rank" not in d.reason
 
 
 @pytest.mark.parametrize(
@@ -230,39 +232,39 @@ def test_rank_off_leaves_the_rank_alone():
 )
 def test_no_rank_where_the_job_is_left_alone(kwargs):
     d, fetch = ranked(**kwargs)
-    assert d.soft_walltime_s is None and d.rank_s is None and d.ranked_s is None
+    assert d.soft_walltime_s is None and d.rank_to_set_s is None and d.computed_rank_s is None
     assert fetch.calls == [] and "rank" not in d.reason
 
 
 def test_an_unchanged_soft_walltime_does_not_keep_the_rank():
     d, _ = ranked(event="runjob", existing=1800, ours=True)
-    assert d.soft_walltime_s is None and d.rank_s == RANK_1H_4
+    assert d.soft_walltime_s is None and d.rank_to_set_s == RANK_1H_4
     assert d.reason.endswith(": unchanged; rank key-mean=700 s set")
 
 
 def test_a_managers_soft_walltime_is_kept_and_the_job_ranked():
     d, _ = ranked(existing=1234)
-    assert d.soft_walltime_s is None and d.rank_s == RANK_1H_4
+    assert d.soft_walltime_s is None and d.rank_to_set_s == RANK_1H_4
     assert "leave alone: soft_walltime already set to 1234 s; rank key-mean=700 s set" in d.reason
 
 
 def test_the_same_rank_is_not_set_again():
     d, _ = ranked(rank=RANK_1H_4)
-    assert d.soft_walltime_s == 1800 and d.rank_s is None and d.ranked_s == RANK_1H_4
+    assert d.soft_walltime_s == 1800 and d.rank_to_set_s is None and d.computed_rank_s == RANK_1H_4
     assert d.reason.endswith("rank key-mean=700 s unchanged")
     d, _ = ranked(event="runjob", existing=1800, ours=True, rank=RANK_1H_4)
-    assert d.soft_walltime_s is None and d.rank_s is None
+    assert d.soft_walltime_s is None and d.rank_to_set_s is None
 
 
 def test_dry_run_sets_no_rank():
     d, _ = ranked(dry_run=True)
-    assert d.soft_walltime_s is None and d.rank_s is None and d.ranked_s == RANK_1H_4
+    assert d.soft_walltime_s is None and d.rank_to_set_s is None and d.computed_rank_s == RANK_1H_4
     assert "dry run, would set v3" in d.reason and "rank key-mean=700 s would be set" in d.reason
 
 
 def test_no_history_ranks_at_the_walltime():
     d, _ = ranked(fetch=BothFetch(rows=[], classes=[]))
-    assert d.soft_walltime_s == 3600 and d.rank_s == 3600
+    assert d.soft_walltime_s == 3600 and d.rank_to_set_s == 3600
 
 
 def test_calibrated_ranks_from_its_own_rows():
@@ -279,11 +281,11 @@ def test_calibrated_ranks_from_its_own_rows():
     job = JobEvent("queuejob", "alice", "workq", 3600, None, ncpus=4)
     d = decide(job, settings, BothFetch(), site=site)
     assert asked == [("alice", cal.HISTORY_ROWS)]  # one read, the predictor's
-    assert d.rank_s == RANK_1H_4 and d.soft_walltime_s is not None
+    assert d.rank_to_set_s == RANK_1H_4 and d.soft_walltime_s is not None
     # rank off: calibrated reads the same rows, and ranks nothing
     off = settings._replace(rank="off")
     d = decide(job, off, BothFetch(), site=site)
-    assert d.rank_s is None and d.ranked_s is None and "rank" not in d.reason
+    assert d.rank_to_set_s is None and d.computed_rank_s is None and "rank" not in d.reason
     assert d.soft_walltime_s is not None
 
 

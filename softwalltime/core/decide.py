@@ -108,8 +108,8 @@ class Decision(NamedTuple):
     soft_walltime_s: Optional[int]
     prediction: Optional[Prediction]
     reason: str
-    rank_s: Optional[int] = None
-    ranked_s: Optional[int] = None
+    rank_to_set_s: Optional[int] = None
+    computed_rank_s: Optional[int] = None
 
 
 Decision.__doc__ = """The outcome for one event.
@@ -117,9 +117,9 @@ Decision.__doc__ = """The outcome for one event.
 ``soft_walltime_s``: the value to set, in seconds, or ``None`` to leave the job unchanged
 (always ``None`` in dry-run mode). ``prediction``: the prediction made, if any.
 ``reason``: one line for the debug log (user, walltime, predictor, soft walltime, basis;
-the rank). ``rank_s``: the sort rank to set in ``softwalltime_rank``, or ``None`` to leave
-it (rank off, excluded job, unchanged, dry run). ``ranked_s``: the rank computed, if any
-(also when unchanged or in a dry run).
+the rank). ``rank_to_set_s``: the sort rank to set in ``softwalltime_rank``, or ``None``
+to leave it (rank off, excluded job, unchanged, dry run). ``computed_rank_s``: the rank
+computed, if any (also when unchanged or in a dry run).
 """
 
 
@@ -239,10 +239,10 @@ def _rank(
     rank = ranker(walltime_s, job.ncpus, rows)
     if rank is None:
         return None, None, ""
-    new_rank = None if rank == job.existing_rank_s else rank
-    state = "unchanged" if new_rank is None else "would be set" if settings.dry_run else "set"
+    to_set = None if rank == job.existing_rank_s else rank
+    state = "unchanged" if to_set is None else "would be set" if settings.dry_run else "set"
     text = f"; rank {settings.rank}={rank} s {state}"
-    return (None if settings.dry_run else new_rank), rank, text
+    return (None if settings.dry_run else to_set), rank, text
 
 
 def decide(
@@ -281,10 +281,11 @@ def decide(
     if prediction is None:
         why = "predictor calibrated needs the site readers (site=...)"
         return Decision(None, None, f"{who}: leave alone: {why}")
-    new_rank, rank, ranked = _rank(job, settings, rows)
+    rank_to_set, rank, rank_text = _rank(job, settings, rows)
 
     def keep(why: str) -> Decision:
-        return Decision(None, prediction, f"{who}: leave alone: {why}{ranked}", new_rank, rank)
+        text = f"{who}: leave alone: {why}{rank_text}"
+        return Decision(None, prediction, text, rank_to_set, rank)
 
     if kept is not None:
         return keep(kept)
@@ -297,5 +298,6 @@ def decide(
     if existing_soft_s is not None and existing_soft_s == soft:
         return keep(f"{what}: unchanged")
     if settings.dry_run:
-        return Decision(None, prediction, f"{who}: dry run, would set {what}{ranked}", None, rank)
-    return Decision(soft, prediction, f"{who}: set {what}{ranked}", new_rank, rank)
+        text = f"{who}: dry run, would set {what}{rank_text}"
+        return Decision(None, prediction, text, None, rank)
+    return Decision(soft, prediction, f"{who}: set {what}{rank_text}", rank_to_set, rank)

@@ -203,7 +203,7 @@ def plan_job(job: QueuedJob, settings: Settings, fetch: Fetch) -> Plan:
     # The rank is worth a qalter by the thresholds of the soft walltime: it orders jobs, and
     # a move below both swaps the job only with jobs of nearly the same rank, for a qalter
     # that costs PBS ~80 ms (docs/operate.md); a missing rank is always set.
-    rank = decision.ranked_s
+    rank = decision.computed_rank_s
     new_rank = None
     if rank is not None and (
         job.rank_s is None
