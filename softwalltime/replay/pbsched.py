@@ -500,7 +500,7 @@ class _Machine:
         self.strict = strictly_past and correction == PBS
         self.free = procs_total
         self.est = [0] * n
-        self.orig = [0] * n
+        self.start_est = [0] * n  # the estimate each job started with
         self.ncorr = [0] * n
         self.start = [-1] * n
         self.by_end: List[Tuple[int, int]] = []  # (estimated end, job), sorted
@@ -511,7 +511,7 @@ class _Machine:
         # Note when running job j is next extended, if it still runs then.
         e = self.est[j]
         if e < self.work.wall[j]:
-            when = self.start[j] + e - self.margin + (self.strict and e == self.orig[j])
+            when = self.start[j] + e - self.margin + (self.strict and e == self.start_est[j])
             if when < self.start[j] + self.work.run[j]:
                 heapq.heappush(self.due, (when, j))
 
@@ -519,7 +519,7 @@ class _Machine:
         """Start job ``j`` with ``estimate``; returns its estimate after any extension."""
         w = self.work
         self.start[j] = now
-        self.orig[j] = estimate
+        self.start_est[j] = estimate
         self.est[j] = estimate
         if self.correction == "simple":  # already within the margin at start
             self._extend(j, now)
@@ -533,10 +533,10 @@ class _Machine:
         # Apply the extensions of job j due by now (the estimate only; see extend).
         w = self.work
         elapsed = min(now, self.start[j] + w.run[j] - 1) - self.start[j]
-        if self.strict and elapsed <= self.orig[j]:
+        if self.strict and elapsed <= self.start_est[j]:
             return False  # not strictly past the soft walltime it started with
         e, c = extended_estimate(
-            self.correction, self.est[j], self.orig[j], self.ncorr[j], w.wall[j], elapsed
+            self.correction, self.est[j], self.start_est[j], self.ncorr[j], w.wall[j], elapsed
         )
         changed = e != self.est[j]
         self.est[j], self.ncorr[j] = e, c
