@@ -183,14 +183,16 @@ def ranked(event="queuejob", walltime=3600, existing=None, ours=False, ncpus=4, 
 
 def test_rank_set_with_the_soft_walltime_from_one_read():
     d, fetch = ranked()
-    assert d.soft_walltime_s == 3600 // 4 + 900 and d.rank_s == d.ranked_s == RANK_1H_4
+    assert (
+        d.soft_walltime_s == 3600 // 4 + 900 and d.rank_to_set_s == d.computed_rank_s == RANK_1H_4
+    )
     assert fetch.calls == [("alice", 15, True)]
     assert d.reason.endswith("; rank key-mean=700 s set")
     # another ncpus: the walltime key (the same three jobs)
-    assert ranked(ncpus=8)[0].rank_s == RANK_1H_4
+    assert ranked(ncpus=8)[0].rank_to_set_s == RANK_1H_4
     # v1 reads its rows with both() as well
     d, fetch = ranked(predictor="v1")
-    assert fetch.calls == [("alice", 2, False)] and d.rank_s == RANK_1H_4
+    assert fetch.calls == [("alice", 2, False)] and d.rank_to_set_s == RANK_1H_4
 
 
 def paid(ncpus):
@@ -203,15 +205,15 @@ def test_rank_key_mean_paid_asks_the_history_to_have_paid_for_the_jump():
     # the three 4-cpu jobs cost 2,100 x 4 core-seconds, 0.58 of this 1 h x 4 job: the floor
     # 3600 ** 0.42 = 31 s is below their mean 700 s, which stands
     d = paid(4)
-    assert d.rank_s == RANK_1H_4 and d.reason.endswith("; rank key-mean-paid=700 s set")
+    assert d.rank_to_set_s == RANK_1H_4 and d.reason.endswith("; rank key-mean-paid=700 s set")
     # a 128-cpu job of the same walltime: they paid 1.8 % of it, so about the walltime
-    assert paid(128).rank_s == -(-(3600 ** (1 - 8400 / (3600 * 128))) // 1) > 3000
-    assert ranked(ncpus=128)[0].rank_s == RANK_1H_4  # key-mean: the mean, paid or not
+    assert paid(128).rank_to_set_s == -(-(3600 ** (1 - 8400 / (3600 * 128))) // 1) > 3000
+    assert ranked(ncpus=128)[0].rank_to_set_s == RANK_1H_4  # key-mean: the mean, paid or not
 
 
 def test_rank_off_leaves_the_rank_alone():
     d, fetch = run()
-    assert d.rank_s is None and d.ranked_s is None and "rank" not in d.reason
+    assert d.rank_to_set_s is None and d.computed_rank_s is None and "rank" not in d.reason
 
 
 @pytest.mark.parametrize(
@@ -230,39 +232,39 @@ def test_rank_off_leaves_the_rank_alone():
 )
 def test_no_rank_where_the_job_is_left_alone(kwargs):
     d, fetch = ranked(**kwargs)
-    assert d.soft_walltime_s is None and d.rank_s is None and d.ranked_s is None
+    assert d.soft_walltime_s is None and d.rank_to_set_s is None and d.computed_rank_s is None
     assert fetch.calls == [] and "rank" not in d.reason
 
 
 def test_an_unchanged_soft_walltime_does_not_keep_the_rank():
     d, _ = ranked(event="runjob", existing=1800, ours=True)
-    assert d.soft_walltime_s is None and d.rank_s == RANK_1H_4
+    assert d.soft_walltime_s is None and d.rank_to_set_s == RANK_1H_4
     assert d.reason.endswith(": unchanged; rank key-mean=700 s set")
 
 
 def test_a_managers_soft_walltime_is_kept_and_the_job_ranked():
     d, _ = ranked(existing=1234)
-    assert d.soft_walltime_s is None and d.rank_s == RANK_1H_4
+    assert d.soft_walltime_s is None and d.rank_to_set_s == RANK_1H_4
     assert "leave alone: soft_walltime already set to 1234 s; rank key-mean=700 s set" in d.reason
 
 
 def test_the_same_rank_is_not_set_again():
     d, _ = ranked(rank=RANK_1H_4)
-    assert d.soft_walltime_s == 1800 and d.rank_s is None and d.ranked_s == RANK_1H_4
+    assert d.soft_walltime_s == 1800 and d.rank_to_set_s is None and d.computed_rank_s == RANK_1H_4
     assert d.reason.endswith("rank key-mean=700 s unchanged")
     d, _ = ranked(event="runjob", existing=1800, ours=True, rank=RANK_1H_4)
-    assert d.soft_walltime_s is None and d.rank_s is None
+    assert d.soft_walltime_s is None and d.rank_to_set_s is None
 
 
 def test_dry_run_sets_no_rank():
     d, _ = ranked(dry_run=True)
-    assert d.soft_walltime_s is None and d.rank_s is None and d.ranked_s == RANK_1H_4
+    assert d.soft_walltime_s is None and d.rank_to_set_s is None and d.computed_rank_s == RANK_1H_4
     assert "dry run, would set v3" in d.reason and "rank key-mean=700 s would be set" in d.reason
 
 
 def test_no_history_ranks_at_the_walltime():
     d, _ = ranked(fetch=BothFetch(rows=[], classes=[]))
-    assert d.soft_walltime_s == 3600 and d.rank_s == 3600
+    assert d.soft_walltime_s == 3600 and d.rank_to_set_s == 3600
 
 
 def test_calibrated_ranks_from_its_own_rows():
@@ -279,11 +281,11 @@ def test_calibrated_ranks_from_its_own_rows():
     job = JobEvent("queuejob", "alice", "workq", 3600, None, ncpus=4)
     d = decide(job, settings, BothFetch(), site=site)
     assert asked == [("alice", cal.HISTORY_ROWS)]  # one read, the predictor's
-    assert d.rank_s == RANK_1H_4 and d.soft_walltime_s is not None
+    assert d.rank_to_set_s == RANK_1H_4 and d.soft_walltime_s is not None
     # rank off: calibrated reads the same rows, and ranks nothing
     off = settings._replace(rank="off")
     d = decide(job, off, BothFetch(), site=site)
-    assert d.rank_s is None and d.ranked_s is None and "rank" not in d.reason
+    assert d.rank_to_set_s is None and d.computed_rank_s is None and "rank" not in d.reason
     assert d.soft_walltime_s is not None
 
 
@@ -294,3 +296,87 @@ def test_database_errors_propagate_with_the_rank_on():
 
     with pytest.raises(RuntimeError):
         ranked(fetch=Down())
+
+
+# --- the parts of decide(), alone
+
+
+def _settings(**overrides):
+    return load_settings(environ={}, overrides=overrides)
+
+
+def test_excluded_names_rules_one_to_four_in_order():
+    from softwalltime.core.decide import _excluded
+
+    def why(event="queuejob", user="alice", queue="workq", walltime=DAY, stf=False, **kw):
+        return _excluded(JobEvent(event, user, queue, walltime, None, False, stf), _settings(**kw))
+
+    assert why() is None
+    assert why(event="movejob") == "not a queuejob, runjob or modifyjob event"
+    assert why(user="") == "no user name"
+    assert why(users_deny=["alice"], users_allow=["alice"]) == "user in the deny list"
+    assert why(users_allow=["bob"]) == "user not in the allow list"
+    assert why(queue="", queues_allow=["workq"]).startswith("queue not known yet")
+    assert why(queue="", walltime=None) == "no walltime requested yet; runjob decides"
+    assert why(queues_deny=["workq"]) == "queue in the deny list"
+    # the first rule broken is named: a denied user without a walltime is the user
+    assert why(users_deny=["alice"], walltime=None) == "user in the deny list"
+    assert why(stf=True, walltime=None) == "shrink-to-fit job (min_walltime set)"
+    assert why(event="runjob", walltime=None) == "no walltime"
+    assert why(walltime=0) == "walltime is not positive"
+
+
+def test_existing_keeps_a_managers_value_and_waits_for_runjob_min_wait():
+    from softwalltime.core.decide import _existing
+
+    def rule5(existing, ours=False, event="runjob", wait=None, ranking=False, **kw):
+        job = JobEvent(event, "alice", "workq", DAY, existing, ours, False, wait)
+        return _existing(job, _settings(**kw), ranking)
+
+    assert rule5(None) == (None, None)
+    kept = "soft_walltime already set to 600 s"
+    assert rule5(600) == (kept, kept)  # rank off: left alone at once
+    assert rule5(600, ranking=True) == (kept, None)  # rank on: the rank is still decided
+    assert rule5(600, override_existing=True) == (None, None)
+    assert rule5(600, ours=True, wait=10, runjob_min_wait_s=60) == (
+        None,
+        "waited 10 s < runjob_min_wait_s 60 s; keeping 600 s",
+    )
+    assert rule5(600, ours=True, wait=60, runjob_min_wait_s=60) == (None, None)
+    assert rule5(600, ours=True, event="queuejob", wait=10, runjob_min_wait_s=60) == (None, None)
+
+
+def test_predict_reads_once_and_returns_the_ranks_rows_only_with_the_rank_on():
+    from softwalltime.core.decide import _predict
+    from softwalltime.core.predict import PredictorParams
+
+    settings = _settings()
+    params = PredictorParams.from_settings(settings)
+    job = JobEvent("queuejob", "alice", "workq", DAY, None)
+    fetch = Fetch()
+    prediction, rows = _predict(job, settings, fetch, params, None, False)
+    assert prediction.soft_walltime_s == V3_DAY and rows is None
+    assert fetch.calls == [("alice", 15, True)]
+    both = BothFetch()
+    prediction, rows = _predict(job, settings, both, params, None, True)
+    assert prediction.soft_walltime_s == V3_DAY and rows == CLASSES
+    assert both.calls == [("alice", 15, True)]
+    # calibrated without the site readers: no prediction, no read
+    calibrated = _settings(predictor="calibrated")
+    assert _predict(job, calibrated, Fetch(), params, None, False) == (None, None)
+
+
+def test_rank_is_not_set_again_nor_in_a_dry_run():
+    from softwalltime.core.decide import _rank
+
+    def rank(existing=None, rows=CLASSES, **kw):
+        job = JobEvent("queuejob", "alice", "workq", 3600, None, False, False, None, 4, None,
+                       existing)  # fmt: skip
+        return _rank(job, _settings(rank="key-mean", **kw), rows)
+
+    assert rank() == (RANK_1H_4, RANK_1H_4, "; rank key-mean=700 s set")
+    assert rank(existing=RANK_1H_4) == (None, RANK_1H_4, "; rank key-mean=700 s unchanged")
+    assert rank(dry_run=True) == (None, RANK_1H_4, "; rank key-mean=700 s would be set")
+    assert rank(rows=None) == (None, None, "")
+    job = JobEvent("queuejob", "alice", "workq", 3600, None)
+    assert _rank(job, _settings(), CLASSES) == (None, None, "")  # rank off

@@ -143,7 +143,7 @@ def _after_passes(easy: Easy, every: int) -> Iterator[int]:
     # Step through the simulation; yield the instant after every ``every``-th pass that
     # left a blocked head (arrivals after it are not yet in the state).
     passes = 0
-    while easy.a < easy.n or easy.ends:
+    while easy.next_arrival < easy.n or easy.ends:
         before = easy.passes
         t = easy.step()
         if easy.passes > before and easy.shadow >= 0:
@@ -183,7 +183,7 @@ def test_noop_until_admits_no_job_in_its_window(source: str) -> None:
     windows = 0
     for t in _after_passes(easy, 3):
         bound = min(
-            easy.submit[easy.a] if easy.a < easy.n else float("inf"),
+            easy.submit[easy.next_arrival] if easy.next_arrival < easy.n else float("inf"),
             easy.ends[0][0] if easy.ends else float("inf"),
         )
         if bound == float("inf"):

@@ -465,3 +465,64 @@ def test_plot_without_matplotlib_says_how_to_install_it(swf, tmp_path, monkeypat
     assert cli.main(["evaluate", "--plot", str(tmp_path / "p"), str(swf)]) == 1
     assert "pip install 'softwalltime[plot]'" in capsys.readouterr().err
     assert not (tmp_path / "p").exists()
+
+
+# --- the replay's parts, alone
+
+
+def test_replay_classic_predicts_each_job_from_its_users_ended_jobs():
+    from softwalltime.replay.evaluate import columns, replay_classic
+
+    jobs = [
+        job("alice", 0, H, 2 * H),  # ends 3600
+        job("alice", 0, 2 * H, 4 * H),  # ends 7200
+        job("alice", 10000, 5 * H, 10 * H),  # both ended
+        job("alice", 10000, 5 * H, 10 * H),  # the same batch: the same predictions
+        job("alice", 10000, 5 * H, 6 * H),  # same history, another walltime: not the memo's
+        job("bob", 0, H, 2 * H),  # ends 3600
+        job("bob", 3600, 0, 4 * H),  # ends at its own instant: not its own history
+    ]
+    cols, _skipped = columns(jobs)
+    got = replay_classic(cols, ["v1", "v3"], PredictorParams.create())
+    assert list(got) == ["v1", "v3"]
+    assert got["v1"] == [2 * H, 4 * H, 5400, 5400, 5400, 2 * H, H]
+    assert got["v3"] == [2 * H, 4 * H, 18900, 18900, 3 * H + 900, 2 * H, 2 * H + 900]
+    assert replay_classic(cols, [], PredictorParams.create()) == {}
+
+
+def test_calibrated_histories_keep_the_last_rows_and_their_walltime_classes():
+    from softwalltime.core import calibrated as cal
+    from softwalltime.replay.evaluate import CalibratedHistories
+
+    h = CalibratedHistories(keep=3)
+    assert h.of("u", 0) == [] and h.outcome("u", H, 1) == cal.outcome_of_usable(H, 1, [])
+    entries = [(k, (k % 2 + 1) * H, 1) for k in range(10)]
+    for entry in entries:
+        h.add("u", entry)
+    assert h.of("u", 0) == entries[::-1][:3]
+    assert len(h.buffers["u"]) == 4  # the spare one
+    for wall, same in h.by_wall["u"].items():
+        assert same == [x for x in entries[::-1][:3] if x[1] == wall]
+    # a job that ends at its own instant is not its own history until predicted
+    own = (99, H, 1)
+    h.add("u", own, own=7)
+    assert h.of("u", 7) == entries[::-1][:3]  # the spare entry fills the gap
+    assert h.of("u", 8) == [own] + entries[::-1][:2]
+    h.predicted(7)
+    assert h.of("u", 7) == [own] + entries[::-1][:2]
+
+
+def test_calibrated_histories_outcome_is_memoised_until_the_history_moves():
+    from softwalltime.core import calibrated as cal
+    from softwalltime.replay.evaluate import CalibratedHistories
+
+    h = CalibratedHistories(keep=3)
+    for k in range(5):
+        h.add("u", (600 + k, H, 2))
+    first = h.outcome("u", H, 2)
+    assert first == cal.outcome_of_usable(H, 2, h.of("u", -1))
+    assert h.outcome("u", H, 2) is first  # the same batch: not computed again
+    assert h.outcome("u", H, 4) is not first  # other processors
+    h.add("u", (3000, H, 2))  # a newer end: computed again
+    again = h.outcome("u", H, 2)
+    assert again is not first and again == cal.outcome_of_usable(H, 2, h.of("u", -1))

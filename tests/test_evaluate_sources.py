@@ -219,6 +219,29 @@ def test_pbs_bad_records_are_counted_not_fatal(pbs_file, tmp_path):
     assert trace.skipped == {SKIP_MALFORMED: 2}
 
 
+def test_one_pbs_line_is_a_finished_job_nothing_or_an_error():
+    from softwalltime.accounting import FINISHED_JOB_COLUMNS
+    from softwalltime.replay.traces import _finished_row
+
+    row = _finished_row(pbs_e_line(5, "alice", 0, 60, 3600, 7200) + "\r\n")
+    got = dict(zip(FINISHED_JOB_COLUMNS, row))
+    assert (got["job_id"], got["username"], got["server"]) == ("5.pbs01", "alice", "pbs01")
+    assert (got["ctime"], got["started_at"], got["runtime_s"]) == (EPOCH0, EPOCH0 + 60, 3600)
+    # a job id without a server: the one given
+    bare = pbs_e_line(6, "bob", 0, 0, 60, 600).replace(";6.pbs01;", ";6;")
+    assert dict(zip(FINISHED_JOB_COLUMNS, _finished_row(bare, "torque1")))["server"] == "torque1"
+    # no finished job: blank, comments, other record types
+    queued = pbs_text().splitlines()[0]
+    assert [_finished_row(x) for x in ("", "  \n", "# note", "; header", queued)] == [None] * 5
+    with pytest.raises(ParseError, match="not an accounting record: 'garbage'") as err:
+        _finished_row("garbage")
+    assert getattr(err.value, "rule", None) is None
+    # an impossible record: refused with the rule it breaks (counted, not malformed)
+    with pytest.raises(ParseError) as err:
+        _finished_row(pbs_e_line(7, "carol", 0, 60, 3600, 7200).replace(" start=", " start=9"))
+    assert getattr(err.value, "rule", None)
+
+
 def test_real_pbs_samples_replay():
     cesnet = read_sources([str(PBS_SAMPLES / "fairshareSim_OpenPBS_cesnet-torque1-testserver.log")])
     assert len(cesnet.jobs) == 200  # its 200 E records

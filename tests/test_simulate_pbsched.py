@@ -347,3 +347,35 @@ def test_lazy_cycle_delays_nothing_past_the_next_cycle() -> None:
     result = pbsched.simulate_pbs(work, One(), 2, pbsched.Policy(scheduler_iteration=600))
     assert result.start == [0, 1000]
     assert result.corrections[0] == 999
+
+
+# --- simulate_pbs's run state, alone
+
+
+def test_run_events_queue_arrivals_and_say_what_changed() -> None:
+    # 4 processors: a (2 procs, runs 100 s of 1000) and b (4 procs) at 0, c at 50.
+    rows = [("a", 0, 1000, 100, 2), ("b", 0, 1000, 100, 4), ("c", 50, 1000, 100, 2)]
+    work = sim.make_workload("t", rows, 4)
+    run = pbsched._Run(work, sim.make_source("perfect"), 4, pbsched.Policy(), "pbs", None)
+    assert run.events(0) is True and run.queue == [0, 1] and run.next_arrival == 2
+    assert run.events(10) is False  # nothing arrived, ended or was extended
+    run.cycle(0)
+    # a starts (with its perfect estimate, as checked: no restart); b is the top job
+    assert run.machine.start[:2] == [0, -1] and run.queue == [1] and run.passes == 1
+    assert run.reservation[1] == 100 and run.restarted is False
+    assert run.events(50) is True and run.queue == [1, 2]
+    assert run.events(100) is True  # a ended
+    assert run.machine.free == 4
+
+
+def test_run_a_job_started_with_another_estimate_than_checked_is_a_change() -> None:
+    # Backfilling by walltime: a job is checked with its walltime and starts with its
+    # estimate, so the next cycle may differ though nothing else changed.
+    rows = [("a", 0, 1000, 100, 2)]
+    work = sim.make_workload("t", rows, 4)
+    policy = pbsched.Policy(backfill_by=pbsched.WALLTIME)
+    run = pbsched._Run(work, sim.make_source("perfect"), 4, policy, "pbs", None)
+    run.events(0)
+    run.cycle(0)
+    assert run.machine.start == [0] and run.restarted is True
+    assert run.events(1) is True

@@ -621,3 +621,20 @@ def test_cli_prometheus_refuses_a_symlink_and_keeps_the_mode(capsys, tmp_path, p
     code, out, err = _status(capsys, tmp_path, "--prometheus", "-")
     assert code == 3 and out.startswith("# HELP") and "softwalltime_status 3\n" in out
     assert "│" not in out and not (tmp_path / "-").exists()
+
+
+def test_exported_settings_load_as_the_hook_does_and_leave_no_file(tmp_path, monkeypatch):
+    import tempfile
+
+    from softwalltime.errors import ConfigError
+    from softwalltime.pbsserver.commands import exported_settings
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the copy is written
+    monkeypatch.setenv("SOFTWALLTIME_PREDICTOR", "v1")  # the hook reads no environment
+    settings = exported_settings(json.dumps({"dsn": "host=/x", "rank": "key-mean"}), "cfg")
+    assert (settings.dsn, settings.rank, settings.predictor) == ("host=/x", "key-mean", "v3")
+    with pytest.raises(ConfigError) as err:
+        exported_settings(json.dumps({"predictor": "v9"}), "hook config")
+    assert str(err.value).startswith("hook config: key 'predictor'")
+    assert str(tmp_path) not in str(err.value)
+    assert list(tmp_path.iterdir()) == []  # removed, valid or not

@@ -180,7 +180,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             "ncpus": ncpus,
             "soft_walltime_s": decision.soft_walltime_s,
             "predicted_s": prediction.soft_walltime_s if prediction else None,
-            "rank_s": decision.ranked_s,
+            "rank_s": decision.computed_rank_s,
             "dry_run": settings.dry_run,
             "reason": decision.reason,
             "basis_jobs": prediction.basis_jobs if prediction else 0,
@@ -203,8 +203,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"soft_walltime: none set (dry run; would be {format_duration(soft)}, {soft} s)")
     else:
         print("soft_walltime: none (the hook leaves the job alone)")
-    if decision.ranked_s is not None:
-        print(f"rank: {decision.ranked_s} s ({settings.rank}, for job_sort_formula)")
+    if decision.computed_rank_s is not None:
+        print(f"rank: {decision.computed_rank_s} s ({settings.rank}, for job_sort_formula)")
     print(f"why: {decision.reason}")
     if prediction is not None and settings.predictor == calibrated.NAME:
         table = site.calibration()

@@ -31,7 +31,7 @@ rank from being set; a rank equal to the job's is not set again; ``dry_run`` set
 Hook path: Python 3.6+ syntax, standard library only.
 """
 
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 from . import calibrated as cal
 from .predict import HistoryRow, Prediction, PredictorParams, predict
@@ -108,8 +108,8 @@ class Decision(NamedTuple):
     soft_walltime_s: Optional[int]
     prediction: Optional[Prediction]
     reason: str
-    rank_s: Optional[int] = None
-    ranked_s: Optional[int] = None
+    rank_to_set_s: Optional[int] = None
+    computed_rank_s: Optional[int] = None
 
 
 Decision.__doc__ = """The outcome for one event.
@@ -117,9 +117,9 @@ Decision.__doc__ = """The outcome for one event.
 ``soft_walltime_s``: the value to set, in seconds, or ``None`` to leave the job unchanged
 (always ``None`` in dry-run mode). ``prediction``: the prediction made, if any.
 ``reason``: one line for the debug log (user, walltime, predictor, soft walltime, basis;
-the rank). ``rank_s``: the sort rank to set in ``softwalltime_rank``, or ``None`` to leave
-it (rank off, excluded job, unchanged, dry run). ``ranked_s``: the rank computed, if any
-(also when unchanged or in a dry run).
+the rank). ``rank_to_set_s``: the sort rank to set in ``softwalltime_rank``, or ``None``
+to leave it (rank off, excluded job, unchanged, dry run). ``computed_rank_s``: the rank
+computed, if any (also when unchanged or in a dry run).
 """
 
 
@@ -143,6 +143,108 @@ def _listed(name: str, allow: Sequence[str], deny: Sequence[str]) -> Optional[st
     return None
 
 
+def _excluded(job: JobEvent, settings: Any) -> Optional[str]:
+    """Why rules 1 to 4 leave ``job`` alone before any history is read, or None."""
+    event, user, queue = job.kind, job.user, job.queue
+    if event not in EVENTS:
+        return "not a queuejob, runjob or modifyjob event"
+    if not user:
+        return "no user name"
+    excluded = _listed(user, settings.users_allow, settings.users_deny)
+    if excluded:
+        return "user " + excluded
+    if settings.queues_allow or settings.queues_deny:
+        if not queue:
+            return "queue not known yet (lists configured); runjob decides"
+        excluded = _listed(queue, settings.queues_allow, settings.queues_deny)
+        if excluded:
+            return "queue " + excluded
+    if job.shrink_to_fit:
+        return "shrink-to-fit job (min_walltime set)"
+    walltime_s = job.walltime_s
+    if walltime_s is None:
+        if event == "queuejob":
+            return "no walltime requested yet; runjob decides"
+        return "no walltime"
+    if walltime_s <= 0:
+        return "walltime is not positive"
+    return None
+
+
+def _existing(job: JobEvent, settings: Any, ranking: bool) -> Tuple[Optional[str], Optional[str]]:
+    """Rule 5 for ``job``'s soft walltime: ``(kept, leave)``. ``kept``: why it stays as it
+    is while the rank is still decided (None: a prediction may replace it); ``leave``: why
+    the job is left alone now, rank included (None: go on)."""
+    existing_soft_s = job.existing_soft_s
+    if existing_soft_s is None:
+        return None, None
+    if not (settings.override_existing or job.existing_is_ours):
+        kept = f"soft_walltime already set to {existing_soft_s} s"
+        return kept, None if ranking else kept
+    wait_s = job.wait_s
+    if (
+        job.kind == "runjob"
+        and settings.runjob_min_wait_s
+        and wait_s is not None
+        and wait_s < settings.runjob_min_wait_s
+    ):
+        return None, (
+            f"waited {wait_s:.0f} s < runjob_min_wait_s {settings.runjob_min_wait_s} s;"
+            f" keeping {existing_soft_s} s"
+        )
+    return None, None
+
+
+def _predict(
+    job: JobEvent,
+    settings: Any,
+    fetch: HistoryFetch,
+    params: PredictorParams,
+    site: Optional[cal.SiteFetch],
+    ranking: bool,
+) -> Tuple[Optional[Prediction], Optional[Sequence[cal.ClassRow]]]:
+    """The prediction of ``settings.predictor`` for ``job`` (its walltime set and positive),
+    and the rank's history rows (None with the rank off), from one history read. The
+    prediction is None only for predictor ``calibrated`` without ``site`` readers (``site``
+    None: ``fetch.site``)."""
+    predictor, user, walltime_s = settings.predictor, job.user, job.walltime_s
+    assert user and walltime_s is not None  # as _excluded() lets through
+    if predictor == cal.NAME:
+        if site is None:
+            site = getattr(fetch, "site", None)
+        if site is None:
+            return None, None
+        rows = site.history(user, cal.HISTORY_ROWS)
+        choice = site.calibration().predict(walltime_s, job.ncpus, rows)
+        soft, jobs = choice.soft_walltime_s, choice.outcome.class_jobs
+        return Prediction(soft, predictor, jobs, None, cal.describe(choice)), rows
+    limit, only = params.history_jobs(predictor), predictor == "v3"
+    if ranking:  # the predictor's rows and the rank's, one round trip
+        history, rows = fetch.both(user, limit, only)  # type: ignore[attr-defined]
+    else:
+        history, rows = fetch(user, limit, only), None
+    return predict(predictor, walltime_s, history, params), rows
+
+
+def _rank(
+    job: JobEvent, settings: Any, rows: Optional[Sequence[cal.ClassRow]]
+) -> Tuple[Optional[int], Optional[int], str]:
+    """The job's rank from the rank's history ``rows``: ``(rank to set, rank computed, log
+    text)``; none to set when it equals the job's (``existing_rank_s``) or in a dry run; all
+    None and "" with the rank off or without rows."""
+    ranker = RANKERS.get(settings.rank)
+    walltime_s = job.walltime_s
+    if ranker is None or rows is None or walltime_s is None:
+        return None, None, ""
+    rank = ranker(walltime_s, job.ncpus, rows)
+    if rank is None:
+        return None, None, ""
+    to_set = None if rank == job.existing_rank_s else rank
+    state = "unchanged" if to_set is None else "would be set" if settings.dry_run else "set"
+    text = f"; rank {settings.rank}={rank} s {state}"
+    return (None if settings.dry_run else to_set), rank, text
+
+
 def decide(
     job: JobEvent,
     settings: Any,
@@ -161,89 +263,29 @@ def decide(
         ``fetch.site``, which :func:`softwalltime.hook.lookup.fetcher` provides)
     :returns: the decision; ``reason`` is one line for the debug log
     """
-    event, user, queue = job.kind, job.user, job.queue
     walltime_s, existing_soft_s = job.walltime_s, job.existing_soft_s
     who = "{} user={!r} queue={!r} walltime={}".format(
-        event, user, queue, "unset" if walltime_s is None else f"{walltime_s} s"
+        job.kind, job.user, job.queue, "unset" if walltime_s is None else f"{walltime_s} s"
     )
-
-    def leave(why: str, prediction: Optional[Prediction] = None) -> Decision:
-        return Decision(None, prediction, f"{who}: leave alone: {why}")
-
-    if event not in EVENTS:
-        return leave("not a queuejob, runjob or modifyjob event")
-    if not user:
-        return leave("no user name")
-    excluded = _listed(user, settings.users_allow, settings.users_deny)
-    if excluded:
-        return leave("user " + excluded)
-    if settings.queues_allow or settings.queues_deny:
-        if not queue:
-            return leave("queue not known yet (lists configured); runjob decides")
-        excluded = _listed(queue, settings.queues_allow, settings.queues_deny)
-        if excluded:
-            return leave("queue " + excluded)
-    if job.shrink_to_fit:
-        return leave("shrink-to-fit job (min_walltime set)")
-    if walltime_s is None:
-        if event == "queuejob":
-            return leave("no walltime requested yet; runjob decides")
-        return leave("no walltime")
-    if walltime_s <= 0:
-        return leave("walltime is not positive")
     ranking = settings.rank != "off"
-    kept = None  # why the soft walltime stays as it is while the rank is decided
-    if existing_soft_s is not None:
-        if not (settings.override_existing or job.existing_is_ours):
-            kept = f"soft_walltime already set to {existing_soft_s} s"
-            if not ranking:
-                return leave(kept)
-        wait_s = job.wait_s
-        if (
-            kept is None
-            and event == "runjob"
-            and settings.runjob_min_wait_s
-            and wait_s is not None
-            and wait_s < settings.runjob_min_wait_s
-        ):
-            return leave(
-                f"waited {wait_s:.0f} s < runjob_min_wait_s {settings.runjob_min_wait_s} s;"
-                f" keeping {existing_soft_s} s"
-            )
+    why, kept = _excluded(job, settings), None
+    if why is None:
+        kept, why = _existing(job, settings, ranking)
+    if why is not None or walltime_s is None:  # (no walltime: _excluded() said why)
+        return Decision(None, None, f"{who}: leave alone: {why}")
 
     if params is None:
         params = PredictorParams.from_settings(settings)
     predictor = settings.predictor
-    rows: Optional[Sequence[cal.ClassRow]] = None  # the rank's history (rank on)
-    if predictor == cal.NAME:
-        if site is None:
-            site = getattr(fetch, "site", None)
-        if site is None:
-            return leave("predictor calibrated needs the site readers (site=...)")
-        rows = site.history(user, cal.HISTORY_ROWS)
-        choice = site.calibration().predict(walltime_s, job.ncpus, rows)
-        prediction = Prediction(
-            choice.soft_walltime_s, predictor, choice.outcome.class_jobs, None, cal.describe(choice)
-        )
-    else:
-        limit, only = params.history_jobs(predictor), predictor == "v3"
-        if ranking:  # the predictor's rows and the rank's, one round trip
-            history, rows = fetch.both(user, limit, only)  # type: ignore[attr-defined]
-        else:
-            history = fetch(user, limit, only)
-        prediction = predict(predictor, walltime_s, history, params)
-    ranker = RANKERS.get(settings.rank)
-    rank = ranker(walltime_s, job.ncpus, rows) if ranker and rows is not None else None
-    new_rank = None if rank is None or rank == job.existing_rank_s else rank
-    ranked = ""
-    if rank is not None:
-        state = "unchanged" if new_rank is None else "would be set" if settings.dry_run else "set"
-        ranked = f"; rank {settings.rank}={rank} s {state}"
-    if settings.dry_run:
-        new_rank = None
+    prediction, rows = _predict(job, settings, fetch, params, site, ranking)
+    if prediction is None:
+        why = "predictor calibrated needs the site readers (site=...)"
+        return Decision(None, None, f"{who}: leave alone: {why}")
+    rank_to_set, rank, rank_text = _rank(job, settings, rows)
 
     def keep(why: str) -> Decision:
-        return Decision(None, prediction, f"{who}: leave alone: {why}{ranked}", new_rank, rank)
+        text = f"{who}: leave alone: {why}{rank_text}"
+        return Decision(None, prediction, text, rank_to_set, rank)
 
     if kept is not None:
         return keep(kept)
@@ -256,5 +298,6 @@ def decide(
     if existing_soft_s is not None and existing_soft_s == soft:
         return keep(f"{what}: unchanged")
     if settings.dry_run:
-        return Decision(None, prediction, f"{who}: dry run, would set {what}{ranked}", None, rank)
-    return Decision(soft, prediction, f"{who}: set {what}{ranked}", new_rank, rank)
+        text = f"{who}: dry run, would set {what}{rank_text}"
+        return Decision(None, prediction, text, None, rank)
+    return Decision(soft, prediction, f"{who}: set {what}{rank_text}", rank_to_set, rank)

@@ -69,8 +69,8 @@ def publish(
             resources[MARK_RESOURCE] = decision.soft_walltime_s
         except Exception as err:  # noqa: BLE001 - not defined: the value stays, unmarked
             warn(unmarked_line(MARK_RESOURCE, err))
-    if decision.rank_s is not None:
+    if decision.rank_to_set_s is not None:
         try:
-            resources[RANK_RESOURCE] = decision.rank_s
+            resources[RANK_RESOURCE] = decision.rank_to_set_s
         except Exception as err:  # noqa: BLE001 - not defined: the soft walltime stays
             warn(unranked_line(RANK_RESOURCE, err))

@@ -349,6 +349,10 @@ def recent_jobs(
         (0: none; see the module's description)
     :returns: ``[(runtime_s, walltime_s or None), ...]`` most recent first
     :raises DatabaseError: connection or query failed or timed out; the hook fails open
+
+    Long because (parameters) the connection options come one by one: they are the
+    settings' values that key the cached connection (:func:`_conn_key`), and callers
+    without a settings object (tests, benchmarks) pass only those they change, by keyword.
     """
     sql = scoped(RECENT_JOBS_WITH_WALLTIME_SQL if with_walltime_only else RECENT_JOBS_SQL, server)
     params = (username, int(limit)) if server is None else (username, int(limit), server)
@@ -447,6 +451,9 @@ def both_jobs(
     """:func:`recent_jobs` and :func:`class_jobs` of one user in one statement (the
     predictor's rows and the rank's): ``(history, class rows)``, each most recent first and
     each exactly what that function returns for the same arguments.
+
+    Long because (parameters) it takes :func:`recent_jobs`' arguments, connection options
+    one by one, and ``class_limit`` (see there).
 
     :raises DatabaseError: connection or query failed or timed out
     """

@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..errors import SoftwalltimeError
+from ..core.config import Settings, load_settings
+from ..errors import ConfigError, SoftwalltimeError
 
 PBS_CONF = "/etc/pbs.conf"
 DEFAULT_PBS_EXEC = "/opt/pbs"
@@ -151,3 +153,22 @@ def parse_qstat_json(text: str) -> dict[str, Any]:
     if not isinstance(jobs, dict):
         raise PbsError("qstat -F json: 'Jobs' is not an object")
     return jobs
+
+
+def exported_settings(text: str, label: str) -> Settings:
+    """The settings of a hook configuration ``text`` (what ``qmgr -c 'export hook NAME
+    application/x-config default'`` prints), loaded as the hook loads its file: with the
+    same loader, from a file, without the environment.
+
+    :raises ConfigError: the configuration is invalid; the message calls it ``label``
+    """
+    fd, path = tempfile.mkstemp(prefix="softwalltime-hook-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        try:
+            return load_settings(path, environ={})
+        except ConfigError as err:
+            raise ConfigError(str(err).replace(path, label)) from None
+    finally:
+        os.unlink(path)

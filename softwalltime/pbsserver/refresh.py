@@ -37,14 +37,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Sequence, cast
 
 from ..core import calibrated
-from ..core.config import RANK_OFF, Settings, load_settings
+from ..core.config import RANK_OFF, Settings
 from ..core.decide import MARK_RESOURCE, JobEvent, decide
 from ..core.predict import HistoryRow
 from ..core.rank import RANK_RESOURCE
 from ..errors import ConfigError, DatabaseError, SoftwalltimeError
 from ..hook import lookup
 from ..units import duration_or_none, format_duration, qstat_time
-from .commands import Pbs, PbsError, chunks, parse_qmgr_list
+from .commands import Pbs, PbsError, chunks, exported_settings, parse_qmgr_list
 
 MARK = MARK_RESOURCE  # the hook's mark: a custom resource in Resource_List
 QUEUED_STATES = ("Q", "H")
@@ -203,7 +203,7 @@ def plan_job(job: QueuedJob, settings: Settings, fetch: Fetch) -> Plan:
     # The rank is worth a qalter by the thresholds of the soft walltime: it orders jobs, and
     # a move below both swaps the job only with jobs of nearly the same rank, for a qalter
     # that costs PBS ~80 ms (docs/operate.md); a missing rank is always set.
-    rank = decision.ranked_s
+    rank = decision.computed_rank_s
     new_rank = None
     if rank is not None and (
         job.rank_s is None
@@ -352,18 +352,10 @@ def settings_from_export(text: str, hook: str, cli: Settings) -> Settings:
 
     :raises RefreshError: the configuration is invalid
     """
-    fd, path = tempfile.mkstemp(prefix="softwalltime-hook-", suffix=".json")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        try:
-            installed = load_settings(path, environ={})
-        except ConfigError as err:
-            raise RefreshError(
-                f"hook {hook!r} config is invalid: {str(err).replace(path, 'config')}"
-            ) from None
-    finally:
-        os.unlink(path)
+        installed = exported_settings(text, "config")
+    except ConfigError as err:
+        raise RefreshError(f"hook {hook!r} config is invalid: {err}") from None
     keep = {k: getattr(cli, k) for k in cli._fields if k.startswith(("refresh_", "pbs_"))}
     return installed._replace(source=f"hook {hook} config", **keep)
 

@@ -15,17 +15,16 @@ import math
 import os
 import re
 import subprocess
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from ..core.config import Settings, load_settings, redact_dsn
+from ..core.config import Settings, redact_dsn
 from ..errors import ConfigError, DatabaseError
 from ..hook import pgwire
-from .commands import Pbs, PbsError
+from .commands import Pbs, PbsError, exported_settings
 from .refresh import leave_label, parse_qmgr_hook
 
 OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
@@ -149,17 +148,10 @@ def judge_hook(name: str, listing: dict[str, str]) -> Check:
 
 def judge_hook_config(text: str) -> tuple[Check, Optional[Settings]]:
     """Validate the exported hook config with the same loader the hook uses."""
-    fd, path = tempfile.mkstemp(prefix="softwalltime-status-", suffix=".json")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        try:
-            settings = load_settings(path, environ={})
-        except ConfigError as err:
-            message = str(err).replace(path, "hook config")
-            return Check("config", CRITICAL, message), None
-    finally:
-        os.unlink(path)
+        settings = exported_settings(text, "hook config")
+    except ConfigError as err:
+        return Check("config", CRITICAL, str(err)), None
     if not settings.dsn:
         return Check("config", CRITICAL, "hook config has no dsn"), settings
     mode = "DRY RUN (sets nothing)" if settings.dry_run else "active"

@@ -56,10 +56,9 @@ class SimResult(NamedTuple):
 
 
 _STATE = (  # every attribute of an Easy (its __slots__; copy() copies them all)
-    "a",
     "backfill_depth",
-    "corr",
     "correction",
+    "corrections_due",
     "deferred",
     "dirty",
     "ends",
@@ -76,9 +75,9 @@ _STATE = (  # every attribute of an Easy (its __slots__; copy() copies them all)
     "min_p",
     "n",
     "ncorr",
+    "next_arrival",
     "next_cross",
     "next_refresh",
-    "orig",
     "passes",
     "period",
     "procs",
@@ -97,6 +96,7 @@ _STATE = (  # every attribute of an Easy (its __slots__; copy() copies them all)
     "sjbf",
     "source",
     "start",
+    "start_est",
     "submit",
     "track",
     "track_shadow",
@@ -132,6 +132,10 @@ class Easy:
         every_instant: bool = False,
         bind: bool = True,
     ) -> None:
+        """Long because mypyc compiles ``Easy`` with fixed slots (``_STATE``): every one is
+        given its first value here, a line each, and each option above is a slot the event
+        loop reads (``simulate``'s switches and the tests' shortcuts off), kept one by one
+        so that the compiled loop reads a native attribute, not a settings object."""
         n = len(work.submit)
         self.n = n
         self.work = work
@@ -158,7 +162,7 @@ class Easy:
         )
 
         self.est = [0] * n  # queued: submit-time estimate; running: current estimate
-        self.orig = [0] * n  # estimate at start
+        self.start_est = [0] * n  # estimate at start
         self.est_end = [0] * n
         self.start = [-1] * n
         self.ncorr = [0] * n
@@ -169,9 +173,9 @@ class Easy:
         self.shift = max(n.bit_length(), 1)
         self.running: List[int] = []
         self.ends: List[Tuple[int, int]] = []  # heap (end, job)
-        self.corr: List[Tuple[int, int]] = []  # heap (correction time, job)
+        self.corrections_due: List[Tuple[int, int]] = []  # heap (correction time, job)
         self.free = procs_total
-        self.a = 0  # the next job to arrive
+        self.next_arrival = 0  # the next job to arrive
         self.passes = 0
 
         # Refresh
@@ -214,7 +218,7 @@ class Easy:
         n = self.n
         ends = self.ends
         step = self.step
-        while self.a < n or ends:
+        while self.next_arrival < n or ends:
             step()
         source = self.source
         return SimResult(
@@ -243,8 +247,8 @@ class Easy:
             if self.track >= 0:
                 self.take_due(t)
         else:
-            corr = self.corr
-            if corr and corr[0][0] <= t and self.correct(t):
+            due = self.corrections_due
+            if due and due[0][0] <= t and self.correct(t):
                 full = True
         if self.track >= 0:
             self.shadow = float(self.est_end[self.track])  # it moves with the tracked job
@@ -252,8 +256,8 @@ class Easy:
             full = True
         queue = self.queue
         first_new = len(queue)
-        a = self.a
-        if a < self.n and self.submit[a] == t:
+        arrival = self.next_arrival
+        if arrival < self.n and self.submit[arrival] == t:
             self.arrive(t)
         if not queue:
             self.shadow = -1.0
@@ -270,8 +274,8 @@ class Easy:
         """The next instant the model passes at, and the correction instant among its
         candidates (an arrival, an end, a refresh, or a correction that can change a
         decision: each one with ``every_instant``; at depth 1, a crossing of the shadow)."""
-        a = self.a
-        t_arr = self.submit[a] if a < self.n else _INF
+        arrival = self.next_arrival
+        t_arr = self.submit[arrival] if arrival < self.n else _INF
         t_next = self.ends[0][0] if self.ends else _INF
         if self.lazy:
             t_corr = _INF
@@ -283,8 +287,8 @@ class Easy:
                 # The next instant the model has a pass at: also the next correction.
                 t_corr = min(t_corr, self.next_correction())
         else:
-            corr = self.corr
-            t_corr = corr[0][0] if corr else _INF
+            due = self.corrections_due
+            t_corr = due[0][0] if due else _INF
         return int(min(t_arr, t_next, t_corr, self.next_refresh)), t_corr
 
     def end_jobs(self, t: int) -> None:
@@ -313,8 +317,8 @@ class Easy:
         crossing events). Deferred corrections (depth 1, pbs) are not taken here but by
         :meth:`take_due`, when a pass reads the running jobs' ends or the shadow is
         tracked."""
-        a = self.a
-        arriving = a < self.n and self.submit[a] == t
+        arrival = self.next_arrival
+        arriving = arrival < self.n and self.submit[arrival] == t
         if not (
             self.queue or arriving or self.backfill_depth != 1 or self.lazy or self.every_instant
         ):
@@ -322,11 +326,11 @@ class Easy:
         full = False
         if self.is_pbs and self.take_pbs_corrections(t) and self.lazy:
             full = True
-        corr = self.corr
+        due = self.corrections_due
         start = self.start
         run = self.run_s
-        while corr and corr[0][0] <= t:
-            when, j = heapq.heappop(corr)
+        while due and due[0][0] <= t:
+            when, j = heapq.heappop(due)
             if start[j] + run[j] <= t or self.step_time(j, self.est[j]) != when:
                 continue  # ended, or already advanced
             self.advance(j, t)
@@ -361,14 +365,14 @@ class Easy:
         queue = self.queue
         on_submit = self.source.on_submit
         n = self.n
-        a = self.a
-        while a < n and submit[a] == t:
-            est[a] = on_submit(a, t)
-            queue.append(a)
+        arrival = self.next_arrival
+        while arrival < n and submit[arrival] == t:
+            est[arrival] = on_submit(arrival, t)
+            queue.append(arrival)
             if self.period:
-                self.queued_by_user.setdefault(self.work.user[a], []).append(a)
-            a += 1
-        self.a = a
+                self.queued_by_user.setdefault(self.work.user[arrival], []).append(arrival)
+            arrival += 1
+        self.next_arrival = arrival
 
     def schedule(self, t: int, full: bool, moved: bool, first_new: int) -> None:
         """Step 4 at depth 1: one pass, all of it (``full``), only over the jobs that arrived
@@ -412,19 +416,19 @@ class Easy:
         if e < self.wall[j]:
             when = self.step_time(j, e)
             if when < self.start[j] + self.run_s[j]:
-                heapq.heappush(self.corr, (when, j))
+                heapq.heappush(self.corrections_due, (when, j))
 
     def next_correction(self) -> float:
         """The next correction due (its heap's stale entries dropped)."""
-        corr = self.corr
+        due = self.corrections_due
         start = self.start
         run = self.run_s
-        while corr and (
-            start[corr[0][1]] + run[corr[0][1]] <= corr[0][0]
-            or self.step_time(corr[0][1], self.est[corr[0][1]]) != corr[0][0]
+        while due and (
+            start[due[0][1]] + run[due[0][1]] <= due[0][0]
+            or self.step_time(due[0][1], self.est[due[0][1]]) != due[0][0]
         ):
-            heapq.heappop(corr)
-        return corr[0][0] if corr else _INF
+            heapq.heappop(due)
+        return due[0][0] if due else _INF
 
     def advance(self, j: int, limit: int) -> None:
         """Apply the corrections of running job ``j`` due at or before ``limit`` (and before
@@ -435,7 +439,7 @@ class Easy:
         if e >= self.wall[j] or elapsed < e - self.margin:
             return  # none due (rules.extended_estimate's first test)
         e, self.ncorr[j] = rules.extended_estimate(
-            self.correction, self.est[j], self.orig[j], self.ncorr[j], self.wall[j], elapsed
+            self.correction, self.est[j], self.start_est[j], self.ncorr[j], self.wall[j], elapsed
         )
         if e != self.est[j]:
             self.set_estimate(j, e)
@@ -476,7 +480,7 @@ class Easy:
         mask = (1 << shift) - 1
         start = self.start
         wall = self.wall
-        orig = self.orig
+        start_est = self.start_est
         ncorr = self.ncorr
         est = self.est
         est_end = self.est_end
@@ -485,7 +489,7 @@ class Easy:
             when = key >> shift
             j = key & mask
             st = start[j]
-            e, m = rules.pbs_steps(when - st, orig[j], wall[j], t - when)
+            e, m = rules.pbs_steps(when - st, start_est[j], wall[j], t - when)
             ncorr[j] += m
             est[j] = e
             est_end[j] = st + e
@@ -517,22 +521,22 @@ class Easy:
         """Step 2 under pbs (not deferred): advance() and schedule_correction() of each due
         job, inlined (millions of corrections on a large trace with short estimates). True
         if any."""
-        corr = self.corr
+        due = self.corrections_due
         running = self.running
         start = self.start
         est = self.est
         wall = self.wall
-        orig = self.orig
+        start_est = self.start_est
         run = self.run_s
         taken = False
-        while corr and corr[0][0] <= t:
-            when, j = heapq.heappop(corr)
+        while due and due[0][0] <= t:
+            when, j = heapq.heappop(due)
             st = start[j]
             e = est[j]
             end = st + run[j]
             if end <= t or st + e != when:
                 continue  # ended, or already advanced
-            e, m = rules.pbs_steps(e, orig[j], wall[j], t - when)
+            e, m = rules.pbs_steps(e, start_est[j], wall[j], t - when)
             self.ncorr[j] += m
             del running[bisect.bisect_left(running, self.key(when, j))]
             est[j] = e
@@ -540,7 +544,7 @@ class Easy:
             self.est_end[j] = new
             bisect.insort(running, self.key(new, j))
             if e < wall[j] and new < end:
-                heapq.heappush(corr, (new, j))
+                heapq.heappush(due, (new, j))
             taken = True
         return taken
 
@@ -549,7 +553,7 @@ class Easy:
         return rules.crossing(
             self.correction,
             self.est[j],
-            self.orig[j],
+            self.start_est[j],
             self.ncorr[j],
             self.wall[j],
             self.start[j],
@@ -563,7 +567,12 @@ class Easy:
         st = self.start[j]
         limit = min(when, st + self.run_s[j] - 1)
         e, _ = rules.extended_estimate(
-            self.correction, self.est[j], self.orig[j], self.ncorr[j], self.wall[j], int(limit) - st
+            self.correction,
+            self.est[j],
+            self.start_est[j],
+            self.ncorr[j],
+            self.wall[j],
+            int(limit) - st,
         )
         return st + e if e != self.est[j] else e_end
 
@@ -571,7 +580,7 @@ class Easy:
         """Start queued job ``j`` at ``t`` with the source's estimate at start."""
         self.start[j] = t
         e = self.source.on_start(j, t)
-        self.orig[j] = e
+        self.start_est[j] = e
         w = self.wall[j]
         run = self.run_s[j]
         if self.is_simple:
@@ -803,14 +812,14 @@ class Easy:
             and self.start[dj] >= 0
             and self.est_end[dj] == shadow
             and self.min_p > self.extra
-            and self.min_est > max(self.orig[dj], 1)
+            and self.min_est > max(self.start_est[dj], 1)
         ):
             limit = self.tracked_limit(t, dj)
         track = self.track
         running = self.running
         start = self.start
         wall = self.wall
-        orig = self.orig
+        start_est = self.start_est
         run = self.run_s
         is_pbs = self.is_pbs
         shift = self.shift
@@ -829,7 +838,7 @@ class Easy:
                 st = start[j]
                 if st + wall[j] <= sh:
                     continue
-                inc = orig[j] if orig[j] > 1 else 1
+                inc = start_est[j] if start_est[j] > 1 else 1
                 c = float(e + (sh - e) // inc * inc)
                 if c >= st + run[j]:
                     continue
@@ -840,9 +849,9 @@ class Easy:
         if best < _INF and self.queue:
             # Many short pbs increments (a 1-second estimate of a long job) cross often;
             # skip windows in which provably no pass could start a job.
-            a = self.a
+            arrival = self.next_arrival
             bound = min(
-                self.submit[a] if a < self.n else _INF,
+                self.submit[arrival] if arrival < self.n else _INF,
                 self.ends[0][0] if self.ends else _INF,
                 self.next_refresh,
             )
@@ -878,7 +887,7 @@ class Easy:
         head's need; the largest of their bounds bounds S(t') - t'."""
         start = self.start
         wall = self.wall
-        orig = self.orig
+        start_est = self.start_est
         procs = self.procs
         correction = self.correction
         is_pbs = self.is_pbs
@@ -891,9 +900,9 @@ class Easy:
             j = key & mask
             w = start[j] + wall[j]
             if is_pbs:  # rules.reach, inlined
-                b = t + (orig[j] if orig[j] > 1 else 1)
+                b = t + (start_est[j] if start_est[j] > 1 else 1)
             else:
-                step = rules.reach(correction, orig[j])
+                step = rules.reach(correction, start_est[j])
                 b = w if step is None else t + step
             if b < e:
                 b = e
@@ -970,7 +979,7 @@ class Easy:
             start = self.start
             wall = self.wall
             run = self.run_s
-            orig = self.orig
+            start_est = self.start_est
             vends = []
             for key in running[:k]:
                 e = key >> shift
@@ -981,7 +990,7 @@ class Easy:
                 if cand < lim:
                     lim = int(cand)
                 if e < w and e <= lim:
-                    inc = orig[j] if orig[j] > 1 else 1
+                    inc = start_est[j] if start_est[j] > 1 else 1
                     e += (int((lim - e) // inc) + 1) * inc
                     if e > w:
                         e = w

@@ -133,6 +133,34 @@ def replay_columns(
     if params is None:
         params = PredictorParams.create()
 
+    classic = [name for name in predictors if name not in (cal.NAME, learned.NAME)]
+    soft = replay_classic(cols, classic, params)
+    walls, runs = cols.walls, cols.runs
+    soft_all: Dict[str, List[int]] = {BASELINE: list(walls)}
+    v3_under_pct = None
+    for name in predictors:
+        if name == cal.NAME:
+            soft_all[name], table = replay_calibrated(cols, target_under_pct, copy_table(start))
+            if target_under_pct is None and table.total:
+                v3_under_pct = 100.0 * table.v3_under() / table.total
+        elif name == learned.NAME:
+            soft_all[name], learner = replay_learned(cols, target_under_pct, learned_start)
+            if target_under_pct is None and learner.total:
+                v3_under_pct = 100.0 * learner.v3_under / learner.total
+        else:
+            soft_all[name] = soft[name]
+    return Replay(moment, runs, walls, soft_all, skipped, v3_under_pct)
+
+
+def replay_classic(
+    cols: ReplayColumns, classic: Sequence[str], params: PredictorParams
+) -> Dict[str, List[int]]:
+    """The soft walltimes (job order) of the predictors :func:`predict` knows (v1, v2, v3)
+    for the jobs of ``cols``, each predicted at its instant from its user's jobs ended by
+    then (ends first at equal times; a job is never its own history).
+
+    :param classic: the predictors' names
+    """
     users, instants, ends, walls, runs, _cpus, by_instant, by_end = cols
     n = len(users)
 
@@ -143,7 +171,6 @@ def replay_columns(
     buffers: Dict[str, Deque[Tuple[int, int]]] = {}
     # Entries of jobs that end exactly at their own prediction instant, by job index.
     own_entry: Dict[int, Tuple[int, int]] = {}
-    classic = [name for name in predictors if name not in (cal.NAME, learned.NAME)]
     soft: Dict[str, List[int]] = {name: [0] * n for name in classic}
     outputs = [(name, soft[name]) for name in classic]
     empty: List[Tuple[int, int]] = []
@@ -199,20 +226,7 @@ def replay_columns(
         if head is not None:
             memo[user] = (head, wall, values)
 
-    soft_all: Dict[str, List[int]] = {BASELINE: list(walls)}
-    v3_under_pct = None
-    for name in predictors:
-        if name == cal.NAME:
-            soft_all[name], table = replay_calibrated(cols, target_under_pct, copy_table(start))
-            if target_under_pct is None and table.total:
-                v3_under_pct = 100.0 * table.v3_under() / table.total
-        elif name == learned.NAME:
-            soft_all[name], learner = replay_learned(cols, target_under_pct, learned_start)
-            if target_under_pct is None and learner.total:
-                v3_under_pct = 100.0 * learner.v3_under / learner.total
-        else:
-            soft_all[name] = soft[name]
-    return Replay(moment, runs, walls, soft_all, skipped, v3_under_pct)
+    return soft
 
 
 class ReplayColumns(NamedTuple):
@@ -286,6 +300,83 @@ def columns(
     return ReplayColumns(users, instants, ends, walls, runs, cpus, by_instant, by_end), skipped
 
 
+class CalibratedHistories:
+    """The users' finished jobs as :func:`replay_calibrated` reads them: per user, newest
+    first, the last ``keep`` (plus a spare one, for the entry of a job that ends at its own
+    instant, which is not its own history), and among them those of each walltime (the
+    rules' "same walltime" class, without a scan of the history).
+
+    Every entry ``(runtime_s, walltime_s, ncpus)`` has a walltime > 0 (:func:`columns`
+    keeps no other job), so :func:`softwalltime.core.calibrated.outcome_of_usable` applies.
+    """
+
+    __slots__ = ("keep", "buffers", "by_wall", "own_entry", "memo")
+
+    def __init__(self, keep: int = cal.HISTORY_ROWS) -> None:
+        self.keep = keep
+        # Newest first, lists (the rules read a slice): at most keep + 1 entries.
+        self.buffers: Dict[str, List[cal.ClassRow]] = {}
+        # Per user and walltime: the entries of the user's first keep with it, newest first.
+        self.by_wall: Dict[str, Dict[Optional[int], List[cal.ClassRow]]] = {}
+        # The entries of the jobs that end at their own instant, by job, until predicted.
+        self.own_entry: Dict[int, cal.ClassRow] = {}
+        # Per user: (newest entry, walltime, ncpus, outcome) of the last outcome(): the
+        # outcome is a pure function of these (users submit in batches).
+        self.memo: Dict[str, Tuple[cal.ClassRow, int, Optional[int], cal.Outcome]] = {}
+
+    def of(self, user: str, exclude: int) -> List[cal.ClassRow]:
+        """The user's last ``keep`` entries, newest first, without job ``exclude``'s own."""
+        buf = self.buffers.get(user)
+        if buf is None:
+            return []
+        own = self.own_entry.get(exclude)
+        if own is None:
+            return buf[: self.keep]
+        return [x for x in buf if x is not own][: self.keep]
+
+    def add(self, user: str, entry: cal.ClassRow, own: int = -1) -> None:
+        """A job of ``user`` ended: ``entry`` becomes the newest; ``own``: the job's index
+        when it ends at its own instant (kept out of its own history until
+        :meth:`predicted`), else -1."""
+        keep = self.keep
+        buf = self.buffers.get(user)
+        if buf is None:
+            buf = self.buffers[user] = []
+            walls_of = self.by_wall[user] = {}
+        else:
+            walls_of = self.by_wall[user]
+        if own >= 0:
+            self.own_entry[own] = entry
+        buf.insert(0, entry)
+        same = walls_of.get(entry[1])
+        if same is None:
+            walls_of[entry[1]] = [entry]
+        else:
+            same.insert(0, entry)
+        if len(buf) > keep:  # the entry now at position keep left the first keep
+            walls_of[buf[keep][1]].pop()
+            if len(buf) > keep + 1:
+                buf.pop()
+
+    def outcome(self, user: str, wall: int, cpus: Optional[int]) -> cal.Outcome:
+        """The outcome of a job of ``user`` not ended yet (so not in its own history)."""
+        buf = self.buffers.get(user)
+        if buf is None:
+            return cal.outcome_of_usable(wall, cpus, [])
+        head = buf[0]
+        last = self.memo.get(user)
+        if last is not None and last[0] is head and last[1] == wall and last[2] == cpus:
+            return last[3]
+        same = self.by_wall[user].get(wall, [])
+        out = cal.outcome_of_usable(wall, cpus, buf[: self.keep], same)
+        self.memo[user] = (head, wall, cpus, out)
+        return out
+
+    def predicted(self, i: int) -> None:
+        """Job ``i`` was predicted: its own entry, if any, is history like any other."""
+        self.own_entry.pop(i, None)
+
+
 def replay_calibrated(
     columns: ReplayColumns,
     target_under_pct: Optional[float],
@@ -296,7 +387,8 @@ def replay_calibrated(
     at every job end in event order (ends first at equal times), from finished jobs only.
 
     Each job is predicted at its instant from the user's last ``HISTORY_ROWS`` jobs ended by
-    then and the table as it is then; at its end, the table learns the job's outcome.
+    then (:class:`CalibratedHistories`) and the table as it is then; at its end, the table
+    learns the job's outcome.
 
     :param columns: the jobs (see :class:`ReplayColumns`)
     :param target_under_pct: the admin's target, percent
@@ -309,34 +401,14 @@ def replay_calibrated(
     n = len(users)
     if table is None:
         table = cal.Calibration()
-    keep = cal.HISTORY_ROWS
-    # Newest first, lists (the rules read a slice): at most HISTORY_ROWS + 1 entries, the
-    # spare one for the entry of a job that ends at its own instant. Every entry has a
-    # walltime > 0 (columns() keeps no other job), so outcome_of_usable() applies.
-    buffers: Dict[str, List[Tuple[int, Optional[int], Optional[int]]]] = {}
-    # Per user and walltime: the entries of the user's first HISTORY_ROWS with it, newest
-    # first (the rules' "same walltime" class, without a scan of the history).
-    by_wall: Dict[str, Dict[Optional[int], List[Tuple[int, Optional[int], Optional[int]]]]] = {}
+    histories = CalibratedHistories(cal.HISTORY_ROWS)
     # Outcomes of the jobs predicted and not yet ended (memory: only the running ones).
     pending: Dict[int, cal.Outcome] = {}
-    # Per user: (newest history entry, walltime, ncpus, outcome) of the last prediction:
-    # the outcome is a pure function of these (users submit in batches).
-    memo: Dict[str, Tuple[Any, int, Optional[int], cal.Outcome]] = {}
     softs = [0] * n
     update = table.update
     choose = table.choose
     outcome = cal.outcome_of_usable
-    empty: List[Tuple[int, Optional[int], Optional[int]]] = []
-    own_entry: Dict[int, Tuple[int, Optional[int], Optional[int]]] = {}
-
-    def history_of(user: str, exclude: int) -> List[Tuple[int, Optional[int], Optional[int]]]:
-        buf = buffers.get(user)
-        if buf is None:
-            return empty
-        own = own_entry.get(exclude)
-        if own is None:
-            return buf[:keep]
-        return [x for x in buf if x is not own][:keep]
+    history_of = histories.of
 
     e = 0
     next_end = ends[by_end[0]] if n else 0
@@ -351,25 +423,8 @@ def replay_calibrated(
                 update(out, runs[j], target_under_pct)
             else:
                 update(got, runs[j], target_under_pct, softs[j])
-            buf = buffers.get(users[j])
-            if buf is None:
-                buf = buffers[users[j]] = []
-                walls_of = by_wall[users[j]] = {}
-            else:
-                walls_of = by_wall[users[j]]
             entry = (runs[j], walls[j], ncpus[j])
-            if ends[j] == instants[j]:
-                own_entry[j] = entry
-            buf.insert(0, entry)
-            same = walls_of.get(walls[j])
-            if same is None:
-                walls_of[walls[j]] = [entry]
-            else:
-                same.insert(0, entry)
-            if len(buf) > keep:  # the entry now at position keep left the first keep
-                walls_of[buf[keep][1]].pop()
-                if len(buf) > keep + 1:
-                    buf.pop()
+            histories.add(users[j], entry, j if ends[j] == instants[j] else -1)
             e += 1
             if e < n:
                 next_end = ends[by_end[e]]
@@ -383,22 +438,9 @@ def replay_calibrated(
             # history as it is now, which may hold more of the user's jobs ended at t
             out = outcome(wall, cpus, history_of(user, i))
         else:
-            # not ended yet: not in its own history (no own entry), so the history is
-            # the buffer's first HISTORY_ROWS, sliced only when the memo cannot answer
-            buf = buffers.get(user)
-            if buf is None:
-                out = outcome(wall, cpus, empty)
-            else:
-                head = buf[0]
-                last = memo.get(user)
-                if last is not None and last[0] is head and last[1] == wall and last[2] == cpus:
-                    out = last[3]
-                else:
-                    out = outcome(wall, cpus, buf[:keep], by_wall[user].get(wall, empty))
-                    memo[user] = (head, wall, cpus, out)
-            pending[i] = out
+            out = pending[i] = histories.outcome(user, wall, cpus)
         softs[i] = out.softs[choose(out.bin)]
-        own_entry.pop(i, None)
+        histories.predicted(i)
     # The remaining ends: the table's final state covers every finished job.
     while e < n:
         j = by_end[e]
@@ -561,13 +603,15 @@ def target_text(obj: Dict[str, Any]) -> str:
     """``target under R %, achieved A %`` for calibrated's report entry (``target`` "v3" or
     "fixed", ``target_under_pct``, ``under_pct``): evaluate and simulate print it alike."""
     if obj.get("target") == "v3":
-        target = "v3's rate, {} %".format(_fmt(obj["target_under_pct"], ".1f"))
+        target = "v3's rate, {} %".format(format_figure(obj["target_under_pct"], ".1f"))
     else:
         target = "{:g} %".format(obj["target_under_pct"])
-    return "target under {}, achieved {} %".format(target, _fmt(obj["under_pct"], ".1f"))
+    return "target under {}, achieved {} %".format(target, format_figure(obj["under_pct"], ".1f"))
 
 
-def _fmt(value: Optional[float], spec: str) -> str:
+def format_figure(value: Optional[float], spec: str) -> str:
+    """``value`` formatted with ``spec``, or ``-`` when there is none (a table's empty
+    cell; ``evaluate`` and ``simulate`` print alike)."""
     return "-" if value is None else format(value, spec)
 
 
@@ -604,11 +648,11 @@ def format_table(report: Dict[str, Any]) -> str:
                 "  {:<16}{:>8}{:>9}{:>13}{:>10}{:>12}{:>10}".format(
                     name,
                     m["jobs"],
-                    _fmt(m["under_pct"], ".1f"),
-                    _fmt(m["bad_under_pct"], ".1f"),
-                    _fmt(m["mean_accuracy"], ".3f"),
-                    _fmt(m["median_accuracy"], ".3f"),
-                    _fmt(m["mae_hours"], ".2f"),
+                    format_figure(m["under_pct"], ".1f"),
+                    format_figure(m["bad_under_pct"], ".1f"),
+                    format_figure(m["mean_accuracy"], ".3f"),
+                    format_figure(m["median_accuracy"], ".3f"),
+                    format_figure(m["mae_hours"], ".2f"),
                 )
             )
     return "\n".join(lines) + "\n"

@@ -437,6 +437,11 @@ def schedule_cycle(
     :param cls: a job's equivalence class (None: no classes): once a job cannot start, the
         later jobs of its class do not start in this cycle either (PBS copies the first
         one's error to them, check.cpp:710-714), though they may still become top jobs
+
+    Long because (parameters) the cycle is a pure function of plain values: its two
+    drivers (:func:`simulate_pbs`, over the workload's columns, and
+    :class:`softwalltime.wait.starttime._Cycles`, over a live queue's) each pass their own
+    lists, and tests pass literals; an object bundling them would belong to neither.
     """
     profile = Profile(now, free, ends)
     resv: List[List[int]] = []  # [start, extra]
@@ -495,7 +500,7 @@ class _Machine:
         self.strict = strictly_past and correction == PBS
         self.free = procs_total
         self.est = [0] * n
-        self.orig = [0] * n
+        self.start_est = [0] * n  # the estimate each job started with
         self.ncorr = [0] * n
         self.start = [-1] * n
         self.by_end: List[Tuple[int, int]] = []  # (estimated end, job), sorted
@@ -506,7 +511,7 @@ class _Machine:
         # Note when running job j is next extended, if it still runs then.
         e = self.est[j]
         if e < self.work.wall[j]:
-            when = self.start[j] + e - self.margin + (self.strict and e == self.orig[j])
+            when = self.start[j] + e - self.margin + (self.strict and e == self.start_est[j])
             if when < self.start[j] + self.work.run[j]:
                 heapq.heappush(self.due, (when, j))
 
@@ -514,7 +519,7 @@ class _Machine:
         """Start job ``j`` with ``estimate``; returns its estimate after any extension."""
         w = self.work
         self.start[j] = now
-        self.orig[j] = estimate
+        self.start_est[j] = estimate
         self.est[j] = estimate
         if self.correction == "simple":  # already within the margin at start
             self._extend(j, now)
@@ -528,10 +533,10 @@ class _Machine:
         # Apply the extensions of job j due by now (the estimate only; see extend).
         w = self.work
         elapsed = min(now, self.start[j] + w.run[j] - 1) - self.start[j]
-        if self.strict and elapsed <= self.orig[j]:
+        if self.strict and elapsed <= self.start_est[j]:
             return False  # not strictly past the soft walltime it started with
         e, c = extended_estimate(
-            self.correction, self.est[j], self.orig[j], self.ncorr[j], w.wall[j], elapsed
+            self.correction, self.est[j], self.start_est[j], self.ncorr[j], w.wall[j], elapsed
         )
         changed = e != self.est[j]
         self.est[j], self.ncorr[j] = e, c
@@ -618,6 +623,101 @@ def _order(
     )
 
 
+class _Run:
+    """One :func:`simulate_pbs` run between its cycles: the machine, the queue, the
+    estimates and ranks the queued jobs are sorted and checked with, and whether anything
+    changed since the last cycle."""
+
+    def __init__(
+        self,
+        work: Workload,
+        source: EstimateSource,
+        procs_total: int,
+        policy: Policy,
+        correction: str,
+        ranker: Optional[Ranker],
+    ) -> None:
+        n = len(work.submit)
+        self.work, self.source, self.policy, self.ranker = work, source, policy, ranker
+        self.formula = sort_formula(policy.job_sort_formula)
+        source.bind(work)
+        if ranker is not None:
+            ranker.bind(work)
+        self.rank = ranker.rank if ranker is not None else [0] * n
+        self.machine = _Machine(work, procs_total, correction, policy.extension_strictly_past)
+        self.cls = _classes(policy.classes, work, self.rank)
+        self.queue: List[int] = []
+        self.queued_est = self.machine.est  # a queued job's estimate: its submit-time one
+        self.next_arrival = 0  # the next job to arrive
+        # A job started with another estimate than it was checked with (see begin).
+        self.restarted = False
+        self.keys: Dict[int, Tuple[float, int]] = {}  # time-independent sort keys
+        self.hard = work.wall if policy.backfill_by == WALLTIME else None
+        self.passes = 0
+        self.reservation = [-1] * n
+
+    def events(self, t: int) -> bool:
+        """The ends, extensions, arrivals and rank refreshes at ``t``; whether anything
+        changed since the last cycle (a job restarted included)."""
+        m, source, ranker = self.machine, self.source, self.ranker
+        work, queue = self.work, self.queue
+        changed = self.restarted
+        for j in m.end_due(t):
+            source.on_end(j, t)
+            if ranker is not None:
+                ranker.on_end(j, t)
+            changed = True
+        changed = m.extend_due(t) or changed
+        a, n = self.next_arrival, len(work.submit)
+        while a < n and work.submit[a] == t:
+            self.queued_est[a] = source.on_submit(a, t)
+            if ranker is not None:
+                ranker.on_submit(a, t)
+            queue.append(a)
+            a += 1
+            changed = True
+        self.next_arrival = a
+        if ranker is not None:
+            for j in ranker.refresh(queue, t):
+                self.keys.pop(j, None)  # its sort value changed with its rank
+                changed = True
+        return changed
+
+    def begin(self, now: int, j: int) -> int:
+        """Start job ``j``; its estimate. A job that starts with another estimate than it
+        was checked with (its walltime when backfilling by walltime) leaves a state that an
+        idle cycle cannot be trusted to leave unchanged: the next cycle's profile frees its
+        processors at its estimated end, so a job the reservation's extra processors could
+        not take may now fit."""
+        est = self.queued_est
+        checked = est[j] if self.hard is None else self.hard[j]
+        e = self.machine.begin(j, now, self.source.on_start(j, now))
+        # est is the machine's list: est[j] == e by now, so only the first test can hold
+        # (as it was written before; the same figures)
+        self.restarted = self.restarted or e != checked or e != est[j]
+        return e
+
+    def cycle(self, t: int) -> None:
+        """One scheduling cycle at ``t``: the jobs that start leave the queue; the top jobs'
+        first reservations are noted."""
+        self.passes += 1
+        self.restarted = False
+        m, work, policy, queue = self.machine, self.work, self.policy, self.queue
+        order = _order(queue, self.formula, t, work, self.queued_est, self.keys, self.rank)
+        started, top = schedule_cycle(
+            t, order, m.free, m.estimated_ends(t), work.procs, self.queued_est,
+            policy.backfill_depth, policy.strict_ordering, functools.partial(self.begin, t),
+            self.hard, self.cls,
+        )  # fmt: skip
+        reservation = self.reservation
+        for j, s in top:
+            if reservation[j] < 0:
+                reservation[j] = s
+        if started:
+            gone = set(started)
+            queue[:] = [j for j in queue if j not in gone]
+
+
 def simulate_pbs(
     work: Workload,
     source: EstimateSource,
@@ -648,96 +748,34 @@ def simulate_pbs(
     n = len(work.submit)
     if n and max(work.procs) > procs_total:
         raise ValueError("a job needs more processors than the machine has")
-    formula = sort_formula(policy.job_sort_formula)
-    source.bind(work)
-    if ranker is not None:
-        ranker.bind(work)
-    rank = ranker.rank if ranker is not None else [0] * n
-    m = _Machine(work, procs_total, correction, policy.extension_strictly_past)
-    cls = _classes(policy.classes, work, rank)
-    queue: List[int] = []
-    queued_est = m.est  # a queued job's estimate is its submit-time prediction
+    run = _Run(work, source, procs_total, policy, correction, ranker)
+    m, queue, time_dependent = run.machine, run.queue, run.formula.time_dependent
     period = policy.scheduler_iteration
     inf = float("inf")
     t = -1
     last_cycle = 0  # pbsd_main.c:1360: the next periodic cycle is an iteration after it
-    a = 0
-    restarted = False
-    keys: Dict[int, Tuple[float, int]] = {}
-    hard = work.wall if policy.backfill_by == WALLTIME else None
-
-    def begin(now: int, j: int) -> int:
-        # A job that starts with another estimate than it was checked with (its walltime
-        # when backfilling by walltime) leaves a state that an idle cycle cannot be trusted
-        # to leave unchanged: the next cycle's profile frees its processors at its estimated
-        # end, so a job the reservation's extra processors could not take may now fit.
-        nonlocal restarted
-        checked = queued_est[j] if hard is None else hard[j]
-        e = m.begin(j, now, source.on_start(j, now))
-        restarted = restarted or e != checked or e != queued_est[j]
-        return e
-
-    passes = 0
-    reservation = [-1] * n
-    while a < n or m.ends:
+    while run.next_arrival < n or m.ends:
         t_corr = m.next_extension(t) if policy.correction_events else inf
         t_end = m.ends[0][0] if m.ends else inf
         # A periodic cycle an iteration after the last cycle (none while the queue is
         # empty: it would start nothing, and the next arrival is a cycle of its own).
         next_tick = last_cycle + period if period and queue else inf
+        a = run.next_arrival
         t = int(min(work.submit[a] if a < n else inf, t_end, t_corr, next_tick))
         last_cycle = t
-        changed = restarted
-        for j in m.end_due(t):
-            source.on_end(j, t)
-            if ranker is not None:
-                ranker.on_end(j, t)
-            changed = True
-        changed = m.extend_due(t) or changed
-        while a < n and work.submit[a] == t:
-            queued_est[a] = source.on_submit(a, t)
-            if ranker is not None:
-                ranker.on_submit(a, t)
-            queue.append(a)
-            a += 1
-            changed = True
-        if ranker is not None:
-            for j in ranker.refresh(queue, t):
-                keys.pop(j, None)  # its sort value changed with its rank
-                changed = True
+        changed = run.events(t)
         if not queue:
             continue
-        if skip_idle_cycles and (m.free == 0 or not (changed or formula.time_dependent)):
+        if skip_idle_cycles and (m.free == 0 or not (changed or time_dependent)):
             continue  # nothing can start (every job needs a processor; nothing changed)
-        passes += 1
-        restarted = False
-        order = _order(queue, formula, t, work, queued_est, keys, rank)
-        started, top = schedule_cycle(
-            t,
-            order,
-            m.free,
-            m.estimated_ends(t),
-            work.procs,
-            queued_est,
-            policy.backfill_depth,
-            policy.strict_ordering,
-            functools.partial(begin, t),
-            hard,
-            cls,
-        )
-        for j, s in top:
-            if reservation[j] < 0:
-                reservation[j] = s
-        if started:
-            gone = set(started)
-            queue[:] = [j for j in queue if j not in gone]
+        run.cycle(t)
     return SimResult(
         source=source.name,
         correction=correction,
         procs_total=procs_total,
         start=m.start,
         corrections=m.ncorr,
-        reservation=reservation,
+        reservation=run.reservation,
         refresh_changes=0,
-        passes=passes,
+        passes=run.passes,
     )

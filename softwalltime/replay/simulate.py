@@ -52,7 +52,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .corrections import CORRECTIONS
 from .easy import Easy, Refresh, SimResult
-from .evaluate import CLASSES, runtime_class, target_text
+from .evaluate import CLASSES, format_figure, runtime_class, target_text
 from .sources import (
     BASELINE,
     CALIBRATED,
@@ -236,10 +236,6 @@ def summarize(
     return obj
 
 
-def _fmt(value: Optional[float], spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def _rel(value: Optional[float], base: Optional[float]) -> str:
     if value is None or not base:
         return "-"
@@ -295,14 +291,14 @@ def format_table(report: Dict[str, Any]) -> str:
                 "  {:<15}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}{:>12}".format(
                     name,
                     m["jobs"],
-                    _fmt(m["wait_mean_h"], ".2f"),
-                    _fmt(m["wait_median_h"], ".2f"),
-                    _fmt(m["wait_p95_h"], ".2f"),
+                    format_figure(m["wait_mean_h"], ".2f"),
+                    format_figure(m["wait_median_h"], ".2f"),
+                    format_figure(m["wait_p95_h"], ".2f"),
                     _rel(m["wait_mean_h"], b["wait_mean_h"] if b else None),
-                    _fmt(m["bsld_mean"], ".2f"),
+                    format_figure(m["bsld_mean"], ".2f"),
                     _rel(m["bsld_mean"], b["bsld_mean"] if b else None),
-                    _fmt(m["bsld_p95"], ".1f"),
-                    _fmt(obj["utilization"], ".3f") if cls is None else "",
+                    format_figure(m["bsld_p95"], ".1f"),
+                    format_figure(obj["utilization"], ".3f") if cls is None else "",
                     str(obj["corrections"]) if cls is None else "",
                 ).rstrip()
             )

@@ -33,7 +33,7 @@ import operator
 import os
 import re
 import zlib
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ..errors import ParseError
 from .bounds import implausible
@@ -452,6 +452,32 @@ def pbs_files(path: str, max_files: int = MAX_DIR_FILES) -> List[str]:
     return [path]
 
 
+def _finished_row(line: str, server: Optional[str] = None) -> Optional[Tuple[Any, ...]]:
+    """One accounting log line as :func:`softwalltime.accounting.finished_job_row` (a
+    tuple in ``FINISHED_JOB_COLUMNS`` order, epoch-second times), or None when the line
+    describes no finished job: blank, a comment, another record type, an array parent, a
+    reservation.
+
+    :param server: PBS server name for a job id without a ``.server`` suffix
+    :raises ParseError: not an accounting record, or a record the parser refuses; with a
+        ``rule`` attribute (:class:`softwalltime.accounting.ImpossibleRecord`) when the
+        record holds an impossible value
+    """
+    text = line.rstrip("\r\n")
+    if not text.strip() or text[0] in _COMMENT_CHARS:
+        return None
+    if not _PBS_LINE_RE.match(text):
+        raise ParseError(f"not an accounting record: {text[:60]!r}")
+    # Cheap pre-filter (the date prefix is fixed-width): only E records describe a finished
+    # job, so the others are not worth tokenizing.
+    if text[20:22] != "E;":
+        return None
+    # Imported here so that SWF-only use does not need the PBS parser.
+    from ..accounting import finished_job_row, parse_line
+
+    return finished_job_row(parse_line(text), server)
+
+
 def read_pbs(
     paths: Sequence[str], server: Optional[str] = None, limits: Optional[InputLimits] = None
 ) -> Trace:
@@ -467,17 +493,17 @@ def read_pbs(
     :param limits: see :func:`_read_blocks`
     :raises ParseError: a path cannot be read or is beyond the limits
     """
-    # Imported here so that SWF-only use does not need the PBS parser.
-    from ..accounting import FINISHED_JOB_COLUMNS, finished_job_row, parse_line
+    from ..accounting import FINISHED_JOB_COLUMNS
 
     if limits is None:
         limits = InputLimits()
-    # finished_job_row() is finished_job() as a tuple with epoch-second times (no datetimes).
     col = {name: k for k, name in enumerate(FINISHED_JOB_COLUMNS)}
-    i_server, i_job, i_ctime, i_seq = col["server"], col["job_id"], col["ctime"], col["job_seq"]
-    i_user, i_wall, i_run = col["username"], col["walltime_s"], col["runtime_s"]
-    i_start, i_end, i_ncpus = col["started_at"], col["ended_at"], col["ncpus"]
-
+    key_of = operator.itemgetter(col["server"], col["job_id"], col["ctime"])
+    job_of = operator.itemgetter(
+        *(col[name] for name in ("username", "ctime", "started_at", "ended_at")),
+        *(col[name] for name in ("walltime_s", "runtime_s", "ncpus")),
+    )
+    i_seq = col["job_seq"]
     files: List[str] = []
     for p in paths:
         files.extend(pbs_files(p))
@@ -487,59 +513,32 @@ def read_pbs(
     bad = dup = 0
     for path in files:
         for lineno, line in read_lines(path, limits):
-            text = line.rstrip("\r\n")
-            if not text.strip() or text[0] in _COMMENT_CHARS:
-                continue
-            if not _PBS_LINE_RE.match(text):
-                bad += 1
-                _warn_bad(path, lineno, f"not an accounting record: {text[:60]!r}", bad)
-                continue
-            # Cheap pre-filter (the date prefix is fixed-width): only E records describe a
-            # finished job, so the others are not worth tokenizing.
-            if text[20:22] != "E;":
-                continue
             try:
-                row = finished_job_row(parse_line(text), server)
+                row = _finished_row(line, server)
             except ParseError as err:
                 # The parser refuses impossible values itself (accounting.ImpossibleRecord,
                 # with the rule broken): counted by that rule, as the bounds below count.
                 rule = getattr(err, "rule", None)
                 if rule is not None:
                     _count_implausible(skipped, rule, path, lineno)
-                    continue
-                bad += 1
-                _warn_bad(path, lineno, str(err), bad)
+                else:
+                    bad += 1
+                    _warn_bad(path, lineno, str(err), bad)
                 continue
-            if row is None:  # array parent, reservation, ...
+            if row is None:
                 continue
-            key = (row[i_server], row[i_job], row[i_ctime])
+            key = key_of(row)
             if key in seen:
                 dup += 1
                 continue
-            ctime, start = row[i_ctime], row[i_start]
-            reason = implausible(
-                ctime,
-                start - ctime if start is not None and ctime is not None else None,
-                row[i_run],
-                row[i_wall],
-                row[i_ncpus],
-            )
+            user, ctime, start, end, wall, run, ncpus = job_of(row)
+            wait = start - ctime if start is not None and ctime is not None else None
+            reason = implausible(ctime, wait, run, wall, ncpus)
             if reason is not None:
                 _count_implausible(skipped, reason, path, lineno)
                 seen[key] = None
                 continue
-            seen[key] = (
-                row[i_seq],
-                TraceJob(
-                    row[i_user] or None,
-                    ctime,
-                    start,
-                    row[i_end],
-                    row[i_wall],
-                    row[i_run],
-                    row[i_ncpus],
-                ),
-            )
+            seen[key] = (row[i_seq], TraceJob(user or None, ctime, start, end, wall, run, ncpus))
     if bad > _MAX_WARNINGS:
         log.warning("%s malformed accounting records skipped in all", bad)
     # Trace order = submission order (ctime, then job number), as SWF lines are.

@@ -199,7 +199,7 @@ def _decisions(
             d = decide.decide(job, settings, fetch, site=site)
         samples.append(time.perf_counter() - start)
         sets += d.soft_walltime_s is not None
-        ranks += d.rank_s is not None
+        ranks += d.rank_to_set_s is not None
     if sets != n:
         raise SystemExit(f"bench: only {sets} of {n} decisions set a soft walltime")
     if settings.rank != "off" and ranks != n:
