@@ -692,9 +692,7 @@ class _Run:
         est = self.queued_est
         checked = est[j] if self.hard is None else self.hard[j]
         e = self.machine.begin(j, now, self.source.on_start(j, now))
-        # est is the machine's list: est[j] == e by now, so only the first test can hold
-        # (as it was written before; the same figures)
-        self.restarted = self.restarted or e != checked or e != est[j]
+        self.restarted = self.restarted or e != checked
         return e
 
     def cycle(self, t: int) -> None:
