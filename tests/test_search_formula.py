@@ -317,3 +317,34 @@ def test_plot_without_long_jobs_draws_wide_jobs_p95(tmp_path: Path) -> None:
     assert rep.best == 0
     path = Path(tune.write_plot(rep, str(tmp_path / "p"), "t"))
     assert path.name == tune.FRONT_PNG and path.stat().st_size > 1000
+
+
+def test_a_time_scaled_formula_orders_compressed_jobs_as_the_full_one_does():
+    """The twin replays a trace ``factor`` times faster: the formula with its constants in
+    seconds divided by the factor gives compressed jobs the same
+    values, for every term (power 1 and 2, age, length, width)."""
+    for power in (1, 2):
+        p = fm.Params(fm.ESTIMATE, 600, age_h=72.0, width=8.0, length=1.0, power=power)
+        full = pbsched.sort_formula(fm.expression(p, 100)).value
+        fast_text = fm.expression(p, 100, time_scale=300.0)
+        fm.check_pbs_form(fast_text)
+        fast = pbsched.sort_formula(fast_text).value
+        assert full is not None and fast is not None
+        for soft, wall, waited, cpus in ((3000, 7200, 1200, 4), (0, 86400, 90000, 64)):
+            expected = full(soft, wall, waited, cpus, 0)
+            got = fast(soft // 300, wall // 300, waited // 300, cpus, 0)
+            assert got == pytest.approx(expected, rel=1e-9)
+    assert "+ 2)" in fm.expression(fm.Params(), 10, time_scale=300.0)  # 600 s -> 2 s
+    with pytest.raises(ValueError):
+        fm.expression(fm.Params(), 10, time_scale=601.0)  # the smoothing under a second
+    with pytest.raises(ValueError):
+        fm.expression(fm.Params(), 10, time_scale=0.0)
+
+
+def test_every_label_names_its_formula_back():
+    for cand in fm.candidates(["users", "v3"]):
+        assert fm.parse_label(cand.params.label) == cand.params
+    assert fm.parse_label("xf2.rank+age72h+len1+w8") == fm.Params(fm.RANK, 600, 72.0, 8.0, 1.0, 2)
+    for bad in ("xf3", "sjf", "xf+w", "xf+len1+age72h"):
+        with pytest.raises(ValueError):
+            fm.parse_label(bad)

@@ -136,3 +136,14 @@ def test_start_times_at_release_are_scored_against_the_real_starts() -> None:
     assert late["waited_10min"]["PBS"]["within_1s"] == 0.0  # 3 s off
     assert late["waited_10min"]["PBS"]["within_6s"] == 100.0
     assert "PBS    within 1s 0.0 %" in twin.start_report(late)
+
+
+def test_a_formula_label_is_replayed_with_its_constants_compressed() -> None:
+    fast = twin.policy("xf2+age72h+len1", 100, 300.0)
+    assert (fast.backfill_depth, fast.strict_ordering) == (1, True)
+    assert fast.scheduler_iteration == twin.iteration_for(300.0)
+    assert fast.job_sort_formula.startswith("12 * (eligible_time + 2)")  # 3600 s, 600 s / 300
+    assert "eligible_time / 864" in fast.job_sort_formula  # 72 h / 300
+    assert twin.policy("fcfs-bf1", 100, 300.0).job_sort_formula == pbsched.FCFS
+    with pytest.raises(ValueError):
+        twin.policy("xf9", 100, 300.0)

@@ -85,6 +85,29 @@ class Params(NamedTuple):
         return text
 
 
+_LABEL = re.compile(
+    r"^xf(?P<power>2?)(?P<rank>\.rank)?(?:\+age(?P<age>\d+(?:\.\d+)?)h)?"
+    r"(?:\+len(?P<len>\d+(?:\.\d+)?))?(?:\+w(?P<w>\d+(?:\.\d+)?))?$"
+)
+
+
+def parse_label(text: str) -> Params:
+    """The formula a :attr:`Params.label` names (``xf2.rank+age72h+len1+w8``).
+
+    :raises ValueError: not a label of this family
+    """
+    m = _LABEL.match(text.strip())
+    if m is None:
+        raise ValueError(f"{text!r} is not a formula label (e.g. xf, xf2.rank+age72h+len1+w8)")
+    return Params(
+        key=RANK if m.group("rank") else ESTIMATE,
+        age_h=float(m.group("age") or 0),
+        width=float(m.group("w") or 0),
+        length=float(m.group("len") or 0),
+        power=2 if m.group("power") else 1,
+    )
+
+
 def _num(x: float) -> str:
     # A decimal literal PBS's Python reads back as the same number: no exponent, no
     # trailing zeros ("24", "0.5").
@@ -92,10 +115,14 @@ def _num(x: float) -> str:
     return text or "0"
 
 
-def expression(p: Params, procs_total: int) -> str:
+def expression(p: Params, procs_total: int, time_scale: float = 1.0) -> str:
     """The ``job_sort_formula`` of ``p`` on a machine of ``procs_total`` processors.
+    ``time_scale``: every time the formula reads is that many times shorter (a twin replay
+    compresses time); its constants in seconds shrink with them, so that it orders jobs as
+    at full time.
 
-    :raises ValueError: unknown key, negative parameter or no processors
+    :raises ValueError: unknown key, negative parameter, no processors or a scale that
+        leaves the smoothing under a second
     """
     if p.key not in KEYS:
         raise ValueError(f"formula key must be one of {KEYS}, not {p.key!r}")
@@ -103,15 +130,18 @@ def expression(p: Params, procs_total: int) -> str:
         raise ValueError("smooth_s >= 1, age_h, length, width >= 0 and procs_total >= 1")
     if p.power not in (1, 2):
         raise ValueError(f"formula power must be 1 or 2, not {p.power!r}")
-    e, s = _E[p.key], p.smooth_s
+    if time_scale <= 0 or p.smooth_s / time_scale < 1:
+        raise ValueError(f"time_scale must be in (0, {p.smooth_s}], not {time_scale!r}")
+    e, s = _E[p.key], _num(p.smooth_s / time_scale)
     if p.power == 1:
         text = f"(eligible_time + {s}) / ({e} + {s})"
     else:
-        text = f"3600 * (eligible_time + {s}) / (({e} + {s}) * ({e} + {s}))"
+        hour = _num(3600.0 / time_scale)
+        text = f"{hour} * (eligible_time + {s}) / (({e} + {s}) * ({e} + {s}))"
     if p.age_h:
-        text += f" + eligible_time / {_num(p.age_h * 3600.0)}"
+        text += f" + eligible_time / {_num(p.age_h * 3600.0 / time_scale)}"
     if p.length:
-        text += f" + {_num(p.length)} * {e} / 86400"
+        text += f" + {_num(p.length)} * {e} / {_num(86400.0 / time_scale)}"
     if p.width:
         text += f" + {_num(p.width)} * ncpus / {procs_total}"
     return text

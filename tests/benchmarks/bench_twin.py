@@ -54,7 +54,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--margin", type=int, default=2, help="walltime over the run, s (2)")
     p.add_argument("--tolerance", type=int, default=2, help="order tolerance, s (2)")
     p.add_argument("--sources", default="users,perfect", help="users,perfect")
-    p.add_argument("--policies", default="fcfs-bf1,sjf-bf1", help="fcfs-bf1,sjf-bf1")
+    p.add_argument(
+        "--policies",
+        default="fcfs-bf1,sjf-bf1",
+        help="policies of simulate --policies or formula labels of --search, e.g."
+        " fcfs-bf1,xf2+age72h+len1 (default fcfs-bf1,sjf-bf1)",
+    )
     p.add_argument("--dump", type=Path, help="write each replay (jobs, times) as JSON here")
     return p.parse_args(argv)
 
@@ -87,7 +92,7 @@ def one(
     name: str,
     args: argparse.Namespace,
 ) -> None:
-    policy = pbsched.parse_policy(name, scheduler_iteration=twin.iteration_for(factor))
+    policy = twin.policy(name, procs, factor)
     started = time.monotonic()
     run = twin.replay(jobs, source, procs, policy)
     try:

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 import pbsctl
 
+from softwalltime.replay import formula as fm
 from softwalltime.replay import pbsched
 from softwalltime.replay import simulate as sim
 from softwalltime.units import qstat_time
@@ -108,6 +109,20 @@ def choose_segment(
 def iteration_for(factor: float, iteration: int = pbsched.DEFAULT_ITERATION_S) -> int:
     """PBS's ``scheduler_iteration`` (600 s) compressed, at least 1 s."""
     return max(1, round(iteration / factor))
+
+
+def policy(name: str, procs: int, factor: float) -> pbsched.Policy:
+    """``name``: a policy of ``simulate --policies`` (``fcfs-bf1``), or a label of
+    ``simulate --search``'s family (``xf2+age72h+len1``: backfill_depth 1, strict ordering,
+    its constants in seconds divided by ``factor`` so that it orders the compressed jobs
+    as the full formula orders the trace's)."""
+    iteration = iteration_for(factor)
+    try:
+        params = fm.parse_label(name)
+    except ValueError:
+        return pbsched.parse_policy(name, scheduler_iteration=iteration)
+    expression = fm.expression(params, procs, time_scale=factor)
+    return pbsched.parse_policy(f"{expression}-bf1", scheduler_iteration=iteration)
 
 
 def soft_walltimes(jobs: Sequence[TwinJob], source: str, soft_margin: int = 0) -> list[int | None]:
