@@ -302,3 +302,18 @@ def test_the_replay_state_is_driven_one_event_at_a_time():
     replay.observe_end(0)
     assert replay.used == 0 and replay.ended[0]
     assert replay.decide(1, 600) == (NEAR, "")  # a started job stays in the history
+
+
+def test_wait_finds_the_newest_of_two_live_jobs_with_one_id():
+    """PBS reuses job ids (a wrap, a new datastore); an old job whose end was never logged
+    stays live beside the new one: ``wait 9.pbshost`` means the new one."""
+    from softwalltime.cli.wait import _find
+    from softwalltime.wait.live import LiveJob
+
+    old = LiveJob("9.pbshost", True, "alice", "workq", 1_000, None, 1, 600, None)
+    new = old._replace(submit_s=2_000, walltime_s=36_000)
+    other = old._replace(job_id="10.pbshost", submit_s=3_000)
+    for live in ([old, new, other], [new, old, other]):
+        assert _find(live, "9.pbshost") == new
+        assert _find(live, "9") is None  # two live jobs numbered 9: the short form is ambiguous
+    assert _find([other], "10") == other

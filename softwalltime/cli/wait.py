@@ -394,10 +394,12 @@ def _snapshot(args: argparse.Namespace, settings: Settings) -> _Snapshot:
 
 
 def _find(live: List[Any], job_id: str) -> Optional[Any]:
-    """The live job ``job_id`` names: its full id, or its number before the server's name."""
+    """The live job ``job_id`` names: its full id, or its number before the server's name;
+    of jobs with the same id (PBS reuses ids after a wrap or a new datastore; an old one
+    whose end was never logged stays live), the newest."""
     exact = [j for j in live if j.job_id == job_id]
     if exact:
-        return exact[0]
+        return max(exact, key=lambda j: j.submit_s)
     short = [j for j in live if j.job_id.split(".", 1)[0] == job_id.split(".", 1)[0]]
     return short[0] if len(short) == 1 and "." not in job_id else None
 

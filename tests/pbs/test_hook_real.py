@@ -74,6 +74,8 @@ def test_a_job_that_runs_is_predicted_again_and_its_record_ingested(
     install, hook_db, hook_cluster, jobs, tmp_path
 ):
     install(dsn=hook_db, history_recheck_ms=0)  # the seed below is seen at once
+    # PBS reuses job ids (a wrap, a new datastore): this job is the one created from now on
+    created_from = int(time.time()) - 1
     jobs.append(pbsctl.qsub("-h -l walltime=10:00:00", script="sleep 2"))
     assert soft(jobs[0]) == v3(10 * H)
     # newer history while it waits: alice's last job used half its walltime
@@ -105,8 +107,9 @@ def test_a_job_that_runs_is_predicted_again_and_its_record_ingested(
         assert proc.returncode == 0, proc.stderr
         with psycopg2.connect(ingest_db) as check, check.cursor() as cur:
             cur.execute(
-                "SELECT soft_walltime_s, walltime_s FROM finished_jobs WHERE job_id = %s",
-                (jobs[0],),
+                "SELECT soft_walltime_s, walltime_s FROM finished_jobs"
+                " WHERE job_id = %s AND ctime >= to_timestamp(%s)",
+                (jobs[0], created_from),
             )
             row = cur.fetchone()
         time.sleep(0.5)
