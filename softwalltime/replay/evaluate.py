@@ -640,9 +640,9 @@ def replay_learned(
         learner = learned.Learner()
     target = None if target_under_pct is None else target_under_pct / 100.0
     keep = learned.HISTORY_ROWS
-    buffers: Dict[str, List[learned.Row]] = {}
-    # per user and walltime: the buffer's rows with it, newest first (no scan of 100 rows)
-    by_wall: Dict[str, Dict[int, List[learned.Row]]] = {}
+    # Per user: the rows, newest first; their run/walltime ratios, alike; the rows per
+    # walltime, newest first (no scan of 100 rows for the same walltime or the ratios)
+    kept: Dict[str, Tuple[List[learned.Row], List[float], Dict[int, List[learned.Row]]]] = {}
     pending: Dict[int, learned.Outcome] = {}
     done = [False] * n
     softs = [0] * n
@@ -653,18 +653,19 @@ def replay_learned(
     choose = learner.choose
     update = learner.update
     empty: List[learned.Row] = []
+    no_user = (empty, [], {})
 
     def predict_at(i: int, t: int) -> None:
         user = users[i]
         wall = walls[i]
-        buf = buffers.get(user, empty)
+        buf, ratios, walls_of = kept.get(user, no_user)
         if buf:
             head = buf[0]
             last = memo.get(user)
             if last is not None and last[0] is head and last[1] == wall and last[2] <= t <= last[3]:
                 out = last[4]
             else:
-                out = outcome(wall, buf, t, by_wall[user].get(wall, empty))
+                out = outcome(wall, buf, t, walls_of.get(wall, empty), ratios)
                 low, high = _gap_span(head[2], t)
                 memo[user] = (head, wall, low, high, out)
         else:
@@ -680,18 +681,24 @@ def replay_learned(
             j = by_end[e]
             if not done[j]:  # ends at its own instant, not predicted yet
                 predict_at(j, instants[j])
-            update(pending.pop(j), runs[j], softs[j], target)
-            buf = buffers.get(users[j])
-            if buf is None:
-                buf = buffers[users[j]] = []
-                walls_of = by_wall[users[j]] = {}
-            else:
-                walls_of = by_wall[users[j]]
-            entry = (runs[j], walls[j], ends[j])
+            run = runs[j]
+            wall = walls[j]
+            update(pending.pop(j), run, softs[j], target)
+            got = kept.get(users[j])
+            if got is None:
+                got = kept[users[j]] = ([], [], {})
+            buf, ratios, walls_of = got
+            entry = (run, wall, ends[j])
             buf.insert(0, entry)
-            walls_of.setdefault(walls[j], []).insert(0, entry)
+            ratios.insert(0, run / wall)
+            same = walls_of.get(wall)
+            if same is None:
+                walls_of[wall] = [entry]
+            else:
+                same.insert(0, entry)
             if len(buf) > keep:
                 walls_of[buf.pop()[1]].pop()
+                ratios.pop()
             e += 1
         if not done[i]:
             predict_at(i, t)
