@@ -241,9 +241,13 @@ class Learner:
         lam = self.lam
         if kept[0] == out.fine and kept[1] == self.n_site and kept[2] == lam:
             return kept[3]
-        df, wc, dc, ws = self._weights(out)
         fine = out.fine
         coarse = out.coarse
+        # _weights() written out (once per prediction)
+        dc = 1.0 / (self.n_coarse[coarse] + PSEUDO)
+        ws = PSEUDO * dc / (self.n_site or 1.0)
+        df = 1.0 / (self.n_fine[fine] + PSEUDO)
+        wc = PSEUDO * df
         # scores() written out in one pass: accuracy - lam x under-rate, the same floats
         values = [
             fa * df + (ca * dc + sa * ws) * wc - lam * (fu * df + (cu * dc + su * ws) * wc)

@@ -614,6 +614,10 @@ def format_table(report: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# a user's rows in replay_learned: newest first, their run/walltime ratios, rows per walltime
+_UserRows = Tuple[List[learned.Row], List[float], Dict[int, List[learned.Row]]]
+
+
 def replay_learned(
     columns: ReplayColumns,
     target_under_pct: Optional[float],
@@ -627,9 +631,9 @@ def replay_learned(
     that ends at its own instant (run time 0 at submit) is predicted when its end comes,
     before it is learnt, from the jobs ended before it.
 
-    Long because it is the replay's one hot loop, its state (the buffers, the per-user memo,
-    the pending outcomes) kept in locals for speed; ``tests/test_learned.py`` checks it
-    against a plain replay of the pure code.
+    Long because it is the replay's one hot loop, its state (the buffers with their rows'
+    ratios and rows per walltime, the per-user memo, the pending outcomes) kept in locals
+    for speed; ``tests/test_learned.py`` checks it against a plain replay of the pure code.
 
     :param target_under_pct: the target, percent, or ``None``: v3's under-estimates
     :returns: the soft walltimes (job order) and the final table
@@ -642,7 +646,7 @@ def replay_learned(
     keep = learned.HISTORY_ROWS
     # Per user: the rows, newest first; their run/walltime ratios, alike; the rows per
     # walltime, newest first (no scan of 100 rows for the same walltime or the ratios)
-    kept: Dict[str, Tuple[List[learned.Row], List[float], Dict[int, List[learned.Row]]]] = {}
+    kept: Dict[str, _UserRows] = {}
     pending: Dict[int, learned.Outcome] = {}
     done = [False] * n
     softs = [0] * n
@@ -653,7 +657,7 @@ def replay_learned(
     choose = learner.choose
     update = learner.update
     empty: List[learned.Row] = []
-    no_user = (empty, [], {})
+    no_user: _UserRows = (empty, [], {})
 
     def predict_at(i: int, t: int) -> None:
         user = users[i]
@@ -675,9 +679,11 @@ def replay_learned(
         done[i] = True
 
     e = 0
+    end_at: List[float] = [ends[j] for j in by_end]
+    end_at.append(float("inf"))  # after every instant: the loop below stops there
     for i in by_instant:
         t = instants[i]
-        while e < n and ends[by_end[e]] <= t:
+        while end_at[e] <= t:
             j = by_end[e]
             if not done[j]:  # ends at its own instant, not predicted yet
                 predict_at(j, instants[j])
