@@ -286,6 +286,7 @@ def test_the_fast_rules_equal_the_rules_as_written():
         wall = rng.choice(walls)
         now = 10**6 + rng.choice([0, 100, 5000, 10**5])
         want = _outcome_as_written(wall, rows[: learned.HISTORY_ROWS], now)
-        assert learned.outcome(wall, rows, now)[:3] == want
+        got = learned.outcome(wall, rows, now)
+        assert got[:3] == want and (got.low, got.high) == (min(want[2]), max(want[2]))
         ratios = learned.ratios_of(rows)
         assert learned.outcome(wall, rows, now, None, ratios)[:3] == want

@@ -136,11 +136,10 @@ def outcome(
     if same is None:
         same = [row for row in rows if row[1] == walltime_s]
     fractions = ratios_of(rows) if ratios is None else ratios[:RATIO_JOBS]
-    # rows compare by run time first: the largest, smallest, median row has that run time
-    window = sorted(same[:B_JOBS] if same else rows[:B_JOBS])
-    b = window[-1][0]
-    low = window[0][0]
-    median = window[(len(window) - 1) // 2][0]
+    window = sorted([row[0] for row in (same[:B_JOBS] if same else rows[:B_JOBS])])
+    b = window[-1]
+    low = window[0]
+    median = window[(len(window) - 1) // 2]
     last = same[0][0] if same else rows[0][0]
     v3_row = _largest_ratio(rows[:V3_JOBS], fractions[:V3_JOBS])
     r_rt, r_wt = _largest_ratio(rows[:RATIO_JOBS], fractions)[:2]
@@ -148,7 +147,7 @@ def outcome(
     r50 = -(-r_rt * walltime_s // r_wt)
     r50x = -(-r_rt * walltime_s * 11 // (r_wt * 10))
     if same:
-        s15 = max(same[:SAME_RATIO_JOBS])[0]
+        s15 = max([row[0] for row in same[:SAME_RATIO_JOBS]])
         s15x = -(-s15 * 11 // 10)
     else:
         s15, s15x = r50, r50x
