@@ -234,3 +234,59 @@ def test_the_replay_equals_a_plain_replay_of_the_pure_code():
     assert got == want
     assert learner.n_site > learned.MIN_SITE_JOBS  # the table chose, not only v3
     assert sum(want[i] != outs[i].softs[learned.R_V3] for i in range(n)) > 100
+
+
+def _outcome_as_written(walltime_s, rows, now_s):
+    """``(coarse, fine, softs)`` as core/learned.py first computed them (before issue 31's
+    speed work): one loop per rule family, exact ratios by products."""
+    same = [row for row in rows if row[1] == walltime_s]
+    window = [row[0] for row in (same[:5] if same else rows[:5])]
+    b, low, last = max(window), min(window), (same[0][0] if same else rows[0][0])
+    best = [(0, 1), (0, 1)]  # largest run/walltime over 15 and 50 rows
+    for k, (run, wall, _end) in enumerate(rows[:50]):
+        for n, limit in enumerate((15, 50)):
+            if k < limit and run * best[n][1] > best[n][0] * wall:
+                best[n] = (run, wall)
+    (v_rt, v_wt), (r_rt, r_wt) = best
+    r50, r50x = -(-r_rt * walltime_s // r_wt), -(-r_rt * walltime_s * 11 // (r_wt * 10))
+    s15 = max(row[0] for row in same[:15]) if same else None
+    values = [walltime_s, -(-v_rt * walltime_s // v_wt) + 900, r50, r50x]
+    values += [s15, -(-s15 * 11 // 10)] if same else [r50, r50x]
+    for num, den in learned.B_FACTORS:
+        values += [-(-b * num // den) + add for add in learned.B_ADDS]
+    values += [-(-last * num // den) + 60 for num, den in learned.LAST_FACTORS]
+    median = sorted(window)[(len(window) - 1) // 2]
+    values += [last, median, -(-median * 3 // 2) + 60]
+    spread = next((k for k, (n, d) in enumerate(learned.SPREAD_CUTS) if b * d <= n * low), 5)
+    level = next((k for k, (n, d) in enumerate(learned.LEVEL_CUTS) if b * d <= n * walltime_s), 5)
+    gap = next((k for k, cut in enumerate(learned.GAP_CUTS) if now_s - rows[0][2] <= cut), 4)
+    count = len(same)
+    same_bin = count if count < 2 else (2 if count < 5 else (3 if count < 10 else 4))
+    coarse = (same_bin * learned.N_SPREAD + spread) * learned.N_LEVEL + level
+    softs = tuple(min(walltime_s, max(1, v)) for v in values)
+    return coarse, coarse * learned.N_GAP + gap, softs
+
+
+def test_the_fast_rules_equal_the_rules_as_written():
+    # ties of run/walltime that floats cannot tell apart, equal run times, run 0, runs
+    # past the walltime, and the ratios the replay keeps, passed in
+    import random
+
+    rng = random.Random(7)
+    walls = [1, 600, H, 10**9, 10**9 + 1]
+    for _ in range(3000):
+        rows = []
+        for _k in range(rng.randrange(1, 120)):
+            wall = rng.choice(walls)
+            run = rng.choice([0, 1, wall, wall + 7, rng.randrange(0, 2 * wall + 2)])
+            rows.append((run, wall, 10**6 - len(rows)))
+        if rng.random() < 0.2:  # two ratios a float cannot tell apart
+            rows[rng.randrange(len(rows))] = (10**9 - 1, 10**9, 5)
+            rows[rng.randrange(len(rows))] = (10**9, 10**9 + 1, 5)
+        wall = rng.choice(walls)
+        now = 10**6 + rng.choice([0, 100, 5000, 10**5])
+        want = _outcome_as_written(wall, rows[: learned.HISTORY_ROWS], now)
+        got = learned.outcome(wall, rows, now)
+        assert got[:3] == want and (got.low, got.high) == (min(want[2]), max(want[2]))
+        ratios = learned.ratios_of(rows)
+        assert learned.outcome(wall, rows, now, None, ratios)[:3] == want

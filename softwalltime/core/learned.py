@@ -29,6 +29,7 @@ standard library only (the hook may import it).
 """
 
 import math
+from operator import add
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 NAME = "learned"
@@ -73,14 +74,18 @@ N_LEVEL = len(LEVEL_CUTS) + 1
 N_GAP = len(GAP_CUTS) + 1
 COARSE = N_SAME * N_SPREAD * N_LEVEL
 FINE = COARSE * N_GAP
+MANY_SHORT = 10  # Learner.update: above this many rules short, it adds lists, not cells
 
 
 class Outcome(NamedTuple):
-    """One job's bins (``coarse`` -1 without history) and every rule's soft walltime."""
+    """One job's bins (``coarse`` -1 without history), every rule's soft walltime, and the
+    smallest and largest of them."""
 
     coarse: int
     fine: int
     softs: Tuple[int, ...]
+    low: int
+    high: int
 
 
 def _same_bucket(n: int) -> int:
@@ -89,27 +94,30 @@ def _same_bucket(n: int) -> int:
     return 2 if n < 5 else (3 if n < 10 else 4)
 
 
-def _ratios(rows: Sequence[Row]) -> Tuple[int, int, int, int]:
-    """The largest run/walltime of the first V3_JOBS rows and of the first RATIO_JOBS, as
-    ``(run, walltime)`` pairs flattened, in one pass (exact: no division)."""
-    best_rt = 0
-    best_wt = 1
-    v3_rt = v3_wt = 0
-    k = 0
-    for row in rows[:RATIO_JOBS]:
-        if k == V3_JOBS:
-            v3_rt, v3_wt = best_rt, best_wt
-        if row[0] * best_wt > best_rt * row[1]:
-            best_rt = row[0]
-            best_wt = row[1]
-        k += 1
-    if k <= V3_JOBS:
-        v3_rt, v3_wt = best_rt, best_wt
-    return v3_rt, v3_wt, best_rt, best_wt
+def ratios_of(rows: Sequence[Row]) -> List[float]:
+    """Each of the first RATIO_JOBS rows' run/walltime, the ``ratios`` :func:`outcome` reads."""
+    return [row[0] / row[1] for row in rows[:RATIO_JOBS]]
+
+
+def _largest_ratio(rows: Sequence[Row], ratios: Sequence[float]) -> Row:
+    """A row of ``rows`` with the largest run/walltime, exactly (``ratios``: theirs, as
+    floats, the same length). Division is correctly rounded, so monotonic: the largest
+    ratio has the largest float, and equal floats are told apart by exact products."""
+    top = max(ratios)
+    best = rows[ratios.index(top)]
+    if ratios.count(top) > 1:
+        for row, ratio in zip(rows, ratios):
+            if ratio == top and row[0] * best[1] > best[0] * row[1]:
+                best = row
+    return best
 
 
 def outcome(
-    walltime_s: int, history: Sequence[Row], now_s: int, same: Optional[Sequence[Row]] = None
+    walltime_s: int,
+    history: Sequence[Row],
+    now_s: int,
+    same: Optional[Sequence[Row]] = None,
+    ratios: Optional[Sequence[float]] = None,
 ) -> Outcome:
     """Every rule's soft walltime for a job submitted at ``now_s``, and its bins (pure).
 
@@ -119,35 +127,38 @@ def outcome(
     :param now_s: the prediction instant (for the time since the last end)
     :param same: the rows of ``history`` with this walltime, in order, if the caller keeps
         them (the replay does, per user and walltime)
+    :param ratios: :func:`ratios_of` ``history`` (at least its first RATIO_JOBS), if the
+        caller keeps them (the replay does, per user)
     """
     rows = history if len(history) <= HISTORY_ROWS else history[:HISTORY_ROWS]
     if not rows:
-        return Outcome(-1, -1, (walltime_s,) * N_RULES)
+        return Outcome(-1, -1, (walltime_s,) * N_RULES, walltime_s, walltime_s)
     if same is None:
         same = [row for row in rows if row[1] == walltime_s]
-    window = same[:B_JOBS] if same else rows[:B_JOBS]
-    window_runs = [row[0] for row in window]
-    b = max(window_runs)
-    low = min(window_runs)
+    fractions = ratios_of(rows) if ratios is None else ratios[:RATIO_JOBS]
+    window = sorted([row[0] for row in (same[:B_JOBS] if same else rows[:B_JOBS])])
+    b = window[-1]
+    low = window[0]
+    median = window[(len(window) - 1) // 2]
     last = same[0][0] if same else rows[0][0]
-    v3_rt, v3_wt, r_rt, r_wt = _ratios(rows)
-    v3 = -(-v3_rt * walltime_s // v3_wt) + V3_RESERVE_S
+    v3_row = _largest_ratio(rows[:V3_JOBS], fractions[:V3_JOBS])
+    r_rt, r_wt = _largest_ratio(rows[:RATIO_JOBS], fractions)[:2]
+    v3 = -(-v3_row[0] * walltime_s // v3_row[1]) + V3_RESERVE_S
     r50 = -(-r_rt * walltime_s // r_wt)
     r50x = -(-r_rt * walltime_s * 11 // (r_wt * 10))
     if same:
-        s15 = max(row[0] for row in same[:SAME_RATIO_JOBS])
-        values = [walltime_s, v3, r50, r50x, s15, -(-s15 * 11 // 10)]
+        s15 = max([row[0] for row in same[:SAME_RATIO_JOBS]])
+        s15x = -(-s15 * 11 // 10)
     else:
-        values = [walltime_s, v3, r50, r50x, r50, r50x]
-    for num, den in B_FACTORS:
-        scaled = -(-b * num // den)
-        values.append(scaled)
-        values.append(scaled + 60)
-    for num, den in LAST_FACTORS:
-        values.append(-(-last * num // den) + LAST_ADD_S)
-    median = sorted(window_runs)[(len(window_runs) - 1) // 2]
-    values += [last, median, -(-median * 3 // 2) + 60]
-    softs = tuple(walltime_s if v > walltime_s else (v if v >= 1 else 1) for v in values)
+        s15, s15x = r50, r50x
+    # B x f for f in B_FACTORS, each + 0 and + 60 (B_ADDS), written out for speed
+    b11, b125, b15 = -(-b * 11 // 10), -(-b * 5 // 4), -(-b * 3 // 2)
+    b2, b3, b5 = 2 * b, 3 * b, 5 * b
+    values = [walltime_s, v3, r50, r50x, s15, s15x, b, b + 60, b11, b11 + 60, b125,
+              b125 + 60, b15, b15 + 60, b2, b2 + 60, b3, b3 + 60, b5, b5 + 60,
+              -(-last * 11 // 10) + 60, -(-last * 3 // 2) + 60, 2 * last + 60,
+              last, median, -(-median * 3 // 2) + 60]  # fmt: skip
+    softs = tuple([walltime_s if v > walltime_s else (v if v >= 1 else 1) for v in values])
     spread = 0
     for num, den in SPREAD_CUTS:
         if b * den <= num * low:
@@ -165,12 +176,14 @@ def outcome(
             break
         gap += 1
     coarse = (_same_bucket(len(same)) * N_SPREAD + spread) * N_LEVEL + level
-    return Outcome(coarse, coarse * N_GAP + gap, softs)
+    return Outcome(coarse, coarse * N_GAP + gap, softs, min(softs), max(softs))
 
 
 class Learner:
     """The site's table: per bin (fine, coarse, site) and rule the jobs, under-estimates
-    and accuracy sums of the jobs ended so far, and ``lam``."""
+    and accuracy sums of the jobs ended so far, and ``lam``. ``u_fine[b]`` and
+    ``a_fine[b]`` are fine bin ``b``'s lists of N_RULES sums (likewise coarse); ``u_site``
+    and ``a_site`` the site's."""
 
     __slots__ = ("n_fine", "n_coarse", "n_site", "u_fine", "u_coarse", "u_site", "a_fine",
                  "a_coarse", "a_site", "log_lam", "lam", "total", "total_under",
@@ -181,11 +194,11 @@ class Learner:
         self.n_fine = [0.0] * FINE
         self.n_coarse = [0.0] * COARSE
         self.n_site = 0.0
-        self.u_fine = [0.0] * (FINE * N_RULES)
-        self.u_coarse = [0.0] * (COARSE * N_RULES)
+        self.u_fine = [[0.0] * N_RULES for _ in range(FINE)]
+        self.u_coarse = [[0.0] * N_RULES for _ in range(COARSE)]
         self.u_site = [0.0] * N_RULES
-        self.a_fine = [0.0] * (FINE * N_RULES)
-        self.a_coarse = [0.0] * (COARSE * N_RULES)
+        self.a_fine = [[0.0] * N_RULES for _ in range(FINE)]
+        self.a_coarse = [[0.0] * N_RULES for _ in range(COARSE)]
         self.a_site = [0.0] * N_RULES
         self.log_lam = math.log(LAMBDA_START)
         self.lam = LAMBDA_START
@@ -196,24 +209,25 @@ class Learner:
         # and lam did not move (a user's batch of jobs submitted at once)
         self._kept = (-1, -1.0, 0.0, 0)
 
-    def scores(self, out: Outcome) -> Tuple[List[float], List[float]]:
-        """Each rule's shrunk ``(accuracy, under-rate)`` in the job's fine bin: the fine
-        bin's sums plus PSEUDO x the coarse bin's rate, itself its sums plus PSEUDO x the
-        site's rate, over the jobs plus PSEUDO (written out in one pass per list)."""
-        k = N_RULES
+    def _weights(self, out: Outcome) -> Tuple[float, float, float, float]:
+        """``(df, wc, dc, ws)``: a rate in the fine bin is ``fine sum x df + (coarse sum x
+        dc + site sum x ws) x wc``: the fine bin's sums plus PSEUDO x the coarse bin's rate,
+        itself its sums plus PSEUDO x the site's rate, over the jobs plus PSEUDO."""
         dc = 1.0 / (self.n_coarse[out.coarse] + PSEUDO)
         ws = PSEUDO * dc / (self.n_site or 1.0)  # the site's sums' weight in the coarse rate
         df = 1.0 / (self.n_fine[out.fine] + PSEUDO)
-        wc = PSEUDO * df  # the coarse rate's weight in the fine rate
-        c = out.coarse * k
-        f = out.fine * k
+        return df, PSEUDO * df, dc, ws  # PSEUDO x df: the coarse rate's weight
+
+    def scores(self, out: Outcome) -> Tuple[List[float], List[float]]:
+        """Each rule's shrunk ``(accuracy, under-rate)`` in the job's fine bin."""
+        df, wc, dc, ws = self._weights(out)
         acc = [
             fa * df + (ca * dc + sa * ws) * wc
-            for fa, ca, sa in zip(self.a_fine[f : f + k], self.a_coarse[c : c + k], self.a_site)
+            for fa, ca, sa in zip(self.a_fine[out.fine], self.a_coarse[out.coarse], self.a_site)
         ]
         under = [
             fu * df + (cu * dc + su * ws) * wc
-            for fu, cu, su in zip(self.u_fine[f : f + k], self.u_coarse[c : c + k], self.u_site)
+            for fu, cu, su in zip(self.u_fine[out.fine], self.u_coarse[out.coarse], self.u_site)
         ]
         return acc, under
 
@@ -226,10 +240,27 @@ class Learner:
         lam = self.lam
         if kept[0] == out.fine and kept[1] == self.n_site and kept[2] == lam:
             return kept[3]
-        acc, under = self.scores(out)
-        values = [a - lam * u for a, u in zip(acc, under)]
+        fine = out.fine
+        coarse = out.coarse
+        # _weights() written out (once per prediction)
+        dc = 1.0 / (self.n_coarse[coarse] + PSEUDO)
+        ws = PSEUDO * dc / (self.n_site or 1.0)
+        df = 1.0 / (self.n_fine[fine] + PSEUDO)
+        wc = PSEUDO * df
+        # scores() written out in one pass: accuracy - lam x under-rate, the same floats
+        values = [
+            fa * df + (ca * dc + sa * ws) * wc - lam * (fu * df + (cu * dc + su * ws) * wc)
+            for fa, ca, sa, fu, cu, su in zip(
+                self.a_fine[fine],
+                self.a_coarse[coarse],
+                self.a_site,
+                self.u_fine[fine],
+                self.u_coarse[coarse],
+                self.u_site,
+            )
+        ]
         best = values.index(max(values))
-        self._kept = (out.fine, self.n_site, lam, best)
+        self._kept = (fine, self.n_site, lam, best)
         return best
 
     def rank_rule(self, out: Outcome) -> int:
@@ -260,27 +291,40 @@ class Learner:
         if log_lam != self.log_lam:
             self.log_lam = log_lam
             self.lam = math.exp(log_lam)
-        if out.coarse < 0:
+        coarse = out.coarse
+        if coarse < 0:
             return
+        fine = out.fine
         self.n_site += 1
-        self.n_coarse[out.coarse] += 1
-        self.n_fine[out.fine] += 1
-        k = N_RULES
-        c = out.coarse * k
-        f = out.fine * k
+        self.n_coarse[coarse] += 1
+        self.n_fine[fine] += 1
         r = runtime_s
         if r <= 0:  # every soft walltime is >= 1 s: accuracy 0, none under
             return
-        accs = [v / r if v < r else r / v for v in softs]
-        self.a_site = [x + y for x, y in zip(self.a_site, accs)]
-        a_coarse = self.a_coarse
-        a_coarse[c : c + k] = [x + y for x, y in zip(a_coarse[c : c + k], accs)]
-        a_fine = self.a_fine
-        a_fine[f : f + k] = [x + y for x, y in zip(a_fine[f : f + k], accs)]
-        if min(softs) < r:  # any rule short
+        if r <= out.low:  # no rule short: accuracy r / v (1.0 when v == r) for each
+            accs = list(map(r.__truediv__, softs))
+        elif r > out.high:  # every rule short: v / r
+            accs = list(map(r.__rtruediv__, softs))
+        else:
+            accs = [v / r if v < r else r / v for v in softs]
+        self.a_site = list(map(add, self.a_site, accs))
+        self.a_coarse[coarse] = list(map(add, self.a_coarse[coarse], accs))
+        self.a_fine[fine] = list(map(add, self.a_fine[fine], accs))
+        if r > out.low:  # the rules short count one more (+ 0.0 leaves a sum as it is)
+            self._count_short(coarse, fine, softs, r)
+
+    def _count_short(self, coarse: int, fine: int, softs: Tuple[int, ...], r: int) -> None:
+        short = [q for q, v in enumerate(softs) if v < r]
+        if len(short) > MANY_SHORT:  # a sum per list is faster then
             unders = [1.0 if v < r else 0.0 for v in softs]
-            self.u_site = [x + y for x, y in zip(self.u_site, unders)]
-            u_coarse = self.u_coarse
-            u_coarse[c : c + k] = [x + y for x, y in zip(u_coarse[c : c + k], unders)]
-            u_fine = self.u_fine
-            u_fine[f : f + k] = [x + y for x, y in zip(u_fine[f : f + k], unders)]
+            self.u_site = list(map(add, self.u_site, unders))
+            self.u_coarse[coarse] = list(map(add, self.u_coarse[coarse], unders))
+            self.u_fine[fine] = list(map(add, self.u_fine[fine], unders))
+            return
+        u_site = self.u_site
+        u_coarse = self.u_coarse[coarse]
+        u_fine = self.u_fine[fine]
+        for q in short:
+            u_site[q] += 1.0
+            u_coarse[q] += 1.0
+            u_fine[q] += 1.0

@@ -658,6 +658,10 @@ def format_table(report: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# a user's rows in replay_learned: newest first, their run/walltime ratios, rows per walltime
+_UserRows = Tuple[List[learned.Row], List[float], Dict[int, List[learned.Row]]]
+
+
 def replay_learned(
     columns: ReplayColumns,
     target_under_pct: Optional[float],
@@ -671,9 +675,9 @@ def replay_learned(
     that ends at its own instant (run time 0 at submit) is predicted when its end comes,
     before it is learnt, from the jobs ended before it.
 
-    Long because it is the replay's one hot loop, its state (the buffers, the per-user memo,
-    the pending outcomes) kept in locals for speed; ``tests/test_learned.py`` checks it
-    against a plain replay of the pure code.
+    Long because it is the replay's one hot loop, its state (the buffers with their rows'
+    ratios and rows per walltime, the per-user memo, the pending outcomes) kept in locals
+    for speed; ``tests/test_learned.py`` checks it against a plain replay of the pure code.
 
     :param target_under_pct: the target, percent, or ``None``: v3's under-estimates
     :returns: the soft walltimes (job order) and the final table
@@ -684,9 +688,9 @@ def replay_learned(
         learner = learned.Learner()
     target = None if target_under_pct is None else target_under_pct / 100.0
     keep = learned.HISTORY_ROWS
-    buffers: Dict[str, List[learned.Row]] = {}
-    # per user and walltime: the buffer's rows with it, newest first (no scan of 100 rows)
-    by_wall: Dict[str, Dict[int, List[learned.Row]]] = {}
+    # Per user: the rows, newest first; their run/walltime ratios, alike; the rows per
+    # walltime, newest first (no scan of 100 rows for the same walltime or the ratios)
+    kept: Dict[str, _UserRows] = {}
     pending: Dict[int, learned.Outcome] = {}
     done = [False] * n
     softs = [0] * n
@@ -697,18 +701,19 @@ def replay_learned(
     choose = learner.choose
     update = learner.update
     empty: List[learned.Row] = []
+    no_user: _UserRows = (empty, [], {})
 
     def predict_at(i: int, t: int) -> None:
         user = users[i]
         wall = walls[i]
-        buf = buffers.get(user, empty)
+        buf, ratios, walls_of = kept.get(user, no_user)
         if buf:
             head = buf[0]
             last = memo.get(user)
             if last is not None and last[0] is head and last[1] == wall and last[2] <= t <= last[3]:
                 out = last[4]
             else:
-                out = outcome(wall, buf, t, by_wall[user].get(wall, empty))
+                out = outcome(wall, buf, t, walls_of.get(wall, empty), ratios)
                 low, high = _gap_span(head[2], t)
                 memo[user] = (head, wall, low, high, out)
         else:
@@ -718,24 +723,32 @@ def replay_learned(
         done[i] = True
 
     e = 0
+    end_at: List[float] = [ends[j] for j in by_end]
+    end_at.append(float("inf"))  # after every instant: the loop below stops there
     for i in by_instant:
         t = instants[i]
-        while e < n and ends[by_end[e]] <= t:
+        while end_at[e] <= t:
             j = by_end[e]
             if not done[j]:  # ends at its own instant, not predicted yet
                 predict_at(j, instants[j])
-            update(pending.pop(j), runs[j], softs[j], target)
-            buf = buffers.get(users[j])
-            if buf is None:
-                buf = buffers[users[j]] = []
-                walls_of = by_wall[users[j]] = {}
-            else:
-                walls_of = by_wall[users[j]]
-            entry = (runs[j], walls[j], ends[j])
+            run = runs[j]
+            wall = walls[j]
+            update(pending.pop(j), run, softs[j], target)
+            got = kept.get(users[j])
+            if got is None:
+                got = kept[users[j]] = ([], [], {})
+            buf, ratios, walls_of = got
+            entry = (run, wall, ends[j])
             buf.insert(0, entry)
-            walls_of.setdefault(walls[j], []).insert(0, entry)
+            ratios.insert(0, run / wall)
+            same = walls_of.get(wall)
+            if same is None:
+                walls_of[wall] = [entry]
+            else:
+                same.insert(0, entry)
             if len(buf) > keep:
                 walls_of[buf.pop()[1]].pop()
+                ratios.pop()
             e += 1
         if not done[i]:
             predict_at(i, t)

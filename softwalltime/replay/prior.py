@@ -163,20 +163,18 @@ def build_learned_prior(
     table = learned.Learner()
     for cols in workloads:
         replay_learned(cols, None, table)
-    k = learned.N_RULES
     scale = LEARNED_SCALE
 
-    def cells(counts: List[float], under: List[float], acc: List[float]) -> List[Any]:
+    def cells(counts: List[float], under: List[List[float]], acc: List[List[float]]) -> List[Any]:
         out = []
         for bin_, n in enumerate(counts):
             if n:
-                base = bin_ * k
                 out.append(
                     [
                         bin_,
                         round(n * scale, 3),
-                        [round(u * scale, 3) for u in under[base : base + k]],
-                        [round(a * scale, 3) for a in acc[base : base + k]],
+                        [round(u * scale, 3) for u in under[bin_]],
+                        [round(a * scale, 3) for a in acc[bin_]],
                     ]
                 )
         return out
@@ -187,7 +185,7 @@ def build_learned_prior(
         "bins": [learned.COARSE, learned.FINE],
         "scale": scale,
         "sources": list(sources),
-        "site": cells([table.n_site], table.u_site, table.a_site),
+        "site": cells([table.n_site], [table.u_site], [table.a_site]),
         "coarse": cells(table.n_coarse, table.u_coarse, table.a_coarse),
         "fine": cells(table.n_fine, table.u_fine, table.a_fine),
     }
@@ -208,8 +206,10 @@ def learned_prior_table(doc: Dict[str, Any]) -> learned.Learner:
     table = learned.Learner()
     k = learned.N_RULES
     site = [table.n_site]
+    site_u = [table.u_site]
+    site_a = [table.a_site]
     levels = (
-        ("site", site, table.u_site, table.a_site),
+        ("site", site, site_u, site_a),
         ("coarse", table.n_coarse, table.u_coarse, table.a_coarse),
         ("fine", table.n_fine, table.u_fine, table.a_fine),
     )
@@ -218,9 +218,11 @@ def learned_prior_table(doc: Dict[str, Any]) -> learned.Learner:
             if not 0 <= bin_ < len(counts) or len(u) != k or len(a) != k:
                 raise PriorError(f"malformed {name} cell {bin_!r}")
             counts[bin_] = float(n)
-            under[bin_ * k : bin_ * k + k] = [float(x) for x in u]
-            acc[bin_ * k : bin_ * k + k] = [float(x) for x in a]
+            under[bin_] = [float(x) for x in u]
+            acc[bin_] = [float(x) for x in a]
     table.n_site = site[0]
+    table.u_site = site_u[0]
+    table.a_site = site_a[0]
     return table
 
 

@@ -10,12 +10,20 @@ trace as one workload (454,090 jobs with ``--start-from-submit``), once per pred
 (v3 alone, calibrated alone, both): wall time and peak memory of each process, and the
 time relative to v3 alone (issue 18: calibrated within 2 x, at most 300 MB).
 
-    python benchmarks/bench_evaluate.py [TRACE ...] [--repeat N] [--whole]
+``--learned``: issue 31's speed target, in this one process (the ratios of one run: the
+machine is shared and its load drifts): ``softwalltime evaluate --target-under-pct v3
+--json HPC2N`` (reading included, output discarded) with ``--predictors v3``, ``learned``
+and ``learned --prior``, ``--repeat`` rounds interleaved; the best CPU time of each and its
+ratio to v3 alone (goal: learned <= 2 x), and each round's ratios.
+
+    python tests/benchmarks/bench_evaluate.py [TRACE ...] [--repeat N] [--whole | --learned]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -98,14 +106,48 @@ def whole(repeat):
         )
 
 
+LEARNED_SETS = (("v3",), ("learned",), ("learned", "--prior"))
+
+
+def learned_vs_v3(trace, repeat):
+    """CPU seconds of ``softwalltime evaluate`` run in this process, per set of
+    :data:`LEARNED_SETS`, ``repeat`` rounds interleaved; prints best and per-round ratios."""
+    from softwalltime.cli import main as cli_main
+
+    print(f"softwalltime evaluate --target-under-pct v3 --json {Path(trace).name}: CPU s")
+    runs = {s: [] for s in LEARNED_SETS}
+    for _ in range(repeat):
+        for s in LEARNED_SETS:
+            argv = ["evaluate", "--target-under-pct", "v3", "--json", "--predictors", *s, trace]
+            started = time.process_time()
+            with contextlib.redirect_stdout(io.StringIO()):
+                if cli_main(argv) != 0:
+                    raise SystemExit(f"failed: softwalltime {' '.join(argv)}")
+            runs[s].append(time.process_time() - started)
+    base = min(runs[LEARNED_SETS[0]])
+    for s in LEARNED_SETS:
+        each = " ".join(f"{x:.2f}" for x in runs[s])
+        ratios = " ".join(f"{x / v:.2f}" for x, v in zip(runs[s], runs[LEARNED_SETS[0]]))
+        print(
+            f"  {' '.join(s):<16} best {min(runs[s]):6.2f} s ({min(runs[s]) / base:4.2f} x v3)"
+            f"   rounds {each}   round ratios {ratios}"
+        )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("traces", nargs="*", default=[str(p) for p in DEFAULT])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--whole", action="store_true", help="see the module docstring")
+    parser.add_argument("--learned", action="store_true", help="see the module docstring")
     args = parser.parse_args()
     if args.whole:
         whole(args.repeat)
+        return
+    if args.learned:
+        traces = args.traces if args.traces != parser.get_default("traces") else [str(DEFAULT[0])]
+        for path in traces:
+            learned_vs_v3(path, args.repeat)
         return
     for path in args.traces:
         read_s, trace = best_of(1, lambda p=path: read_sources([p]))
