@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from softwalltime.core import config
 from softwalltime.core.config import libpq_dsn, load_settings, redact_dsn, require_dsn
 from softwalltime.errors import ConfigError
 from softwalltime.hook.settings import hook_settings
@@ -16,7 +17,14 @@ def _write(tmp_path, data):
     return str(path)
 
 
-def test_defaults_without_file_or_env():
+@pytest.fixture()
+def no_system_file(tmp_path, monkeypatch):
+    """No /etc/softwalltime.json, whatever this machine has (a package installed here, or
+    the real-server package test running beside this suite, writes one)."""
+    monkeypatch.setattr(config, "DEFAULT_CONFIG_FILE", str(tmp_path / "absent.json"))
+
+
+def test_defaults_without_file_or_env(no_system_file):
     s = load_settings(environ={})
     assert (s.dsn, s.predictor, s.v1_jobs, s.v3_jobs, s.reserve_s) == (None, "v3", 2, 15, 900)
     assert s.statement_timeout_ms == 250 and s.connect_timeout_s == 1.0
@@ -122,7 +130,7 @@ def test_unreadable_and_invalid_files(tmp_path):
         load_settings(_write(tmp_path, "[1]"), environ={})
 
 
-def test_require_dsn_says_how():
+def test_require_dsn_says_how(no_system_file):
     with pytest.raises(ConfigError, match="SOFTWALLTIME_DSN"):
         require_dsn(load_settings(environ={}))
 
@@ -243,3 +251,10 @@ def test_rank_from_file_and_environment(tmp_path):
     assert load_settings(path, environ={"SOFTWALLTIME_RANK": "off"}).rank == "off"
     with pytest.raises(ConfigError, match="SOFTWALLTIME_RANK: key 'rank': must be one of"):
         load_settings(environ={"SOFTWALLTIME_RANK": "on"})
+
+
+def test_the_system_file_is_read_when_no_path_is_given(tmp_path, monkeypatch):
+    system = _write(tmp_path, {"dsn": "host=system", "predictor": "v1"})
+    monkeypatch.setattr(config, "DEFAULT_CONFIG_FILE", system)
+    s = load_settings(environ={})
+    assert (s.dsn, s.predictor, s.source) == ("host=system", "v1", f"defaults, {system}")
