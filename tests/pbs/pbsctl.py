@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from softwalltime.pbsserver.commands import parse_qmgr_list
+
 REPO = Path(__file__).resolve().parents[2]
 OPENPBS = REPO.parent / "shared" / "openpbs"
 PBSX = OPENPBS / "pbsx"
@@ -120,12 +122,9 @@ def purge(jobids: list[str], timeout: float = 60) -> None:
 
 
 def _attribute(listing: str, name: str) -> str | None:
-    """The value of ``name`` in a ``qmgr -c "list ..."`` listing, None when unset."""
-    for line in listing.splitlines():
-        key, _, value = line.strip().partition(" = ")
-        if key == name:
-            return value
-    return None
+    """The value of ``name`` in a ``qmgr -c "list ..."`` listing, None when unset. qmgr
+    folds a long list onto lines that start with a tab; the value is the joined list."""
+    return parse_qmgr_list(listing).get(name)
 
 
 def server_attribute(name: str) -> str | None:
