@@ -12,6 +12,7 @@ from test_simulate_reference import SLOW, first_mismatch, workload
 
 from softwalltime.replay import corrections, pbsched
 from softwalltime.replay import simulate as sim
+from softwalltime.replay.profile import Profile
 
 # --- job_sort_formula
 
@@ -93,6 +94,47 @@ def test_cycle_starts_in_order_then_reserves_the_first_blocked() -> None:
     assert cycle([1, 3, 2], procs, est) == ([3, 2], [(1, 200)])
     # J1 reserved at 100 if it needed 8 (extra 0): J3 must wait.
     assert cycle([1, 3], [4, 8, 2, 1], est) == ([], [(1, 100)])
+
+
+def test_top_job_start_is_searched_in_opt_backfill_fuzzy_windows() -> None:
+    # 10 processors, none free; ends at 100 (4), 130 (4) and 200 (2). A 6-processor job
+    # fits from 130 on. PBS checks now, then takes every event up to the window's boundary
+    # after the next event at once and checks at the last (simulate.cpp:190-214).
+    ends = [(100, 4), (130, 4), (200, 2)]
+
+    def earliest(window: int, epoch: int = 0, p: int = 6) -> int:
+        return Profile(0, 0, ends).earliest(p, 50, window, epoch)
+
+    assert earliest(0) == 130  # every event: the first that fits
+    assert earliest(1) == 130  # off: 1-second windows, here the same
+    assert earliest(60) == 130  # 100's window ends at 120; 130's at 180
+    assert earliest(150) == 130  # [100, 150]: 130 is the last event in it
+    assert earliest(200) == 200  # 100's window ends at 200: all three at once
+    # A 4-processor job fits from 100 on: where the window's boundary falls on the epoch
+    # clock decides whether 130 is taken with it.
+    assert earliest(0, p=4) == 100
+    assert earliest(60, epoch=0, p=4) == 100  # boundary at 120
+    assert earliest(60, epoch=20, p=4) == 130  # boundary at epoch 180, here 160
+    assert earliest(3600, p=4) == 200  # all at once
+    # Fits now: checked at once, whatever the window.
+    assert Profile(0, 6, ends).earliest(6, 50, 3600) == 0
+
+
+def test_parse_fuzzy_as_pbs_reads_it() -> None:
+    assert [pbsched.parse_fuzzy(v) for v in ("off", "LOW", "medium", "med", "high")] == [
+        0, 60, 600, 600, 3600,
+    ]  # fmt: skip
+    assert pbsched.parse_fuzzy("90") == 90
+    for bad in ("-1", "lowest", "1.5", ""):
+        with pytest.raises(ValueError, match="opt_backfill_fuzzy"):
+            pbsched.parse_fuzzy(bad)
+    assert pbsched.Policy().backfill_fuzzy == pbsched.DEFAULT_FUZZY_S == 60
+    assert pbsched.Policy(backfill_fuzzy=0).fuzzy_window == 1  # off: PBS's 1 s window
+    assert pbsched.Policy(backfill_fuzzy=None).fuzzy_window == 0
+    assert not any("fuzzy" in ln for ln in pbsched.pbs_settings(pbsched.Policy()))
+    assert 'qmgr -c "set sched opt_backfill_fuzzy = 0"' in pbsched.pbs_settings(
+        pbsched.Policy(backfill_fuzzy=0)
+    )
 
 
 def test_cycle_strict_without_backfill_and_greedy() -> None:
@@ -289,8 +331,8 @@ def test_extended_estimate_closed_form_equals_steps(correction: str) -> None:
 )
 def test_easy_with_correction_events_is_the_reference(source: str, correction: str) -> None:
     # fcfs, backfill_depth 1, strict ordering, backfilling by the estimate, a cycle at every
-    # event and extension, no classes, extensions at equality: the model of the naive
-    # reference, start for start on whole KTH-SP2.
+    # event and extension, no classes, extensions at equality, a top job's start searched
+    # at every event: the model of the naive reference, start for start on whole KTH-SP2.
     work = workload("kth")
     policy = pbsched.Policy(
         scheduler_iteration=0,
@@ -298,6 +340,7 @@ def test_easy_with_correction_events_is_the_reference(source: str, correction: s
         backfill_by=pbsched.ESTIMATE,
         classes=pbsched.CLASSES_NONE,
         extension_strictly_past=False,
+        backfill_fuzzy=None,
     )
     got = pbsched.simulate_pbs(work, sim.make_source(source), 100, policy, correction).start
     want = reference(work, sim.make_source(source), 100, correction)

@@ -110,6 +110,33 @@ def test_cli_policy_search(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         cli.main([*argv, str(CERIT)])
     assert exit_.value.code == 2 and "invalid choice: 'soft'" in capsys.readouterr().err
+    argv = ["simulate", "--procs", "2176", "--backfill-fuzzy", "off", str(CERIT)]
+    assert cli.main(argv) == 1
+    assert "--backfill-fuzzy: only with --policies or --search" in capsys.readouterr().err
+    argv = ["simulate", "--procs", "2176", "--policies", "sjf-bf1", "--backfill-fuzzy", "lo"]
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*argv, str(CERIT)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "opt_backfill_fuzzy 'lo': expected off, low" in err
+
+
+@pytest.mark.slow
+def test_cli_backfill_fuzzy_is_the_sites_window(capsys: pytest.CaptureFixture[str]) -> None:
+    # PBS's default (low, 60 s) unless the site says otherwise; the figures follow it.
+    from softwalltime import cli
+
+    out = {}
+    for extra in ([], ["--backfill-fuzzy", "low"], ["--backfill-fuzzy", "high"]):
+        argv = ["simulate", "--procs", "2176", "--estimates", "users", "--policies"]
+        argv += ["fcfs-bf1", "--json", *extra, str(CERIT)]
+        assert cli.main(argv) == 0
+        out[" ".join(extra)] = json.loads(capsys.readouterr().out)
+    default, low, high = out[""], out["--backfill-fuzzy low"], out["--backfill-fuzzy high"]
+    assert default == low and default["backfill_fuzzy_s"] == 60
+    assert high["backfill_fuzzy_s"] == 3600
+    assert 'qmgr -c "set sched opt_backfill_fuzzy = 3600"' in high["recommended"]["pbs_settings"]
+    starts = [o["configurations"][0]["wait_mean_h"] for o in (default, high)]
+    assert starts[0] != starts[1]
 
 
 @pytest.mark.slow
@@ -145,6 +172,9 @@ def test_cli_backfill_choices_are_the_simulators() -> None:
     assert cli_simulate.BACKFILL_BY[0] == pbsched.Policy().backfill_by
     assert cli_simulate.CLASSES == pbsched.CLASSES
     assert cli_simulate.CLASSES[0] == pbsched.Policy().classes
+    assert (
+        cli_simulate.DEFAULT_FUZZY_S == pbsched.DEFAULT_FUZZY_S == pbsched.Policy().backfill_fuzzy
+    )
 
 
 def test_format_search_names_the_backfill_rule() -> None:
@@ -158,6 +188,7 @@ def test_format_search_names_the_backfill_rule() -> None:
     text = search.format_search("t", rows, best, None, rules)
     assert "backfilling by walltime (PBS's rule only next to" in text.splitlines()[1]
     assert "no equivalence classes" in text.splitlines()[1]
+    assert text.splitlines()[1].endswith("opt_backfill_fuzzy 60 s")
     assert "with v3 estimates, backfilling by walltime (" in text
     ranked = [_row("fcfs-bf1", "users", 5.0, 10.0), _row("sjf.rank-bf1", "v3", 3.0, 9.0)]
     text = search.format_search(

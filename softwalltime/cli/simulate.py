@@ -28,6 +28,7 @@ CORRECTIONS = ("pbs", "simple", "power", "walltime")
 BACKFILL_BY = ("estimate", "walltime")  # softwalltime.replay.pbsched.BACKFILL_BY
 CLASSES = ("pbs", "rank", "none")  # softwalltime.replay.pbsched.CLASSES
 RANK_REFRESH_S = 900  # softwalltime.replay.pbsched.DEFAULT_RANK_REFRESH_S
+DEFAULT_FUZZY_S = 60  # softwalltime.replay.pbsched.DEFAULT_FUZZY_S
 WIDE_MAX_FACTOR = 3  # softwalltime.replay.search.WIDE_MAX_FACTOR (a test checks)
 MAX_BOUND_H = 87600.0  # the bounds an admin sets for --policies: at most 10 years of waiting
 
@@ -223,6 +224,13 @@ def register(sub: Any) -> None:
         "place the reservations and feed the sort either way",
     )
     p.add_argument(
+        "--backfill-fuzzy",
+        type=_fuzzy,
+        metavar="F",
+        help="policy search: the site's opt_backfill_fuzzy (off, low, medium, high or "
+        "seconds; default: low, PBS's 60 s): PBS searches a top job's start in windows of it",
+    )
+    p.add_argument(
         "--classes",
         choices=CLASSES,
         metavar="{pbs,rank,none}",
@@ -279,6 +287,18 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run_simulate)
 
 
+def _fuzzy(text: str) -> int:
+    import argparse
+
+    from ..replay import pbsched
+
+    try:
+        seconds: int = pbsched.parse_fuzzy(text)
+        return seconds
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _add_search_options(p: Any) -> None:
     # simulate --search and its tolerances
     p.add_argument(
@@ -312,7 +332,9 @@ def _run_policy(task: Tuple[str, str, str, Dict[str, Any]]) -> Tuple[str, Any, f
 
     path, policy, name, opts = task
     work = _WORKLOADS[path]
-    parsed = pbsched.parse_policy(policy, opts["iteration"], opts["backfill_by"], opts["classes"])
+    parsed = pbsched.parse_policy(
+        policy, opts["iteration"], opts["backfill_by"], opts["classes"], opts["fuzzy"]
+    )
     ranker = None
     if pbsched.sort_formula(parsed.job_sort_formula).reads_rank:
         # the rank is the same for every source; perfect estimates come with a perfect rank
@@ -359,6 +381,7 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
     opts["iteration"] = args.scheduler_iteration
     opts["backfill_by"] = args.backfill_by or pbsched.ESTIMATE
     opts["classes"] = args.classes or pbsched.CLASSES_PBS
+    opts["fuzzy"] = _fuzzy_or_default(args)
     refresh = opts["rank_refresh_s"] = _rank_refresh(args)
     tasks = [(path, pol, name, opts) for path in args.sources for pol in policies for name in names]
     if args.jobs > 1 and len(tasks) > 1:
@@ -375,7 +398,7 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
             log.info("%s: %s %s: %.2f s", os.path.basename(path), f.policy, f.source, elapsed)
         best = srch.recommend(rows, args.long_p95_bound, args.wide_max_bound)
         rules = pbsched.parse_policy(
-            "fcfs", args.scheduler_iteration, opts["backfill_by"], opts["classes"]
+            "fcfs", args.scheduler_iteration, opts["backfill_by"], opts["classes"], opts["fuzzy"]
         )
         if args.json:
             limits = srch.bounds(rows, args.long_p95_bound, args.wide_max_bound)
@@ -498,6 +521,7 @@ def _formula_search(args: argparse.Namespace, names: List[str], opts: Dict[str, 
         args.scheduler_iteration,
         args.backfill_by or pbsched.ESTIMATE,
         args.classes or pbsched.CLASSES_PBS,
+        _fuzzy_or_default(args),
     )
     cands = fm.candidates([n for n in names if n != "perfect"])
     _TUNE.update(opts=opts, candidates=cands, rules=rules)
@@ -531,6 +555,11 @@ def _formula_search(args: argparse.Namespace, names: List[str], opts: Dict[str, 
         json.dump(out[0] if len(out) == 1 else out, sys.stdout, indent=2)
         sys.stdout.write("\n")
     return 0
+
+
+def _fuzzy_or_default(args: argparse.Namespace) -> int:
+    value: Optional[int] = args.backfill_fuzzy
+    return DEFAULT_FUZZY_S if value is None else value
 
 
 def _rank_refresh(args: argparse.Namespace) -> int:
@@ -626,6 +655,8 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("--backfill-by: only with --policies (PBS's own scheduler)")
     if args.classes:
         raise ConfigError("--classes: only with --policies (PBS's own scheduler)")
+    if args.backfill_fuzzy is not None:
+        raise ConfigError("--backfill-fuzzy: only with --policies or --search (PBS's scheduler)")
     if args.rank_refresh is not None:
         raise ConfigError("--rank-refresh: only with --policies (the *.rank sorts)")
     tasks = [(path, name, opts) for path in args.sources for name in names]

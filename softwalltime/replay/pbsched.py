@@ -98,6 +98,10 @@ FORMULAS.update(
 NAMES = ("soft_walltime", "walltime", "eligible_time", "ncpus", RANK)  # a formula may read
 DEFAULT_RANK_REFRESH_S = 900  # softwalltime-refresh.timer: OnCalendar=*:0/15
 DEFAULT_ITERATION_S = 600  # PBS's default scheduler_iteration
+# sched's opt_backfill_fuzzy (fifo.cpp:2251-2264, config.h:210-214): the window in which a
+# top job's start is searched (see Profile.earliest); PBS's default is "low".
+FUZZY = {"off": 0, "low": 60, "medium": 600, "med": 600, "high": 3600}
+DEFAULT_FUZZY_S = FUZZY["low"]
 ESTIMATE = "estimate"  # backfill by the soft walltime: PBS's rule (check.cpp:921-924)
 WALLTIME = "walltime"  # by the walltime: PBS's rule only next to an advance reservation
 BACKFILL_BY = (ESTIMATE, WALLTIME)
@@ -235,6 +239,16 @@ class Policy(NamedTuple):
     extension_strictly_past: bool = True
     """PBS extends a soft walltime only once the job is strictly past it (job_info.cpp:
     5197-5204); False: at equality too (the naive reference's model)."""
+    backfill_fuzzy: Optional[int] = DEFAULT_FUZZY_S
+    """sched's ``opt_backfill_fuzzy`` in seconds (``off`` 0, which PBS runs as 1 s; ``low``
+    60, PBS's default; ``medium`` 600; ``high`` 3600): a top job's start is searched in
+    windows of it (:meth:`.profile.Profile.earliest`). None: at every event (the naive
+    reference's and :mod:`.easy`'s model; no PBS setting)."""
+
+    @property
+    def fuzzy_window(self) -> int:
+        """The window :meth:`.profile.Profile.earliest` searches in (0: every event)."""
+        return 0 if self.backfill_fuzzy is None else max(1, self.backfill_fuzzy)
 
     @property
     def name(self) -> str:
@@ -255,6 +269,7 @@ def parse_policy(
     scheduler_iteration: int = DEFAULT_ITERATION_S,
     backfill_by: str = ESTIMATE,
     classes: str = CLASSES_PBS,
+    backfill_fuzzy: Optional[int] = DEFAULT_FUZZY_S,
 ) -> Policy:
     """``SORT[-bfK|-strict|-greedy]`` (e.g. ``fcfs-bf1``, ``sjf-bf4``, ``xfactor-greedy``);
     SORT is a name of :data:`FORMULAS` or a ``job_sort_formula`` expression.
@@ -273,8 +288,29 @@ def parse_policy(
     depth = 0 if how in ("greedy", "strict") else int(how[2:])
     strict = how != "greedy"
     return Policy(
-        sort, depth, strict, scheduler_iteration, backfill_by=backfill_by, classes=classes
-    )
+        sort, depth, strict, scheduler_iteration, backfill_by=backfill_by, classes=classes,
+        backfill_fuzzy=backfill_fuzzy,
+    )  # fmt: skip
+
+
+def parse_fuzzy(text: str) -> int:
+    """An ``opt_backfill_fuzzy`` value as PBS reads it: off, low, medium (med), high or
+    whole seconds (fifo.cpp:2251-2264).
+
+    :raises ValueError: anything else, or a negative number
+    """
+    value = FUZZY.get(text.strip().lower())
+    if value is not None:
+        return value
+    try:
+        seconds = int(text)
+    except ValueError:
+        raise ValueError(
+            f"opt_backfill_fuzzy {text!r}: expected off, low, medium, high or seconds"
+        ) from None
+    if seconds < 0:
+        raise ValueError(f"opt_backfill_fuzzy {text!r}: seconds must be >= 0")
+    return seconds
 
 
 def _check_rules(backfill_by: str, classes: str) -> None:
@@ -301,6 +337,8 @@ def pbs_settings(policy: Policy, rank_refresh_s: int = DEFAULT_RANK_REFRESH_S) -
     lines.append(f'qmgr -c "set server backfill_depth = {policy.backfill_depth}"')
     if policy.scheduler_iteration:
         lines.append(f'qmgr -c "set sched scheduler_iteration = {policy.scheduler_iteration}"')
+    if policy.backfill_fuzzy is not None and policy.backfill_fuzzy != DEFAULT_FUZZY_S:
+        lines.append(f'qmgr -c "set sched opt_backfill_fuzzy = {policy.backfill_fuzzy}"')
     strict = "True" if policy.strict_ordering else "False"
     lines.append(f"# $PBS_HOME/sched_priv/sched_config: strict_ordering: {strict} ALL")
     if policy.classes == CLASSES_RANK:
@@ -421,6 +459,8 @@ def schedule_cycle(
     on_start: Optional[Callable[[int], int]] = None,
     hard: Optional[Sequence[int]] = None,
     cls: Optional[Callable[[int], Hashable]] = None,
+    window: int = 0,
+    epoch: int = 0,
 ) -> Tuple[List[int], List[Tuple[int, int]]]:
     """One scheduling cycle: the jobs of ``order`` (queued, sorted) that start ``now``, and
     the top jobs' reservations ``(job, start)``.
@@ -437,6 +477,8 @@ def schedule_cycle(
     :param cls: a job's equivalence class (None: no classes): once a job cannot start, the
         later jobs of its class do not start in this cycle either (PBS copies the first
         one's error to them, check.cpp:710-714), though they may still become top jobs
+    :param window: :attr:`Policy.fuzzy_window`, the window a top job's start is searched
+        in, ``epoch`` the epoch second of time 0 (:meth:`.profile.Profile.earliest`)
 
     Long because (parameters) the cycle is a pure function of plain values: its two
     drivers (:func:`simulate_pbs`, over the workload's columns, and
@@ -468,7 +510,7 @@ def schedule_cycle(
                     if backfill_depth == 0:
                         break  # strict order without backfilling: nothing passes this job
                     continue
-                s = profile.earliest(p, d)
+                s = profile.earliest(p, d, window, epoch)
                 profile.occupy(s, d, p)
                 resv.append([s, profile.least_from(s)])
                 top.append((j, s))
@@ -636,8 +678,10 @@ class _Run:
         policy: Policy,
         correction: str,
         ranker: Optional[Ranker],
+        epoch: int = 0,
     ) -> None:
         n = len(work.submit)
+        self.epoch = epoch
         self.work, self.source, self.policy, self.ranker = work, source, policy, ranker
         self.formula = sort_formula(policy.job_sort_formula)
         source.bind(work)
@@ -705,7 +749,7 @@ class _Run:
         started, top = schedule_cycle(
             t, order, m.free, m.estimated_ends(t), work.procs, self.queued_est,
             policy.backfill_depth, policy.strict_ordering, functools.partial(self.begin, t),
-            self.hard, self.cls,
+            self.hard, self.cls, policy.fuzzy_window, self.epoch,
         )  # fmt: skip
         reservation = self.reservation
         for j, s in top:
@@ -724,6 +768,7 @@ def simulate_pbs(
     correction: str = "pbs",
     skip_idle_cycles: bool = True,
     ranker: Optional[Ranker] = None,
+    epoch: int = 0,
 ) -> SimResult:
     """Simulate PBS's scheduler with ``policy`` and the estimates of ``source``.
 
@@ -736,6 +781,10 @@ def simulate_pbs(
     every job's rank is 0, as for jobs the hook gave none). Its refreshes run at the cycles
     whether they are skipped or not.
 
+    ``epoch``: the epoch second of time 0, for :attr:`Policy.backfill_fuzzy`'s windows
+    (0: the workload's times are epoch seconds, as traces with a ``UnixStartTime`` and
+    accounting logs are read).
+
     :raises ValueError: bad parameters or a job wider than the machine
     """
     if correction not in CORRECTIONS:
@@ -746,7 +795,7 @@ def simulate_pbs(
     n = len(work.submit)
     if n and max(work.procs) > procs_total:
         raise ValueError("a job needs more processors than the machine has")
-    run = _Run(work, source, procs_total, policy, correction, ranker)
+    run = _Run(work, source, procs_total, policy, correction, ranker, epoch)
     m, queue, time_dependent = run.machine, run.queue, run.formula.time_dependent
     period = policy.scheduler_iteration
     inf = float("inf")

@@ -39,18 +39,43 @@ class Profile:
             self.frees[k] -= p
             k += 1
 
-    def earliest(self, p: int, d: int) -> int:
-        """Earliest breakpoint from which ``p`` processors stay free for ``d`` seconds."""
+    def earliest(self, p: int, d: int, window: int = 0, epoch: int = 0) -> int:
+        """Earliest breakpoint from which ``p`` processors stay free for ``d`` seconds.
+
+        ``window`` > 0: as PBS's scheduler finds a top job's start (simulate.cpp:747-768,
+        calc_run_time; the window is sched's ``opt_backfill_fuzzy``, fifo.cpp:2251-2264,
+        default 60 s and off 1 s, simulate.cpp:190-196): checked now, then, while it does
+        not fit, every event up to the window boundary after the next event is taken at
+        once, ``(e + window) // window * window`` on the epoch clock, and it is checked at
+        the last of them (simulate.cpp:198-214). A window of top jobs' starts only is not
+        checked (simulate.cpp:745-748), which changes nothing here: free processors only
+        fell since the last check. ``epoch``: the epoch second of time 0.
+        ``window`` 0: checked at every breakpoint (no PBS setting does this).
+        """
+        times = self.times
+        if window <= 0:
+            for k in range(len(times)):
+                if self._fits(k, p, d):
+                    return times[k]
+            return times[-1]  # unreachable when p fits the machine: the last point is all free
+        k = 0
+        last = len(times) - 1
+        while not self._fits(k, p, d) and k < last:
+            e = times[k + 1] + epoch
+            boundary = (e + window) // window * window - epoch
+            k = bisect.bisect_right(times, boundary) - 1
+        return times[k]
+
+    def _fits(self, k: int, p: int, d: int) -> bool:
+        """Whether ``p`` processors stay free for ``d`` seconds from breakpoint ``k``."""
         times, frees = self.times, self.frees
-        for k, s in enumerate(times):
-            m = k
-            while m < len(times) and (m == k or times[m] < s + d):
-                if frees[m] < p:
-                    break
-                m += 1
-            else:
-                return s
-        return times[-1]  # unreachable when p fits the machine: the last point is all free
+        end = times[k] + d
+        m = k
+        while m < len(times) and (m == k or times[m] < end):
+            if frees[m] < p:
+                return False
+            m += 1
+        return True
 
     def least_from(self, s: int) -> int:
         return min(self.frees[bisect.bisect_left(self.times, s) :])

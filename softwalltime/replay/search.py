@@ -155,11 +155,17 @@ PBS_RULES = pbsched.Policy()  # PBS's rules, the default iteration
 
 def rules_line(rules: pbsched.Policy) -> str:
     """The model's rules a search ran with, in one line."""
-    return f"{RULES[rules.backfill_by]}; {CLASS_RULES[rules.classes]}"
+    if rules.backfill_fuzzy is None:
+        fuzzy = "a top job's start searched at every event"
+    else:
+        fuzzy = f"opt_backfill_fuzzy {rules.backfill_fuzzy} s"
+    return f"{RULES[rules.backfill_by]}; {CLASS_RULES[rules.classes]}; {fuzzy}"
 
 
 def _policy(name: str, rules: pbsched.Policy) -> pbsched.Policy:
-    return pbsched.parse_policy(name, rules.scheduler_iteration, rules.backfill_by, rules.classes)
+    return pbsched.parse_policy(
+        name, rules.scheduler_iteration, rules.backfill_by, rules.classes, rules.backfill_fuzzy
+    )
 
 
 def rank_note(rows: Sequence[Figures], rank_refresh_s: int) -> Optional[str]:
@@ -262,6 +268,7 @@ def as_json(
     return {
         "backfill_by": rules.backfill_by,
         "classes": rules.classes,
+        "backfill_fuzzy_s": rules.backfill_fuzzy,
         "rank": rank,
         "bounds": limits._asdict(),
         "configurations": out,

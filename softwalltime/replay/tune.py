@@ -311,6 +311,7 @@ def as_json(rep: Report, procs: int, rules: pbsched.Policy, rank_refresh_s: int)
     return {
         "backfill_by": rules.backfill_by,
         "classes": rules.classes,
+        "backfill_fuzzy_s": rules.backfill_fuzzy,
         "rank": {"resource": pbsched.RANK, "name": hook_rank.NAME, "refresh_s": rank_refresh_s},
         "tolerances": dict(rep.tolerances._asdict(), slack_h=fm.SLACK_H),
         "baseline": {"first": rep.base[0]._asdict(), "second": rep.base[1]._asdict()},

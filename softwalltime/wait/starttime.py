@@ -136,7 +136,7 @@ class _Cycles:
         policy = self.policy
         started, _top = pbsched.schedule_cycle(
             now, order, free, ends, self.procs, self.est, policy.backfill_depth,
-            policy.strict_ordering, None, self.hard, self.cls,
+            policy.strict_ordering, None, self.hard, self.cls, policy.fuzzy_window,
         )  # fmt: skip
         if started:
             gone = set(started)
@@ -210,7 +210,7 @@ class _ClassCycles(_Cycles):
             if self.policy.backfill_depth == 0:
                 return started
             p, d = procs[j], est[j]
-            resv_s = profile.earliest(p, d)
+            resv_s = profile.earliest(p, d, self.policy.fuzzy_window)
             profile.occupy(resv_s, d, p)
             resv_x = profile.least_from(resv_s)
         if free == 0:

@@ -60,6 +60,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="policies of simulate --policies or formula labels of --search, e.g."
         " fcfs-bf1,xf2+age72h+len1 (default fcfs-bf1,sjf-bf1)",
     )
+    p.add_argument(
+        "--fuzzy",
+        type=pbsched.parse_fuzzy,
+        help="the server's opt_backfill_fuzzy, as simulated: off, low, medium, high or seconds"
+        " (default: PBS's low, 60 s, compressed by the factor: off at factors over 60)",
+    )
     p.add_argument("--dump", type=Path, help="write each replay (jobs, times) as JSON here")
     return p.parse_args(argv)
 
@@ -92,20 +98,23 @@ def one(
     name: str,
     args: argparse.Namespace,
 ) -> None:
-    policy = twin.policy(name, procs, factor)
+    policy = twin.policy(name, procs, factor, args.fuzzy)
     started = time.monotonic()
     run = twin.replay(jobs, source, procs, policy)
     try:
         took = time.monotonic() - started
         over = sum(r - j.run for r, j in zip(run.runs, jobs)) / len(jobs)
         print(f"\n## {name}, {source} ({took:.0f} s on the server; jobs ran {over:.2f} s longer"
-              " than their sleep on average, obittime - stime)")  # fmt: skip
+              " than their sleep on average, obittime - stime; opt_backfill_fuzzy"
+              f" {policy.backfill_fuzzy} s)")  # fmt: skip
         for title, simulated in (("planned", run.simulated), ("measured", run.measured)):
             c = twin.compare(jobs, run.submit, run.real, simulated, args.tolerance, 600 / factor)
             print(f"### against simulate_pbs with the {title} run times")
             print(twin.report(c, jobs, run.submit, run.real, simulated, run.ids), flush=True)
         soft = twin.soft_walltimes(jobs, source)
-        fig = twin.start_times(jobs, run.submit, run.real, run.runs, soft, procs, policy, factor)
+        fig = twin.start_times(
+            jobs, run.submit, run.real, run.runs, soft, procs, policy, factor, run.epoch
+        )
         print(
             "### start times predicted at each release from the server's state then, against"
             " the real starts (1 min, 10 min, 1 h and the 10-min wait, compressed)"
@@ -113,7 +122,12 @@ def one(
         print(twin.start_report(fig), flush=True)
         if args.dump:
             args.dump.mkdir(parents=True, exist_ok=True)
-            data = {"factor": factor, "jobs": [j._asdict() for j in jobs], **run._asdict()}
+            data = {
+                "factor": factor,
+                "fuzzy": policy.backfill_fuzzy,
+                "jobs": [j._asdict() for j in jobs],
+                **run._asdict(),
+            }
             (args.dump / f"{name}.{source}.json").write_text(json.dumps(data))
     finally:
         twin.purge_all(run.ids)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pbsctl
 import pytest
+import twin
 
 from softwalltime.replay import pbsched
 from softwalltime.replay import simulate as sim
@@ -150,6 +151,8 @@ def _simulated(
     policy: pbsched.Policy,
     submit: list[int] | None = None,
     ranker: pbsched.Ranker | None = None,
+    procs: int = NODE_CPUS,
+    epoch: int = 0,
 ) -> list[int]:
     class Soft(sim.EstimateSource):
         name = "soft_walltime"
@@ -159,8 +162,8 @@ def _simulated(
 
     at = submit or [0] * len(jobs)
     rows = [(pbsctl.USER, at[i], wall, run, cpus) for i, (cpus, run, _s, wall) in enumerate(jobs)]
-    work = sim.make_workload("real", rows, NODE_CPUS)
-    return pbsched.simulate_pbs(work, Soft(), NODE_CPUS, policy, ranker=ranker).start
+    work = sim.make_workload("real", rows, procs)
+    return pbsched.simulate_pbs(work, Soft(), procs, policy, ranker=ranker, epoch=epoch).start
 
 
 PBS_MODEL = pbsched.parse_policy("fcfs-bf1")  # soft walltime, PBS's classes: the default
@@ -335,3 +338,69 @@ def test_real_advance_reservation_makes_pbs_use_the_walltime(
     real = _real_starts(jobs)
     assert not _wrong_order(expected, real), f"simulated {expected}, real {real}"
     assert _wrong_order(_simulated(RESV_PAIR, PBS_MODEL), real), f"soft rule fits {real}"
+
+
+# opt_backfill_fuzzy (a sched attribute; PBS's default "low", 60 s): PBS searches a top
+# job's start in windows (simulate.cpp:747-768): checked now, then, while it does not fit,
+# every event up to the window's boundary after the next event is taken at once, and it is
+# checked at the last of them (simulate.cpp:190-214). On 4 cpus, R1, R2 and R3 run; T
+# (3 cpus) waits for R1 and R2. When R1 ends, B (1 cpu, soft 14 s) could take its cpu
+# only if it ended by T's reservation. Off (a 1-second window) reserves T at R2's end
+# (12 s), so B waits for T's end; a window of 10^9 s (its boundary in 2033) reserves T at
+# the last event, R3's end (24 s), so B passes at once. A search at every event (the
+# model without the window) also says 12. The compressed twin replay of CTC-SP2 showed
+# what the default does to a compressed workload (docs/simulate.md).
+FUZZY_CPUS = 4
+R1, R2, R3 = (1, 4, 4, 600), (2, 12, 12, 600), (1, 24, 24, 600)
+FUZZY_JOBS = [R1, R2, R3, (3, 3, 3, 600), (1, 3, 14, 600)]
+HUGE_WINDOW_S = 10**9
+
+
+@pytest.fixture()
+def four_cpus(strict_ordering: None) -> Iterator[None]:
+    """The node with FUZZY_CPUS cpus, and opt_backfill_fuzzy, both restored afterwards."""
+    out = pbsctl.qmgr(f"list node {twin.NODE} resources_available.ncpus").stdout
+    ncpus = pbsctl._attribute(out, "resources_available.ncpus")
+    fuzzy = pbsctl.sched_attribute("opt_backfill_fuzzy")
+    try:
+        pbsctl.qmgr(f"set node {twin.NODE} resources_available.ncpus = {FUZZY_CPUS}")
+        yield
+    finally:
+        if ncpus is None:
+            pbsctl.qmgr(f"unset node {twin.NODE} resources_available.ncpus", check=False)
+        else:
+            pbsctl.qmgr(f"set node {twin.NODE} resources_available.ncpus = {ncpus}", check=False)
+        if fuzzy is None:
+            pbsctl.qmgr("unset sched opt_backfill_fuzzy", check=False)
+        else:
+            pbsctl.qmgr(f"set sched opt_backfill_fuzzy = {fuzzy}", check=False)
+
+
+def _fuzzy_model(fuzzy: int | None, epoch: int = 0) -> list[int]:
+    policy = pbsched.parse_policy("fcfs-bf1", backfill_fuzzy=fuzzy)
+    return _simulated(FUZZY_JOBS, policy, procs=FUZZY_CPUS, epoch=epoch)
+
+
+def test_the_fuzzy_window_tells_off_from_a_wide_window() -> None:
+    # Not on the server: what each setting predicts.
+    assert _fuzzy_model(0) == [0, 0, 0, 12, 15]  # off: B waits for T's end
+    assert _fuzzy_model(None) == [0, 0, 0, 12, 15]  # every event: the same here
+    assert _fuzzy_model(HUGE_WINDOW_S, epoch=1_800_000_000) == [0, 0, 0, 12, 4]
+
+
+@pytest.mark.parametrize("fuzzy", [0, HUGE_WINDOW_S])
+def test_real_top_job_start_is_searched_in_opt_backfill_fuzzy_windows(
+    four_cpus: None, jobs: list[str], fuzzy: int
+) -> None:
+    pbsctl.qmgr("set server scheduling = False")
+    pbsctl.qmgr("unset sched job_sort_formula", check=False)
+    pbsctl.qmgr(f"set sched opt_backfill_fuzzy = {fuzzy}")
+    for cpus, run, soft, walltime in FUZZY_JOBS:
+        jobs.append(_submit(cpus, run, soft, walltime))
+    epoch = int(time.time())
+    expected = _fuzzy_model(fuzzy, epoch)
+    pbsctl.qmgr("set server scheduling = True")
+    real = _real_starts(jobs)
+    assert not _wrong_order(expected, real), f"fuzzy {fuzzy}: simulated {expected}, real {real}"
+    other = _fuzzy_model(HUGE_WINDOW_S if fuzzy == 0 else 0, epoch)
+    assert _wrong_order(other, real), f"fuzzy {fuzzy}: {other} fits the real {real} as well"

@@ -56,7 +56,7 @@ def twin_server(pbs_server: None) -> Iterator[None]:
 
 def test_twin_replay_of_kth_fcfs_bf1_perfect(twin_server: None) -> None:
     jobs, procs, factor = segment()
-    policy = pbsched.parse_policy("fcfs-bf1", scheduler_iteration=twin.iteration_for(factor))
+    policy = twin.policy("fcfs-bf1", procs, factor)  # PBS's defaults, compressed
     run = twin.replay(jobs, twin.PERFECT, procs, policy)
     try:
         c = twin.compare(jobs, run.submit, run.real, run.simulated, TOLERANCE_S, 600 / factor)

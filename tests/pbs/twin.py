@@ -111,18 +111,28 @@ def iteration_for(factor: float, iteration: int = pbsched.DEFAULT_ITERATION_S) -
     return max(1, round(iteration / factor))
 
 
-def policy(name: str, procs: int, factor: float) -> pbsched.Policy:
+def fuzzy_for(factor: float, fuzzy: int = pbsched.DEFAULT_FUZZY_S) -> int:
+    """PBS's ``opt_backfill_fuzzy`` (60 s) compressed: whole seconds, 0 (off: PBS's 1 s
+    window) under a second."""
+    return int(fuzzy / factor)
+
+
+def policy(name: str, procs: int, factor: float, fuzzy: int | None = None) -> pbsched.Policy:
     """``name``: a policy of ``simulate --policies`` (``fcfs-bf1``), or a label of
     ``simulate --search``'s family (``xf2+age72h+len1``: backfill_depth 1, strict ordering,
     its constants in seconds divided by ``factor`` so that it orders the compressed jobs
-    as the full formula orders the trace's)."""
+    as the full formula orders the trace's). ``fuzzy``: the server's opt_backfill_fuzzy
+    (default: PBS's compressed, :func:`fuzzy_for`)."""
     iteration = iteration_for(factor)
+    window = fuzzy_for(factor) if fuzzy is None else fuzzy
     try:
         params = fm.parse_label(name)
     except ValueError:
-        return pbsched.parse_policy(name, scheduler_iteration=iteration)
+        return pbsched.parse_policy(name, scheduler_iteration=iteration, backfill_fuzzy=window)
     expression = fm.expression(params, procs, time_scale=factor)
-    return pbsched.parse_policy(f"{expression}-bf1", scheduler_iteration=iteration)
+    return pbsched.parse_policy(
+        f"{expression}-bf1", scheduler_iteration=iteration, backfill_fuzzy=window
+    )
 
 
 def soft_walltimes(jobs: Sequence[TwinJob], source: str, soft_margin: int = 0) -> list[int | None]:
@@ -156,15 +166,17 @@ def simulate(
     soft: Sequence[int | None],
     procs: int,
     policy: pbsched.Policy,
+    epoch: int = 0,
 ) -> list[int]:
     """Simulated starts (s) of ``jobs`` submitted at ``submit`` (s; equal times keep the
-    jobs' order), in the order of ``jobs``."""
+    jobs' order), in the order of ``jobs``; ``epoch``: the epoch second of time 0 (where
+    opt_backfill_fuzzy's windows fall)."""
     order = sorted(range(len(jobs)), key=lambda k: (submit[k], k))
     rows = [(pbsctl.USER, submit[k], jobs[k].wall, jobs[k].run, jobs[k].procs) for k in order]
     work = sim.make_workload("twin", rows, procs)
     assert len(work.submit) == len(jobs)  # nothing skipped, order kept (stable sort)
     given = _Given("twin", [soft[k] for k in order])
-    start = pbsched.simulate_pbs(work, given, procs, policy).start
+    start = pbsched.simulate_pbs(work, given, procs, policy, epoch=epoch).start
     out = [0] * len(jobs)
     for pos, k in enumerate(order):
         out[k] = start[pos]
@@ -180,17 +192,22 @@ def start_times(
     procs: int,
     policy: pbsched.Policy,
     factor: float,
+    epoch: int = 0,
 ) -> dict[str, Any]:
     """The start-time predictions of issue 35 made at each job's release from the server's
     state then (the jobs queued and running, from the real starts and measured run times;
     the history of the jobs ended by then), scored against the real starts: ``eval-start``'s
     figures with its thresholds (1 min, 10 min, 1 h; the 10-minute wait) compressed by
-    ``factor``."""
+    ``factor``. Times are moved to the epoch clock (``epoch``: time 0's second), where
+    opt_backfill_fuzzy's windows fall."""
     order = sorted(range(len(jobs)), key=lambda k: (submit[k], k))
-    rows = [(pbsctl.USER, submit[k], jobs[k].wall, max(1, runs[k]), jobs[k].procs) for k in order]
+    rows = [
+        (pbsctl.USER, epoch + submit[k], jobs[k].wall, max(1, runs[k]), jobs[k].procs)
+        for k in order
+    ]
     work = sim.make_workload("twin", rows, procs)
     est = [jobs[k].wall if soft[k] is None else soft[k] for k in order]
-    truth = starteval.Truth([real[k] for k in order], est, list(est))
+    truth = starteval.Truth([epoch + real[k] for k in order], est, list(est))
     preds = starteval.predict_targets(work, truth, procs, policy, range(len(order)))
     preds = starteval.with_pqstar(preds, work, truth, procs)
     within = [scaled(s, factor) for s in starteval.WITHIN_S]
@@ -527,6 +544,7 @@ def server(procs: int) -> Iterator[None]:
     config = SCHED_CONFIG.read_text()
     formula = pbsctl.sched_attribute("job_sort_formula")
     iteration = pbsctl.sched_attribute("scheduler_iteration")
+    fuzzy = pbsctl.sched_attribute("opt_backfill_fuzzy")
     saved = {name: pbsctl.server_attribute(name) for name in SERVER_SAVED}
     try:
         pbsctl.qmgr("set server job_history_enable = True")
@@ -537,6 +555,7 @@ def server(procs: int) -> Iterator[None]:
         pbsctl.reload_scheduler()
         _restore("sched", "job_sort_formula", formula, quote=True)
         _restore("sched", "scheduler_iteration", iteration)
+        _restore("sched", "opt_backfill_fuzzy", fuzzy)
         for name, value in saved.items():
             _restore("server", name, value)
         _restore(f"node {NODE}", "resources_available.ncpus", ncpus)
@@ -563,10 +582,14 @@ def apply_policy(policy: pbsched.Policy) -> None:
     pbsctl.qmgr(f"set server eligible_time_enable = {eligible}")
     pbsctl.qmgr(f"set server backfill_depth = {policy.backfill_depth}")
     pbsctl.qmgr(f"set sched scheduler_iteration = {policy.scheduler_iteration}")
+    if policy.backfill_fuzzy is None:
+        raise ValueError(f"{policy.name}: no opt_backfill_fuzzy searches at every event")
+    pbsctl.qmgr(f"set sched opt_backfill_fuzzy = {policy.backfill_fuzzy}")
     pbsctl.qmgr("set server scheduling = True")
 
 
 class Replay(NamedTuple):
+    epoch: int  # the epoch second of time 0 (the first release)
     ids: list[str]
     submit: list[int]  # eligible times (the release: etime), s since the first
     real: list[int]  # real starts, same origin
@@ -598,10 +621,10 @@ def replay(
         eligible, starts, ends = real_times(ids, timeout=planned + 120)
         t0 = min(eligible)
         submit = [e - t0 for e in eligible]
-        simulated = simulate(jobs, submit, soft, procs, policy)
-        measured = simulate(measured_runs(jobs, starts, ends), submit, soft, procs, policy)
+        simulated = simulate(jobs, submit, soft, procs, policy, t0)
+        measured = simulate(measured_runs(jobs, starts, ends), submit, soft, procs, policy, t0)
     except BaseException:
         purge_all(ids)
         raise
     runs = [e - s for s, e in zip(starts, ends)]
-    return Replay(ids, submit, [s - t0 for s in starts], simulated, measured, runs)
+    return Replay(t0, ids, submit, [s - t0 for s in starts], simulated, measured, runs)
