@@ -585,7 +585,7 @@ def test_cli_nagios_error_before_the_checks_is_unknown(capsys, tmp_path, pbs_hom
     assert code == 3 and err == ""
     assert out == (
         f"SOFTWALLTIME UNKNOWN - {tmp_path}/cfg.json: key 'predictor': must be one of"
-        " v1, v2, v3, calibrated, got 'v9'\n"
+        " v1, v2, v3, calibrated, learned, got 'v9'\n"
     )
     code, out, err = _status(capsys, tmp_path, "--json", config={"predictor": "v9"})
     assert code == 1 and out == "" and "key 'predictor'" in err
