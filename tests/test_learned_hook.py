@@ -287,40 +287,52 @@ def test_learned_jobs_read_whole_second_ends_and_the_ranks_rows(fresh_dsn):
         lookup.close_cached()
 
 
-def test_the_hook_sets_learneds_soft_walltime_and_rank(pbs, fresh_dsn, tmp_path):
-    """The hook file as pbs_server runs it (fake pbs): predictor learned, rank learned."""
-    base = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-    jobs = [(H, 10 * H, 4), (2 * H, 10 * H, 4), (H + 600, 10 * H, 4), (5 * H, 10 * H, 4)]
-    _add(fresh_dsn, "alice", jobs, base)
+ALICE = [(H, 10 * H, 4), (2 * H, 10 * H, 4), (H + 600, 10 * H, 4), (5 * H, 10 * H, 4)]
+BASE = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _hook_config(pbs, dsn, tmp_path):
+    _add(dsn, "alice", ALICE, BASE)
     pbs.define_resource("softwalltime_rank", int)
     config = tmp_path / "softwalltime.CF"
-    config.write_text(json.dumps({"dsn": fresh_dsn, "predictor": "learned", "rank": "learned",
+    config.write_text(json.dumps({"dsn": dsn, "predictor": "learned", "rank": "learned",
                                   "debug": True}))  # fmt: skip
     pbs.hook_config_filename = str(config)
-    try:
-        # never calibrated: v3 (max ratio 0.5 x 10 h + 900 s); the rank v3 too
-        job = pbs.job(resources={"walltime": "10:00:00", "ncpus": 4}, queue="")
-        pbs.new_event(pbs.QUEUEJOB, "alice", job)
-        assert pbs.run_hook(HOOK)["soft_walltime"] == 5 * H + 900
-        assert job.Resource_List["softwalltime_rank"] == 5 * H + 900
-        lines = [m for level, m in pbs.logged if level == pbs.EVENT_DEBUG]
-        assert any(": set learned soft_walltime=18900 s (rule v3 in fine bin" in m
-                   and "rank learned=18900 s set" in m for m in lines)  # fmt: skip
-        # a table that chooses "last" for the soft walltime and "median" for the rank
-        rows = [(r, w, int((base + dt.timedelta(hours=k, microseconds=700000)).timestamp()))
-                for k, (r, w, _n) in enumerate(jobs, 1)][::-1]  # fmt: skip
-        fine = learned.outcome(10 * H, rows, int(time.time())).fine
-        soft = [learned.R_V3] * learned.FINE
-        rank = [learned.R_V3] * learned.FINE
-        soft[fine] = learned.RULES.index("last")
-        rank[fine] = learned.RULES.index("median")
-        _store_choices(fresh_dsn, {"rule_set": ls.RULE_SET, "soft": soft, "rank": rank})
-        lookup.forget_learned()
-        job = pbs.job(resources={"walltime": "10:00:00", "ncpus": 4}, queue="")
-        pbs.new_event(pbs.QUEUEJOB, "alice", job)
-        assert pbs.run_hook(HOOK)["soft_walltime"] == 5 * H  # the newest run time
-        # the median of the last five same-walltime run times (1, 1.17, 2, 5 h)
-        assert job.Resource_List["softwalltime_rank"] == H + 600
-    finally:
-        lookup.close_cached()
-        lookup.forget_learned()
+
+
+def test_the_hook_uses_v3_before_learned_is_calibrated(pbs, fresh_dsn, tmp_path):
+    """The hook file as pbs_server runs it (fake pbs): predictor learned, rank learned,
+    never calibrated: v3 (max ratio 0.5 x 10 h + 900 s), the rank v3 too."""
+    _hook_config(pbs, fresh_dsn, tmp_path)
+    job = pbs.job(resources={"walltime": "10:00:00", "ncpus": 4}, queue="")
+    pbs.new_event(pbs.QUEUEJOB, "alice", job)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == 5 * H + 900
+    assert job.Resource_List["softwalltime_rank"] == 5 * H + 900
+    lines = [m for level, m in pbs.logged if level == pbs.EVENT_DEBUG]
+    assert any(": set learned soft_walltime=18900 s (rule v3 in fine bin" in m
+               and "rank learned=18900 s set" in m for m in lines)  # fmt: skip
+
+
+def test_the_hook_sets_learneds_soft_walltime_and_rank(pbs, fresh_dsn, tmp_path):
+    """The same with a table that chooses "last" for the soft walltime and "median" for the
+    rank in alice's fine bin (v3 elsewhere)."""
+    _hook_config(pbs, fresh_dsn, tmp_path)
+    ends = [
+        int((BASE + dt.timedelta(hours=k, microseconds=700000)).timestamp()) for k in (1, 2, 3, 4)
+    ]
+    rows = [(r, w, end) for (r, w, _n), end in zip(ALICE, ends)][::-1]
+    fine = learned.outcome(10 * H, rows, int(time.time())).fine  # the last end: > 1 day ago
+    soft = [learned.R_V3] * learned.FINE
+    rank = [learned.R_V3] * learned.FINE
+    soft[fine] = learned.RULES.index("last")
+    rank[fine] = learned.RULES.index("median")
+    _store_choices(fresh_dsn, {"rule_set": ls.RULE_SET, "soft": soft, "rank": rank})
+    job = pbs.job(resources={"walltime": "10:00:00", "ncpus": 4}, queue="")
+    pbs.new_event(pbs.QUEUEJOB, "alice", job)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == 5 * H  # the newest run time
+    # the median of the last five same-walltime run times (1, 1.17, 2, 5 h)
+    assert job.Resource_List["softwalltime_rank"] == H + 600
+    # another walltime, no same-walltime job: another bin, v3 there
+    job = pbs.job(resources={"walltime": "20:00:00", "ncpus": 4}, queue="")
+    pbs.new_event(pbs.QUEUEJOB, "alice", job)
+    assert pbs.run_hook(HOOK)["soft_walltime"] == 10 * H + 900
