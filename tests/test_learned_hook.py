@@ -109,18 +109,24 @@ def test_hook_decisions_are_the_learners_on_a_trace(cerit, capsys):
     table, cols = _evaluate_learner(cerit, None)
     assert table.n_site >= learned.MIN_SITE_JOBS and table.total == len(cols.users)
     histories = _histories(cols)
+    # every user's rows as the hook reads them are the replay's, in its order (the later in
+    # trace order first among equal ends)
+    for user, history in histories.items():
+        rows, _classes = lookup.learned_jobs(cerit, user, learned.HISTORY_ROWS)
+        assert ls.history_of(rows) == history[: learned.HISTORY_ROWS], user
     users = sorted(histories, key=lambda u: -len(histories[u]))[:12]
     settings = load_settings(
         environ={}, overrides={"dsn": cerit, "predictor": "learned", "rank": "learned"}
     )
     last_end = max(cols.ends)
-    rules, ranks, checked = set(), set(), 0
+    rules, ranks, fines, checked = set(), set(), set(), 0
     for user in users + ["nobody"]:
         history = histories.get(user, [])[: learned.HISTORY_ROWS]
         walls = sorted({w for _r, w, _e in history})[:3] + [7 * H]
         for wall in walls:
             for gap in GAPS:
-                now = last_end + gap
+                # the gap after the user's own last end: each of its buckets is met
+                now = (history[0][2] if history else last_end) + gap
                 out_ = learned.outcome(wall, history, now)
                 rule, rank_rule = table.choose(out_), table.rank_rule(out_)
                 job = JobEvent("queuejob", user, "workq", wall, None)
@@ -131,9 +137,10 @@ def test_hook_decisions_are_the_learners_on_a_trace(cerit, capsys):
                 assert got.computed_rank_s == out_.softs[rank_rule], (user, wall, gap)
                 assert f"rule {learned.RULES[rule]} " in got.reason
                 rules.add(rule)
+                fines.add(out_.fine)
                 ranks.add(rank_rule)
                 checked += 1
-    assert checked >= 200
+    assert checked >= 200 and len(fines) >= 40  # bins of every gap bucket
     # the table decided: more than v3 and the walltime, and the rank is not the soft rule
     assert len(rules - {learned.R_V3, learned.R_WALLTIME}) >= 2 and ranks != rules
 
