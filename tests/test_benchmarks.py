@@ -49,10 +49,11 @@ def _postmasters_in(directory: Path) -> list[str]:
                 "--hook-runs",
                 "20",
             ],
-            "warm (cached connection)",
+            "learned+rank, warm (table cached)",
         ),
+        ("bench_learned.py", ["200"], "hook's decide(), predictor and rank learned"),
     ],
-    ids=["bench-ingest", "bench-hook"],
+    ids=["bench-ingest", "bench-hook", "bench-learned"],
 )
 def test_benchmark_prints_figures_and_stops_its_cluster(script, args, printed):
     if BENCH_PG.exists():

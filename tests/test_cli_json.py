@@ -99,6 +99,16 @@ def test_predict_json(fresh_dsn, capsys, tmp_path):
     assert [row["walltime_s"] for row in data["history"]] == [2 * H, 4 * H]
     assert data["calibration"] == {"jobs": 0, "lambda": data["calibration"]["lambda"]}
     assert data["history_limit"] == 100
+    # the predictor learned, never calibrated: its v3 (the same 0.5 x 24 h + 900 s)
+    code, data = _json(capsys, *argv, "--predictor", "learned")
+    assert code == 0 and data["predictor"] == "learned" and data["soft_walltime_s"] == 44100
+    assert "set learned soft_walltime=44100 s (rule v3 in fine bin" in data["reason"]
+    assert [row["walltime_s"] for row in data["history"]] == [2 * H, 4 * H]
+    assert data["calibration"] == {"jobs": 0, "lambda": 1.0} and data["history_limit"] == 100
+    code = cli.main(argv[:-1] + ["--predictor", "learned"])
+    out = capsys.readouterr().out
+    assert code == 0 and "learned table: 0 finished jobs learned, lambda 1" in out
+    assert "history: 2 of at most 100 jobs with walltime > 0" in out
 
 
 def test_config_json(capsys, tmp_path, monkeypatch):

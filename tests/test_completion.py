@@ -60,7 +60,7 @@ def test_every_subcommand_and_option_is_in_the_tables():
                     walk(f"{path} {name}", child)
 
     walk("softwalltime", build_parser())
-    assert values["softwalltime predict --predictor"] == "v1 v2 v3 calibrated"
+    assert values["softwalltime predict --predictor"] == "v1 v2 v3 calibrated learned"
     assert values["softwalltime --config"] == ""  # a file
 
 
@@ -82,7 +82,7 @@ def test_zsh_completes_the_same(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.split()
     assert out[:6] == ["check", "current", "downgrade", "grant", "prune", "upgrade"]
-    assert out[6:10] == ["v1", "v2", "v3", "calibrated"] and out[10:] == ["FILES"]
+    assert out[6:11] == ["v1", "v2", "v3", "calibrated", "learned"] and out[11:] == ["FILES"]
 
 
 def test_the_module_prints_a_script_per_shell(capsys):

@@ -134,6 +134,7 @@ def test_the_hooks_role_reads_the_history_and_cannot_write_it(roles, capsys):
         ("alice", 1800)
     ]
     assert run_sql(roles.hook_dsn, "SELECT count(*) FROM calibration_state") == [(0,)]
+    assert run_sql(roles.hook_dsn, "SELECT count(*) FROM learned_state") == [(0,)]
     assert len(run_sql(roles.hook_dsn, "SELECT version FROM history_version")) == 1
     with pytest.raises(errors.InsufficientPrivilege):
         run_sql(
@@ -147,6 +148,8 @@ def test_the_hooks_role_reads_the_history_and_cannot_write_it(roles, capsys):
         "UPDATE history_version SET version = version + 1",
         "SELECT * FROM ingest_checkpoints",
         "SELECT * FROM job_reruns",
+        "SELECT * FROM learned_cells",
+        "UPDATE learned_state SET lam = 0",
     ):
         with pytest.raises(errors.InsufficientPrivilege):
             run_sql(roles.hook_dsn, statement)
@@ -155,6 +158,7 @@ def test_the_hooks_role_reads_the_history_and_cannot_write_it(roles, capsys):
         ("finished_jobs", "SELECT"),
         ("history_version", "SELECT"),
         ("calibration_state", "SELECT"),
+        ("learned_state", "SELECT"),
     }
 
 
@@ -284,6 +288,7 @@ def test_running_it_again_takes_back_what_was_added(roles, capsys):
         ("finished_jobs", "SELECT"),
         ("history_version", "SELECT"),
         ("calibration_state", "SELECT"),
+        ("learned_state", "SELECT"),
     }
 
 
@@ -296,6 +301,7 @@ def test_print_is_the_same_grants_for_psql(roles, capsys):
         ("finished_jobs", "SELECT"),
         ("history_version", "SELECT"),
         ("calibration_state", "SELECT"),
+        ("learned_state", "SELECT"),
     }
 
 
@@ -305,8 +311,8 @@ def test_print_needs_no_database(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert 'CREATE ROLE "softwalltime_hook" LOGIN' in out
     assert (
-        "GRANT SELECT ON TABLE finished_jobs, history_version, calibration_state"
-        ' TO "softwalltime_hook"'
+        "GRANT SELECT ON TABLE finished_jobs, history_version, calibration_state,"
+        ' learned_state TO "softwalltime_hook"'
     ) in out
 
 
@@ -337,8 +343,9 @@ def test_the_hooks_grants_are_what_the_hook_queries():
     texts = " ".join(
         v for k, v in vars(lookup).items() if k.endswith("_SQL") and isinstance(v, str)
     )
-    read = {t for t in ("finished_jobs", "history_version", "calibration_state") if t in texts}
-    others = {"job_reruns", "ingest_checkpoints", "calibration_cells"}
+    tables = ("finished_jobs", "history_version", "calibration_state", "learned_state")
+    read = {t for t in tables if t in texts}
+    others = {"job_reruns", "ingest_checkpoints", "calibration_cells", "learned_cells"}
     assert read == set(dbgrant.HOOK_GRANTS[0][1])
     assert not any(t in texts for t in others)
 

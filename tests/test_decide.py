@@ -354,16 +354,19 @@ def test_predict_reads_once_and_returns_the_ranks_rows_only_with_the_rank_on():
     params = PredictorParams.from_settings(settings)
     job = JobEvent("queuejob", "alice", "workq", DAY, None)
     fetch = Fetch()
-    prediction, rows = _predict(job, settings, fetch, params, None, False)
-    assert prediction.soft_walltime_s == V3_DAY and rows is None
+    prediction, rows, own = _predict(job, settings, fetch, params, None, False)
+    assert prediction.soft_walltime_s == V3_DAY and rows is None and own is None
     assert fetch.calls == [("alice", 15, True)]
     both = BothFetch()
-    prediction, rows = _predict(job, settings, both, params, None, True)
-    assert prediction.soft_walltime_s == V3_DAY and rows == CLASSES
+    prediction, rows, own = _predict(job, settings, both, params, None, True)
+    assert prediction.soft_walltime_s == V3_DAY and rows == CLASSES and own is None
     assert both.calls == [("alice", 15, True)]
     # calibrated without the site readers: no prediction, no read
     calibrated = _settings(predictor="calibrated")
-    assert _predict(job, calibrated, Fetch(), params, None, False) == (None, None)
+    assert _predict(job, calibrated, Fetch(), params, None, False) == (None, None, None)
+    # likewise learned without its readers
+    learned = _settings(predictor="learned")
+    assert _predict(job, learned, Fetch(), params, None, False) == (None, None, None)
 
 
 def test_rank_is_not_set_again_nor_in_a_dry_run():
@@ -372,11 +375,11 @@ def test_rank_is_not_set_again_nor_in_a_dry_run():
     def rank(existing=None, rows=CLASSES, **kw):
         job = JobEvent("queuejob", "alice", "workq", 3600, None, False, False, None, 4, None,
                        existing)  # fmt: skip
-        return _rank(job, _settings(rank="key-mean", **kw), rows)
+        return _rank(job, _settings(rank="key-mean", **kw), rows, None)
 
     assert rank() == (RANK_1H_4, RANK_1H_4, "; rank key-mean=700 s set")
     assert rank(existing=RANK_1H_4) == (None, RANK_1H_4, "; rank key-mean=700 s unchanged")
     assert rank(dry_run=True) == (None, RANK_1H_4, "; rank key-mean=700 s would be set")
     assert rank(rows=None) == (None, None, "")
     job = JobEvent("queuejob", "alice", "workq", 3600, None)
-    assert _rank(job, _settings(), CLASSES) == (None, None, "")  # rank off
+    assert _rank(job, _settings(), CLASSES, None) == (None, None, "")  # rank off

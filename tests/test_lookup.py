@@ -73,8 +73,10 @@ def test_last_n_by_end_time_ties_by_job_seq(fresh_dsn):
         lookup.RECENT_JOBS_SQL,
         lookup.RECENT_JOBS_WITH_WALLTIME_SQL,
         lookup.scoped(lookup.RECENT_JOBS_WITH_WALLTIME_SQL, "pbs01"),
+        lookup.LEARNED_JOBS_SQL,
+        lookup.scoped(lookup.LEARNED_JOBS_SQL, "pbs01"),
     ],
-    ids=["all", "with-walltime", "one-server"],
+    ids=["all", "with-walltime", "one-server", "learned", "learned-one-server"],
 )
 def test_query_is_an_index_only_scan(fresh_dsn, sql):
     conn = _admin(fresh_dsn)

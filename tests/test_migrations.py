@@ -110,3 +110,40 @@ def test_revision_0006_counts_changes_to_the_history_in_their_transaction(empty_
         conn.commit()
         assert _notify_triggers(conn) == []
     engine.dispose()
+
+
+@pytest.mark.slow
+def test_revision_0008_adds_the_learned_tables_and_removes_them(empty_dsn):
+    engine = db.make_engine(empty_dsn)
+    with engine.connect() as conn:
+        db.upgrade(conn, "0007")
+        conn.commit()
+        assert {"learned_cells", "learned_state"} & _tables(conn) == set()
+        db.upgrade(conn, "0008")
+        conn.commit()
+        assert {"learned_cells", "learned_state"} <= _tables(conn)
+        insert = (
+            "INSERT INTO learned_state (id, lam, log_lam, jobs, under_jobs, v3_under_jobs,"
+            " site_jobs, target, target_under_pct, prior) VALUES"
+            " (:id, 1.0, 0.0, 0, 0, 0, 0.0, :target, 12.0, true)"
+        )
+        conn.execute(sa.text(insert), {"id": 1, "target": "v3"})
+        assert conn.execute(sa.text("SELECT choices FROM learned_state")).scalar() == "{}"
+        conn.commit()
+        for bad in ({"id": 2, "target": "v3"}, {"id": 1, "target": "v4"}):  # one row; a target
+            conn.execute(sa.text("DELETE FROM learned_state"))
+            with pytest.raises(sa.exc.IntegrityError):
+                conn.execute(sa.text(insert), bad)
+            conn.rollback()
+        conn.execute(sa.text("INSERT INTO learned_cells VALUES (0, 899, 25, 1.5, 0.5, 1.25)"))
+        with pytest.raises(sa.exc.IntegrityError):  # one cell per (level, bin, rule)
+            conn.execute(sa.text("INSERT INTO learned_cells VALUES (0, 899, 25, 1, 0, 1)"))
+        conn.rollback()
+        db.downgrade(conn, "0007")
+        conn.commit()
+        assert {"learned_cells", "learned_state"} & _tables(conn) == set()
+        assert "calibration_state" in _tables(conn) and db.current_revision(conn) == "0007"
+        db.upgrade(conn, "head")
+        conn.commit()
+        assert {"learned_cells", "learned_state"} <= _tables(conn)
+    engine.dispose()

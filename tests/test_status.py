@@ -585,7 +585,7 @@ def test_cli_nagios_error_before_the_checks_is_unknown(capsys, tmp_path, pbs_hom
     assert code == 3 and err == ""
     assert out == (
         f"SOFTWALLTIME UNKNOWN - {tmp_path}/cfg.json: key 'predictor': must be one of"
-        " v1, v2, v3, calibrated, got 'v9'\n"
+        " v1, v2, v3, calibrated, learned, got 'v9'\n"
     )
     code, out, err = _status(capsys, tmp_path, "--json", config={"predictor": "v9"})
     assert code == 1 and out == "" and "key 'predictor'" in err
@@ -638,3 +638,46 @@ def test_exported_settings_load_as_the_hook_does_and_leave_no_file(tmp_path, mon
     assert str(err.value).startswith("hook config: key 'predictor'")
     assert str(tmp_path) not in str(err.value)
     assert list(tmp_path.iterdir()) == []  # removed, valid or not
+
+
+def test_activity_counts_the_learned_predictor_too():
+    line = (
+        "11/27/2026 02:39:54;0080;Server@pbshost;Hook;Server@pbshost;softwalltime: queuejob"
+        " user='alice' queue='' walltime=36000 s: set learned soft_walltime=9900 s"
+        " (rule B*1.5+60 in fine bin 12, 40 jobs of history; rank rule last) [0.9 ms]"
+    )
+    assert s.parse_hook_log([line], SINCE).set == 1
+
+
+def test_learned_table_judgement():
+    none = s.judge_learned([])
+    assert none.state == s.WARNING and "uses v3 until 'softwalltime calibrate'" in none.summary
+    fresh = s.judge_learned([(600.0, 12000, 15000.5)])
+    assert fresh.state == s.OK and fresh.summary == "learned table: 12000 jobs, computed 10 min ago"
+    age = next(m for m in fresh.metrics if m.name == "softwalltime_learned_table_age_seconds")
+    assert age.value == 600.0 and age.warn == s.LEARNED_MAX_AGE_S
+    stale = s.judge_learned([(2 * 86400.0, 12000, 15000.5)])
+    assert stale.state == s.WARNING and "computed 48.0 h ago (older than 24.0 h" in stale.summary
+
+
+def test_cli_status_shows_the_learned_tables_age(capsys, tmp_path, pbs_home, fresh_dsn):
+    from softwalltime.core import learned
+    from softwalltime.db import engine as db
+    from softwalltime.replay.calibrate_learned import store_learned
+
+    config = {"pbs_exec": str(tmp_path / "nopbs"), "dsn": fresh_dsn, "predictor": "learned"}
+    _code, out, _ = _status(capsys, tmp_path, "--json", config=config)
+    check = next(c for c in json.loads(out)["checks"] if c["name"] == "learned")
+    assert check["state"] == "WARNING" and "no learned table" in check["summary"]
+    engine = db.make_engine(fresh_dsn)
+    with engine.begin() as conn:
+        store_learned(conn, learned.Learner(), "fixed", 12.0, False)
+    engine.dispose()
+    _code, out, _ = _status(capsys, tmp_path, "--json", config=config)
+    check = next(c for c in json.loads(out)["checks"] if c["name"] == "learned")
+    assert check["state"] == "OK" and check["summary"].startswith("learned table: 0 jobs, computed")
+    assert 0 <= check["details"]["age_s"] < 60
+    # another predictor: no such check
+    config["predictor"] = "v3"
+    _code, out, _ = _status(capsys, tmp_path, "--json", config=config)
+    assert "learned" not in {c["name"] for c in json.loads(out)["checks"]}

@@ -1,11 +1,12 @@
-"""``softwalltime calibrate``: rebuild the ``calibrated`` predictor's site table."""
+"""``softwalltime calibrate``: rebuild the site table of predictor ``calibrated`` or
+``learned``."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from ..core.config import Settings, parse_target, require_dsn, under_target
 
@@ -24,7 +25,16 @@ The table starts from a prior shipped with the package (learned from public trac
 30 pseudo-jobs per job class, so that a new site's classes do not all fall back to v3
 until each has 30 finished jobs; the site's own jobs outweigh it as they accumulate.
 --no-prior starts from an empty table.
+
+--predictor learned rebuilds the table of the predictor 'learned' instead (by default,
+the predictor of the settings when it is learned): the history is replayed exactly as
+'softwalltime evaluate --predictors learned --prior' replays it, and the table's cells go
+to learned_cells, the rule it chooses in each bin (soft walltime and rank) to the one row
+of learned_state, which the hook reads. Like calibrated's, it recomputes the whole
+history at each run (not incremental).
 """
+CALIBRATED = "calibrated"
+LEARNED = "learned"
 
 TARGET_HELP = (
     "target under-estimate rate in percent, or 'v3': as many under-estimates as v3 on the"
@@ -48,11 +58,17 @@ def register(sub: Any) -> None:
     """Add the ``calibrate`` command."""
     p = sub.add_parser(
         "calibrate",
-        help="rebuild the site calibration table of the predictor 'calibrated'",
+        help="rebuild the site table of the predictor 'calibrated' (or 'learned')",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--target-under-pct", metavar="PCT|v3", help=TARGET_HELP)
+    p.add_argument(
+        "--predictor",
+        choices=(CALIBRATED, LEARNED),
+        help="whose table to rebuild (default: learned when the setting predictor is"
+        " learned, else calibrated)",
+    )
     p.add_argument(
         "--no-prior",
         action="store_true",
@@ -69,14 +85,19 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     :raises DatabaseError: the database cannot be read or written
     """
     from ..db import engine as db
-    from ..replay.calibrate import calibrate
 
     target = target_option(args.target_under_pct, settings.target_under_pct)
     dsn = require_dsn(settings)
+    which = args.predictor or (LEARNED if settings.predictor == LEARNED else CALIBRATED)
+    build: Callable[..., Any]
+    if which == LEARNED:
+        from ..replay.calibrate_learned import calibrate_learned as build
+    else:
+        from ..replay.calibrate import calibrate as build
     engine = db.make_engine(dsn)
     try:
         with db.connect(engine, dsn) as conn:
-            summary = calibrate(conn, target, prior=not args.no_prior)
+            summary = build(conn, target, prior=not args.no_prior)
             conn.commit()
     finally:
         engine.dispose()
@@ -91,7 +112,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     else:
         goal = f"target {target:g} %"
     print(
-        f"calibrated on {summary.jobs} finished jobs: under-estimated {under}"
+        f"{which} on {summary.jobs} finished jobs: under-estimated {under}"
         f" ({goal}), {summary.cells} table cells"
     )
     return 0

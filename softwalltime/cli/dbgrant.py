@@ -3,8 +3,9 @@
 Three roles, each allowed what its program does and nothing more:
 
 - the **hook's** role reads the history: ``SELECT`` on ``finished_jobs`` (the lookup),
-  ``history_version`` (the kept lookups' change counter) and ``calibration_state`` (the
-  predictor ``calibrated``). It can write nothing, so a hook's DSN that leaks (it lives in
+  ``history_version`` (the kept lookups' change counter), ``calibration_state`` (the
+  predictor ``calibrated``) and ``learned_state`` (the predictor ``learned``). It can
+  write nothing, so a hook's DSN that leaks (it lives in
   the hook's config on the PBS server) cannot change predictions.
 - the **ingester's** role writes the history: ``INSERT`` into ``finished_jobs`` and
   ``job_reruns`` (``SELECT`` for ``ON CONFLICT``), its checkpoints, ``UPDATE`` of
@@ -43,7 +44,7 @@ INGEST_ROLE = "softwalltime_ingest"
 PRUNE_ROLE = "softwalltime_prune"
 # (privileges, tables) per role; the hook's list is what hook/lookup.py queries.
 HOOK_GRANTS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
-    ("SELECT", ("finished_jobs", "history_version", "calibration_state")),
+    ("SELECT", ("finished_jobs", "history_version", "calibration_state", "learned_state")),
 )
 INGEST_GRANTS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("SELECT, INSERT", ("finished_jobs", "job_reruns")),

@@ -110,7 +110,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--predictors",
-        default=",".join(PREDICTORS),
+        default=",".join(p for p in PREDICTORS if p != "learned"),
         metavar="LIST",
         help="comma-separated predictors to replay (default: %(default)s; also learned)",
     )

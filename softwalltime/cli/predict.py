@@ -11,6 +11,7 @@ from ..accounting import FIELD_BOUNDS
 from ..core import calibrated
 from ..core.config import PREDICTORS, Settings
 from ..core.decide import EVENTS, JobEvent, decide
+from ..core.learned_site import LearnedFetch
 from ..core.predict import HistoryRow, PredictorParams
 from ..hook import lookup
 from ..units import format_duration
@@ -26,7 +27,7 @@ _CHUNK = re.compile(rf"(?:[1-9]\d*(?::{_RESOURCE})*|{_RESOURCE}(?::{_RESOURCE})*
 JSON_KEYS = (
     ("user", "as given"),
     ("walltime_s", "requested walltime, seconds"),
-    ("predictor", "v1, v2, v3 or calibrated"),
+    ("predictor", "v1, v2, v3, calibrated or learned"),
     ("event", "hook event"),
     ("queue", "as given"),
     ("ncpus", "the job's processors (predictor calibrated)"),
@@ -39,7 +40,7 @@ JSON_KEYS = (
     ("basis_value", "v1/v2 mean runtime s, v3 max runtime/walltime ratio, or null"),
     ("history_limit", "most history jobs the predictor reads"),
     ("history", "[{runtime_s, walltime_s, ncpus}] the jobs read, most recent first"),
-    ("calibration", "predictor calibrated: {jobs, lambda}; otherwise null"),
+    ("calibration", "predictors calibrated and learned: {jobs, lambda}; otherwise null"),
 )
 
 
@@ -161,8 +162,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     ncpus = calibrated.ncpus_of({"ncpus": args.ncpus, "select": args.select})
     this = JobEvent(args.event, args.user, args.queue, args.walltime, None, ncpus=ncpus)
     site_readers = calibrated.SiteFetch(recording_history, site.calibration)
-    decision = decide(this, settings, recording_fetch, params=params, site=site_readers)
+    learned = _recording_learned(settings, args.server, seen)
+    decision = decide(
+        this, settings, recording_fetch, params=params, site=site_readers, learned=learned
+    )
     prediction = decision.prediction
+    is_learned = prediction is not None and learned is not None
+    limit = calibrated.HISTORY_ROWS if is_learned else params.history_jobs(settings.predictor)
     if args.json:
         is_calibrated = prediction is not None and settings.predictor == calibrated.NAME
         history: List[Dict[str, Optional[int]]] = (
@@ -170,7 +176,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             if is_calibrated
             else [{"runtime_s": r, "walltime_s": w, "ncpus": None} for r, w in seen]
         )
-        table = site.calibration() if is_calibrated else None
+        table: Any = site.calibration() if is_calibrated else None
+        if is_learned and learned is not None:
+            table = learned.table()
         found = {
             "user": args.user,
             "walltime_s": args.walltime,
@@ -185,11 +193,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             "reason": decision.reason,
             "basis_jobs": prediction.basis_jobs if prediction else 0,
             "basis_value": prediction.basis_value if prediction else None,
-            "history_limit": (
-                calibrated.HISTORY_ROWS
-                if is_calibrated
-                else params.history_jobs(settings.predictor)
-            ),
+            "history_limit": calibrated.HISTORY_ROWS if is_calibrated else limit,
             "history": history,
             "calibration": {"jobs": table.total, "lambda": table.lam} if table else None,
         }
@@ -220,10 +224,29 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if len(class_rows) > 10:
             print(f"  ... {len(class_rows) - 10} more")
     elif prediction is not None:
-        limit = params.history_jobs(settings.predictor)
-        kind = "jobs with walltime > 0" if settings.predictor == "v3" else "jobs"
+        if is_learned and learned is not None:
+            table = learned.table()
+            print(f"learned table: {table.total} finished jobs learned, lambda {table.lam:.4g}")
+        kind = "jobs with walltime > 0" if settings.predictor in ("v3", "learned") else "jobs"
         print(f"history: {len(seen)} of at most {limit} {kind}, most recent first")
         for runtime_s, walltime_s in seen:
             wall = "-" if walltime_s is None else format_duration(walltime_s)
             print(f"  runtime {format_duration(runtime_s)}  walltime {wall}")
     return 0
+
+
+def _recording_learned(
+    settings: Settings, server: Optional[str], seen: list[HistoryRow]
+) -> Optional[LearnedFetch]:
+    """Predictor learned's readers (None for another predictor), its rows recorded in
+    ``seen`` as ``(runtime_s, walltime_s)``."""
+    if settings.predictor != "learned":
+        return None
+    readers = lookup.learned_fetcher(settings, server)
+
+    def history(user: str, limit: int) -> Any:
+        rows, classes = readers.history(user, limit)
+        seen.extend((r, w) for r, w, _n, _end in rows)
+        return rows, classes
+
+    return readers._replace(history=history)

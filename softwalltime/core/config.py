@@ -37,7 +37,7 @@ history_scope                     SOFTWALLTIME_HISTORY_SCOPE          all (or: s
 history_cache_entries             SOFTWALLTIME_HISTORY_CACHE_ENTRIES  1000 (0: off)
 history_keep_days                 SOFTWALLTIME_HISTORY_KEEP_DAYS      0 (keep all; db prune)
 history_recheck_ms                SOFTWALLTIME_HISTORY_RECHECK_MS     1000 (0: every event)
-rank                              SOFTWALLTIME_RANK                   off (or: key-mean)
+rank                              SOFTWALLTIME_RANK                   off (or: key-mean, ...)
 ================================  ==================================  ===========
 
 The ``refresh_*``, ``pbs_*`` and ``status_*`` keys are for ``softwalltime refresh`` and
@@ -59,7 +59,7 @@ from typing import Any, Dict, Mapping, NamedTuple, Optional, Set, Tuple, Union
 from ..errors import ConfigError
 from . import dsn as dsnlib
 
-PREDICTORS = ("v1", "v2", "v3", "calibrated")
+PREDICTORS = ("v1", "v2", "v3", "calibrated", "learned")
 DEFAULT_CONFIG_FILE = "/etc/softwalltime.json"
 ENV_PREFIX = "SOFTWALLTIME_"
 # target_under_pct's other form: as many under-estimates as v3 makes on the same jobs (the
@@ -157,9 +157,11 @@ DEFAULTS: Dict[str, Any] = {
 }
 HISTORY_SCOPES = ("all", "server")
 # The sort rank the hook publishes beside the soft walltime (core/rank.py): off, or
-# key-mean in the custom resource softwalltime_rank (``hooks install --rank`` creates it)
+# key-mean in the custom resource softwalltime_rank (``hooks install --rank`` creates it);
+# "learned" is the predictor learned's own rank (core/learned_site.py: that predictor only)
 RANK_OFF = "off"
-RANKS = (RANK_OFF, "key-mean", "key-mean-paid")
+RANK_LEARNED = "learned"
+RANKS = (RANK_OFF, "key-mean", "key-mean-paid", RANK_LEARNED)
 
 _LIST_KEYS = (
     "users_allow",
@@ -443,6 +445,12 @@ def load_settings(
             origins[key] = "--" + key.replace("_", "-")
             sources.append("--" + key.replace("_", "-"))
 
+    if values["rank"] == RANK_LEARNED and values["predictor"] != RANK_LEARNED:
+        raise ConfigError(
+            "{}: rank learned needs predictor learned (its table and rows), not {!r}".format(
+                origins["rank"], values["predictor"]
+            )
+        )
     return Settings(source=", ".join(sources), origins=tuple(origins.items()), **values)
 
 

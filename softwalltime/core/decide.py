@@ -24,9 +24,11 @@ Rules, in order (each "leave" names its reason in :attr:`Decision.reason`):
 With ``rank`` on (``key-mean``), the decision also carries the job's sort rank
 (:data:`softwalltime.core.rank.RANKERS`, for ``Resource_List.softwalltime_rank``),
 from the same history read (one query: :meth:`fetch.both` for v1/v2/v3, the class rows of
-``calibrated``). Rules 1 to 4 leave the rank alone too, and so does a ``runjob`` kept by
-``runjob_min_wait_s``; a soft walltime kept (a manager's, or unchanged) does not keep the
-rank from being set; a rank equal to the job's is not set again; ``dry_run`` sets none.
+``calibrated``, the rows of ``learned``; the rank ``learned`` is that predictor's own,
+:mod:`softwalltime.core.learned_site`). Rules 1 to 4 leave the rank alone too, and so
+does a ``runjob`` kept by ``runjob_min_wait_s``; a soft walltime kept (a manager's, or
+unchanged) does not keep the rank from being set; a rank equal to the job's is not set
+again; ``dry_run`` sets none.
 
 Hook path: Python 3.6+ syntax, standard library only.
 """
@@ -34,6 +36,7 @@ Hook path: Python 3.6+ syntax, standard library only.
 from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 from . import calibrated as cal
+from . import learned_site as ls
 from .predict import HistoryRow, Prediction, PredictorParams, predict
 from .rank import RANK_RESOURCE, RANKERS
 
@@ -202,41 +205,56 @@ def _predict(
     params: PredictorParams,
     site: Optional[cal.SiteFetch],
     ranking: bool,
-) -> Tuple[Optional[Prediction], Optional[Sequence[cal.ClassRow]]]:
+    learned: Optional[ls.LearnedFetch] = None,
+) -> Tuple[Optional[Prediction], Optional[Sequence[cal.ClassRow]], Optional[int]]:
     """The prediction of ``settings.predictor`` for ``job`` (its walltime set and positive),
-    and the rank's history rows (None with the rank off), from one history read. The
-    prediction is None only for predictor ``calibrated`` without ``site`` readers (``site``
-    None: ``fetch.site``)."""
+    the rank's history rows (None with the rank off) and the rank ``learned`` (None but
+    for predictor ``learned``), from one history read. The prediction is None only for
+    predictor ``calibrated`` or ``learned`` without its readers (``site`` or ``learned``
+    None: ``fetch.site`` or ``fetch.learned``)."""
     predictor, user, walltime_s = settings.predictor, job.user, job.walltime_s
     assert user and walltime_s is not None  # as _excluded() lets through
     if predictor == cal.NAME:
         if site is None:
             site = getattr(fetch, "site", None)
         if site is None:
-            return None, None
+            return None, None, None
         rows = site.history(user, cal.HISTORY_ROWS)
         choice = site.calibration().predict(walltime_s, job.ncpus, rows)
         soft, jobs = choice.soft_walltime_s, choice.outcome.class_jobs
-        return Prediction(soft, predictor, jobs, None, cal.describe(choice)), rows
+        return Prediction(soft, predictor, jobs, None, cal.describe(choice)), rows, None
+    if predictor == ls.NAME:
+        if learned is None:
+            learned = getattr(fetch, "learned", None)
+        if learned is None:
+            return None, None, None
+        learned_rows, classes = learned.history(user, ls.HISTORY_ROWS)
+        got = ls.predict(learned.table(), walltime_s, learned_rows, int(learned.now()))
+        prediction = Prediction(got.soft_walltime_s, predictor, got.jobs, None, ls.describe(got))
+        return prediction, (classes if ranking else None), got.rank_s
     limit, only = params.history_jobs(predictor), predictor == "v3"
     if ranking:  # the predictor's rows and the rank's, one round trip
         history, rows = fetch.both(user, limit, only)  # type: ignore[attr-defined]
     else:
         history, rows = fetch(user, limit, only), None
-    return predict(predictor, walltime_s, history, params), rows
+    return predict(predictor, walltime_s, history, params), rows, None
 
 
 def _rank(
-    job: JobEvent, settings: Any, rows: Optional[Sequence[cal.ClassRow]]
+    job: JobEvent, settings: Any, rows: Optional[Sequence[cal.ClassRow]], own: Optional[int]
 ) -> Tuple[Optional[int], Optional[int], str]:
-    """The job's rank from the rank's history ``rows``: ``(rank to set, rank computed, log
-    text)``; none to set when it equals the job's (``existing_rank_s``) or in a dry run; all
-    None and "" with the rank off or without rows."""
+    """The job's rank from the rank's history ``rows`` (the rank ``learned``: ``own``, the
+    predictor's): ``(rank to set, rank computed, log text)``; none to set when it equals
+    the job's (``existing_rank_s``) or in a dry run; all None and "" with the rank off or
+    without rows."""
     ranker = RANKERS.get(settings.rank)
     walltime_s = job.walltime_s
-    if ranker is None or rows is None or walltime_s is None:
+    if settings.rank == ls.RANK_NAME:
+        rank = own
+    elif ranker is None or rows is None or walltime_s is None:
         return None, None, ""
-    rank = ranker(walltime_s, job.ncpus, rows)
+    else:
+        rank = ranker(walltime_s, job.ncpus, rows)
     if rank is None:
         return None, None, ""
     to_set = None if rank == job.existing_rank_s else rank
@@ -251,6 +269,7 @@ def decide(
     fetch: HistoryFetch,
     params: Optional[PredictorParams] = None,
     site: Optional[cal.SiteFetch] = None,
+    learned: Optional[ls.LearnedFetch] = None,
 ) -> Decision:
     """Decide what to set on one job.
 
@@ -261,6 +280,8 @@ def decide(
     :param params: predictor parameters (default: built from ``settings``)
     :param site: history and calibration readers for predictor ``calibrated`` (default:
         ``fetch.site``, which :func:`softwalltime.hook.lookup.fetcher` provides)
+    :param learned: history, table and clock readers for predictor ``learned`` (default:
+        ``fetch.learned``, likewise)
     :returns: the decision; ``reason`` is one line for the debug log
     """
     walltime_s, existing_soft_s = job.walltime_s, job.existing_soft_s
@@ -277,11 +298,11 @@ def decide(
     if params is None:
         params = PredictorParams.from_settings(settings)
     predictor = settings.predictor
-    prediction, rows = _predict(job, settings, fetch, params, site, ranking)
+    prediction, rows, own = _predict(job, settings, fetch, params, site, ranking, learned)
     if prediction is None:
-        why = "predictor calibrated needs the site readers (site=...)"
+        why = f"predictor {predictor} needs its site readers (site=... or learned=...)"
         return Decision(None, None, f"{who}: leave alone: {why}")
-    rank_to_set, rank, rank_text = _rank(job, settings, rows)
+    rank_to_set, rank, rank_text = _rank(job, settings, rows, own)
 
     def keep(why: str) -> Decision:
         text = f"{who}: leave alone: {why}{rank_text}"

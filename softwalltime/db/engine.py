@@ -168,6 +168,8 @@ DATA_TABLES = (
     "ingest_checkpoints",
     "calibration_cells",
     "calibration_state",
+    "learned_cells",
+    "learned_state",
 )
 
 

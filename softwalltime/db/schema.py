@@ -157,6 +157,64 @@ calibration_state = sa.Table(
     comment="Predictor calibrated: lambda, totals and the rule per bin (one row).",
 )
 
+# Migration 0008, predictor "learned" (softwalltime.core.learned): its site table as the
+# Learner keeps it (per level, bin and rule), and the one row the hook reads (the rule per
+# fine bin for the soft walltime and the rank); ``softwalltime calibrate`` writes both.
+learned_cells = sa.Table(
+    "learned_cells",
+    metadata,
+    sa.Column(
+        "level", sa.SmallInteger, primary_key=True, comment="0 fine bin, 1 coarse bin, 2 site"
+    ),
+    sa.Column("bin", sa.Integer, primary_key=True, comment="bin of the level (site: 0)"),
+    sa.Column("rule", sa.Integer, primary_key=True, comment="rule id (learned.RULES)"),
+    sa.Column(
+        "jobs", sa.Float(53), nullable=False, comment="jobs seen in the bin (prior: fractions)"
+    ),
+    sa.Column(
+        "under_jobs", sa.Float(53), nullable=False, comment="of them, under-estimated by the rule"
+    ),
+    sa.Column("accuracy_sum", sa.Float(53), nullable=False, comment="sum of the rule's accuracies"),
+    comment="Predictor learned: outcomes of each rule per bin and level (site-wide).",
+)
+
+learned_state = sa.Table(
+    "learned_state",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, comment="always 1: one row"),
+    sa.Column("lam", sa.Float(53), nullable=False, comment="under-estimate penalty lambda"),
+    sa.Column("log_lam", sa.Float(53), nullable=False, comment="its logarithm, as learned"),
+    sa.Column("jobs", sa.BigInteger, nullable=False, comment="finished jobs learned from"),
+    sa.Column("under_jobs", sa.BigInteger, nullable=False, comment="of them, under-estimated"),
+    sa.Column(
+        "v3_under_jobs", sa.BigInteger, nullable=False, comment="of them, under-estimated by v3"
+    ),
+    sa.Column(
+        "site_jobs",
+        sa.Float(53),
+        nullable=False,
+        comment="jobs in the site's cells (prior included)",
+    ),
+    sa.Column("target", sa.Text, nullable=False, comment="fixed or v3"),
+    sa.Column(
+        "target_under_pct", sa.Float(53), nullable=False, comment="target used (v3: v3's rate)"
+    ),
+    sa.Column("prior", sa.Boolean, nullable=False, comment="started from the shipped prior"),
+    sa.Column(
+        "choices",
+        sa.Text,
+        nullable=False,
+        server_default="{}",
+        comment="JSON: the rule per fine bin, soft walltime and rank (what the hook reads)",
+    ),
+    sa.Column(
+        "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.CheckConstraint("id = 1", name="one_row"),
+    sa.CheckConstraint("target IN ('fixed', 'v3')", name="target"),
+    comment="Predictor learned: lambda, totals and the rules per fine bin (one row).",
+)
+
 # Migration 0006: the history's change counter. A statement trigger on finished_jobs
 # increments it in the writer's transaction; the hook keeps lookups while it is unchanged.
 history_version = sa.Table(

@@ -50,6 +50,8 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Typ
 
 from ..core.calibrated import HISTORY_ROWS, Choices, ClassRow, OtherRuleSet, SiteFetch
 from ..core.config import STATEMENT_GRACE_S, redact_dsn, require_dsn
+from ..core.learned_site import LearnedChoices, LearnedFetch, SiteRow
+from ..core.learned_site import OtherRuleSet as OtherLearnedRules
 from ..errors import UNDEFINED_TABLE, ConfigError, DatabaseError, SchemaMissingError
 from . import pgwire
 from .state import STATE
@@ -108,6 +110,16 @@ V3_WITH_CLASSES_SQL = (
     " WHERE username = $1 AND runtime_s >= 0 AND walltime_s > 0"
     " ORDER BY ended_at DESC, job_seq DESC LIMIT $2"
 )
+# Predictor "learned": the user's last rows with a walltime, each with its end in whole
+# epoch seconds (the time since the last end is one of its bins; int(timestamp()) as the
+# replay reads ended_at) and ncpus (the rank key-mean's rows are those with ncpus NULL or
+# > 0, as V3_WITH_CLASSES_SQL). ended_at is a key column of ix_finished_jobs_user_recent:
+# still an index-only scan.
+LEARNED_JOBS_SQL = (
+    "SELECT runtime_s, walltime_s, ncpus, floor(extract(epoch FROM ended_at))::bigint"
+    " FROM finished_jobs WHERE username = $1 AND runtime_s >= 0 AND walltime_s > 0"
+    " ORDER BY ended_at DESC, job_seq DESC LIMIT $2"
+)
 _ANY_WALLTIME = "runtime_s >= 0 AND (walltime_s IS NULL OR walltime_s >= 0)"
 _WITH_WALLTIME = "runtime_s >= 0 AND walltime_s > 0"
 
@@ -123,6 +135,11 @@ def both_sql(with_walltime_only: bool, server: bool) -> str:
 # one row, the rule per bin as a JSON list (the cells themselves are for calibrate/psql).
 CALIBRATION_SQL = "SELECT lam, jobs, under_jobs, choices FROM calibration_state"
 CALIBRATION_TTL_S = 60.0
+
+# Predictor "learned": its decisions per fine bin, one row (migration 0008), read at most
+# every LEARNED_TTL_S seconds
+LEARNED_SQL = "SELECT lam, jobs, under_jobs, site_jobs, choices FROM learned_state"
+LEARNED_TTL_S = 60.0
 
 # Migration 0006: a one-row counter the history's writer increments with every change.
 VERSION_SQL = "SELECT version FROM history_version"
@@ -283,12 +300,13 @@ def decided(settings: Any, key: Optional[Tuple[Any, ...]], decide: Callable[[], 
     trip, no call chain).
 
     Only while lookups are kept (``history_cache_entries``, a database with the counter)
-    and for the predictors whose answer depends on the history alone (not ``calibrated``,
-    whose site table changes on its own); ``key`` must hold every other input of the
+    and for the predictors whose answer depends on the history alone (not ``calibrated``
+    nor ``learned``, whose site tables change on their own; ``learned`` reads the clock
+    too); ``key`` must hold every other input of the
     decision (None: decide now, keep nothing).
     """
     entries = settings.history_cache_entries
-    if key is None or entries <= 0 or settings.predictor == "calibrated":
+    if key is None or entries <= 0 or settings.predictor in ("calibrated", "learned"):
         return decide()
     conn = _cached(
         _conn_key(settings.dsn, settings.connect_timeout_s, settings.statement_timeout_ms)
@@ -546,7 +564,9 @@ def fetcher(
     """A ``fetch(user, limit, with_walltime_only)`` for :func:`softwalltime.core.decide.decide`.
 
     It also carries ``fetch.site``, the :class:`~softwalltime.core.calibrated.SiteFetch`
-    of the same database and scope, which ``decide`` uses for predictor ``calibrated``.
+    of the same database and scope, which ``decide`` uses for predictor ``calibrated``, and
+    ``fetch.learned``, the :class:`~softwalltime.core.learned_site.LearnedFetch` of
+    predictor ``learned``.
 
     :param settings: :class:`softwalltime.core.config.Settings` (dsn, timeouts, scope)
     :param server: the job's PBS server; used when ``history_scope`` is ``server``
@@ -569,6 +589,7 @@ class _Fetch:
         self.settings = settings
         self.server = server
         self._site = None  # type: Optional[SiteFetch]
+        self._learned = None  # type: Optional[LearnedFetch]
 
     @property
     def site(self) -> SiteFetch:
@@ -576,6 +597,13 @@ class _Fetch:
         if self._site is None:
             self._site = site_fetcher(self.settings, self.server)
         return self._site
+
+    @property
+    def learned(self) -> LearnedFetch:
+        """The readers of predictor ``learned`` (made when first asked for)."""
+        if self._learned is None:
+            self._learned = learned_fetcher(self.settings, self.server)
+        return self._learned
 
     def both(
         self, username: str, limit: int, with_walltime_only: bool
@@ -715,3 +743,121 @@ def site_fetcher(settings: Any, server: Optional[str] = None) -> SiteFetch:
         return calibration(dsn, settings.connect_timeout_s, settings.statement_timeout_ms)
 
     return SiteFetch(history, table)
+
+
+def learned_jobs(
+    dsn: str,
+    username: str,
+    limit: int,
+    connect_timeout_s: float = 1.0,
+    statement_timeout_ms: int = 250,
+    reuse: bool = True,
+    server: Optional[str] = None,
+    cache_entries: int = 0,
+) -> Tuple[List[SiteRow], List[ClassRow]]:
+    """The user's last ``limit`` finished jobs with a walltime as ``(runtime_s, walltime_s,
+    ncpus or None, end_s)``, most recent first (predictor ``learned``), and the rank's rows
+    among them (:func:`class_jobs` of the same arguments), in one statement; ``server`` and
+    ``cache_entries`` as for :func:`recent_jobs`.
+
+    :raises DatabaseError: connection or query failed or timed out
+    """
+    sql = scoped(LEARNED_JOBS_SQL, server)
+    params = (username, int(limit)) if server is None else (username, int(limit), server)
+    rows = _fetch(
+        dsn, sql, params, connect_timeout_s, statement_timeout_ms, reuse, cache_entries,
+        _clean_learned,
+    )  # fmt: skip
+    classes: List[ClassRow] = [(r, w, n) for r, w, n, _end in rows if n is None or n > 0]
+    if len(classes) < len(rows) and len(rows) == int(limit):  # ncpus <= 0 pushed some out
+        classes = class_jobs(
+            dsn, username, limit, connect_timeout_s, statement_timeout_ms, reuse, server,
+            cache_entries,
+        )  # fmt: skip
+    return rows, classes
+
+
+def _clean_learned(rows: List[Tuple[Any, ...]]) -> List[SiteRow]:
+    out: List[SiteRow] = []
+    for row in rows:
+        if len(row) == 4:
+            runtime_s, walltime_s, ncpus, end_s = row
+            if (
+                type(runtime_s) is int
+                and runtime_s >= 0
+                and type(walltime_s) is int
+                and walltime_s > 0
+                and (ncpus is None or type(ncpus) is int)
+                and type(end_s) is int
+            ):
+                out.append((runtime_s, walltime_s, ncpus, end_s))
+                continue
+        log.warning("ignoring malformed history row %r", row)
+    return out
+
+
+def learned_table(
+    dsn: str,
+    connect_timeout_s: float = 1.0,
+    statement_timeout_ms: int = 250,
+    max_age_s: float = LEARNED_TTL_S,
+) -> LearnedChoices:
+    """Predictor ``learned``'s decisions per fine bin, re-read at most every ``max_age_s``
+    seconds (cache). Never calibrated (no row) gives v3 everywhere, as an empty table.
+
+    :raises DatabaseError: the read failed (e.g. the schema lacks revision 0008)
+    """
+    now = time.monotonic()
+    kept = STATE.learned
+    cached = kept["table"]
+    if cached is not None and kept["dsn"] == dsn and now - kept["at"] < max_age_s:
+        table: LearnedChoices = cached
+        return table
+    rows: List[Tuple[Any, ...]] = _fetch(
+        dsn, LEARNED_SQL, (), connect_timeout_s, statement_timeout_ms
+    )
+    table = LearnedChoices.empty()
+    for lam, jobs, under, site_jobs, packed in rows:
+        try:
+            table = LearnedChoices.from_stored(
+                float(lam), int(jobs), int(under), float(site_jobs), json.loads(packed)
+            )
+        except OtherLearnedRules as err:
+            log.warning("learned: %s; v3 until 'softwalltime calibrate' runs", err)
+        except (TypeError, ValueError) as err:
+            raise DatabaseError(
+                f"learned_state.choices: {err}; run 'softwalltime calibrate'"
+            ) from err
+    kept.update(table=table, at=now, dsn=dsn)
+    return table
+
+
+def forget_learned() -> None:
+    """Drop the cached ``learned`` table (tests; ``softwalltime calibrate`` in-process)."""
+    STATE.learned.update(table=None, at=0.0, dsn=None)
+
+
+def learned_fetcher(settings: Any, server: Optional[str] = None) -> LearnedFetch:
+    """A :class:`LearnedFetch` on the configured database (``decide(..., learned=...)``).
+
+    :param server: the job's PBS server; used when ``history_scope`` is ``server``
+    :raises ConfigError: no DSN configured; scope ``server`` without a server
+    """
+    dsn = require_dsn(settings)
+    only = history_server(settings, server or settings.server)
+
+    def history(username: str, limit: int) -> Tuple[List[SiteRow], List[ClassRow]]:
+        return learned_jobs(
+            dsn,
+            username,
+            limit,
+            settings.connect_timeout_s,
+            settings.statement_timeout_ms,
+            server=only,
+            cache_entries=settings.history_cache_entries,
+        )
+
+    def table() -> LearnedChoices:
+        return learned_table(dsn, settings.connect_timeout_s, settings.statement_timeout_ms)
+
+    return LearnedFetch(history, table, time.time)

@@ -30,6 +30,7 @@ class HookState:
     * ``lookups``: ``(sql, params) -> (monotonic time, rows)``, least recently used first.
     * ``decisions``: ``(settings identity, job) -> (monotonic time, decision, settings)``.
     * ``calibration``: the site table of predictor ``calibrated``, when read and from where.
+    * ``learned``: the decisions of predictor ``learned``'s table, likewise.
     * ``fetch``: the history reader made last (it is remade when the settings change).
     * ``settings``: the hook's parsed config and the identity of the file it came from.
     * ``log_route``: where the ``softwalltime`` logger was routed last (``pbs.logmsg``).
@@ -55,6 +56,7 @@ class HookState:
         self.version_read: Optional[Tuple[Any, float, Any, Optional[int]]] = None
         self.forget_lookups()
         self.calibration: Dict[str, Any] = {"table": None, "at": 0.0, "dsn": None}
+        self.learned: Dict[str, Any] = {"table": None, "at": 0.0, "dsn": None}
         self.fetch: Any = None
         self.settings: Dict[str, Any] = {}
         self.log_route: List[Any] = [None, None, None]

@@ -234,7 +234,7 @@ _LOG_LINE = re.compile(
     r"softwalltime(?:\[([^\]]*)\])?: (.*)$"
 )
 _FAILED = re.compile(r"^job left unchanged after \d+ ms: (\w+)")
-_SET = re.compile(r": set (?:v\d|calibrated) soft_walltime=")
+_SET = re.compile(r": set (?:v\d|calibrated|learned) soft_walltime=")
 
 
 @dataclass
@@ -671,6 +671,42 @@ def judge_history(
     return Check("history", OK, "; ".join(parts) + "; " + last24, metrics, details)
 
 
+# ------------------------------------------------------------- predictor learned's table
+
+# Predictor learned (migration 0008): the age of the table the hook reads, and its size.
+_LEARNED_SQL = (
+    "SELECT extract(epoch FROM now() - updated_at)::float8, jobs, site_jobs FROM learned_state"
+)
+LEARNED_MAX_AGE_S = 86400.0  # older: warning (calibrate runs from cron, every few minutes)
+
+
+def judge_learned(rows: Sequence[tuple[Any, ...]], max_age_s: float = LEARNED_MAX_AGE_S) -> Check:
+    """The ``learned`` table the hook reads (the hook's predictor is ``learned``): its age
+    and the jobs it learned from. None stored: warning (the hook uses v3 until ``softwalltime
+    calibrate`` runs); older than ``max_age_s``: warning."""
+    if not rows:
+        return Check(
+            "learned",
+            WARNING,
+            "no learned table: the hook uses v3 until 'softwalltime calibrate' runs",
+            [Metric("softwalltime_learned_table_age_seconds", NAN, _LEARNED_AGE_HELP)],
+        )
+    age, jobs, site_jobs = float(rows[0][0]), int(rows[0][1]), float(rows[0][2])
+    metrics = [
+        Metric("softwalltime_learned_table_age_seconds", age, _LEARNED_AGE_HELP, warn=max_age_s),
+        Metric("softwalltime_learned_table_jobs", jobs, "finished jobs the table learned from"),
+    ]
+    details = {"age_s": age, "jobs": jobs, "site_jobs": site_jobs}
+    text = f"learned table: {jobs} jobs, computed {_ago(age)} ago"
+    if age > max_age_s:
+        text += f" (older than {_ago(max_age_s)}: is 'softwalltime calibrate' run from cron?)"
+        return Check("learned", WARNING, text, metrics, details)
+    return Check("learned", OK, text, metrics, details)
+
+
+_LEARNED_AGE_HELP = "seconds since 'softwalltime calibrate' wrote predictor learned's table"
+
+
 # -------------------------------------------------------------------------- all checks
 
 
@@ -756,6 +792,11 @@ def run_checks(pbs: Pbs, cli: Settings, opts: Options) -> list[Check]:
             checks.append(judge_history(servers, tuple(accuracy), time.time()))
         except DatabaseError as err:
             checks.append(Check("history", CRITICAL, " ".join(str(err).split())))
+        if (hook_settings or cli).predictor == "learned":
+            try:
+                checks.append(judge_learned(conn.query(_LEARNED_SQL, (), deadline)))
+            except DatabaseError as err:
+                checks.append(Check("learned", CRITICAL, " ".join(str(err).split())))
     finally:
         conn.close()
     return checks

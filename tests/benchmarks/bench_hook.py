@@ -50,6 +50,8 @@ from softwalltime.db import engine as db
 from softwalltime.db.localpg import LocalCluster
 from softwalltime.hook import lookup, pgwire
 from softwalltime.replay.calibrate import store_table
+from softwalltime.replay.calibrate_learned import store_learned
+from softwalltime.replay.prior import load_learned_prior
 
 REPO = Path(__file__).resolve().parents[2]
 EPOCH = 1_767_225_600  # 2026-01-01T00:00:00Z
@@ -164,6 +166,16 @@ def _fill_calibration(dsn: str) -> None:
     print(f"calibration table: {cells} cells (every bin and rule)")
 
 
+def _fill_learned(dsn: str) -> None:
+    """Predictor learned's table: the shipped prior (every bin it has; what the hook reads
+    is one row of the same size whatever the table)."""
+    engine = db.make_engine(dsn)
+    with engine.begin() as conn:
+        cells = store_learned(conn, load_learned_prior(), "fixed", 12.0, True)
+    engine.dispose()
+    print(f"learned table: {cells} cells (the shipped prior)")
+
+
 def _stats(name: str, samples_s: list[float]) -> None:
     ms = sorted(s * 1000 for s in samples_s)
     n = len(ms)
@@ -192,6 +204,7 @@ def _decisions(
             lookup.close_cached()
         if reread:
             lookup.forget_calibration()
+            lookup.forget_learned()
         start = time.perf_counter()
         recheck_s = settings.history_recheck_ms / 1000.0
         with lookup.event(time.monotonic() + hook_bound_s(settings), recheck_s):
@@ -447,6 +460,14 @@ def main(argv: list[str] | None = None) -> int:
         _stats(
             "calibrated, warm, table re-read",
             _decisions(cal_settings, users, max(200, args.cold // 4), False, 6, reread=True),
+        )
+        _fill_learned(dsn)
+        learned = settings._replace(predictor="learned", rank="learned")
+        _decisions(learned, users, 500, cold=False, seed=4)
+        _stats("learned+rank, warm (table cached)", _decisions(learned, users, args.warm, False, 5))
+        _stats(
+            "learned+rank, warm, table re-read",
+            _decisions(learned, users, max(200, args.cold // 4), False, 6, reread=True),
         )
         lookup.close_cached()
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
