@@ -10,6 +10,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 import sqlalchemy as sa
+from helpers_learned import store_choices
 from psycopg2.extras import execute_values
 
 from softwalltime import cli
@@ -214,33 +215,18 @@ def test_stored_choices_are_checked():
             ls.LearnedChoices.from_stored(1.0, 0, 0, 0.0, {**stored, "rank": bad})
 
 
-def _store_choices(dsn, choices):
-    conn = psycopg2.connect(dsn)
-    try:
-        with conn, conn.cursor() as cur:
-            cur.execute("DELETE FROM learned_state")
-            cur.execute(
-                "INSERT INTO learned_state (id, lam, log_lam, jobs, under_jobs, v3_under_jobs,"
-                " site_jobs, target, target_under_pct, prior, choices)"
-                " VALUES (1, 1.0, 0.0, 500, 50, 60, 500.0, 'fixed', 12.0, false, %s)",
-                (json.dumps(choices),),
-            )
-    finally:
-        conn.close()
-
-
 def test_a_table_of_another_release_is_v3_and_a_bad_shape_a_clear_error(fresh_dsn, caplog):
     try:
         stored = ls.LearnedChoices.empty().stored()
-        _store_choices(fresh_dsn, {**stored, "rule_set": "0123456789abcdef", "soft": [5] * 900})
+        store_choices(fresh_dsn, {**stored, "rule_set": "0123456789abcdef", "soft": [5] * 900})
         assert lookup.learned_table(fresh_dsn, max_age_s=0).soft == [learned.R_V3] * 900
         assert "another version's rules" in caplog.text
-        _store_choices(fresh_dsn, {**stored, "soft": [5] * learned.FINE})
+        store_choices(fresh_dsn, {**stored, "soft": [5] * learned.FINE})
         assert lookup.learned_table(fresh_dsn, max_age_s=0).soft == [5] * learned.FINE
         # cached: a change is read after LEARNED_TTL_S only
-        _store_choices(fresh_dsn, {**stored, "soft": [6] * learned.FINE})
+        store_choices(fresh_dsn, {**stored, "soft": [6] * learned.FINE})
         assert lookup.learned_table(fresh_dsn).soft == [5] * learned.FINE
-        _store_choices(fresh_dsn, {**stored, "soft": [1, 2]})
+        store_choices(fresh_dsn, {**stored, "soft": [1, 2]})
         with pytest.raises(DatabaseError, match="learned_state.choices: soft: expected a list"):
             lookup.learned_table(fresh_dsn, max_age_s=0)
     finally:
@@ -333,7 +319,7 @@ def test_the_hook_sets_learneds_soft_walltime_and_rank(pbs, fresh_dsn, tmp_path)
     rank = [learned.R_V3] * learned.FINE
     soft[fine] = learned.RULES.index("last")
     rank[fine] = learned.RULES.index("median")
-    _store_choices(fresh_dsn, {"rule_set": ls.RULE_SET, "soft": soft, "rank": rank})
+    store_choices(fresh_dsn, {"rule_set": ls.RULE_SET, "soft": soft, "rank": rank})
     job = pbs.job(resources={"walltime": "10:00:00", "ncpus": 4}, queue="")
     pbs.new_event(pbs.QUEUEJOB, "alice", job)
     assert pbs.run_hook(HOOK)["soft_walltime"] == 5 * H  # the newest run time

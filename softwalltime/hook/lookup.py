@@ -46,7 +46,7 @@ import contextlib
 import json
 import logging
 import time
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from ..core.calibrated import HISTORY_ROWS, Choices, ClassRow, OtherRuleSet, SiteFetch
 from ..core.config import STATEMENT_GRACE_S, redact_dsn, require_dsn
@@ -691,25 +691,44 @@ def calibration(
 
     :raises DatabaseError: the read failed (e.g. the schema lacks revision 0004)
     """
+
+    def build(rows: List[Tuple[Any, ...]]) -> Choices:
+        table = Choices.empty()
+        for lam, jobs, under, packed in rows:
+            try:
+                table = Choices.from_stored(float(lam), int(jobs), int(under), json.loads(packed))
+            except OtherRuleSet as err:
+                log.warning("calibrated: %s; v3 until 'softwalltime calibrate' runs", err)
+            except (TypeError, ValueError) as err:
+                raise DatabaseError(
+                    f"calibration_state.choices: {err}; run 'softwalltime calibrate'"
+                ) from err
+        return table
+
+    table: Choices = _cached_table(
+        STATE.calibration, dsn, CALIBRATION_SQL, build, connect_timeout_s,
+        statement_timeout_ms, max_age_s,
+    )  # fmt: skip
+    return table
+
+
+def _cached_table(
+    kept: Dict[str, Any],
+    dsn: str,
+    sql: str,
+    build: Callable[[List[Tuple[Any, ...]]], Any],
+    connect_timeout_s: float,
+    statement_timeout_ms: int,
+    max_age_s: float,
+) -> Any:
+    """A site table (``calibrated``'s or ``learned``'s) built from ``sql``'s rows, kept in
+    ``kept`` (its hook state) and re-read at most every ``max_age_s`` seconds."""
     now = time.monotonic()
-    kept = STATE.calibration
     cached = kept["table"]
     if cached is not None and kept["dsn"] == dsn and now - kept["at"] < max_age_s:
-        table: Choices = cached
-        return table
-    rows: List[Tuple[Any, ...]] = _fetch(
-        dsn, CALIBRATION_SQL, (), connect_timeout_s, statement_timeout_ms
-    )
-    table = Choices.empty()
-    for lam, jobs, under, packed in rows:
-        try:
-            table = Choices.from_stored(float(lam), int(jobs), int(under), json.loads(packed))
-        except OtherRuleSet as err:
-            log.warning("calibrated: %s; v3 until 'softwalltime calibrate' runs", err)
-        except (TypeError, ValueError) as err:
-            raise DatabaseError(
-                f"calibration_state.choices: {err}; run 'softwalltime calibrate'"
-            ) from err
+        return cached
+    rows: List[Tuple[Any, ...]] = _fetch(dsn, sql, (), connect_timeout_s, statement_timeout_ms)
+    table = build(rows)
     kept.update(table=table, at=now, dsn=dsn)
     return table
 
@@ -807,28 +826,26 @@ def learned_table(
 
     :raises DatabaseError: the read failed (e.g. the schema lacks revision 0008)
     """
-    now = time.monotonic()
-    kept = STATE.learned
-    cached = kept["table"]
-    if cached is not None and kept["dsn"] == dsn and now - kept["at"] < max_age_s:
-        table: LearnedChoices = cached
+
+    def build(rows: List[Tuple[Any, ...]]) -> LearnedChoices:
+        table = LearnedChoices.empty()
+        for lam, jobs, under, site_jobs, packed in rows:
+            try:
+                table = LearnedChoices.from_stored(
+                    float(lam), int(jobs), int(under), float(site_jobs), json.loads(packed)
+                )
+            except OtherLearnedRules as err:
+                log.warning("learned: %s; v3 until 'softwalltime calibrate' runs", err)
+            except (TypeError, ValueError) as err:
+                raise DatabaseError(
+                    f"learned_state.choices: {err}; run 'softwalltime calibrate'"
+                ) from err
         return table
-    rows: List[Tuple[Any, ...]] = _fetch(
-        dsn, LEARNED_SQL, (), connect_timeout_s, statement_timeout_ms
-    )
-    table = LearnedChoices.empty()
-    for lam, jobs, under, site_jobs, packed in rows:
-        try:
-            table = LearnedChoices.from_stored(
-                float(lam), int(jobs), int(under), float(site_jobs), json.loads(packed)
-            )
-        except OtherLearnedRules as err:
-            log.warning("learned: %s; v3 until 'softwalltime calibrate' runs", err)
-        except (TypeError, ValueError) as err:
-            raise DatabaseError(
-                f"learned_state.choices: {err}; run 'softwalltime calibrate'"
-            ) from err
-    kept.update(table=table, at=now, dsn=dsn)
+
+    table: LearnedChoices = _cached_table(
+        STATE.learned, dsn, LEARNED_SQL, build, connect_timeout_s, statement_timeout_ms,
+        max_age_s,
+    )  # fmt: skip
     return table
 
 
