@@ -1,0 +1,73 @@
+"""The predictor ``learned`` and its rank inside the real OpenPBS server: the user's rows
+from the database, the stored table's rules for their bin, the values PBS shows."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pbsctl
+import pytest
+from helpers_learned import store_choices
+
+from softwalltime.core import learned
+from softwalltime.core import learned_site as ls
+from softwalltime.hook import lookup
+from softwalltime.units import parse_duration
+
+H = 3600
+RANK = "softwalltime_rank"
+
+
+@pytest.fixture()
+def learned_server(install: Any, jobs: list[str]) -> Iterator[list[str]]:
+    """Job ids; the hook uninstalled afterwards, which deletes the rank's resource."""
+    try:
+        yield jobs
+    finally:
+        pbsctl.purge(jobs)
+        jobs.clear()
+        install.uninstall()
+
+
+def test_learned_sets_the_tables_rules_for_the_users_bin(learned_server, install, hook_db):
+    # alice's seeded history (conftest): a 4 h job that ran 1 h and a 10 h job that ran
+    # 2 h, the newer ended about a day ago. Her fine bin for a 10 h job gets "last" (the
+    # newest same-walltime run time, 2 h) for the soft walltime and "last*2+60" for the
+    # rank; every other bin v3, as a table that never chose otherwise.
+    jobs = learned_server
+    rows, _classes = lookup.learned_jobs(hook_db, pbsctl.USER, ls.HISTORY_ROWS, reuse=False)
+    fine = learned.outcome(10 * H, ls.history_of(rows), int(time.time())).fine
+    soft = [learned.R_V3] * learned.FINE
+    rank = [learned.R_V3] * learned.FINE
+    soft[fine] = learned.RULES.index("last")
+    rank[fine] = learned.RULES.index("last*2+60")
+    store_choices(hook_db, {"rule_set": ls.RULE_SET, "soft": soft, "rank": rank})
+    table = ls.LearnedChoices(soft, rank, 1.0, 500, 50, 500.0)
+    expected = ls.predict(table, 10 * H, rows, int(time.time()))
+    assert (expected.soft_walltime_s, expected.rank_s) == (2 * H, 4 * H + 60)
+    v3 = ls.predict(ls.LearnedChoices.empty(), 20 * H, rows, int(time.time())).soft_walltime_s
+
+    proc = install(dsn=hook_db, predictor="learned", rank="learned")
+    assert f"rank learned in {RANK}" in proc.stdout, proc.stdout
+    # The one shared pbs_server keeps imported modules: another checkout's softwalltime may
+    # be loaded. Make it restart its interpreter after the next hook run (restored by the
+    # session), run one, then the jobs under test import this checkout.
+    pbsctl.qmgr("set server python_restart_max_hooks = 1")
+    pbsctl.qmgr("set server python_restart_min_interval = 1")
+    time.sleep(1.1)
+    jobs.append(pbsctl.qsub("-h -l walltime=01:00:00"))
+    time.sleep(1.1)
+    log = pbsctl.ServerLog()
+    jobs.append(pbsctl.qsub("-h -l walltime=10:00:00 -l select=1:ncpus=1"))
+    value = pbsctl.resource(jobs[-1], "soft_walltime")
+    assert value is not None, log.hook_lines("")
+    assert parse_duration(value) == 2 * H
+    assert pbsctl.resource(jobs[-1], RANK) == 4 * H + 60  # qstat -F json: a number
+    (line,) = log.hook_lines("queuejob user='alice'")
+    assert "learned soft_walltime=" in line and "rule last in fine bin" in line, line
+    # another walltime: no same-walltime job, another bin: v3 there
+    jobs.append(pbsctl.qsub("-h -l walltime=20:00:00 -l select=1:ncpus=1"))
+    value = pbsctl.resource(jobs[-1], "soft_walltime")
+    assert value is not None and parse_duration(value) == v3 != 2 * H
