@@ -11,6 +11,7 @@ from ..accounting import FIELD_BOUNDS
 from ..core import calibrated
 from ..core.config import PREDICTORS, Settings
 from ..core.decide import EVENTS, JobEvent, decide
+from ..core.learned_site import HISTORY_ROWS as LEARNED_HISTORY_ROWS
 from ..core.learned_site import LearnedFetch
 from ..core.predict import HistoryRow, PredictorParams
 from ..hook import lookup
@@ -168,9 +169,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     )
     prediction = decision.prediction
     is_learned = prediction is not None and learned is not None
-    limit = calibrated.HISTORY_ROWS if is_learned else params.history_jobs(settings.predictor)
+    is_calibrated = prediction is not None and settings.predictor == calibrated.NAME
+    if is_calibrated:
+        limit = calibrated.HISTORY_ROWS
+    elif is_learned:
+        limit = LEARNED_HISTORY_ROWS
+    else:
+        limit = params.history_jobs(settings.predictor)
     if args.json:
-        is_calibrated = prediction is not None and settings.predictor == calibrated.NAME
         history: List[Dict[str, Optional[int]]] = (
             [{"runtime_s": r, "walltime_s": w, "ncpus": c} for r, w, c in class_rows]
             if is_calibrated
@@ -193,7 +199,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             "reason": decision.reason,
             "basis_jobs": prediction.basis_jobs if prediction else 0,
             "basis_value": prediction.basis_value if prediction else None,
-            "history_limit": calibrated.HISTORY_ROWS if is_calibrated else limit,
+            "history_limit": limit,
             "history": history,
             "calibration": {"jobs": table.total, "lambda": table.lam} if table else None,
         }
@@ -210,13 +216,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if decision.computed_rank_s is not None:
         print(f"rank: {decision.computed_rank_s} s ({settings.rank}, for job_sort_formula)")
     print(f"why: {decision.reason}")
-    if prediction is not None and settings.predictor == calibrated.NAME:
+    if is_calibrated:
         table = site.calibration()
         print(
             f"calibration: {table.total} finished jobs learned, lambda {table.lam:.4g};"
             f" job ncpus {ncpus}"
         )
-        limit = calibrated.HISTORY_ROWS
         print(f"history: {len(class_rows)} of at most {limit} jobs with walltime > 0")
         for runtime_s, walltime_s, cpus in class_rows[:10]:
             wall = "-" if walltime_s is None else format_duration(walltime_s)
