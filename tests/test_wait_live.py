@@ -83,8 +83,10 @@ def test_finished_kept_bounds_the_history():
     assert [j.submit_s for j in history] == [NOW - 993, NOW - 992, NOW - 991]
 
 
-def _fake_qstat(tmp_path, jobs):
-    """A PBS_EXEC whose bin/qstat prints ``jobs`` as qstat -f -F json does."""
+def _fake_qstat(tmp_path, jobs, sched=""):
+    """A PBS_EXEC whose bin/qstat prints ``jobs`` as qstat -f -F json does, and whose
+    bin/qmgr answers ``-c "list sched default"`` as the real one does: the set attributes
+    (``sched``, "name = value" lines) under "Sched default", indented by four spaces."""
     import json
     import stat
 
@@ -92,9 +94,16 @@ def _fake_qstat(tmp_path, jobs):
     bindir.mkdir(parents=True)
     data = tmp_path / "qstat.json"
     data.write_text(json.dumps({"pbs_version": "23.06.06", "Jobs": jobs}))
-    script = bindir / "qstat"
-    script.write_text(f"#!/bin/sh\ncat '{data}'\n")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    listing = tmp_path / "sched.txt"
+    listing.write_text("Sched default\n" + "".join(f"    {ln}\n" for ln in sched.splitlines()))
+    scripts = {
+        "qstat": f"#!/bin/sh\ncat '{data}'\n",
+        "qmgr": f'#!/bin/sh\n[ "$*" = "-c list sched default" ] || exit 1\ncat \'{listing}\'\n',
+    }
+    for name, text in scripts.items():
+        script = bindir / name
+        script.write_text(text)
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps({"pbs_exec": str(tmp_path / "pbs")}))
     return cfg
@@ -321,6 +330,67 @@ def test_wait_jobid_from_qstat_shows_pbss_own_estimate(fresh_dsn, tmp_path, caps
     text = capsys.readouterr().out
     assert "PBS's own estimate (estimated.start_time, qstat -T): in 00:01:" in text
     assert "(qstat now)" in text
+
+
+def test_the_start_time_takes_the_schedulers_opt_backfill_fuzzy(fresh_dsn, tmp_path, capsys):
+    """PBS searches a top job's start in windows of opt_backfill_fuzzy (pbsched.Policy).
+    5 cpus; two 2-cpu jobs run until 100 s and 200 s past the next hour H; the top job
+    (queued, 3 cpus) fits after the first end. A window of an hour (high) reserves it at
+    the second end, so the new 1-cpu job, ending at H + 150 s, backfills now; a window of a
+    second (off) reserves it at the first, and the new job waits until H + 200 s. wait
+    reads the scheduler's value with qmgr when it reads qstat; --backfill-fuzzy overrides."""
+    import json
+    import time
+
+    from softwalltime.cli import main
+    from softwalltime.units import format_duration
+
+    now = int(time.time())
+    hour = (now // 3600 + 1) * 3600  # both ends in one window of an hour on the epoch clock
+    jobs = {
+        f"{90 + k}.pbs01": {"euser": "bob", "job_state": "R", "ctime": now - 900,
+                            "stime": now - 500, "Resource_List": {"ncpus": 2,
+                            "walltime": format_duration(hour + end - (now - 500))}}
+        for k, end in enumerate((100, 200))
+    }  # fmt: skip
+    jobs["92.pbs01"] = {"euser": "carol", "job_state": "Q", "ctime": now - 300,
+                        "Resource_List": {"ncpus": 3, "walltime": "01:00:00"}}  # fmt: skip
+    cfg = _fake_qstat(tmp_path, jobs, sched="opt_backfill_fuzzy = high")
+    base = ["--dsn", fresh_dsn, "--config", str(cfg), "wait", "--source", "qstat", "--json"]
+    base += [
+        "--machine-procs",
+        "5",
+        "--ncpus",
+        "1",
+        "--walltime",
+        format_duration(hour + 150 - now),
+    ]
+
+    def start(*extra: str) -> dict:
+        assert main([*base, *extra]) == 0
+        return json.loads(capsys.readouterr().out)["start"]
+
+    site = start()
+    assert (site["backfill_fuzzy_s"], site["backfill_fuzzy_from"]) == (3600, "the scheduler's")
+    assert site["pbs_method_s"] <= now + 30  # backfilled: starts now
+    given = start("--backfill-fuzzy", "off")
+    assert (given["backfill_fuzzy_s"], given["backfill_fuzzy_from"]) == (0, "--backfill-fuzzy")
+    assert given["pbs_method_s"] == hour + 200
+
+
+def test_wait_refuses_a_fuzzy_value_pbs_does_not_take(fresh_dsn, tmp_path, capsys):
+    from softwalltime.cli import main
+
+    cfg = _fake_qstat(tmp_path, {}, sched="opt_backfill_fuzzy = sometimes")
+    args = ["--dsn", fresh_dsn, "--config", str(cfg), "wait", "--source", "qstat"]
+    assert main([*args, "--ncpus", "1", "--walltime", "1:00:00"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "opt_backfill_fuzzy 'sometimes'" in err[0], err
+    assert "give --backfill-fuzzy" in err[0]
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--ncpus", "1", "--walltime", "1:00:00", "--backfill-fuzzy", "x"])
+    assert exit_.value.code == 2
+    assert "expected off, low, medium, high or seconds" in capsys.readouterr().err
 
 
 def test_publish_alters_only_what_changed_and_stops_at_its_time_budget():

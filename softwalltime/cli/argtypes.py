@@ -77,3 +77,15 @@ def name_list(option: str, text: str, known: Sequence[str]) -> List[str]:
             )
         )
     return list(dict.fromkeys(names))
+
+
+def backfill_fuzzy(text: str) -> int:
+    """An argparse type: an ``opt_backfill_fuzzy`` value (off, low, medium, high or whole
+    seconds), in seconds."""
+    from ..replay import pbsched
+
+    try:
+        seconds: int = pbsched.parse_fuzzy(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return seconds

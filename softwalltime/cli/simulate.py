@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..core.config import Settings
 from ..errors import ConfigError
-from .argtypes import bounded_number, name_list, whole_number
+from .argtypes import backfill_fuzzy, bounded_number, name_list, whole_number
 from .calibrate import TARGET_HELP, target_option
 from .evaluate import add_input_size
 
@@ -225,7 +225,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--backfill-fuzzy",
-        type=_fuzzy,
+        type=backfill_fuzzy,
         metavar="F",
         help="policy search: the site's opt_backfill_fuzzy (off, low, medium, high or "
         "seconds; default: low, PBS's 60 s): PBS searches a top job's start in windows of it",
@@ -285,18 +285,6 @@ def register(sub: Any) -> None:
         help="parallel processes (default: 1)",
     )
     p.set_defaults(func=run_simulate)
-
-
-def _fuzzy(text: str) -> int:
-    import argparse
-
-    from ..replay import pbsched
-
-    try:
-        seconds: int = pbsched.parse_fuzzy(text)
-        return seconds
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _add_search_options(p: Any) -> None:

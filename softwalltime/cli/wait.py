@@ -17,7 +17,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from ..core.config import Settings
 from ..errors import ConfigError, DatabaseError
-from .argtypes import positive_duration, whole_number
+from .argtypes import backfill_fuzzy, positive_duration, whole_number
 from .evaluate import add_input_size, check_plot_dir
 
 DESCRIPTION = """\
@@ -181,6 +181,14 @@ def _register_wait(sub: Any) -> None:
         " names them (default: %(default)s)",
     )
     p.add_argument(
+        "--backfill-fuzzy",
+        type=backfill_fuzzy,
+        metavar="F",
+        help="the site's opt_backfill_fuzzy for the start time (off, low, medium, high or"
+        " seconds; default: the scheduler's, from qmgr, with --source qstat and --publish;"
+        " else low, PBS's default of 60 s)",
+    )
+    p.add_argument(
         "--samples",
         type=_at_most(_positive, 1000, "samples"),
         default=9,
@@ -332,6 +340,7 @@ class _Snapshot(NamedTuple):
     newest_s: Optional[int]  # the newest record the database holds (epoch)
     now_s: int
     qstat: Optional[Dict[str, Any]]  # qstat's Jobs object, if read
+    fuzzy: Tuple[int, str]  # opt_backfill_fuzzy (s) for the start time, and whose it is
 
 
 def _check_wait_args(args: argparse.Namespace) -> None:
@@ -387,10 +396,11 @@ def _snapshot(args: argparse.Namespace, settings: Settings) -> _Snapshot:
         qstat = Pbs.from_settings(settings).jobs()
     if args.source == "qstat":
         live, left = live_from_qstat(qstat or {})
+    fuzzy = _fuzzy(args, Pbs.from_settings(settings) if qstat is not None else None)
     work = build(trace, args.ert, args.machine_procs, PredictorParams.from_settings(settings))
     ends = [j.end_s for j in trace.jobs if j.end_s is not None]
     newest = max(ends + ([live_newest] if live_newest is not None else []), default=None)
-    return _Snapshot(work, trace, live, left, newest, int(time.time()), qstat)
+    return _Snapshot(work, trace, live, left, newest, int(time.time()), qstat, fuzzy)
 
 
 def _find(live: List[Any], job_id: str) -> Optional[Any]:
@@ -429,8 +439,9 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
     from ..wait.workload import WaitJob
 
     _check_wait_args(args)
-    policy = _policy(args)
+    _policy(args)  # a bad --policy fails before the database is read
     snap = _snapshot(args, settings)
+    policy = _policy(args, snap.fuzzy[0])
     stale = _check_lag(args, snap)
     params = WaitParams(quick_s=args.quick)
     machine = args.machine_procs or snap.work.machine_procs
@@ -499,13 +510,41 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _policy(args: argparse.Namespace) -> Any:
+def _policy(args: argparse.Namespace, fuzzy_s: Optional[int] = None) -> Any:
+    """--policy, with ``fuzzy_s`` as its opt_backfill_fuzzy (None: PBS's default)."""
     from ..replay import pbsched
 
     try:
-        return pbsched.parse_policy(args.policy)
+        policy = pbsched.parse_policy(args.policy)
     except ValueError as err:
         raise ConfigError(f"--policy: {err}") from None
+    return policy if fuzzy_s is None else policy._replace(backfill_fuzzy=fuzzy_s)
+
+
+FUZZY_OPTION, FUZZY_SITE, FUZZY_DEFAULT = "--backfill-fuzzy", "the scheduler's", "PBS's default"
+
+
+def _fuzzy(args: argparse.Namespace, pbs: Any) -> Tuple[int, str]:
+    """The opt_backfill_fuzzy the start time assumes, and whose it is: --backfill-fuzzy;
+    else the default scheduler's when PBS's commands are read anyway (``pbs``); else
+    PBS's default.
+
+    :raises PbsError: qmgr failed, or printed a value PBS does not take
+    """
+    from ..pbsserver.commands import PbsError
+    from ..replay import pbsched
+
+    if args.backfill_fuzzy is not None:
+        return int(args.backfill_fuzzy), FUZZY_OPTION
+    if pbs is None:
+        return pbsched.DEFAULT_FUZZY_S, FUZZY_DEFAULT
+    value = pbs.sched().get("opt_backfill_fuzzy")
+    if value is None:
+        return pbsched.DEFAULT_FUZZY_S, FUZZY_SITE
+    try:
+        return pbsched.parse_fuzzy(value), FUZZY_SITE
+    except ValueError as err:
+        raise PbsError(f"qmgr list sched default: {err}; give --backfill-fuzzy") from None
 
 
 def _start_time(
@@ -526,6 +565,8 @@ def _start_time(
         "p90_s": answer.p90,
         "pbs_method_s": answer.pbs,
         "policy": policy.name,
+        "backfill_fuzzy_s": snap.fuzzy[0],
+        "backfill_fuzzy_from": snap.fuzzy[1],
         "samples": args.samples,
     }
 
@@ -606,7 +647,8 @@ def _print_wait(args: argparse.Namespace, out: Dict[str, Any], target: Any, ert_
     print(
         f"start time: in {_hms(start['p50_s'] - now)} (P50), by {_hms(start['p90_s'] - now)}"
         f" (P90): {start['samples']} runs of the {start['policy']} scheduler with run times"
-        " drawn from the users' similar jobs"
+        " drawn from the users' similar jobs; opt_backfill_fuzzy"
+        f" {start['backfill_fuzzy_s']} s ({start['backfill_fuzzy_from']})"
     )
     print(
         f"PBS's method (every job runs its soft walltime): in {_hms(start['pbs_method_s'] - now)}"
@@ -666,7 +708,8 @@ def _publish(
         print(f"publish: created resource {publish.RESOURCE} (type=string, flag=r)")
 
     # the start time of every queued job at once (issue 35): one set of forward runs
-    starts = predict_all(on_server, snap.trace.jobs, now, machine, _policy(args), args.samples)
+    policy = _policy(args, snap.fuzzy[0])
+    starts = predict_all(on_server, snap.trace.jobs, now, machine, policy, args.samples)
 
     def predict(job_id: str) -> Tuple[bool, int]:
         j = by_id[job_id]

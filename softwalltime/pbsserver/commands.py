@@ -114,6 +114,14 @@ class Pbs:
         """
         return parse_qstat_json(self.check("qstat", "-f", "-F", "json", *extra))
 
+    def sched(self, name: str = "default") -> dict[str, str]:
+        """The scheduler's attributes that are set (``qmgr -c 'list sched NAME'``); one
+        left at its default is absent.
+
+        :raises PbsError: qmgr failed
+        """
+        return parse_qmgr_list(self.check("qmgr", "-c", f"list sched {name}"))
+
 
 def chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
     for start in range(0, len(items), size):

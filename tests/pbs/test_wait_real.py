@@ -138,6 +138,8 @@ def test_compared_with_pbss_own_estimate_with_walltimes_and_soft_walltimes(
     ours; all three against the start the job really got."""
     dsn = _new_database(hook_cluster, "waitpbs")
     original = SCHED_CONFIG.read_text()
+    fuzzy = pbsctl.sched_attribute("opt_backfill_fuzzy")
+    assert fuzzy is None, f"opt_backfill_fuzzy = {fuzzy} left over: unset it first"
     assert "\nstrict_ordering: false\tALL\n" in original
     SCHED_CONFIG.write_text(original.replace("strict_ordering: false", "strict_ordering: true"))
     _scheduler_hup()
@@ -170,6 +172,14 @@ def test_compared_with_pbss_own_estimate_with_walltimes_and_soft_walltimes(
         start = ours["start"]
         assert start["pbs_method_s"] == by_soft
         assert asked <= start["p50_s"] <= start["p90_s"]
+        # the scheduler's opt_backfill_fuzzy, read with the real qmgr: unset is PBS's 60 s
+        assert (start["backfill_fuzzy_s"], start["backfill_fuzzy_from"]) == (60, "the scheduler's")
+        pbsctl.qmgr("set sched opt_backfill_fuzzy = high")
+        proc = softwalltime(
+            dsn, tmp_path, "wait", mine, "--source", "qstat", "--machine-procs", "2", "--json"
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["start"]["backfill_fuzzy_s"] == 3600
         pbsctl.wait_state(mine, "RF", timeout=120)
         started = qstat_time_of(mine, "stime")
         assert blocker_start + 40 <= started <= by_soft + 5
@@ -184,6 +194,7 @@ def test_compared_with_pbss_own_estimate_with_walltimes_and_soft_walltimes(
         if ours["quick_starter"]:
             assert started <= ours["starts_by_s"]
     finally:
+        pbsctl.qmgr("unset sched opt_backfill_fuzzy", check=False)
         SCHED_CONFIG.write_text(original)
         _scheduler_hup()
 
