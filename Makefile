@@ -116,6 +116,11 @@ bench-pbs: $(VENV)/.installed
 bench-twin: $(VENV)/.installed
 	$(BIN)/python tests/benchmarks/bench_twin.py $(TWIN_ARGS)
 
+## bench-classes: the scheduler's cycle time with the rank on sched_config's resources: line (root)
+.PHONY: bench-classes
+bench-classes: $(VENV)/.installed
+	$(BIN)/python tests/benchmarks/bench_classes.py $(CLASSES_ARGS)
+
 ## bench-evaluate: replay speed (jobs/s) per predictor on HPC2N and CERIT-SC
 .PHONY: bench-evaluate
 bench-evaluate: $(VENV)/.installed
