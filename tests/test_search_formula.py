@@ -191,6 +191,37 @@ def test_assess_recommends_the_best_within_the_tolerances_of_the_first_half() ->
     assert tune.assess(base, worse, fm.Tolerances()).best is None
 
 
+def test_the_goal_says_whether_the_recommendation_reaches_it_and_which_points_do() -> None:
+    base = (_waits(6.0, 1.0, 10.0, 4.0, 50.0), _waits(5.0, 1.0, 10.0, 4.0, 50.0))
+    rows = [
+        _row(0.0, _waits(3.0, 1.0, 15.0, 4.0, 50.0), _waits(2.5, 1.0, 15.0, 4.0, 50.0)),
+        _row(72.0, _waits(3.5, 1.0, 10.5, 4.0, 60.0), _waits(3.6, 1.0, 9.0, 4.0, 60.0)),
+        _row(24.0, _waits(4.0, 1.0, 9.0, 4.0, 60.0), _waits(3.0, 1.0, 9.0, 4.0, 60.0)),
+    ]
+    procs, rules = 8, pbsched.Policy()
+    # the recommendation (row 1) holds the tolerances on the second half at -28 %; row 2
+    # gives -40 % within them; row 0 -50 % but breaks long jobs' p95
+    rep = tune.assess(base, rows, fm.Tolerances())
+    assert rep.best == 1 and rep.goal_pct == tune.GOAL_PCT == 40.0
+    assert tune.goal(rep) == (False, [2])
+    text = tune.format_report("t", rep, procs, rules, 900)
+    assert (
+        "goal: mean bsld -40 % on the second half within the tolerances: MISSED by the "
+        "recommendation; 1 point(s) of the front below reach it there" in text
+    )
+    obj = tune.as_json(rep, procs, rules, 900)["goal"]
+    assert obj == {"bsld_gain_pct": 40.0, "met": False, "front_reaching": [2]}
+    met = tune.assess(base, rows, fm.Tolerances(), goal_pct=28.0)
+    assert tune.goal(met) == (True, [1, 2])
+    assert "within the tolerances: met\n" in tune.format_report("t", met, procs, rules, 900)
+    assert tune.goal(tune.assess(base, rows, fm.Tolerances(), goal_pct=60.0)) == (False, [])
+    # the same gain beyond a tolerance is no gain reached
+    assert tune.goal(tune.assess(base, rows, fm.Tolerances(max_factor=1.1), 28.0)) == (
+        False,
+        [],
+    )
+
+
 def test_halves_and_waits_by_hand() -> None:
     # 4 jobs on 8 processors: a long one (25 h), short ones, one wide (>= 1/8: every job)
     rows = [
@@ -256,7 +287,8 @@ def test_cli_formula_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     [
         (["--search", "--policies", "fcfs-bf1"], "--search: not with --policies"),
         (["--search", "--long-p95-bound", "3"], "--search: not with --long-p95-bound"),
-        (["--p95-tolerance", "5"], "--p95-tolerance, --max-factor: only with --search"),
+        (["--p95-tolerance", "5"], "--p95-tolerance, --max-factor, --goal: only with --search"),
+        (["--goal", "30"], "--p95-tolerance, --max-factor, --goal: only with --search"),
     ],
 )
 def test_cli_search_refuses_what_it_does_not_use(

@@ -24,6 +24,7 @@ DEFAULT_SOURCES = "users,v1,v2,v3,perfect"
 SEARCH_SOURCES = "users,v3"  # --search: the baseline's and the hook's default predictor
 P95_TOLERANCE_PCT = 10.0  # softwalltime.replay.formula.Tolerances (a test checks)
 MAX_FACTOR = 2.0
+GOAL_PCT = 40.0  # softwalltime.replay.tune.GOAL_PCT
 CORRECTIONS = ("pbs", "simple", "power", "walltime")
 BACKFILL_BY = ("estimate", "walltime")  # softwalltime.replay.pbsched.BACKFILL_BY
 CLASSES = ("pbs", "rank", "none")  # softwalltime.replay.pbsched.CLASSES
@@ -305,6 +306,14 @@ def _add_search_options(p: Any) -> None:
         f"(default: {P95_TOLERANCE_PCT:g})",
     )
     p.add_argument(
+        "--goal",
+        type=bounded_number(0, 100),
+        metavar="PCT",
+        help="formula search: the gain to check for, mean bsld this many %% under the "
+        "baseline's on the second half within the tolerances; the output says whether the "
+        f"recommendation reaches it, and which points of the front do (default: {GOAL_PCT:g})",
+    )
+    p.add_argument(
         "--max-factor",
         type=bounded_number(1, 100),
         metavar="X",
@@ -524,7 +533,8 @@ def _formula_search(args: argparse.Namespace, names: List[str], opts: Dict[str, 
             tune.Row(c, fm.expression(c.params, procs), got[(path, 0, k)], got.get((path, 1, k)))
             for k, c in enumerate(cands)
         ]
-        rep = tune.assess((got[(path, 0, -1)], got[(path, 1, -1)]), rows, tol)
+        goal_pct = GOAL_PCT if args.goal is None else args.goal
+        rep = tune.assess((got[(path, 0, -1)], got[(path, 1, -1)]), rows, tol, goal_pct)
         if args.json:
             out.append(dict(tune.as_json(rep, procs, rules, refresh), source=path))
         else:
@@ -635,8 +645,8 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
     }
     if args.search:
         return _formula_search(args, names, opts)
-    if args.p95_tolerance is not None or args.max_factor is not None:
-        raise ConfigError("--p95-tolerance, --max-factor: only with --search")
+    if args.p95_tolerance is not None or args.max_factor is not None or args.goal is not None:
+        raise ConfigError("--p95-tolerance, --max-factor, --goal: only with --search")
     if args.policies:
         return _search(args, names, opts)
     if args.backfill_by:
