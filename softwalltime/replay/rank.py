@@ -282,15 +282,19 @@ GAME_NOW_S = 1_000_000_000  # the job's submit in learned_ranker's history
 
 
 def learned_ranker(
-    choices: ls.LearnedChoices,
+    choices: ls.LearnedChoices, paid: bool = False
 ) -> Callable[[int, Optional[int], Sequence[Row]], int]:
-    """The hook's rank ``learned`` of a site table's decisions, as a :func:`gaming_cost`
-    ranker: the history as the hook reads it, with the rows' ends one second apart, the
-    newest one second before the job's submit (the cheap jobs end just before it; only the
-    newest end matters, through the time since the user's last job ended)."""
+    """The hook's rank ``learned`` (``paid``: ``learned-paid``) of a site table's decisions,
+    as a :func:`gaming_cost` ranker: the history as the hook reads it, with the rows' ends
+    one second apart, the newest one second before the job's submit (the cheap jobs end
+    just before it; only the newest end matters, through the time since the user's last
+    job ended)."""
 
     def ranker(walltime_s: int, ncpus: Optional[int], history: Sequence[Row]) -> int:
         site = [(r[0], r[1], r[2], GAME_NOW_S - 1 - i) for i, r in enumerate(history)]
-        return ls.predict(choices, walltime_s, site, GAME_NOW_S).rank_s
+        own = ls.predict(choices, walltime_s, site, GAME_NOW_S).rank_s
+        if not paid:
+            return own
+        return hook_rank.paid_floor(walltime_s, ncpus, list(history[:HISTORY_ROWS]), own)
 
     return ranker

@@ -15,7 +15,8 @@ job's bin) depends on the site's table: by default the shipped prior
 (``prior.load_learned_prior``, what ``softwalltime calibrate`` starts from), with
 ``--table TRACE`` the table of a Learner replayed over that trace from empty (as
 ``evaluate --predictors learned`` replays it). Its history is the hook's: the cheap jobs end
-just before the big job's submit (the time since the last end is seconds).
+just before the big job's submit (the time since the last end is seconds). The rank
+``learned-paid`` is it with key-mean-paid's floor (``core.rank.paid_floor``).
 
     python tests/benchmarks/rank_gaming.py honest TRACE...
 
@@ -67,6 +68,7 @@ def main(table: Optional[str]) -> None:
     choices = learned_table(table)
     rankers: List[Tuple[str, Ranker]] = list(RANKERS)
     rankers.append(("learned", rank.learned_ranker(choices)))
+    rankers.append(("learned-paid", rank.learned_ranker(choices, paid=True)))
     print(f"job: {WALL // H} h x {CPUS} cpus = {WALL * CPUS / H:.0f} core-hours")
     print(f"learned's table: {table or 'the shipped prior'}")
     for who, honest in SCENARIOS:
