@@ -34,7 +34,7 @@ Hook path: Python 3.6+ syntax, standard library only, pure.
 
 import math
 from itertools import islice
-from typing import Iterable, List, Optional
+from typing import Iterable, List, Optional, Sequence
 
 from . import calibrated as cal
 
@@ -91,7 +91,7 @@ def paid_key_mean(walltime_s: int, ncpus: Optional[int], history: Iterable[cal.C
 
 
 def paid_floor(
-    walltime_s: int, ncpus: Optional[int], rows: List[cal.ClassRow], claim_s: int
+    walltime_s: int, ncpus: Optional[int], rows: Sequence[cal.ClassRow], claim_s: int
 ) -> int:
     """``claim_s`` (a rank in ``[1, walltime_s]``: the key mean, or the rank ``learned``'s
     value), no lower than the user's paid evidence for it allows: at least ``walltime_s **
