@@ -41,7 +41,7 @@ H = 3600
 WALL = 24 * H
 CPUS = 128
 SCENARIOS = (("new user", []), ("10 honest 20 h jobs", [(20 * H, WALL, CPUS)] * 10))
-Ranker = Callable[[int, Optional[int], Sequence[rank.Row]], int]
+Ranker = Callable[..., int]  # a ranker of core.rank or rank.learned_ranker
 RANKERS: Tuple[Tuple[str, Ranker], ...] = (
     ("key-mean (before)", hook_rank.unpaid_mean),
     ("key-mean-paid", hook_rank.paid_key_mean),

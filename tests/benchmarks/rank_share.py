@@ -1,14 +1,17 @@
 """The share of perfect's bsld gain each sort rank keeps (issue 31), under the recommended sorts.
 
     python tests/benchmarks/rank_share.py [TRACE ...] [--ranks key-mean,learned,learned-paid]
+        [--estimates v3]
 
 Per trace (default: KTH-SP2, SDSC-SP2, CTC-SP2, HPC2N), on PBS's model as ``softwalltime
 simulate --policies`` runs it (its defaults: the pbs correction, PBS's backfill rule and
 classes, scheduler_iteration 600, opt_backfill_fuzzy 60 s, the rank refreshed every
 15 min): base = the users' walltimes under ``fcfs-bf1``; per sort (``sjf.rank-bf1``,
 ``xfactor.rank-bf1``) perfect = perfect estimates with the perfect rank, and each rank of
-``--ranks`` with v3's soft walltimes. Share = (base - x) / (base - perfect), of the mean
-bsld. The same figures as::
+``--ranks`` with v3's soft walltimes (``--estimates``: another source's). Share = (base -
+x) / (base - perfect), of the mean bsld. The rank ``perfect`` (the run time) with v3's soft
+walltimes is what no rank can beat with them: the share the soft walltimes leave to the
+rank. The same figures as::
 
     softwalltime simulate --policies fcfs-bf1,sjf.rank-bf1,xfactor.rank-bf1 \\
         --estimates users,v3,perfect --rank-by RANK --json TRACE
@@ -54,21 +57,28 @@ def short_ranked_long(work: sim.Workload, ranks: Sequence[int]) -> float:
     return sum(ranks[k] > LONG_RANK_S for k in short) / len(short) if short else float("nan")
 
 
-def table(path: str, ranks: Sequence[str]) -> None:
+def make_ranker(name: str) -> pbsched.Ranker:
+    return pbsched.PerfectRanker() if name == "perfect" else pbsched.make_ranker(name)
+
+
+def table(path: str, ranks: Sequence[str], soft: str = "v3") -> None:
     work = sim.read_workload(path)
     procs = work.machine_procs
     if procs is None:
         sys.exit(f"rank_share: {path}: no MaxProcs header")
     work = sim.fit_machine(work, procs)
     base = run(work, procs, "fcfs-bf1", "users", None)
-    print(f"{Path(path).name}: {len(work.submit)} jobs; base users fcfs-bf1 bsld {base:.3f}")
+    print(
+        f"{Path(path).name}: {len(work.submit)} jobs; base users fcfs-bf1 bsld {base:.3f};"
+        f" soft walltimes {soft}"
+    )
     rows: Dict[Tuple[str, str], Tuple[float, float]] = {}
     tails: Dict[str, float] = {}
     for sort in SORTS:
         perfect = run(work, procs, sort, "perfect", pbsched.PerfectRanker())
         for name in ranks:
-            ranker = pbsched.make_ranker(name)
-            bsld = run(work, procs, sort, "v3", ranker)
+            ranker = make_ranker(name)
+            bsld = run(work, procs, sort, soft, ranker)
             gain = base - perfect
             rows[sort, name] = (bsld, (base - bsld) / gain if gain > 0 else float("nan"))
             if sort == SORTS[0]:
@@ -86,13 +96,15 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("traces", nargs="*", default=[str(p) for p in DEFAULT])
     parser.add_argument("--ranks", default=",".join(pbsched.RANK_BY))
+    parser.add_argument("--estimates", default="v3", help="the soft walltimes' source")
     args = parser.parse_args(argv)
     ranks = args.ranks.split(",")
+    known = (*pbsched.RANK_BY, "perfect")
     for name in ranks:
-        if name not in pbsched.RANK_BY:
-            sys.exit(f"rank_share: unknown rank {name!r} (known: {', '.join(pbsched.RANK_BY)})")
+        if name not in known:
+            sys.exit(f"rank_share: unknown rank {name!r} (known: {', '.join(known)})")
     for path in args.traces:
-        table(path, ranks)
+        table(path, ranks, args.estimates)
 
 
 if __name__ == "__main__":
