@@ -16,9 +16,11 @@ rank. The same figures as::
     softwalltime simulate --policies fcfs-bf1,sjf.rank-bf1,xfactor.rank-bf1 \\
         --estimates users,v3,perfect --rank-by RANK --json TRACE
 
-Also printed per rank, from the ``sjf.rank-bf1`` run: of the jobs that ran <= 10 min, the
-share whose rank (the last one given: at submit or at a refresh) is above 1 h, the tail
-that decides the share (``rank_gap.py``'s findings).
+Also printed per rank, from the ``sjf.rank-bf1`` run, the rank each job was last given (at
+submit or at a refresh): of the jobs that ran <= 10 min, the share ranked above 1 h (short
+jobs sorted behind long ones: the tail that decides the share in ``rank_gap.py``'s
+findings), and of the jobs that ran > 1 h, the share ranked <= 10 min (long jobs sorted
+ahead of short ones).
 """
 
 from __future__ import annotations
@@ -52,9 +54,15 @@ def run(
     return search.figures(policy, work, result).bsld_mean
 
 
-def short_ranked_long(work: sim.Workload, ranks: Sequence[int]) -> float:
+def tails(work: sim.Workload, ranks: Sequence[int]) -> Tuple[float, float]:
+    """Of the jobs of <= 10 min, the share ranked > 1 h; of those of > 1 h, ranked <= 10 min."""
     short = [k for k, r in enumerate(work.run) if r <= SHORT_S]
-    return sum(ranks[k] > LONG_RANK_S for k in short) / len(short) if short else float("nan")
+    long = [k for k, r in enumerate(work.run) if r > LONG_RANK_S]
+    nan = float("nan")
+    return (
+        sum(ranks[k] > LONG_RANK_S for k in short) / len(short) if short else nan,
+        sum(ranks[k] <= SHORT_S for k in long) / len(long) if long else nan,
+    )
 
 
 def make_ranker(name: str) -> pbsched.Ranker:
@@ -73,7 +81,7 @@ def table(path: str, ranks: Sequence[str], soft: str = "v3") -> None:
         f" soft walltimes {soft}"
     )
     rows: Dict[Tuple[str, str], Tuple[float, float]] = {}
-    tails: Dict[str, float] = {}
+    tail: Dict[str, Tuple[float, float]] = {}
     for sort in SORTS:
         perfect = run(work, procs, sort, "perfect", pbsched.PerfectRanker())
         for name in ranks:
@@ -82,14 +90,14 @@ def table(path: str, ranks: Sequence[str], soft: str = "v3") -> None:
             gain = base - perfect
             rows[sort, name] = (bsld, (base - bsld) / gain if gain > 0 else float("nan"))
             if sort == SORTS[0]:
-                tails[name] = short_ranked_long(work, ranker.rank)
+                tail[name] = tails(work, ranker.rank)
         print(f"  {sort}: perfect bsld {perfect:.3f}", flush=True)
-    print(
-        f"  {'rank':<14}" + "".join(f"{s + ' bsld/share':>28}" for s in SORTS) + "  <=10 min >1 h"
-    )
+    head = "".join(f"{s + ' bsld/share':>28}" for s in SORTS)
+    print(f"  {'rank':<14}{head}  <=10m ranked >1h  >1h ranked <=10m")
     for name in ranks:
         cells = "".join(f"{rows[s, name][0]:>20.3f} {rows[s, name][1]:>6.1%}" for s in SORTS)
-        print(f"  {name:<14}{cells}{tails[name]:>15.1%}", flush=True)
+        short, long = tail[name]
+        print(f"  {name:<14}{cells}{short:>18.1%}{long:>18.1%}", flush=True)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
