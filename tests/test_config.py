@@ -62,9 +62,13 @@ def test_lists_from_file_and_env(tmp_path):
         (
             {"rank": "key_mean"},
             "rank",
-            "must be one of off, key-mean, key-mean-paid, learned, got 'key_mean'",
+            "must be one of off, key-mean, key-mean-paid, learned, learned-paid, got 'key_mean'",
         ),
-        ({"rank": None}, "rank", "must be one of off, key-mean, key-mean-paid, learned, got None"),
+        (
+            {"rank": None},
+            "rank",
+            "must be one of off, key-mean, key-mean-paid, learned, learned-paid, got None",
+        ),
         ({"v1_jobs": 0}, "v1_jobs", "between 1 and 1000"),
         ({"reserve_s": "lots"}, "reserve_s", "expected an integer"),
         ({"dry_run": "maybe"}, "dry_run", "expected true or false"),

@@ -383,3 +383,36 @@ def test_rank_is_not_set_again_nor_in_a_dry_run():
     assert rank(rows=None) == (None, None, "")
     job = JobEvent("queuejob", "alice", "workq", 3600, None)
     assert _rank(job, _settings(), CLASSES, None) == (None, None, "")  # rank off
+
+
+def learned_decision(rank, ncpus, rows):
+    """The predictor learned with a table whose rank rule is "last" in every bin (the soft
+    walltime's v3), for a job of 24 h x ``ncpus`` after ``rows`` ``(runtime, walltime,
+    ncpus)``, newest first, the newest ended a second before the submit."""
+    from softwalltime.core import learned
+    from softwalltime.core import learned_site as ls
+
+    now = 10**9
+    site_rows = [(r, w, n, now - 1 - k) for k, (r, w, n) in enumerate(rows)]
+    last = learned.RULES.index("last")
+    table = ls.LearnedChoices([learned.R_V3] * learned.FINE, [last] * learned.FINE, 1.0, 0, 0, 0)
+    reader = ls.LearnedFetch(lambda user, limit: (site_rows, rows), lambda: table, lambda: now)
+    settings = load_settings(environ={}, overrides={"rank": rank, "predictor": "learned"})
+    job = JobEvent("queuejob", "alice", "workq", DAY, None, ncpus=ncpus)
+    return decide(job, settings, BothFetch(), learned=reader)
+
+
+def test_rank_learned_paid_asks_the_history_to_have_paid_for_the_jump():
+    cheap = [(1, DAY, 1)]  # one 1-second 1-cpu job of the same walltime
+    assert learned_decision("learned", 128, cheap).rank_to_set_s == 1
+    d = learned_decision("learned-paid", 128, cheap)
+    # it paid 1 core-second of 86,400 x 128: the floor is about the walltime
+    assert d.rank_to_set_s == -(-(DAY ** (1 - 1 / (DAY * 128))) // 1) > DAY - 60
+    assert d.reason.endswith(f"; rank learned-paid={d.rank_to_set_s} s set")
+    # honest evidence paid for it: 2 jobs that ran 13 h of the job's 128 cpus (a cost
+    # above the job's 3,072 core-h), the newest ran 12 h: the rank is learned's, 12 h
+    honest = [(12 * 3600, DAY, 128), (13 * 3600, DAY, 128), (13 * 3600, DAY, 128)]
+    assert learned_decision("learned", 128, honest).rank_to_set_s == 12 * 3600
+    assert learned_decision("learned-paid", 128, honest).rank_to_set_s == 12 * 3600
+    # no rows: learned's own (v3 without history: the walltime), no floor to apply
+    assert learned_decision("learned-paid", 128, []).rank_to_set_s == DAY

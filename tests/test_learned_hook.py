@@ -239,6 +239,10 @@ def test_rank_learned_needs_predictor_learned():
         load_settings(environ={}, overrides={"rank": "learned"})
     settings = load_settings(environ={}, overrides={"rank": "learned", "predictor": "learned"})
     assert settings.rank == "learned"
+    with pytest.raises(ConfigError, match="rank learned-paid needs predictor learned"):
+        load_settings(environ={}, overrides={"rank": "learned-paid", "predictor": "v3"})
+    paid = load_settings(environ={}, overrides={"rank": "learned-paid", "predictor": "learned"})
+    assert paid.rank == "learned-paid"
 
 
 def _add(dsn, user, rows, base):
@@ -284,11 +288,11 @@ ALICE = [(H, 10 * H, 4), (2 * H, 10 * H, 4), (H + 600, 10 * H, 4), (5 * H, 10 * 
 BASE = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def _hook_config(pbs, dsn, tmp_path):
+def _hook_config(pbs, dsn, tmp_path, rank="learned"):
     _add(dsn, "alice", ALICE, BASE)
     pbs.define_resource("softwalltime_rank", int)
     config = tmp_path / "softwalltime.CF"
-    config.write_text(json.dumps({"dsn": dsn, "predictor": "learned", "rank": "learned",
+    config.write_text(json.dumps({"dsn": dsn, "predictor": "learned", "rank": rank,
                                   "debug": True}))  # fmt: skip
     pbs.hook_config_filename = str(config)
 
@@ -329,3 +333,23 @@ def test_the_hook_sets_learneds_soft_walltime_and_rank(pbs, fresh_dsn, tmp_path)
     job = pbs.job(resources={"walltime": "20:00:00", "ncpus": 4}, queue="")
     pbs.new_event(pbs.QUEUEJOB, "alice", job)
     assert pbs.run_hook(HOOK)["soft_walltime"] == 10 * H + 900
+
+
+def test_the_hook_floors_learneds_rank_by_the_paid_evidence(pbs, fresh_dsn, tmp_path):
+    """rank learned-paid, a table whose rank rule is "last" everywhere: bob's one 1-second
+    1-cpu job ranks his 10 h x 4-cpu job at about its walltime (it paid 1 core-second of
+    144,000), where rank learned gives 1 s; alice's honest 5 h x 4 run pays for its 5 h."""
+    _hook_config(pbs, fresh_dsn, tmp_path, rank="learned-paid")
+    _add(fresh_dsn, "bob", [(1, 10 * H, 1)], BASE)
+    last = [learned.RULES.index("last")] * learned.FINE
+    store_choices(fresh_dsn, {"rule_set": ls.RULE_SET, "soft": last, "rank": last})
+    ranks, lines = {}, []
+    for user in ("bob", "alice"):
+        job = pbs.job(resources={"walltime": "10:00:00", "ncpus": 4}, queue="")
+        pbs.new_event(pbs.QUEUEJOB, user, job)
+        pbs.run_hook(HOOK)
+        ranks[user] = job.Resource_List["softwalltime_rank"]
+        lines += [m for level, m in pbs.logged if level == pbs.EVENT_DEBUG]
+    assert ranks == {"bob": -(-((10 * H) ** (1 - 1 / (10 * H * 4))) // 1), "alice": 5 * H}
+    assert ranks["bob"] > 10 * H - 10
+    assert any(f"rank learned-paid={ranks['bob']} s set" in m for m in lines)

@@ -305,3 +305,85 @@ def test_cli_rank_table_and_settings(capsys: pytest.CaptureFixture[str]) -> None
     argv = ["simulate", "--procs", "2176", "--rank-refresh", "900", str(CERIT)]
     assert cli.main(argv) == 1
     assert "--rank-refresh: only with --policies" in capsys.readouterr().err
+
+
+# --- the rank learned
+
+
+def _spaced(n: int) -> sim.Workload:
+    # 1 processor, job k submitted at 1000 k and run at once (the previous one has ended):
+    # users a and b, walltimes 1000 and 2000, run times that vary
+    rows = [("ab"[k % 2], 1000 * k, 1000 + 1000 * (k % 3 == 0), (k * 37) % 900 + 1, 1)
+            for k in range(n)]  # fmt: skip
+    return _work(rows, 1)
+
+
+@pytest.mark.parametrize("paid", [False, True])
+def test_learned_ranker_learns_online_from_the_jobs_ended(paid: bool) -> None:
+    """Each job's rank at submit is what a Learner fed with every job ended by then, in end
+    order, gives for its user's ended jobs and the time since the newest ended (floored by
+    the paid evidence for learned-paid): no future job is read."""
+    from softwalltime.core import learned
+
+    work = _spaced(260)
+    name = "learned-paid" if paid else "learned"
+    ranker = pbsched.make_ranker(name, 0)
+    assert isinstance(ranker, pbsched.LearnedRanker) and ranker.name == name
+    result = pbsched.simulate_pbs(work, sim.make_source("v3"), 1, pbsched.parse_policy(
+        "sjf.rank-bf1"), ranker=ranker)  # fmt: skip
+    assert result.start == work.submit  # each ran at once, ended before the next arrived
+    table = learned.Learner()
+    rows: Dict[str, List[Tuple[int, int, int]]] = {}
+    expected, rules = [], set()
+    for k in range(len(work.submit)):
+        user, wall, run = work.user[k], work.wall[k], work.run[k]
+        mine = rows.setdefault(user, [])
+        out = learned.outcome(wall, mine, work.submit[k])
+        rule = table.rank_rule(out)
+        value = out.softs[rule]
+        if paid:
+            evidence = [(r, w, 1) for r, w, _end in mine]
+            value = hook_rank.paid_floor(wall, 1, evidence, value)
+        expected.append(value)
+        rules.add(rule)
+        table.update(out, run, out.softs[learned.R_V3], None)
+        mine.insert(0, (run, wall, work.submit[k] + run))
+    assert ranker.rank == expected
+    assert len(rules - {learned.R_V3}) >= 1  # past 100 jobs the table chose other rules
+    assert ranker.table.n_site == len(work.submit) - 2  # each user's first had no history
+
+
+def test_make_ranker_and_the_settings_of_a_learned_rank() -> None:
+    assert type(pbsched.make_ranker("key-mean")) is pbsched.Ranker
+    assert pbsched.make_ranker("learned").name == "learned"
+    with pytest.raises(ValueError, match="unknown rank 'v3'"):
+        pbsched.make_ranker("v3")
+    lines = pbsched.pbs_settings(pbsched.parse_policy("sjf.rank-bf1"), 900, "learned-paid")
+    assert '# hook config: "predictor": "learned", "rank": "learned-paid" (the rank needs' in (
+        "\n".join(lines)
+    )
+    from softwalltime.cli import simulate as cli_simulate
+
+    assert cli_simulate.RANK_BY == pbsched.RANK_BY  # the CLI's copy (it imports lazily)
+
+
+@pytest.mark.slow
+def test_cli_ranks_by_learned(capsys: pytest.CaptureFixture[str]) -> None:
+    from softwalltime import cli
+
+    argv = ["simulate", "--procs", "2176", "--estimates", "v3", "--rank-by", "learned"]
+    argv += ["--policies", "fcfs-bf1,xfactor.rank-bf1", "--json", str(CERIT)]
+    assert cli.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rank"] == {"resource": "softwalltime_rank", "name": "learned", "refresh_s": 900}
+    rows = {c["policy"]: c for c in out["configurations"]}
+    assert rows["xfactor.rank-bf1"]["rank"] == "learned" and rows["fcfs-bf1"]["rank"] == ""
+    argv[argv.index("learned")] = "key-mean"
+    assert cli.main(argv) == 0
+    keymean = json.loads(capsys.readouterr().out)["configurations"]
+    got = {c["policy"]: c["bsld_mean"] for c in keymean}
+    assert got["xfactor.rank-bf1"] != rows["xfactor.rank-bf1"]["bsld_mean"]  # another rank
+    assert got["fcfs-bf1"] == rows["fcfs-bf1"]["bsld_mean"]  # fcfs reads no rank
+    # --rank-by is the policy search's
+    assert cli.main(["simulate", "--procs", "2176", "--rank-by", "learned", str(CERIT)]) == 1
+    assert "--rank-by: only with --policies" in capsys.readouterr().err

@@ -148,3 +148,23 @@ def test_gaming_a_24_h_128_cpu_job_costs_at_least_the_job_itself():
         assert after is None
         hour = rank.gaming_cost(hook_rank.paid_key_mean, day, cpus, history, 3600, (1, cpus))
         assert hour is not None and hour[0] >= 870
+
+
+def test_the_learned_rank_of_the_shipped_prior_costs_one_cheap_job():
+    # issue 31, before any defence: with the shipped prior's table, one 1-second 1-cpu job of
+    # the same walltime, ended just before the submit, ranks a 24 h x 128-cpu job at 1 s,
+    # with or without an honest past of 20 h jobs
+    from softwalltime.core import learned_site as ls
+    from softwalltime.replay.prior import load_learned_prior
+
+    ranker = rank.learned_ranker(ls.LearnedChoices.from_learner(load_learned_prior()))
+    day, cpus = 86400, 128
+    assert ranker(day, cpus, []) == day  # no history: the walltime
+    paid = rank.learned_ranker(ls.LearnedChoices.from_learner(load_learned_prior()), paid=True)
+    for history in ([], [(20 * 3600, day, cpus)] * 10):
+        assert rank.gaming_cost(ranker, day, cpus, history, 1, (1, cpus)) == (1 / 3600, 1, 1, 1)
+        # learned-paid: rank 1 s out of reach within the hook's 100 rows, rank 1 h costs
+        # 875 core-h (41 jobs of 10 min x 128), as key-mean-paid
+        assert rank.gaming_cost(paid, day, cpus, history, 1, (1, cpus)) is None
+        hour = rank.gaming_cost(paid, day, cpus, history, 3600, (1, cpus))
+        assert hour is not None and hour[1:] == (41, 600, cpus) and hour[0] >= 870

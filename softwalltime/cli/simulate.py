@@ -29,6 +29,7 @@ CORRECTIONS = ("pbs", "simple", "power", "walltime")
 BACKFILL_BY = ("estimate", "walltime")  # softwalltime.replay.pbsched.BACKFILL_BY
 CLASSES = ("pbs", "rank", "none")  # softwalltime.replay.pbsched.CLASSES
 RANK_REFRESH_S = 900  # softwalltime.replay.pbsched.DEFAULT_RANK_REFRESH_S
+RANK_BY = ("key-mean", "learned", "learned-paid")  # softwalltime.replay.pbsched.RANK_BY
 DEFAULT_FUZZY_S = 60  # softwalltime.replay.pbsched.DEFAULT_FUZZY_S
 WIDE_MAX_FACTOR = 3  # softwalltime.replay.search.WIDE_MAX_FACTOR (a test checks)
 MAX_BOUND_H = 87600.0  # the bounds an admin sets for --policies: at most 10 years of waiting
@@ -132,7 +133,10 @@ from the user's jobs that have ended in the simulation and, for queued jobs whos
 a job end since, again at the first cycle of every --rank-refresh seconds (900, as the
 softwalltime refresh timer; 0: at submit only). It is the same for every estimate source
 (the soft walltime varies); with perfect estimates the rank is the run time too, so that
-perfect is the ideal for a rank policy as well.
+perfect is the ideal for a rank policy as well. --rank-by learned ranks by the predictor
+learned's own rank instead (its rule of best accuracy in the job's bin, the site table
+learning from empty at every job end in the simulation), learned-paid by that rank floored
+by the user's paid evidence (the hook's settings rank = learned, learned-paid).
 """
 
 EPILOG = """\
@@ -191,6 +195,14 @@ def register(sub: Any) -> None:
         help="policy search: queued jobs are ranked again (softwalltime_rank, for the *.rank "
         "sorts) at the first cycle of every SECONDS, as the softwalltime refresh timer "
         f"does (default: {RANK_REFRESH_S}; 0: the rank is set at submit only)",
+    )
+    p.add_argument(
+        "--rank-by",
+        choices=RANK_BY,
+        help="policy search: the rank the *.rank sorts read (softwalltime_rank, the hook's "
+        "setting rank): key-mean; learned, the predictor learned's own, its site table "
+        "learning online from the jobs ended in the simulation; learned-paid, learned's "
+        "floored by the user's paid evidence (default: key-mean)",
     )
     p.add_argument(
         "--long-p95-bound",
@@ -336,7 +348,10 @@ def _run_policy(task: Tuple[str, str, str, Dict[str, Any]]) -> Tuple[str, Any, f
     if pbsched.sort_formula(parsed.job_sort_formula).reads_rank:
         # the rank is the same for every source; perfect estimates come with a perfect rank
         perfect = name == sim.PERFECT
-        ranker = pbsched.PerfectRanker() if perfect else pbsched.Ranker(opts["rank_refresh_s"])
+        refresh = opts["rank_refresh_s"]
+        ranker = (
+            pbsched.PerfectRanker() if perfect else pbsched.make_ranker(opts["rank_by"], refresh)
+        )
     started = time.perf_counter()
     result = pbsched.simulate_pbs(
         work,
@@ -380,6 +395,7 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
     opts["classes"] = args.classes or pbsched.CLASSES_PBS
     opts["fuzzy"] = _fuzzy_or_default(args)
     refresh = opts["rank_refresh_s"] = _rank_refresh(args)
+    opts["rank_by"] = args.rank_by or RANK_BY[0]
     tasks = [(path, pol, name, opts) for path in args.sources for pol in policies for name in names]
     if args.jobs > 1 and len(tasks) > 1:
         import multiprocessing
@@ -499,6 +515,7 @@ def _formula_search(args: argparse.Namespace, names: List[str], opts: Dict[str, 
             ("--refresh-every", args.refresh_every),
             ("--long-p95-bound", args.long_p95_bound is not None),
             ("--wide-max-bound", args.wide_max_bound is not None),
+            ("--rank-by", args.rank_by is not None),
         )
         if used
     ]
@@ -657,6 +674,8 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("--backfill-fuzzy: only with --policies or --search (PBS's scheduler)")
     if args.rank_refresh is not None:
         raise ConfigError("--rank-refresh: only with --policies (the *.rank sorts)")
+    if args.rank_by is not None:
+        raise ConfigError("--rank-by: only with --policies (the *.rank sorts)")
     tasks = [(path, name, opts) for path in args.sources for name in names]
     if args.jobs > 1 and len(tasks) > 1:
         import multiprocessing

@@ -158,10 +158,12 @@ DEFAULTS: Dict[str, Any] = {
 HISTORY_SCOPES = ("all", "server")
 # The sort rank the hook publishes beside the soft walltime (core/rank.py): off, or
 # key-mean in the custom resource softwalltime_rank (``hooks install --rank`` creates it);
-# "learned" is the predictor learned's own rank (core/learned_site.py: that predictor only)
+# "learned" is the predictor learned's own rank (core/learned_site.py: that predictor only),
+# "learned-paid" the same no lower than the user's paid evidence allows (core/rank.py)
 RANK_OFF = "off"
 RANK_LEARNED = "learned"
-RANKS = (RANK_OFF, "key-mean", "key-mean-paid", RANK_LEARNED)
+RANK_LEARNED_PAID = "learned-paid"
+RANKS = (RANK_OFF, "key-mean", "key-mean-paid", RANK_LEARNED, RANK_LEARNED_PAID)
 
 _LIST_KEYS = (
     "users_allow",
@@ -445,10 +447,10 @@ def load_settings(
             origins[key] = "--" + key.replace("_", "-")
             sources.append("--" + key.replace("_", "-"))
 
-    if values["rank"] == RANK_LEARNED and values["predictor"] != RANK_LEARNED:
+    if values["rank"] in (RANK_LEARNED, RANK_LEARNED_PAID) and values["predictor"] != RANK_LEARNED:
         raise ConfigError(
-            "{}: rank learned needs predictor learned (its table and rows), not {!r}".format(
-                origins["rank"], values["predictor"]
+            "{}: rank {} needs predictor learned (its table and rows), not {!r}".format(
+                origins["rank"], values["rank"], values["predictor"]
             )
         )
     return Settings(source=", ".join(sources), origins=tuple(origins.items()), **values)

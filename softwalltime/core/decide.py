@@ -25,10 +25,11 @@ With ``rank`` on (``key-mean``), the decision also carries the job's sort rank
 (:data:`softwalltime.core.rank.RANKERS`, for ``Resource_List.softwalltime_rank``),
 from the same history read (one query: :meth:`fetch.both` for v1/v2/v3, the class rows of
 ``calibrated``, the rows of ``learned``; the rank ``learned`` is that predictor's own,
-:mod:`softwalltime.core.learned_site`). Rules 1 to 4 leave the rank alone too, and so
-does a ``runjob`` kept by ``runjob_min_wait_s``; a soft walltime kept (a manager's, or
-unchanged) does not keep the rank from being set; a rank equal to the job's is not set
-again; ``dry_run`` sets none.
+:mod:`softwalltime.core.learned_site`, and ``learned-paid`` the same floored by the
+user's paid evidence, :func:`softwalltime.core.rank.paid_floor`). Rules 1 to 4 leave the
+rank alone too, and so does a ``runjob`` kept by ``runjob_min_wait_s``; a soft walltime
+kept (a manager's, or unchanged) does not keep the rank from being set; a rank equal to
+the job's is not set again; ``dry_run`` sets none.
 
 Hook path: Python 3.6+ syntax, standard library only.
 """
@@ -38,7 +39,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 from . import calibrated as cal
 from . import learned_site as ls
 from .predict import HistoryRow, Prediction, PredictorParams, predict
-from .rank import RANK_RESOURCE, RANKERS
+from .rank import RANK_RESOURCE, RANKERS, paid_floor
 
 EVENTS = ("queuejob", "runjob", "modifyjob")
 # The hook's mark: the soft walltime it set, in seconds, in a custom resource of this name
@@ -244,13 +245,18 @@ def _rank(
     job: JobEvent, settings: Any, rows: Optional[Sequence[cal.ClassRow]], own: Optional[int]
 ) -> Tuple[Optional[int], Optional[int], str]:
     """The job's rank from the rank's history ``rows`` (the rank ``learned``: ``own``, the
-    predictor's): ``(rank to set, rank computed, log text)``; none to set when it equals
-    the job's (``existing_rank_s``) or in a dry run; all None and "" with the rank off or
-    without rows."""
+    predictor's; ``learned-paid``: ``own`` floored by the paid evidence of ``rows``):
+    ``(rank to set, rank computed, log text)``; none to set when it equals the job's
+    (``existing_rank_s``) or in a dry run; all None and "" with the rank off or without
+    rows."""
     ranker = RANKERS.get(settings.rank)
     walltime_s = job.walltime_s
     if settings.rank == ls.RANK_NAME:
         rank = own
+    elif settings.rank == ls.RANK_PAID_NAME:
+        if own is None or rows is None or walltime_s is None:
+            return None, None, ""
+        rank = paid_floor(walltime_s, job.ncpus, list(rows[: cal.HISTORY_ROWS]), own)
     elif ranker is None or rows is None or walltime_s is None:
         return None, None, ""
     else:

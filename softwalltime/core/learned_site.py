@@ -13,7 +13,11 @@ and every job of a table with fewer than ``MIN_SITE_JOBS`` jobs or of a site nev
 calibrated, gets v3, as in :mod:`~softwalltime.core.learned`.
 
 The rank ``learned`` (setting ``rank``) is the soft walltime of the rank's rule (the best
-accuracy alone: a typical run time, not a safe one), from the same rows and table.
+accuracy alone: a typical run time, not a safe one), from the same rows and table. The
+rank ``learned-paid`` is the same, no lower than the user's paid evidence for it allows
+(:func:`softwalltime.core.rank.paid_floor`, from the rank's rows ``(runtime_s, walltime_s,
+ncpus)``): one cheap job ranks a big one at 1 s under ``learned`` (the rules ``last`` and
+``median`` follow it), not under ``learned-paid``.
 
 Hook path: Python 3.6+ syntax, standard library only, pure.
 """
@@ -26,6 +30,7 @@ from .calibrated import ClassRow
 
 NAME = learned.NAME
 RANK_NAME = "learned"  # the setting rank's value (predictor learned only)
+RANK_PAID_NAME = "learned-paid"  # learned's rank with the paid-evidence floor (core/rank.py)
 HISTORY_ROWS = learned.HISTORY_ROWS
 
 # One row the hook reads: (runtime_s, walltime_s > 0, ncpus or None, end_s), newest first

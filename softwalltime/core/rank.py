@@ -34,7 +34,7 @@ Hook path: Python 3.6+ syntax, standard library only, pure.
 
 import math
 from itertools import islice
-from typing import Iterable, List, Optional
+from typing import Iterable, List, Optional, Sequence
 
 from . import calibrated as cal
 
@@ -87,15 +87,27 @@ def paid_key_mean(walltime_s: int, ncpus: Optional[int], history: Iterable[cal.C
         first (the hook's one query; at most ``calibrated.HISTORY_ROWS`` are read)
     """
     rows = list(islice(history, cal.HISTORY_ROWS))
-    mean = unpaid_mean(walltime_s, ncpus, rows)
-    if mean >= walltime_s:
+    return paid_floor(walltime_s, ncpus, rows, unpaid_mean(walltime_s, ncpus, rows))
+
+
+def paid_floor(
+    walltime_s: int, ncpus: Optional[int], rows: Sequence[cal.ClassRow], claim_s: int
+) -> int:
+    """``claim_s`` (a rank in ``[1, walltime_s]``: the key mean, or the rank ``learned``'s
+    value), no lower than the user's paid evidence for it allows: at least ``walltime_s **
+    (1 - paid)``, rounded up (module docstring).
+
+    :param rows: the user's finished jobs ``(runtime_s, walltime_s, ncpus)``, newest end
+        first (every one is read: the caller keeps at most ``calibrated.HISTORY_ROWS``)
+    """
+    if claim_s >= walltime_s:
         return walltime_s
     width = ncpus if ncpus and ncpus > 0 else 1
-    paid = evidence_cost(rows, mean) / (walltime_s * width)
+    paid = evidence_cost(rows, claim_s) / (walltime_s * width)
     if paid >= 1:
-        return mean
+        return claim_s
     floor = int(math.ceil(walltime_s ** (1.0 - paid)))
-    return max(mean, min(floor, walltime_s))
+    return max(claim_s, min(floor, walltime_s))
 
 
 RANKERS = {NAME: key_mean, PAID_NAME: paid_key_mean}

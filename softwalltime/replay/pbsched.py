@@ -61,6 +61,7 @@ from typing import (
     Tuple,
 )
 
+from ..core import learned
 from ..core import rank as hook_rank
 from .corrections import CORRECTIONS, PBS, SIMPLE_MARGIN_S, extended_estimate
 from .easy import SimResult
@@ -320,10 +321,13 @@ def _check_rules(backfill_by: str, classes: str) -> None:
         raise ValueError(f"classes must be one of {CLASSES}, not {classes!r}")
 
 
-def pbs_settings(policy: Policy, rank_refresh_s: int = DEFAULT_RANK_REFRESH_S) -> List[str]:
+def pbs_settings(
+    policy: Policy, rank_refresh_s: int = DEFAULT_RANK_REFRESH_S, rank: str = hook_rank.NAME
+) -> List[str]:
     """The ``qmgr`` commands and ``sched_config`` lines that express ``policy`` on PBS; for a
     formula that reads the rank, also the custom resource, the hook setting that publishes
-    it and the timer that refreshes it (``rank_refresh_s``, as simulated; 0: none)."""
+    it (``rank``, as simulated) and the timer that refreshes it (``rank_refresh_s``, as
+    simulated; 0: none)."""
     formula = sort_formula(policy.job_sort_formula)
     lines = []
     if formula.reads_rank:
@@ -344,9 +348,13 @@ def pbs_settings(policy: Policy, rank_refresh_s: int = DEFAULT_RANK_REFRESH_S) -
     if policy.classes == CLASSES_RANK:
         lines.append(f"# $PBS_HOME/sched_priv/sched_config: {SCHED_RESOURCES_RANK}")
     if formula.reads_rank:
-        lines.append(
-            f'# hook config: "rank": "{hook_rank.NAME}" (softwalltime hooks install --rank)'
-        )
+        if rank == hook_rank.NAME:
+            lines.append(f'# hook config: "rank": "{rank}" (softwalltime hooks install --rank)')
+        else:  # learned, learned-paid: that predictor's, and its soft walltimes with it
+            lines.append(
+                f'# hook config: "predictor": "learned", "rank": "{rank}" (the rank needs the'
+                " predictor: the soft walltimes are then learned's, not the source simulated)"
+            )
         if rank_refresh_s == DEFAULT_RANK_REFRESH_S:
             lines.append(
                 "# refresh timer: softwalltime refresh every 15 min re-ranks queued jobs "
@@ -441,6 +449,75 @@ class PerfectRanker(Ranker):
 
     def value(self, j: int) -> int:
         return self.work.run[j]
+
+
+class LearnedRanker(Ranker):
+    """The hook's rank ``learned`` (``paid``: ``learned-paid``, floored by the user's paid
+    evidence, :func:`~softwalltime.core.rank.paid_floor`): the value of the rule of best
+    accuracy in the job's bin (:meth:`~softwalltime.core.learned.Learner.rank_rule`).
+
+    Online, as :class:`~.sources.CalibratedSource` and ``evaluate`` learn: the site table
+    starts empty (the shipped prior holds HPC2N and CTC-SP2: the future of two of the
+    traces simulated) and learns each job when it ends in the simulation, from the outcome
+    its rank was last computed with; a job's bins and rules read the user's jobs ended in
+    the simulation (at most ``learned.HISTORY_ROWS``, with their ends) and the time since
+    the newest ended. The cells learnt do not depend on the soft walltime the job got
+    (only lambda does, which the rank does not read): the update is given v3's. The table
+    learns at every end, where a site's is rewritten by each ``softwalltime calibrate``.
+    """
+
+    def __init__(self, refresh_s: int = DEFAULT_RANK_REFRESH_S, paid: bool = False) -> None:
+        super().__init__(refresh_s)
+        self.paid = paid
+        self.name = RANK_LEARNED_PAID if paid else RANK_LEARNED
+
+    def bind(self, work: Workload) -> None:
+        super().bind(work)
+        self.table = learned.Learner()
+        self.rows: Dict[str, List[learned.Row]] = {}  # per user, newest end first
+        self.outcome: Dict[int, learned.Outcome] = {}  # job -> its last rank's outcome
+        self.now = 0
+
+    def value(self, j: int) -> int:
+        w = self.work
+        user, wall = w.user[j], w.wall[j]
+        out = learned.outcome(wall, self.rows.get(user, ()), self.now)
+        self.outcome[j] = out
+        rank = out.softs[self.table.rank_rule(out)]
+        if self.paid:
+            rank = hook_rank.paid_floor(wall, w.procs[j], self.history.of(user), rank)
+        return rank
+
+    def on_submit(self, j: int, now: int) -> None:
+        self.now = now
+        super().on_submit(j, now)
+
+    def refresh(self, queue: Sequence[int], now: int) -> List[int]:
+        self.now = now
+        return super().refresh(queue, now)
+
+    def on_end(self, j: int, now: int) -> None:
+        w = self.work
+        out = self.outcome.pop(j)
+        self.table.update(out, w.run[j], out.softs[learned.R_V3], None)
+        rows = self.rows.setdefault(w.user[j], [])
+        rows.insert(0, (w.run[j], w.wall[j], now))
+        del rows[learned.HISTORY_ROWS :]
+        super().on_end(j, now)
+
+
+RANK_LEARNED = "learned"
+RANK_LEARNED_PAID = "learned-paid"
+RANK_BY = (hook_rank.NAME, RANK_LEARNED, RANK_LEARNED_PAID)  # simulate --rank-by
+
+
+def make_ranker(name: str, refresh_s: int = DEFAULT_RANK_REFRESH_S) -> Ranker:
+    """The ranker called ``name`` (:data:`RANK_BY`)."""
+    if name == hook_rank.NAME:
+        return Ranker(refresh_s)
+    if name in (RANK_LEARNED, RANK_LEARNED_PAID):
+        return LearnedRanker(refresh_s, paid=name == RANK_LEARNED_PAID)
+    raise ValueError(f"unknown rank {name!r}; known: {', '.join(RANK_BY)}")
 
 
 # ---------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ import random
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from ..core import calibrated as cal
+from ..core import learned_site as ls
 from ..core import rank as hook_rank
 from ..core.predict import predict
 
@@ -275,3 +276,25 @@ def gaming_cost(
                         best = (cost, n, run_s, width)
                     break
     return best
+
+
+GAME_NOW_S = 1_000_000_000  # the job's submit in learned_ranker's history
+
+
+def learned_ranker(
+    choices: ls.LearnedChoices, paid: bool = False
+) -> Callable[[int, Optional[int], Sequence[Row]], int]:
+    """The hook's rank ``learned`` (``paid``: ``learned-paid``) of a site table's decisions,
+    as a :func:`gaming_cost` ranker: the history as the hook reads it, with the rows' ends
+    one second apart, the newest one second before the job's submit (the cheap jobs end
+    just before it; only the newest end matters, through the time since the user's last
+    job ended)."""
+
+    def ranker(walltime_s: int, ncpus: Optional[int], history: Sequence[Row]) -> int:
+        site = [(r[0], r[1], r[2], GAME_NOW_S - 1 - i) for i, r in enumerate(history)]
+        own = ls.predict(choices, walltime_s, site, GAME_NOW_S).rank_s
+        if not paid:
+            return own
+        return hook_rank.paid_floor(walltime_s, ncpus, list(history[:HISTORY_ROWS]), own)
+
+    return ranker

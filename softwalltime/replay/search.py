@@ -168,13 +168,20 @@ def _policy(name: str, rules: pbsched.Policy) -> pbsched.Policy:
     )
 
 
+def rank_name(rows: Sequence[Figures]) -> str:
+    """The rank the rows' ``*.rank`` sorts read but with perfect estimates (``key-mean``,
+    unless ``simulate --rank-by`` chose another)."""
+    names = sorted({r.rank for r in rows if r.rank and r.rank != pbsched.PerfectRanker.name})
+    return ",".join(names) or hook_rank.NAME
+
+
 def rank_note(rows: Sequence[Figures], rank_refresh_s: int) -> Optional[str]:
     """What the rank policies' rows sorted by, if any row read the rank."""
     if not any(r.rank for r in rows):
         return None
     every = f"refreshed every {rank_refresh_s} s" if rank_refresh_s else "set at submit only"
     return (
-        f"*.rank: sorted by {pbsched.RANK} = the user's {hook_rank.NAME} ({every}) with every "
+        f"*.rank: sorted by {pbsched.RANK} = the user's {rank_name(rows)} ({every}) with every "
         "estimate source (users: the rank alone, not recommended as the hook sets both); "
         "with perfect estimates the rank is the run time too"
     )
@@ -239,7 +246,7 @@ def format_search(
         f"{rules.backfill_by} (best mean bsld {best.bsld_mean:.2f}; {why})"
     )
     policy = _policy(best.policy, rules)
-    lines.extend("  " + s for s in pbsched.pbs_settings(policy, rank_refresh_s))
+    lines.extend("  " + s for s in pbsched.pbs_settings(policy, rank_refresh_s, rank_name(rows)))
     return "\n".join(lines) + "\n"
 
 
@@ -260,11 +267,11 @@ def as_json(
     if best is not None:
         rec = dict(best._asdict())
         policy = _policy(best.policy, rules)
-        rec["pbs_settings"] = pbsched.pbs_settings(policy, rank_refresh_s)
+        rec["pbs_settings"] = pbsched.pbs_settings(policy, rank_refresh_s, rank_name(rows))
     rank = None
     if any(r.rank for r in rows):
         # each row's "rank" says which ranked it: key-mean, or perfect with perfect estimates
-        rank = {"resource": pbsched.RANK, "name": hook_rank.NAME, "refresh_s": rank_refresh_s}
+        rank = {"resource": pbsched.RANK, "name": rank_name(rows), "refresh_s": rank_refresh_s}
     return {
         "backfill_by": rules.backfill_by,
         "classes": rules.classes,

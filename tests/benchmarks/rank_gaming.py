@@ -10,6 +10,14 @@ alone (``unpaid_mean``, the rank until issue 31) and with the published rank
 honest 20 h x 128-cpu runs of the same walltime. "never" means not within 100 cheap jobs
 (the hook reads 100 rows).
 
+The rank ``learned`` (the predictor ``learned``'s own: the rule of best accuracy in the
+job's bin) depends on the site's table: by default the shipped prior
+(``prior.load_learned_prior``, what ``softwalltime calibrate`` starts from), with
+``--table TRACE`` the table of a Learner replayed over that trace from empty (as
+``evaluate --predictors learned`` replays it). Its history is the hook's: the cheap jobs end
+just before the big job's submit (the time since the last end is seconds). The rank
+``learned-paid`` is it with key-mean-paid's floor (``core.rank.paid_floor``).
+
     python tests/benchmarks/rank_gaming.py honest TRACE...
 
 What paid evidence costs honest users on a trace: each job ranked at submit from the
@@ -18,35 +26,54 @@ the share of jobs whose rank the floor raises, and of the jobs that ran <= 10 mi
 ranked above 1 h (a short job ranked long waits behind longer ones under a ``.rank`` sort).
 """
 
+import argparse
 import sys
+from typing import Callable, List, Optional, Sequence, Tuple
 
+from softwalltime.core import learned_site as ls
 from softwalltime.core import rank as hook_rank
 from softwalltime.replay import rank
+from softwalltime.replay.evaluate import columns, replay_learned
+from softwalltime.replay.prior import load_learned_prior
+from softwalltime.replay.traces import read_sources
 
 H = 3600
 WALL = 24 * H
 CPUS = 128
 SCENARIOS = (("new user", []), ("10 honest 20 h jobs", [(20 * H, WALL, CPUS)] * 10))
-RANKERS = (
-    ("before (key mean)", hook_rank.unpaid_mean),
-    ("after (paid evidence)", hook_rank.paid_key_mean),
+Ranker = Callable[..., int]  # a ranker of core.rank or rank.learned_ranker
+RANKERS: Tuple[Tuple[str, Ranker], ...] = (
+    ("key-mean (before)", hook_rank.unpaid_mean),
+    ("key-mean-paid", hook_rank.paid_key_mean),
 )
 
 
-def main() -> None:
+def learned_table(trace: Optional[str]) -> ls.LearnedChoices:
+    """The decisions of the shipped prior, or of a Learner replayed over ``trace``."""
+    if trace is None:
+        return ls.LearnedChoices.from_learner(load_learned_prior())
+    cols = columns(read_sources([trace]).jobs)[0]
+    return ls.LearnedChoices.from_learner(replay_learned(cols, None)[1])
+
+
+def cell(ranker: Ranker, honest: Sequence[rank.Row], target: int) -> str:
+    got = rank.gaming_cost(ranker, WALL, CPUS, honest, target, widths=(1, CPUS))
+    if got is None:
+        return f"rank<={target} s: never"
+    cost, n, run_s, width = got
+    return f"rank<={target} s: {cost:.4g} core-h ({n} jobs of {run_s} s x {width})"
+
+
+def main(table: Optional[str]) -> None:
+    choices = learned_table(table)
+    rankers: List[Tuple[str, Ranker]] = list(RANKERS)
+    rankers.append(("learned", rank.learned_ranker(choices)))
+    rankers.append(("learned-paid", rank.learned_ranker(choices, paid=True)))
     print(f"job: {WALL // H} h x {CPUS} cpus = {WALL * CPUS / H:.0f} core-hours")
+    print(f"learned's table: {table or 'the shipped prior'}")
     for who, honest in SCENARIOS:
-        for name, ranker in RANKERS:
-            cells = []
-            for target in (1, H):
-                got = rank.gaming_cost(ranker, WALL, CPUS, honest, target, widths=(1, CPUS))
-                if got is None:
-                    cells.append(f"rank<={target} s: never")
-                else:
-                    cost, n, run_s, width = got
-                    cells.append(
-                        f"rank<={target} s: {cost:.4g} core-h ({n} jobs of {run_s} s x {width})"
-                    )
+        for name, ranker in rankers:
+            cells = [cell(ranker, honest, target) for target in (1, H)]
             print(f"{who:<22}{name:<24}" + "; ".join(cells))
 
 
@@ -85,4 +112,6 @@ if __name__ == "__main__":
         for trace in sys.argv[2:]:
             honest(trace)
     else:
-        main()
+        parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+        parser.add_argument("--table", metavar="TRACE", help="learned's table from TRACE")
+        main(parser.parse_args().table)
