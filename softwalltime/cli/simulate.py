@@ -19,7 +19,7 @@ from .evaluate import add_input_size
 log = logging.getLogger(__name__)
 
 # Same values as softwalltime.replay.simulate (imported only when the command runs).
-SOURCES = ("users", "v1", "v2", "v3", "calibrated", "perfect", "fixed10")
+SOURCES = ("users", "v1", "v2", "v3", "calibrated", "learned", "perfect", "fixed10")
 DEFAULT_SOURCES = "users,v1,v2,v3,perfect"
 SEARCH_SOURCES = "users,v3"  # --search: the baseline's and the hook's default predictor
 P95_TOLERANCE_PCT = 10.0  # softwalltime.replay.formula.Tolerances (a test checks)
@@ -52,7 +52,8 @@ The model:
   hook's predictors, same code, parameters from the configuration; calibrated's site table
   learns from the jobs that end in the simulation, towards --target-under-pct: a
   percentage, or v3, as many under-estimates as v3 makes on the same jobs, computed
-  alongside), perfect (the real run time),
+  alongside), learned (the site-learning predictor: its table learns the same way, from
+  empty, towards the same target), perfect (the real run time),
   fixed10 (10 minutes, at most the walltime). Predictions are made at submit and again at
   start, from the history of the user's jobs that have ended in the simulation by then.
 - Scheduler: FCFS (submit time, then trace order) with EASY backfilling. Each pass starts
@@ -174,7 +175,9 @@ def register(sub: Any) -> None:
         help="what happens when a job outlives its estimate (default: %(default)s)",
     )
     p.add_argument(
-        "--target-under-pct", metavar="PCT|v3", help="estimates calibrated: " + TARGET_HELP
+        "--target-under-pct",
+        metavar="PCT|v3",
+        help="estimates calibrated and learned: " + TARGET_HELP,
     )
     p.add_argument("--procs", type=whole_number(1), metavar="N", help="processors of the machine")
     p.add_argument(

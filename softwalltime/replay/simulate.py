@@ -62,6 +62,7 @@ from .sources import (
     CalibratedSource,
     EstimateSource,
     FixedSource,
+    LearnedSource,
     PerfectSource,
     PredictorSource,
     WalltimeSource,
@@ -89,6 +90,7 @@ __all__ = [
     "SKIP_TOO_WIDE",
     "SOURCE_NAMES",
     "CalibratedSource",
+    "LearnedSource",
     "EstimateSource",
     "FixedSource",
     "PerfectSource",
@@ -201,8 +203,8 @@ def summarize(
 ) -> Dict[str, Any]:
     """Metrics of one simulation as a JSON-ready dict.
 
-    :param source: the estimate source simulated: ``calibrated`` adds its target and the
-        under-estimate rate it achieved (:meth:`CalibratedSource.target_report`)
+    :param source: the estimate source simulated: ``calibrated`` and ``learned`` add their
+        target and the under-estimate rate achieved (:meth:`CalibratedSource.target_report`)
     """
     waits, bslds = job_outcomes(work, result)
     classes = [runtime_class(r) for r in work.run]
@@ -231,7 +233,7 @@ def summarize(
             "by_class": by_class,
         }
     )
-    if isinstance(source, CalibratedSource):
+    if isinstance(source, (CalibratedSource, LearnedSource)):
         obj.update(source.target_report())
     return obj
 

@@ -11,6 +11,7 @@ from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from ..core import calibrated as cal
+from ..core import learned
 from ..core.predict import PREDICTORS as HOOK_PREDICTORS
 from ..core.predict import PredictorParams, predict
 from .workload import Workload
@@ -19,6 +20,7 @@ BASELINE = "users"
 FIXED10 = "fixed10"
 PERFECT = "perfect"
 CALIBRATED = "calibrated"
+LEARNED = learned.NAME
 
 
 class EstimateSource:
@@ -245,7 +247,62 @@ class CalibratedSource(EstimateSource):
         }
 
 
-SOURCE_NAMES = (BASELINE,) + tuple(HOOK_PREDICTORS) + (CALIBRATED, PERFECT, FIXED10)
+class LearnedSource(EstimateSource):
+    """The predictor ``learned`` (:mod:`softwalltime.core.learned`): each job's bins and
+    rules read the user's jobs ended in the simulation (newest end first, at most
+    ``learned.HISTORY_ROWS``, with their ends) and the time since the newest ended; the
+    site table starts empty (the shipped prior holds HPC2N and CTC-SP2: the future of two
+    of the traces simulated) and learns each job when it ends, from the outcome and soft
+    walltime of its last answer, toward the target, as ``evaluate --predictors learned``
+    replays it. A site's table changes at each ``softwalltime calibrate`` instead.
+
+    :param target_under_pct: the under-estimate target, percent; ``None``: v3's rate on the
+        same jobs
+    """
+
+    refreshable = True
+    name = LEARNED
+
+    def __init__(self, target_under_pct: Optional[float] = None) -> None:
+        self.target = None if target_under_pct is None else float(target_under_pct) / 100.0
+        self.target_pct = None if target_under_pct is None else float(target_under_pct)
+
+    def bind(self, work: Workload) -> None:
+        self.work = work
+        self.table = learned.Learner()
+        self.rows: Dict[str, List[learned.Row]] = {}  # per user, newest end first
+        self.chosen: Dict[int, Tuple[int, learned.Outcome]] = {}  # job -> its last answer
+
+    def on_submit(self, j: int, now: int) -> int:
+        w = self.work
+        out = learned.outcome(w.wall[j], self.rows.get(w.user[j], ()), now)
+        soft = out.softs[self.table.choose(out)]
+        self.chosen[j] = (soft, out)
+        return soft
+
+    def on_end(self, j: int, now: int) -> None:
+        w = self.work
+        soft, out = self.chosen.pop(j)
+        self.table.update(out, w.run[j], soft, self.target)
+        rows = self.rows.setdefault(w.user[j], [])
+        rows.insert(0, (w.run[j], w.wall[j], now))
+        del rows[learned.HISTORY_ROWS :]
+
+    def target_report(self) -> Dict[str, Any]:
+        """As :meth:`CalibratedSource.target_report`."""
+        table = self.table
+        n = table.total
+        target = self.target_pct
+        if target is None and n:
+            target = 100.0 * table.v3_under / n
+        return {
+            "target": "v3" if self.target_pct is None else "fixed",
+            "target_under_pct": target,
+            "under_pct": 100.0 * table.total_under / n if n else None,
+        }
+
+
+SOURCE_NAMES = (BASELINE,) + tuple(HOOK_PREDICTORS) + (CALIBRATED, LEARNED, PERFECT, FIXED10)
 
 
 def make_source(
@@ -255,7 +312,8 @@ def make_source(
 ) -> EstimateSource:
     """Build the estimate source called ``name`` (see :data:`SOURCE_NAMES`).
 
-    :param target_under_pct: ``calibrated``'s target, percent, or ``None`` for v3's rate
+    :param target_under_pct: ``calibrated``'s and ``learned``'s target, percent, or
+        ``None`` for v3's rate
     """
     if name == BASELINE:
         return WalltimeSource()
@@ -267,4 +325,6 @@ def make_source(
         return PredictorSource(name, params)
     if name == CALIBRATED:
         return CalibratedSource(target_under_pct)
+    if name == LEARNED:
+        return LearnedSource(target_under_pct)
     raise ValueError("unknown estimate source {!r}; known: {}".format(name, ",".join(SOURCE_NAMES)))
