@@ -104,12 +104,36 @@ def _largest_ratio(rows: Sequence[Row], ratios: Sequence[float]) -> Row:
     floats, the same length). Division is correctly rounded, so monotonic: the largest
     ratio has the largest float, and equal floats are told apart by exact products."""
     top = max(ratios)
-    best = rows[ratios.index(top)]
+    first = ratios.index(top)
     if ratios.count(top) > 1:
-        for row, ratio in zip(rows, ratios):
-            if ratio == top and row[0] * best[1] > best[0] * row[1]:
-                best = row
+        return _exact_top(rows, ratios, top, first)
+    return rows[first]
+
+
+def _exact_top(rows: Sequence[Row], ratios: Sequence[float], top: float, first: int) -> Row:
+    """The row of the largest exact ratio among those whose float is ``top`` (the first of
+    them: ``rows[first]``, unless one is larger)."""
+    best = rows[first]
+    for row, ratio in zip(rows, ratios):
+        if ratio == top and row[0] * best[1] > best[0] * row[1]:
+            best = row
     return best
+
+
+def _largest_ratios(rows: Sequence[Row], ratios: Sequence[float]) -> Tuple[Row, Row]:
+    """:func:`_largest_ratio` of the first V3_JOBS rows and of the first RATIO_JOBS (one
+    scan when the latter's largest is among the former, as it is for most users)."""
+    top = max(ratios)
+    first = ratios.index(top)
+    r_row = rows[first] if ratios.count(top) == 1 else _exact_top(rows, ratios, top, first)
+    if first >= V3_JOBS:  # smaller in the first V3_JOBS
+        return _largest_ratio(rows[:V3_JOBS], ratios[:V3_JOBS]), r_row
+    if r_row is rows[first]:  # the first float of the largest is the largest exactly
+        return r_row, r_row
+    return _exact_top(rows[:V3_JOBS], ratios[:V3_JOBS], top, first), r_row
+
+
+_new = tuple.__new__  # Outcome(...) without the Python-level __new__ of a NamedTuple
 
 
 def outcome(
@@ -135,19 +159,26 @@ def outcome(
         return Outcome(-1, -1, (walltime_s,) * N_RULES, walltime_s, walltime_s)
     if same is None:
         same = [row for row in rows if row[1] == walltime_s]
-    fractions = ratios_of(rows) if ratios is None else ratios[:RATIO_JOBS]
-    window = sorted([row[0] for row in (same[:B_JOBS] if same else rows[:B_JOBS])])
-    b = window[-1]
-    low = window[0]
-    median = window[(len(window) - 1) // 2]
+    fractions: Sequence[float]
+    if ratios is None:
+        fractions = ratios_of(rows)
+    else:
+        fractions = ratios if len(ratios) <= RATIO_JOBS else ratios[:RATIO_JOBS]
+    b_rows = same[:B_JOBS] if same else rows[:B_JOBS]
+    if len(b_rows) == 1:
+        b = low = median = b_rows[0][0]
+    else:
+        window = sorted([row[0] for row in b_rows])
+        b = window[-1]
+        low = window[0]
+        median = window[(len(window) - 1) // 2]
     last = same[0][0] if same else rows[0][0]
-    v3_row = _largest_ratio(rows[:V3_JOBS], fractions[:V3_JOBS])
-    r_rt, r_wt = _largest_ratio(rows[:RATIO_JOBS], fractions)[:2]
+    v3_row, (r_rt, r_wt, _end) = _largest_ratios(rows, fractions)
     v3 = -(-v3_row[0] * walltime_s // v3_row[1]) + V3_RESERVE_S
     r50 = -(-r_rt * walltime_s // r_wt)
     r50x = -(-r_rt * walltime_s * 11 // (r_wt * 10))
     if same:
-        s15 = max([row[0] for row in same[:SAME_RATIO_JOBS]])
+        s15 = max([row[0] for row in same[:SAME_RATIO_JOBS]]) if len(same) > 1 else last
         s15x = -(-s15 * 11 // 10)
     else:
         s15, s15x = r50, r50x
@@ -176,7 +207,8 @@ def outcome(
             break
         gap += 1
     coarse = (_same_bucket(len(same)) * N_SPREAD + spread) * N_LEVEL + level
-    return Outcome(coarse, coarse * N_GAP + gap, softs, min(softs), max(softs))
+    high = walltime_s if walltime_s >= 1 else max(softs)  # softs[R_WALLTIME]: the largest
+    return _new(Outcome, (coarse, coarse * N_GAP + gap, softs, min(softs), high))
 
 
 class Learner:
