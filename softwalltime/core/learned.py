@@ -75,6 +75,8 @@ N_GAP = len(GAP_CUTS) + 1
 COARSE = N_SAME * N_SPREAD * N_LEVEL
 FINE = COARSE * N_GAP
 MANY_SHORT = 10  # Learner.update: above this many rules short, it adds lists, not cells
+_ALL_RULES = list(range(N_RULES))
+_ONES = [1.0] * N_RULES
 
 
 class Outcome(NamedTuple):
@@ -333,22 +335,27 @@ class Learner:
         r = runtime_s
         if r <= 0:  # every soft walltime is >= 1 s: accuracy 0, none under
             return
-        if r <= out.low:  # no rule short: accuracy r / v (1.0 when v == r) for each
-            accs = list(map(r.__truediv__, softs))
+        low = out.low
+        if r <= low:  # no rule short: accuracy r / v (1.0 when v == r) for each
+            accs = [r / v for v in softs]
         elif r > out.high:  # every rule short: v / r
-            accs = list(map(r.__rtruediv__, softs))
+            accs = [v / r for v in softs]
         else:
             accs = [v / r if v < r else r / v for v in softs]
         self.a_site = list(map(add, self.a_site, accs))
         self.a_coarse[coarse] = list(map(add, self.a_coarse[coarse], accs))
         self.a_fine[fine] = list(map(add, self.a_fine[fine], accs))
-        if r > out.low:  # the rules short count one more (+ 0.0 leaves a sum as it is)
-            self._count_short(coarse, fine, softs, r)
+        if r > low:  # the rules short count one more (+ 0.0 leaves a sum as it is)
+            self._count_short(coarse, fine, softs, r, r > out.high)
 
-    def _count_short(self, coarse: int, fine: int, softs: Tuple[int, ...], r: int) -> None:
-        short = [q for q, v in enumerate(softs) if v < r]
+    def _count_short(
+        self, coarse: int, fine: int, softs: Tuple[int, ...], r: int, every: bool
+    ) -> None:
+        """Add 1 to the under-estimates of the rules whose soft walltime is short of ``r``
+        (``every``: all are)."""
+        short = _ALL_RULES if every else [q for q, v in enumerate(softs) if v < r]
         if len(short) > MANY_SHORT:  # a sum per list is faster then
-            unders = [1.0 if v < r else 0.0 for v in softs]
+            unders = _ONES if every else [1.0 if v < r else 0.0 for v in softs]
             self.u_site = list(map(add, self.u_site, unders))
             self.u_coarse[coarse] = list(map(add, self.u_coarse[coarse], unders))
             self.u_fine[fine] = list(map(add, self.u_fine[fine], unders))
