@@ -290,3 +290,21 @@ def test_the_fast_rules_equal_the_rules_as_written():
         assert got[:3] == want and (got.low, got.high) == (min(want[2]), max(want[2]))
         ratios = learned.ratios_of(rows)
         assert learned.outcome(wall, rows, now, None, ratios)[:3] == want
+
+
+def test_v3_and_ratio50_tell_float_equal_ratios_apart_inside_and_past_15_rows():
+    # (1e9 - 1) / 1e9 and 1e9 / (1e9 + 1) are the same float; the second is larger exactly.
+    # outcome() finds both maxima from one scan of 50 ratios: the first row of the largest
+    # float is v3's unless a larger one (exactly) lies within the first 15 rows.
+    low, high = (10**9 - 1, 10**9, 50), (10**9, 10**9 + 1, 50)
+    wall = 10**18 + 10**9  # (1e9 - 1) x wall / 1e9 = 1e18 - 1; 1e9 x wall / (1e9 + 1) = 1e18
+    small = [(1, 1000, 40)] * 30
+    for rows, v3_run, ratio_run in (
+        ([low] + small[:19] + [high] + small, 10**18 - 1, 10**18),  # high past 15 rows
+        ([low] + small[:4] + [high] + small, 10**18, 10**18),  # both in the first 15
+        ([high] + small[:4] + [low] + small, 10**18, 10**18),
+        (small[:16] + [low, high] + small, wall // 1000, 10**18),  # none in the first 15
+    ):
+        out = learned.outcome(wall, rows, 100)
+        assert out.softs[R["v3"]] == v3_run + 900 and out.softs[R["ratio50"]] == ratio_run
+        assert out[:3] == _outcome_as_written(wall, rows, 100)

@@ -75,6 +75,8 @@ N_GAP = len(GAP_CUTS) + 1
 COARSE = N_SAME * N_SPREAD * N_LEVEL
 FINE = COARSE * N_GAP
 MANY_SHORT = 10  # Learner.update: above this many rules short, it adds lists, not cells
+_ALL_RULES = list(range(N_RULES))
+_ONES = [1.0] * N_RULES
 
 
 class Outcome(NamedTuple):
@@ -104,12 +106,36 @@ def _largest_ratio(rows: Sequence[Row], ratios: Sequence[float]) -> Row:
     floats, the same length). Division is correctly rounded, so monotonic: the largest
     ratio has the largest float, and equal floats are told apart by exact products."""
     top = max(ratios)
-    best = rows[ratios.index(top)]
+    first = ratios.index(top)
     if ratios.count(top) > 1:
-        for row, ratio in zip(rows, ratios):
-            if ratio == top and row[0] * best[1] > best[0] * row[1]:
-                best = row
+        return _exact_top(rows, ratios, top, first)
+    return rows[first]
+
+
+def _exact_top(rows: Sequence[Row], ratios: Sequence[float], top: float, first: int) -> Row:
+    """The row of the largest exact ratio among those whose float is ``top`` (the first of
+    them: ``rows[first]``, unless one is larger)."""
+    best = rows[first]
+    for row, ratio in zip(rows, ratios):
+        if ratio == top and row[0] * best[1] > best[0] * row[1]:
+            best = row
     return best
+
+
+def _largest_ratios(rows: Sequence[Row], ratios: Sequence[float]) -> Tuple[Row, Row]:
+    """:func:`_largest_ratio` of the first V3_JOBS rows and of the first RATIO_JOBS (one
+    scan when the latter's largest is among the former, as it is for most users)."""
+    top = max(ratios)
+    first = ratios.index(top)
+    r_row = rows[first] if ratios.count(top) == 1 else _exact_top(rows, ratios, top, first)
+    if first >= V3_JOBS:  # smaller in the first V3_JOBS
+        return _largest_ratio(rows[:V3_JOBS], ratios[:V3_JOBS]), r_row
+    if r_row is rows[first]:  # the first float of the largest is the largest exactly
+        return r_row, r_row
+    return _exact_top(rows[:V3_JOBS], ratios[:V3_JOBS], top, first), r_row
+
+
+_new = tuple.__new__  # Outcome(...) without the Python-level __new__ of a NamedTuple
 
 
 def outcome(
@@ -135,19 +161,26 @@ def outcome(
         return Outcome(-1, -1, (walltime_s,) * N_RULES, walltime_s, walltime_s)
     if same is None:
         same = [row for row in rows if row[1] == walltime_s]
-    fractions = ratios_of(rows) if ratios is None else ratios[:RATIO_JOBS]
-    window = sorted([row[0] for row in (same[:B_JOBS] if same else rows[:B_JOBS])])
-    b = window[-1]
-    low = window[0]
-    median = window[(len(window) - 1) // 2]
+    fractions: Sequence[float]
+    if ratios is None:
+        fractions = ratios_of(rows)
+    else:
+        fractions = ratios if len(ratios) <= RATIO_JOBS else ratios[:RATIO_JOBS]
+    b_rows = same[:B_JOBS] if same else rows[:B_JOBS]
+    if len(b_rows) == 1:
+        b = low = median = b_rows[0][0]
+    else:
+        window = sorted([row[0] for row in b_rows])
+        b = window[-1]
+        low = window[0]
+        median = window[(len(window) - 1) // 2]
     last = same[0][0] if same else rows[0][0]
-    v3_row = _largest_ratio(rows[:V3_JOBS], fractions[:V3_JOBS])
-    r_rt, r_wt = _largest_ratio(rows[:RATIO_JOBS], fractions)[:2]
+    v3_row, (r_rt, r_wt, _end) = _largest_ratios(rows, fractions)
     v3 = -(-v3_row[0] * walltime_s // v3_row[1]) + V3_RESERVE_S
     r50 = -(-r_rt * walltime_s // r_wt)
     r50x = -(-r_rt * walltime_s * 11 // (r_wt * 10))
     if same:
-        s15 = max([row[0] for row in same[:SAME_RATIO_JOBS]])
+        s15 = max([row[0] for row in same[:SAME_RATIO_JOBS]]) if len(same) > 1 else last
         s15x = -(-s15 * 11 // 10)
     else:
         s15, s15x = r50, r50x
@@ -176,7 +209,8 @@ def outcome(
             break
         gap += 1
     coarse = (_same_bucket(len(same)) * N_SPREAD + spread) * N_LEVEL + level
-    return Outcome(coarse, coarse * N_GAP + gap, softs, min(softs), max(softs))
+    high = walltime_s if walltime_s >= 1 else max(softs)  # softs[R_WALLTIME]: the largest
+    return _new(Outcome, (coarse, coarse * N_GAP + gap, softs, min(softs), high))
 
 
 class Learner:
@@ -301,22 +335,27 @@ class Learner:
         r = runtime_s
         if r <= 0:  # every soft walltime is >= 1 s: accuracy 0, none under
             return
-        if r <= out.low:  # no rule short: accuracy r / v (1.0 when v == r) for each
-            accs = list(map(r.__truediv__, softs))
+        low = out.low
+        if r <= low:  # no rule short: accuracy r / v (1.0 when v == r) for each
+            accs = [r / v for v in softs]
         elif r > out.high:  # every rule short: v / r
-            accs = list(map(r.__rtruediv__, softs))
+            accs = [v / r for v in softs]
         else:
             accs = [v / r if v < r else r / v for v in softs]
         self.a_site = list(map(add, self.a_site, accs))
         self.a_coarse[coarse] = list(map(add, self.a_coarse[coarse], accs))
         self.a_fine[fine] = list(map(add, self.a_fine[fine], accs))
-        if r > out.low:  # the rules short count one more (+ 0.0 leaves a sum as it is)
-            self._count_short(coarse, fine, softs, r)
+        if r > low:  # the rules short count one more (+ 0.0 leaves a sum as it is)
+            self._count_short(coarse, fine, softs, r, r > out.high)
 
-    def _count_short(self, coarse: int, fine: int, softs: Tuple[int, ...], r: int) -> None:
-        short = [q for q, v in enumerate(softs) if v < r]
+    def _count_short(
+        self, coarse: int, fine: int, softs: Tuple[int, ...], r: int, every: bool
+    ) -> None:
+        """Add 1 to the under-estimates of the rules whose soft walltime is short of ``r``
+        (``every``: all are)."""
+        short = _ALL_RULES if every else [q for q, v in enumerate(softs) if v < r]
         if len(short) > MANY_SHORT:  # a sum per list is faster then
-            unders = [1.0 if v < r else 0.0 for v in softs]
+            unders = _ONES if every else [1.0 if v < r else 0.0 for v in softs]
             self.u_site = list(map(add, self.u_site, unders))
             self.u_coarse[coarse] = list(map(add, self.u_coarse[coarse], unders))
             self.u_fine[fine] = list(map(add, self.u_fine[fine], unders))

@@ -16,7 +16,15 @@ machine is shared and its load drifts): ``softwalltime evaluate --target-under-p
 and ``learned --prior``, ``--repeat`` rounds interleaved; the best CPU time of each and its
 ratio to v3 alone (goal: learned <= 2 x), and each round's ratios.
 
+``--learned-parts``: where ``learned``'s replay spends its time, on HPC2N already read: CPU
+seconds of ``replay_learned`` (target v3) as it is, with the choice fixed to v3, also without
+learning (no table update), also without the rules (a constant outcome); the differences
+are the choice, the update and the rules, the last the loop itself. ``--part P`` runs only
+that variant once, printing nothing (for ``valgrind --tool=cachegrind``, which counts
+instructions steadily; subtract ``--part read``).
+
     python tests/benchmarks/bench_evaluate.py [TRACE ...] [--repeat N] [--whole | --learned]
+    python tests/benchmarks/bench_evaluate.py --learned-parts [TRACE] [--part P]
 """
 
 from __future__ import annotations
@@ -30,8 +38,9 @@ import sys
 import time
 from pathlib import Path
 
+from softwalltime.core import learned
 from softwalltime.replay import evaluate
-from softwalltime.replay.evaluate import PREDICTORS, replay, summarize
+from softwalltime.replay.evaluate import PREDICTORS, columns, replay, replay_learned, summarize
 from softwalltime.replay.traces import read_sources
 
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
@@ -134,13 +143,77 @@ def learned_vs_v3(trace, repeat):
         )
 
 
+class _FixedChoice(learned.Learner):
+    """The choice always v3 (no scores computed)."""
+
+    __slots__ = ()
+
+    def choose(self, out):
+        return learned.R_V3
+
+
+class _NoUpdate(_FixedChoice):
+    """Nor any job learnt."""
+
+    __slots__ = ()
+
+    def update(self, out, runtime_s, soft_s, target):
+        return None
+
+
+PARTS = ("read", "full", "fixed choice", "no update", "no outcome")
+
+
+def learned_part(cols, part):
+    """Replay ``learned`` on ``cols`` as :data:`PARTS` says (``read``: nothing)."""
+    if part == "read":
+        return
+    learner = {"fixed choice": _FixedChoice, "no update": _NoUpdate, "no outcome": _NoUpdate}
+    real = learned.outcome
+    if part == "no outcome":
+        constant = learned.Outcome(0, 0, (1,) * learned.N_RULES, 1, 2)
+        learned.outcome = lambda *args: constant
+    try:
+        replay_learned(cols, None, learner.get(part, learned.Learner)())
+    finally:
+        learned.outcome = real
+
+
+def learned_parts(trace, repeat, only):
+    """CPU seconds of each of :data:`PARTS` (best of ``repeat``) and the differences."""
+    cols, _skipped = columns(read_sources([trace]).jobs, "submit")
+    if only:
+        learned_part(cols, only)
+        return
+    secs = {}
+    for part in PARTS[1:]:
+        secs[part] = float("inf")
+        for _ in range(repeat):
+            started = time.process_time()
+            learned_part(cols, part)
+            secs[part] = min(secs[part], time.process_time() - started)
+    print(f"replay_learned on {Path(trace).name} ({len(cols.users)} jobs), CPU s, best of {repeat}")
+    print(
+        f"  whole {secs['full']:.2f}: choice {secs['full'] - secs['fixed choice']:.2f},"
+        f" update {secs['fixed choice'] - secs['no update']:.2f},"
+        f" rules (outcome) {secs['no update'] - secs['no outcome']:.2f},"
+        f" the loop {secs['no outcome']:.2f}"
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("traces", nargs="*", default=[str(p) for p in DEFAULT])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--whole", action="store_true", help="see the module docstring")
     parser.add_argument("--learned", action="store_true", help="see the module docstring")
+    parser.add_argument("--learned-parts", action="store_true", help="see the module docstring")
+    parser.add_argument("--part", choices=PARTS, help="with --learned-parts: only this, once")
     args = parser.parse_args()
+    if args.learned_parts:
+        path = args.traces[0] if args.traces != parser.get_default("traces") else str(DEFAULT[0])
+        learned_parts(path, args.repeat, args.part)
+        return
     if args.whole:
         whole(args.repeat)
         return
