@@ -53,7 +53,7 @@ BATCH = 200  # commands per shell batch
 MAX_JOBS = 20000
 
 
-def _args(argv: list[str] | None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=3000, help="queued jobs (default 3000)")
     ap.add_argument("--ranks", type=int, default=0, help="distinct ranks (default: one per job)")
@@ -197,15 +197,10 @@ def _gcd(a: int, b: int) -> int:
     return a
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _args(argv)
-    why = pbsctl.available()
-    if why:
-        print(f"bench-classes: {why}", file=sys.stderr)
-        return 2
-    with pbsctl.exclusive(), twin.server(2):
-        resource_before = pbsctl.qmgr(f"list resource {RANK}", check=False).returncode == 0
-        if resource_before:
+def run(args: argparse.Namespace) -> int:
+    """The benchmark on the server; the caller holds :func:`pbsctl.exclusive`."""
+    with twin.server(2):
+        if pbsctl.qmgr(f"list resource {RANK}", check=False).returncode == 0:
             print(f"bench-classes: {RANK} exists on the server: delete it first", file=sys.stderr)
             return 2
         ids: list[str] = []
@@ -218,6 +213,16 @@ def main(argv: list[str] | None = None) -> int:
             twin.purge_all(ids)
             pbsctl.qmgr(f"delete resource {RANK}", check=False)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    why = pbsctl.available()
+    if why:
+        print(f"bench-classes: {why}", file=sys.stderr)
+        return 2
+    with pbsctl.exclusive():
+        return run(args)
 
 
 if __name__ == "__main__":
