@@ -152,13 +152,22 @@ def _row(label_age: float, first: fm.Waits, second: fm.Waits | None) -> tune.Row
     return tune.Row(cand, fm.expression(cand.params, 8), first, second)
 
 
-def test_assess_recommends_the_best_within_the_tolerances_of_the_first_half() -> None:
+def _three_rows(second_long_p95: float) -> tuple[tuple[fm.Waits, fm.Waits], list[tune.Row]]:
+    """The baseline (both halves) and three candidates: 0 best but over long jobs' p95 on
+    both halves, 1 within the tolerances on the first (long p95 on the second given), 2
+    the best on the second."""
     base = (_waits(6.0, 1.0, 10.0, 4.0, 50.0), _waits(5.0, 1.0, 10.0, 4.0, 50.0))
+    second_1 = _waits(3.6, 1.0, second_long_p95, 4.0, 60.0)
     rows = [
         _row(0.0, _waits(3.0, 1.0, 15.0, 4.0, 50.0), _waits(2.5, 1.0, 15.0, 4.0, 50.0)),
-        _row(72.0, _waits(3.5, 1.0, 10.5, 4.0, 60.0), _waits(3.6, 1.0, 12.0, 4.0, 60.0)),
+        _row(72.0, _waits(3.5, 1.0, 10.5, 4.0, 60.0), second_1),
         _row(24.0, _waits(4.0, 1.0, 9.0, 4.0, 60.0), _waits(3.0, 1.0, 9.0, 4.0, 60.0)),
     ]
+    return base, rows
+
+
+def test_assess_recommends_the_best_within_the_tolerances_of_the_first_half() -> None:
+    base, rows = _three_rows(second_long_p95=12.0)
     rep = tune.assess(base, rows, fm.Tolerances())
     assert rep.best == 1  # row 0 is better but breaks long jobs' p95 on the first half
     assert rep.rank_first == 1 and rep.rank_second is None  # broken on the second half
@@ -192,12 +201,7 @@ def test_assess_recommends_the_best_within_the_tolerances_of_the_first_half() ->
 
 
 def test_the_goal_says_whether_the_recommendation_reaches_it_and_which_points_do() -> None:
-    base = (_waits(6.0, 1.0, 10.0, 4.0, 50.0), _waits(5.0, 1.0, 10.0, 4.0, 50.0))
-    rows = [
-        _row(0.0, _waits(3.0, 1.0, 15.0, 4.0, 50.0), _waits(2.5, 1.0, 15.0, 4.0, 50.0)),
-        _row(72.0, _waits(3.5, 1.0, 10.5, 4.0, 60.0), _waits(3.6, 1.0, 9.0, 4.0, 60.0)),
-        _row(24.0, _waits(4.0, 1.0, 9.0, 4.0, 60.0), _waits(3.0, 1.0, 9.0, 4.0, 60.0)),
-    ]
+    base, rows = _three_rows(second_long_p95=9.0)
     procs, rules = 8, pbsched.Policy()
     # the recommendation (row 1) holds the tolerances on the second half at -28 %; row 2
     # gives -40 % within them; row 0 -50 % but breaks long jobs' p95

@@ -238,6 +238,15 @@ def test_prediction_at_submit_uses_only_jobs_ended_earlier(kth: Workload) -> Non
     assert checked > 1000
 
 
+def _ends(work: Workload, result: sim.SimResult) -> Tuple[List[int], Dict[str, List[int]]]:
+    """The simulated ends, sorted, and per user."""
+    ends = [s + r for s, r in zip(result.start, work.run)]
+    per_user: Dict[str, List[int]] = {}
+    for k, user in enumerate(work.user):
+        per_user.setdefault(user, []).append(ends[k])
+    return sorted(ends), per_user
+
+
 class RecordingCalibrated(sim.CalibratedSource):
     """Records, at each submit, how many jobs the site table and the history had seen."""
 
@@ -256,10 +265,7 @@ class RecordingCalibrated(sim.CalibratedSource):
 def test_calibrated_learns_only_from_jobs_ended_in_the_simulation(kth: Workload) -> None:
     source = RecordingCalibrated(3.0)
     result = sim.simulate(kth, source, 100, "pbs")
-    ends = sorted(s + r for s, r in zip(result.start, kth.run))
-    per_user: Dict[str, List[int]] = {}
-    for k, user in enumerate(kth.user):
-        per_user.setdefault(user, []).append(result.start[k] + kth.run[k])
+    ends, per_user = _ends(kth, result)
     assert len(source.seen) == len(kth.submit)
     for j, now, table_jobs, history in source.seen:
         assert now == kth.submit[j]
@@ -289,10 +295,7 @@ class RecordingLearned(sim.LearnedSource):
 def test_learned_learns_only_from_jobs_ended_in_the_simulation(kth: Workload) -> None:
     source = RecordingLearned(None)
     result = sim.simulate(kth, source, 100, "pbs")
-    ends = sorted(s + r for s, r in zip(result.start, kth.run))
-    per_user: Dict[str, List[int]] = {}
-    for k, user in enumerate(kth.user):
-        per_user.setdefault(user, []).append(result.start[k] + kth.run[k])
+    ends, per_user = _ends(kth, result)
     assert len(source.seen) == len(kth.submit)
     for j, now, table_jobs, rows, newest in source.seen:
         assert now == kth.submit[j]
