@@ -13,6 +13,7 @@ from helpers_learned import store_choices
 
 from softwalltime.core import learned
 from softwalltime.core import learned_site as ls
+from softwalltime.core import rank as hook_rank
 from softwalltime.hook import lookup
 from softwalltime.units import parse_duration
 
@@ -71,3 +72,35 @@ def test_learned_sets_the_tables_rules_for_the_users_bin(learned_server, install
     jobs.append(pbsctl.qsub("-h -l walltime=20:00:00 -l select=1:ncpus=1"))
     value = pbsctl.resource(jobs[-1], "soft_walltime")
     assert value is not None and parse_duration(value) == v3 != 2 * H
+
+
+def test_learned_paid_floors_the_tables_rank_by_the_users_paid_evidence(
+    learned_server, install, hook_db
+):
+    # The same history and bin; the rank's rule is "last" (2 h, her 10 h job's run). Her
+    # evidence for 2 h is 3 core-hours, paid for a 10 h x 2-cpu job only in part: with rank
+    # learned-paid the hook sets walltime^(1 - paid), above the rule's 2 h, where rank
+    # learned would set 2 h.
+    jobs = learned_server
+    rows, classes = lookup.learned_jobs(hook_db, pbsctl.USER, ls.HISTORY_ROWS, reuse=False)
+    fine = learned.outcome(10 * H, ls.history_of(rows), int(time.time())).fine
+    soft = [learned.R_V3] * learned.FINE
+    rank = [learned.R_V3] * learned.FINE
+    soft[fine] = rank[fine] = learned.RULES.index("last")
+    store_choices(hook_db, {"rule_set": ls.RULE_SET, "soft": soft, "rank": rank})
+    table = ls.LearnedChoices(soft, rank, 1.0, 500, 50, 500.0)
+    assert ls.predict(table, 10 * H, rows, int(time.time())).rank_s == 2 * H
+    floored = hook_rank.paid_floor(10 * H, 2, classes, 2 * H)
+    assert floored > 2 * H  # the floor bites: not the rule's value under another name
+
+    install(dsn=hook_db, predictor="learned", rank="learned-paid")
+    pbsctl.qmgr("set server python_restart_max_hooks = 1")  # this checkout's modules
+    pbsctl.qmgr("set server python_restart_min_interval = 1")
+    time.sleep(1.1)
+    jobs.append(pbsctl.qsub("-h -l walltime=01:00:00"))
+    time.sleep(1.1)
+    log = pbsctl.ServerLog()
+    jobs.append(pbsctl.qsub("-h -l walltime=10:00:00 -l select=1:ncpus=2"))
+    assert pbsctl.resource(jobs[-1], RANK) == floored, log.hook_lines("")
+    value = pbsctl.resource(jobs[-1], "soft_walltime")
+    assert value is not None and parse_duration(value) == 2 * H  # the soft walltime's rule
