@@ -63,8 +63,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if not 1 <= args.jobs <= MAX_JOBS:
         ap.error(f"--jobs must be 1..{MAX_JOBS}")
-    if args.ranks < 0 or args.walltimes < 1 or args.rounds < 1:
-        ap.error("--ranks >= 0, --walltimes >= 1 and --rounds >= 1")
+    if not (0 <= args.ranks <= MAX_JOBS and 1 <= args.walltimes <= 100 and 1 <= args.rounds <= 100):
+        ap.error(f"--ranks 0..{MAX_JOBS}, --walltimes 1..100 and --rounds 1..100")
     args.ranks = args.ranks or args.jobs
     try:
         args.formula = pbsched.sort_formula(args.sort).expression

@@ -172,6 +172,19 @@ def sched_config(lines: dict[str, str]) -> Iterator[None]:
         reload_scheduler()
 
 
+def reload_hook_modules(jobs: list[str]) -> None:
+    """Make pbs_server import this checkout's modules at its next hook run: the one shared
+    server keeps what it imported, maybe another checkout's softwalltime. It is told to
+    restart its interpreter after every hook run, at most once a second (the session
+    restores both settings); one held job (added to ``jobs``) runs the hook between two
+    waits of that second, the restart's time limit."""
+    qmgr("set server python_restart_max_hooks = 1")
+    qmgr("set server python_restart_min_interval = 1")
+    time.sleep(1.1)  # python_restart_min_interval: a time limit, not an event
+    jobs.append(qsub("-h -l walltime=01:00:00"))
+    time.sleep(1.1)
+
+
 class ServerLog:
     """The server log from a mark on: what the hooks logged since."""
 

@@ -3,8 +3,6 @@ the site table from the database, the value PBS shows."""
 
 from __future__ import annotations
 
-import time
-
 import pbsctl
 import psycopg2
 import sqlalchemy as sa
@@ -48,14 +46,7 @@ def test_calibrated_uses_the_class_and_the_site_table(install, hook_db, jobs):
     assert expected.rule != cal.R_V3 and expected.soft_walltime_s < 2 * H
 
     install(dsn=hook_db, predictor="calibrated")
-    # The one shared pbs_server keeps imported modules: another checkout's softwalltime may
-    # be loaded. Make it restart its interpreter after the next hook run (restored by the
-    # session), run one, then the job under test imports this checkout.
-    pbsctl.qmgr("set server python_restart_max_hooks = 1")
-    pbsctl.qmgr("set server python_restart_min_interval = 1")
-    time.sleep(1.1)
-    jobs.append(pbsctl.qsub("-h -l walltime=01:00:00"))
-    time.sleep(1.1)
+    pbsctl.reload_hook_modules(jobs)
     log = pbsctl.ServerLog()
     jobs.append(pbsctl.qsub("-h -l walltime=10:00:00 -l select=1:ncpus=1"))
     value = pbsctl.resource(jobs[1], "soft_walltime")

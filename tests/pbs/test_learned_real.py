@@ -52,14 +52,7 @@ def test_learned_sets_the_tables_rules_for_the_users_bin(learned_server, install
 
     proc = install(dsn=hook_db, predictor="learned", rank="learned")
     assert f"rank learned in {RANK}" in proc.stdout, proc.stdout
-    # The one shared pbs_server keeps imported modules: another checkout's softwalltime may
-    # be loaded. Make it restart its interpreter after the next hook run (restored by the
-    # session), run one, then the jobs under test import this checkout.
-    pbsctl.qmgr("set server python_restart_max_hooks = 1")
-    pbsctl.qmgr("set server python_restart_min_interval = 1")
-    time.sleep(1.1)
-    jobs.append(pbsctl.qsub("-h -l walltime=01:00:00"))
-    time.sleep(1.1)
+    pbsctl.reload_hook_modules(jobs)
     log = pbsctl.ServerLog()
     jobs.append(pbsctl.qsub("-h -l walltime=10:00:00 -l select=1:ncpus=1"))
     value = pbsctl.resource(jobs[-1], "soft_walltime")
@@ -94,11 +87,7 @@ def test_learned_paid_floors_the_tables_rank_by_the_users_paid_evidence(
     assert floored > 2 * H  # the floor bites: not the rule's value under another name
 
     install(dsn=hook_db, predictor="learned", rank="learned-paid")
-    pbsctl.qmgr("set server python_restart_max_hooks = 1")  # this checkout's modules
-    pbsctl.qmgr("set server python_restart_min_interval = 1")
-    time.sleep(1.1)
-    jobs.append(pbsctl.qsub("-h -l walltime=01:00:00"))
-    time.sleep(1.1)
+    pbsctl.reload_hook_modules(jobs)
     log = pbsctl.ServerLog()
     jobs.append(pbsctl.qsub("-h -l walltime=10:00:00 -l select=1:ncpus=2"))
     assert pbsctl.resource(jobs[-1], RANK) == floored, log.hook_lines("")
