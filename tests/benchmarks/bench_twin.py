@@ -12,7 +12,9 @@ walltime; ``perfect``: the scaled run time, set by the manager while the job is 
 each policy, it replays the segment (:mod:`twin`), simulates it with the real release
 times and prints mean wait and bounded slowdown real against simulated, the share of job
 pairs started in the simulated order (pairs more than ``--tolerance`` apart), the
-median and p95 of |real - simulated start| and the first divergent jobs. The node,
+median and p95 of |real - simulated start| and the first divergent jobs, then the band of
+``--draws`` simulations under the run times' whole-second uncertainty (:mod:`twin_band`).
+``--from-dump JSON...`` compares replays saved with ``--dump`` again, without a server. The node,
 sched_config, the formula, backfill_depth, scheduling, eligible_time_enable,
 scheduler_iteration and job history are restored and the jobs purged, whatever happens.
 Exits non-zero if PBS fails.
@@ -33,6 +35,7 @@ sys.path[:0] = [str(REPO / "tests" / "pbs"), str(REPO / "tests")]
 
 import pbsctl  # noqa: E402
 import twin  # noqa: E402
+import twin_band  # noqa: E402
 
 from softwalltime.replay import pbsched  # noqa: E402
 from softwalltime.replay import simulate as sim  # noqa: E402
@@ -66,7 +69,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the server's opt_backfill_fuzzy, as simulated: off, low, medium, high or seconds"
         " (default: PBS's low, 60 s, compressed by the factor: off at factors over 60)",
     )
+    p.add_argument(
+        "--draws",
+        type=int,
+        default=twin_band.DRAWS,
+        help="simulations of the band under the run times' whole-second uncertainty (100; 0: none)",
+    )
     p.add_argument("--dump", type=Path, help="write each replay (jobs, times) as JSON here")
+    p.add_argument(
+        "--from-dump",
+        type=Path,
+        nargs="+",
+        metavar="JSON",
+        help="no server: compare again the replays --dump wrote (needs --trace of the replay)",
+    )
     return p.parse_args(argv)
 
 
@@ -107,11 +123,8 @@ def one(
         print(f"\n## {name}, {source} ({took:.0f} s on the server; jobs ran {over:.2f} s longer"
               " than their sleep on average, obittime - stime; opt_backfill_fuzzy"
               f" {policy.backfill_fuzzy} s)")  # fmt: skip
-        for title, simulated in (("planned", run.simulated), ("measured", run.measured)):
-            c = twin.compare(jobs, run.submit, run.real, simulated, args.tolerance, 600 / factor)
-            print(f"### against simulate_pbs with the {title} run times")
-            print(twin.report(c, jobs, run.submit, run.real, simulated, run.ids), flush=True)
         soft = twin.soft_walltimes(jobs, source)
+        compare(jobs, run, soft, procs, policy, factor, args)
         fig = twin.start_times(
             jobs, run.submit, run.real, run.runs, soft, procs, policy, factor, run.epoch
         )
@@ -133,10 +146,52 @@ def one(
         twin.purge_all(run.ids)
 
 
+def compare(
+    jobs: list[twin.TwinJob],
+    run: twin.Replay,
+    soft: list[int | None],
+    procs: int,
+    policy: pbsched.Policy,
+    factor: float,
+    args: argparse.Namespace,
+) -> None:
+    """The replay against one simulation with the planned run times, one with the measured
+    ones, and the band of ``args.draws`` simulations (:mod:`twin_band`)."""
+    for title, simulated in (("planned", run.simulated), ("measured", run.measured)):
+        c = twin.compare(jobs, run.submit, run.real, simulated, args.tolerance, 600 / factor)
+        print(f"### against simulate_pbs with the {title} run times")
+        print(twin.report(c, jobs, run.submit, run.real, simulated, run.ids), flush=True)
+    if args.draws > 0:
+        b = twin_band.band(
+            jobs, run.submit, run.real, run.runs, soft, procs, policy, run.epoch, 600 / factor,
+            args.draws,
+        )  # fmt: skip
+        print("### against the band of simulations under the run times' whole-second uncertainty")
+        print(twin_band.report(b, jobs, run.submit, run.ids), flush=True)
+
+
+def from_dump(path: Path, procs: int, args: argparse.Namespace) -> None:
+    """Compare again a replay that --dump wrote (policy and source from its name)."""
+    data = json.loads(path.read_text())
+    name, source = path.name.removesuffix(".json").rsplit(".", 1)
+    jobs = [twin.TwinJob(**j) for j in data["jobs"]]
+    fields = {f: data[f] for f in twin.Replay._fields}
+    run = twin.Replay(**fields)
+    factor = data["factor"]
+    policy = twin.policy(name, procs, factor, data["fuzzy"])
+    print(f"\n## {name}, {source} (from {path}; factor {factor:g})")
+    compare(jobs, run, twin.soft_walltimes(jobs, source), procs, policy, factor, args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     began = time.monotonic()
     print("command: " + " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]))
+    if args.from_dump:
+        _, procs, _, _ = load(args)
+        for path in args.from_dump:
+            from_dump(path, procs, args)
+        return 0
     why = pbsctl.available()
     if why:
         print(f"bench-twin: {why}", file=sys.stderr)
