@@ -55,6 +55,10 @@ def test_overruns_widen_the_band_and_a_start_outside_every_draw_is_named() -> No
     assert "jobs started outside every draw's start: 1 of 2" in text
     assert "#1 (2.pbs)" in text and "4-5" in text
     assert "real outside" in text  # mean wait 3.0 against draws of 1.5-2.0
+    assert late.starts[1] == sorted(late.starts[1]) and set(late.starts[1]) == {4, 5}
+    line = twin_band.job_line(late, 1, [0, 9])
+    assert line.startswith("#1: real start 9; simulated min 4,") and "in 0 of 40 draws" in line
+    assert "in 40 of 40 draws" in twin_band.job_line(late, 1, [0, 5])
 
 
 def test_draws_must_be_positive() -> None:

@@ -75,6 +75,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=twin_band.DRAWS,
         help="simulations of the band under the run times' whole-second uncertainty (100; 0: none)",
     )
+    p.add_argument(
+        "--show-jobs",
+        type=lambda text: [int(k) for k in text.split(",")],
+        default=[],
+        metavar="K,...",
+        help="print these jobs' (#k) starts in the band's draws",
+    )
     p.add_argument("--dump", type=Path, help="write each replay (jobs, times) as JSON here")
     p.add_argument(
         "--from-dump",
@@ -168,6 +175,9 @@ def compare(
         )  # fmt: skip
         print("### against the band of simulations under the run times' whole-second uncertainty")
         print(twin_band.report(b, jobs, run.submit, run.ids), flush=True)
+        for k in args.show_jobs:
+            if 0 <= k < len(jobs):
+                print(twin_band.job_line(b, k, run.real))
 
 
 def from_dump(path: Path, procs: int, args: argparse.Namespace) -> None:

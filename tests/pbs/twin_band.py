@@ -14,7 +14,6 @@ least 0), and gives the spread of the simulated figures with the real ones besid
 
 from __future__ import annotations
 
-import math
 import random
 from typing import NamedTuple, Sequence
 
@@ -33,6 +32,7 @@ class Band(NamedTuple):
     wait_real: float
     bsld_real: float
     outside: list[tuple[int, int, int, int]]  # (job, real start, earliest, latest simulated)
+    starts: list[list[int]]  # each job's simulated starts, one per draw, sorted
 
 
 def overruns(jobs: Sequence[twin.TwinJob], runs: Sequence[int]) -> list[int]:
@@ -74,8 +74,7 @@ def band(
     rng = random.Random(seed)
     waits: list[float] = []
     bslds: list[float] = []
-    lo = [math.inf] * len(jobs)
-    hi = [-math.inf] * len(jobs)
+    per_job: list[list[int]] = [[] for _ in jobs]
     c = None
     for _ in range(draws):
         drawn = [j._replace(run=j.run + rng.choice(measured)) for j in jobs]
@@ -83,17 +82,30 @@ def band(
         c = twin.compare(jobs, submit, real, starts, 0, bound)
         waits.append(c.wait_sim)
         bslds.append(c.bsld_sim)
-        lo = [min(a, s) for a, s in zip(lo, starts)]
-        hi = [max(a, s) for a, s in zip(hi, starts)]
+        for k, s in enumerate(starts):
+            per_job[k].append(s)
     assert c is not None
     counts = {x: measured.count(x) for x in sorted(set(measured))}
+    for drawn_starts in per_job:
+        drawn_starts.sort()
     out = [
-        (k, real[k], int(lo[k]), int(hi[k]))
-        for k in range(len(jobs))
-        if not lo[k] <= real[k] <= hi[k]
+        (k, real[k], ss[0], ss[-1])
+        for k, ss in enumerate(per_job)
+        if not ss[0] <= real[k] <= ss[-1]
     ]
     out.sort(key=lambda o: (min(o[1], o[2]), o[0]))
-    return Band(draws, counts, spread(waits), spread(bslds), c.wait_real, c.bsld_real, out)
+    return Band(draws, counts, spread(waits), spread(bslds), c.wait_real, c.bsld_real, out, per_job)
+
+
+def job_line(b: Band, k: int, real: Sequence[int]) -> str:
+    """Job ``k``'s real start against its simulated starts in the draws."""
+    ss = b.starts[k]
+    lo, mid, hi = spread([float(s) for s in ss])
+    near = sum(abs(s - real[k]) <= 2 for s in ss)
+    return (
+        f"#{k}: real start {real[k]}; simulated min {ss[0]}, p5 {lo:g}, median {mid:g}, p95 {hi:g},"
+        f" max {ss[-1]}; within 2 s of the real start in {near} of {len(ss)} draws"
+    )
 
 
 def _line(name: str, real: float, p: tuple[float, float, float], fmt: str) -> str:
