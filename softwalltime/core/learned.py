@@ -325,6 +325,8 @@ class Learner:
         self.total += 1
         self.total_under += under
         self.v3_under += v3_under
+        error: float
+        deficit: float
         if target is None:
             error = under - v3_under
             deficit = self.total_under - self.v3_under
