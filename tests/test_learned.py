@@ -74,18 +74,18 @@ def test_the_table_picks_the_most_accurate_rule_the_penalty_allows():
 def test_lambda_rises_while_the_choices_under_estimate_more_than_v3():
     learner = learned.Learner()
     out = learned.outcome(2 * H, HISTORY, 9030)
-    start = learner.log_lam
+    start = learner.level
     # the job's soft walltime 1000 s was short of its 1700 s; v3's 2400 s was not: the
     # level moves by ETA_C / sqrt(1), lam by that and KAPPA x deficit 1 / band 20 jobs
     learner.update(out, 1700, 1000, None)
     level = start + learned.ETA_C
-    assert learner.log_lam == pytest.approx(level)
+    assert learner.level == pytest.approx(level)
     assert learner.lam == pytest.approx(math.exp(level + learned.KAPPA / learned.BAND_MIN_JOBS))
     # a fixed target of 10 %: a job not under lowers the level by ETA_C / sqrt(2) x 0.1;
     # the deficit is 1 - 0.2
     learner.update(out, 1700, 2400, 0.10)
     level -= learned.ETA_C / math.sqrt(2) * 0.1
-    assert learner.log_lam == pytest.approx(level)
+    assert learner.level == pytest.approx(level)
     push = learned.KAPPA * 0.8 / learned.BAND_MIN_JOBS
     assert learner.lam == pytest.approx(math.exp(level + push))
     assert (learner.total, learner.total_under, learner.v3_under) == (2, 1, 0)
@@ -101,14 +101,15 @@ def test_a_deficit_pushes_lambda_by_its_share_of_the_tolerance_band():
         learner.total, learner.total_under = jobs - 1, 5  # v3 under on none of them
         learner.update(out, 1700, 2400, None)  # neither under: the level stays
         band = max(learned.TOLERANCE * jobs, learned.BAND_MIN_JOBS)
-        pushes.append(math.log(learner.lam) - learner.log_lam)
+        pushes.append(learner.log_lam - learner.level)
+        assert learner.lam == pytest.approx(math.exp(learner.log_lam))
         assert pushes[-1] == pytest.approx(learned.KAPPA * 5 / band)
     assert pushes[0] > 4 * pushes[1] > 0
     learner = learned.Learner()
     learner.update(out, 1700, 1000, None)  # under, v3 not: deficit 1
-    assert learner.lam > math.exp(learner.log_lam)
+    assert learner.log_lam > learner.level
     learner.update(out, 2500, 3000, None)  # v3's 2400 s under, ours not: deficit 0
-    assert learner.lam == pytest.approx(math.exp(learner.log_lam))
+    assert learner.log_lam == learner.level
 
 
 def test_a_sparse_fine_bin_follows_its_coarse_bin():

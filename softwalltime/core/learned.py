@@ -230,7 +230,7 @@ class Learner:
 
     __slots__ = ("n_fine", "n_coarse", "n_site", "u_fine", "u_coarse", "u_site", "a_fine",
                  "a_coarse", "a_site", "log_lam", "lam", "total", "total_under",
-                 "v3_under", "_kept")  # fmt: skip
+                 "v3_under", "level", "_kept")  # fmt: skip
 
     def __init__(self) -> None:
         # floats: a prior's pseudo-jobs (replay/prior.py) are fractions of jobs
@@ -243,8 +243,9 @@ class Learner:
         self.a_fine = [[0.0] * N_RULES for _ in range(FINE)]
         self.a_coarse = [[0.0] * N_RULES for _ in range(COARSE)]
         self.a_site = [0.0] * N_RULES
-        self.log_lam = math.log(LAMBDA_START)  # the slow level; lam adds the deficit's push
+        self.log_lam = math.log(LAMBDA_START)
         self.lam = LAMBDA_START
+        self.level = self.log_lam  # the slow level; log_lam adds the deficit's push
         self.total = 0
         self.total_under = 0
         self.v3_under = 0
@@ -361,13 +362,15 @@ class Learner:
     def _steer(self, error: float, deficit: float) -> None:
         """Move lam after a job end whose ``under - allowed`` is ``error``, ``deficit`` the
         running sum of those (see the module's 4.); the level and log lam each within
-        LOG_LAMBDA_MIN..LOG_LAMBDA_MAX. ``log_lam`` keeps the level, ``lam`` the sum."""
-        level = self.log_lam + ETA_C / math.sqrt(self.total) * error
+        LOG_LAMBDA_MIN..LOG_LAMBDA_MAX."""
+        level = self.level + ETA_C / math.sqrt(self.total) * error
         level = min(max(level, LOG_LAMBDA_MIN), LOG_LAMBDA_MAX)
         band = max(TOLERANCE * self.total, BAND_MIN_JOBS)
         log_lam = min(max(level + KAPPA * deficit / band, LOG_LAMBDA_MIN), LOG_LAMBDA_MAX)
-        self.log_lam = level
-        self.lam = math.exp(log_lam)
+        self.level = level
+        if log_lam != self.log_lam:
+            self.log_lam = log_lam
+            self.lam = math.exp(log_lam)
 
     def _count_short(
         self, coarse: int, fine: int, softs: Tuple[int, ...], r: int, every: bool
