@@ -1,5 +1,7 @@
 """softwalltime.core.learned (issue 31): rules, bins, the site table and its replay."""
 
+import math
+
 import pytest
 
 from softwalltime.core import learned
@@ -72,14 +74,42 @@ def test_the_table_picks_the_most_accurate_rule_the_penalty_allows():
 def test_lambda_rises_while_the_choices_under_estimate_more_than_v3():
     learner = learned.Learner()
     out = learned.outcome(2 * H, HISTORY, 9030)
-    before = learner.lam
-    # the job's soft walltime 1000 s was short of its 1700 s; v3's 2400 s was not
+    start = learner.level
+    # the job's soft walltime 1000 s was short of its 1700 s; v3's 2400 s was not: the
+    # level moves by ETA_C / sqrt(1), lam by that and KAPPA x deficit 1 / band 20 jobs
     learner.update(out, 1700, 1000, None)
-    assert learner.lam == pytest.approx(before * 2.718281828**learned.ETA)
-    # a fixed target of 10 %: a job not under lowers lambda by ETA x 0.1
+    level = start + learned.ETA_C
+    assert learner.level == pytest.approx(level)
+    assert learner.lam == pytest.approx(math.exp(level + learned.KAPPA / learned.BAND_MIN_JOBS))
+    # a fixed target of 10 %: a job not under lowers the level by ETA_C / sqrt(2) x 0.1;
+    # the deficit is 1 - 0.2
     learner.update(out, 1700, 2400, 0.10)
-    assert learner.lam == pytest.approx(before * 2.718281828 ** (learned.ETA * 0.9))
+    level -= learned.ETA_C / math.sqrt(2) * 0.1
+    assert learner.level == pytest.approx(level)
+    push = learned.KAPPA * 0.8 / learned.BAND_MIN_JOBS
+    assert learner.lam == pytest.approx(math.exp(level + push))
     assert (learner.total, learner.total_under, learner.v3_under) == (2, 1, 0)
+
+
+def test_a_deficit_pushes_lambda_by_its_share_of_the_tolerance_band():
+    # the same deficit pushes lam less on a site with more jobs ended: its band is
+    # TOLERANCE of them; a deficit back to 0 leaves lam at the slow level
+    out = learned.outcome(2 * H, HISTORY, 9030)
+    pushes = []
+    for jobs in (100, 40_000):
+        learner = learned.Learner()
+        learner.total, learner.total_under = jobs - 1, 5  # v3 under on none of them
+        learner.update(out, 1700, 2400, None)  # neither under: the level stays
+        band = max(learned.TOLERANCE * jobs, learned.BAND_MIN_JOBS)
+        pushes.append(learner.log_lam - learner.level)
+        assert learner.lam == pytest.approx(math.exp(learner.log_lam))
+        assert pushes[-1] == pytest.approx(learned.KAPPA * 5 / band)
+    assert pushes[0] > 4 * pushes[1] > 0
+    learner = learned.Learner()
+    learner.update(out, 1700, 1000, None)  # under, v3 not: deficit 1
+    assert learner.log_lam > learner.level
+    learner.update(out, 2500, 3000, None)  # v3's 2400 s under, ours not: deficit 0
+    assert learner.log_lam == learner.level
 
 
 def test_a_sparse_fine_bin_follows_its_coarse_bin():

@@ -167,6 +167,7 @@ def test_calibrate_stores_the_learners_cells_and_choices(cerit, capsys):
     for name in ("n_fine", "n_coarse", "n_site", "u_fine", "a_fine", "u_site", "a_coarse",
                  "lam", "log_lam", "total", "total_under", "v3_under"):  # fmt: skip
         assert getattr(back, name) == getattr(table, name), name
+    assert back.level == pytest.approx(table.level)  # not stored: from lam and the deficit
     stored = ls.LearnedChoices.from_stored(
         state.lam, state.jobs, state.under_jobs, state.site_jobs, json.loads(state.choices)
     )

@@ -17,10 +17,16 @@ For each job, from the user's finished jobs only (what PBS has at submit):
 3. **The site's table** (:class:`Learner`): per (bin, rule) the jobs, under-estimates and
    accuracy sum of every job that has ended. A fine bin's rates shrink towards its coarse
    bin's, which shrink towards the site's, with :data:`PSEUDO` (100) pseudo-jobs each.
-4. **The choice**: the rule with the best ``accuracy - lam x under-rate``; ``log lam``
-   moves by ``ETA x (under - allowed)`` at every job end, ``under`` 1 when the soft
-   walltime the job got was short of its run time, ``allowed`` the target rate, or 1 when
-   v3 was short (target "v3"), so the running under-estimate count tracks the target's.
+4. **The choice**: the rule with the best ``accuracy - lam x under-rate``. At every job
+   end, with ``under`` 1 when the soft walltime the job got was short of its run time and
+   ``allowed`` the target rate, or 1 when v3 was short (target "v3"): a slow level moves
+   by ``ETA_C / sqrt(jobs ended) x (under - allowed)``, and ``log lam`` is that level plus
+   ``KAPPA x deficit / band``, the deficit the running sum of ``under - allowed`` and the
+   band the tolerance, ``TOLERANCE`` of the jobs ended (at least ``BAND_MIN_JOBS``). So
+   the running under-estimate count tracks the target's: the deficit pushes lam as hard
+   at the tolerance's edge on a large site as on a small one, while a user's batch of
+   correlated ends within it barely moves lam (``ETA`` 0.05 on every end, as first
+   written, swung lam between 0.02 and 200 on CERIT-SC; +0.012 accuracy on HPC2N).
    The **rank** is the rule with the best accuracy alone (a typical run time, not a safe
    one), from the same table.
 
@@ -45,7 +51,10 @@ V3_JOBS = 15
 V3_RESERVE_S = 900
 PSEUDO = 100.0  # pseudo-jobs a bin's rates shrink with
 MIN_SITE_JOBS = 100  # before this many ended jobs the site uses v3
-ETA = 0.05
+ETA_C = 1.0  # the slow level's step: ETA_C / sqrt(jobs ended)
+KAPPA = 1.5  # log lam rises by KAPPA when the deficit reaches the band
+TOLERANCE = 0.0025  # the band: this share of the jobs ended (the goal's +-0.25 point)...
+BAND_MIN_JOBS = 20  # ...or at least this many jobs
 LAMBDA_START = 1.0
 LOG_LAMBDA_MIN = math.log(0.0001)  # 0.01 was too high for CERIT-SC: stuck 0.9 points under
 LOG_LAMBDA_MAX = math.log(1000.0)
@@ -221,7 +230,7 @@ class Learner:
 
     __slots__ = ("n_fine", "n_coarse", "n_site", "u_fine", "u_coarse", "u_site", "a_fine",
                  "a_coarse", "a_site", "log_lam", "lam", "total", "total_under",
-                 "v3_under", "_kept")  # fmt: skip
+                 "v3_under", "level", "_kept")  # fmt: skip
 
     def __init__(self) -> None:
         # floats: a prior's pseudo-jobs (replay/prior.py) are fractions of jobs
@@ -236,6 +245,7 @@ class Learner:
         self.a_site = [0.0] * N_RULES
         self.log_lam = math.log(LAMBDA_START)
         self.lam = LAMBDA_START
+        self.level = self.log_lam  # the slow level; log_lam adds the deficit's push
         self.total = 0
         self.total_under = 0
         self.v3_under = 0
@@ -316,15 +326,16 @@ class Learner:
         self.total += 1
         self.total_under += under
         self.v3_under += v3_under
-        allowed = v3_under if target is None else target
-        log_lam = self.log_lam + ETA * (under - allowed)
-        if log_lam > LOG_LAMBDA_MAX:
-            log_lam = LOG_LAMBDA_MAX
-        elif log_lam < LOG_LAMBDA_MIN:
-            log_lam = LOG_LAMBDA_MIN
-        if log_lam != self.log_lam:
-            self.log_lam = log_lam
-            self.lam = math.exp(log_lam)
+        error: float
+        deficit: float
+        if target is None:
+            error = under - v3_under
+            deficit = self.total_under - self.v3_under
+        else:
+            error = under - target
+            deficit = self.total_under - target * self.total
+        if error or deficit:  # (with a deficit, the band widened: the push eases)
+            self._steer(error, deficit)
         coarse = out.coarse
         if coarse < 0:
             return
@@ -347,6 +358,19 @@ class Learner:
         self.a_fine[fine] = list(map(add, self.a_fine[fine], accs))
         if r > low:  # the rules short count one more (+ 0.0 leaves a sum as it is)
             self._count_short(coarse, fine, softs, r, r > out.high)
+
+    def _steer(self, error: float, deficit: float) -> None:
+        """Move lam after a job end whose ``under - allowed`` is ``error``, ``deficit`` the
+        running sum of those (see the module's 4.); the level and log lam each within
+        LOG_LAMBDA_MIN..LOG_LAMBDA_MAX."""
+        level = self.level + ETA_C / math.sqrt(self.total) * error
+        level = min(max(level, LOG_LAMBDA_MIN), LOG_LAMBDA_MAX)
+        band = max(TOLERANCE * self.total, BAND_MIN_JOBS)
+        log_lam = min(max(level + KAPPA * deficit / band, LOG_LAMBDA_MIN), LOG_LAMBDA_MAX)
+        self.level = level
+        if log_lam != self.log_lam:
+            self.log_lam = log_lam
+            self.lam = math.exp(log_lam)
 
     def _count_short(
         self, coarse: int, fine: int, softs: Tuple[int, ...], r: int, every: bool
