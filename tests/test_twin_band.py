@@ -84,3 +84,17 @@ def test_bench_twin_compares_a_dumped_replay_again_without_a_server(
     assert out.count("mean wait   real      3.0 s  simulated      1.5 s") == 2  # planned, measured
     assert "p5-p95 1.5-2.0: real outside" in out  # the band: b starts at 4 or 5, not 7
     assert "#1 (2.pbs)      1     1    2      7  4-5" in out
+
+
+def test_a_replay_with_its_own_simulation_draws_through_it() -> None:
+    jobs = [J(0, 4, 9, 1), J(1, 2, 9, 1)]
+    seen: list[list[int]] = []
+
+    def simulate(drawn: list[twin.TwinJob]) -> list[int]:
+        seen.append([j.run for j in drawn])
+        return [0, drawn[0].run + 10]  # b always 10 s after a's end
+
+    b = twin_band.band(jobs, [0, 1], [0, 5], [5, 2], [None, None], 1, FCFS, 0, 1.0, 20, 0, simulate)
+    assert len(seen) == 20 and {r[0] for r in seen} == {4, 5} and {r[1] for r in seen} == {2, 3}
+    assert set(b.starts[1]) == {14, 15}
+    assert b.outside == [(1, 5, 14, 15)]

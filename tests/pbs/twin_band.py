@@ -15,7 +15,7 @@ least 0), and gives the spread of the simulated figures with the real ones besid
 from __future__ import annotations
 
 import random
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import twin
 
@@ -63,11 +63,14 @@ def band(
     bound: float,
     draws: int = DRAWS,
     seed: int = 0,
+    simulate: Optional[Callable[[list[twin.TwinJob]], list[int]]] = None,
 ) -> Band:
     """The replay (``jobs`` released at ``submit``, started at ``real``, run ``runs`` s as
     measured) simulated ``draws`` times with run times of sleep + a measured overrun drawn
     at random (``seed``); bsld with the planned run times and ``bound``, as
-    :func:`twin.compare`'s."""
+    :func:`twin.compare`'s. ``simulate``: the starts of the jobs with their drawn run
+    times, when the replay's simulation is not :func:`twin.simulate`'s (the live source's
+    reads the product's outputs)."""
     if draws < 1:
         raise ValueError("draws must be at least 1")
     measured = overruns(jobs, runs)
@@ -78,7 +81,10 @@ def band(
     c = None
     for _ in range(draws):
         drawn = [j._replace(run=j.run + rng.choice(measured)) for j in jobs]
-        starts = twin.simulate(drawn, submit, soft, procs, policy, epoch)
+        if simulate is None:
+            starts = twin.simulate(drawn, submit, soft, procs, policy, epoch)
+        else:
+            starts = simulate(drawn)
         c = twin.compare(jobs, submit, real, starts, 0, bound)
         waits.append(c.wait_sim)
         bslds.append(c.bsld_sim)
