@@ -27,12 +27,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "tests" / "pbs"), str(REPO / "tests")]
 
 import pbsctl  # noqa: E402
 import twin  # noqa: E402
+import twin_live  # noqa: E402
 
 from softwalltime.replay import pbsched  # noqa: E402
 from softwalltime.replay import simulate as sim  # noqa: E402
@@ -53,7 +55,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--factor", type=float, help="time compression (default: from --minutes)")
     p.add_argument("--margin", type=int, default=2, help="walltime over the run, s (2)")
     p.add_argument("--tolerance", type=int, default=2, help="order tolerance, s (2)")
-    p.add_argument("--sources", default="users,perfect", help="users,perfect")
+    p.add_argument("--sources", default="users,perfect", help="users,perfect,live")
+    p.add_argument(
+        "--history",
+        type=int,
+        default=2000,
+        help="live: the trace's jobs before the segment whose users' jobs are ingested first"
+        f" (2000, at most {twin_live.MAX_HISTORY})",
+    )
+    p.add_argument(
+        "--report",
+        type=Path,
+        default=Path("twin-report.html"),
+        help="live: softwalltime report of the twin's database, written here",
+    )
     p.add_argument(
         "--policies",
         default="fcfs-bf1,sjf-bf1",
@@ -70,7 +85,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def load(args: argparse.Namespace) -> tuple[list[twin.TwinJob], int, float, str]:
+class Segment(NamedTuple):
+    jobs: list[twin.TwinJob]
+    procs: int
+    factor: float
+    about: str
+    work: sim.Workload
+    first: int
+
+
+def load(args: argparse.Namespace) -> Segment:
     path = str(TRACES / TRACE_FILES[args.trace]) if args.trace in TRACE_FILES else args.trace
     work = sim.read_workload(path)
     procs = work.machine_procs
@@ -87,7 +111,7 @@ def load(args: argparse.Namespace) -> tuple[list[twin.TwinJob], int, float, str]
         f" factor {factor:g} (scheduler_iteration {twin.iteration_for(factor)} s, bsld bound"
         f" {600 / factor:.2f} s); runs of 1 s: {sum(j.run == 1 for j in jobs)}"
     )
-    return jobs, procs, factor, about
+    return Segment(jobs, procs, factor, about, work, first)
 
 
 def one(
@@ -107,10 +131,7 @@ def one(
         print(f"\n## {name}, {source} ({took:.0f} s on the server; jobs ran {over:.2f} s longer"
               " than their sleep on average, obittime - stime; opt_backfill_fuzzy"
               f" {policy.backfill_fuzzy} s)")  # fmt: skip
-        for title, simulated in (("planned", run.simulated), ("measured", run.measured)):
-            c = twin.compare(jobs, run.submit, run.real, simulated, args.tolerance, 600 / factor)
-            print(f"### against simulate_pbs with the {title} run times")
-            print(twin.report(c, jobs, run.submit, run.real, simulated, run.ids), flush=True)
+        print_comparison(jobs, run, args, factor)
         soft = twin.soft_walltimes(jobs, source)
         fig = twin.start_times(
             jobs, run.submit, run.real, run.runs, soft, procs, policy, factor, run.epoch
@@ -133,6 +154,87 @@ def one(
         twin.purge_all(run.ids)
 
 
+def print_comparison(
+    jobs: list[twin.TwinJob], run: twin.Replay, args: argparse.Namespace, factor: float
+) -> None:
+    for title, simulated in (("planned", run.simulated), ("measured", run.measured)):
+        c = twin.compare(jobs, run.submit, run.real, simulated, args.tolerance, 600 / factor)
+        print(f"### against simulate_pbs with the {title} run times")
+        print(twin.report(c, jobs, run.submit, run.real, simulated, run.ids), flush=True)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+
+def print_live(
+    seg: Segment, live: twin_live.LiveRun, s: twin_live.Site, args: argparse.Namespace
+) -> None:
+    """The live replay's figures beside the comparison: qsub latency, timers, the hook's
+    outputs, the ingested rows and the report."""
+    jobs, run = seg.jobs, live.replay
+    lat = live.latency
+    print(
+        "qsub latency (runuser + qsub, a batch's time over its jobs):"
+        f" mean {1000 * sum(lat) / len(lat):.0f} ms,"
+        f" p95 {1000 * _quantile(lat, 0.95):.0f} ms, max {1000 * max(lat):.0f} ms"
+    )
+    for t in live.timers:
+        print(t.summary())
+    for key, value in twin_live.hook_counts(jobs, live.out).items():
+        print(f"jobs with {key}: {value}/{len(jobs)}" if "moved" not in key else f"{key}: {value}")
+    rows = twin_live.ingested(s.dsn, run.ids)
+    print(f"finished jobs ingested by the timers: {len(rows)}/{len(run.ids)}")
+    fig = twin_live.report(s, run.epoch, args.report)
+    names = sorted(
+        {twin_live.unix_name(u) for u in seg.work.user[seg.first : seg.first + len(jobs)]}
+    )
+    page = args.report.read_text()
+    named = sum(n in page for n in names)
+    print(f"report: {args.report.resolve()} ({named}/{len(names)} users named)")
+    print("report figures: " + twin_live.report_figures(fig))
+
+
+def one_live(seg: Segment, name: str, args: argparse.Namespace) -> None:
+    """The source ``live``: the product runs as at a site (:mod:`twin_live`)."""
+    jobs, procs, factor = seg.jobs, seg.procs, seg.factor
+    policy = twin.policy(name, procs, factor, args.fuzzy)
+    users = seg.work.user[seg.first : seg.first + len(jobs)]
+    names = [twin_live.unix_name(u) for u in users]
+    twin_live.segment_users(users)
+    started = time.monotonic()
+    with twin_live.unix_users(sorted(set(names))), twin_live.site(factor) as s:
+        past = twin_live.history(
+            seg.work, seg.first, len(jobs), args.history, factor, int(time.time())
+        )
+        twin_live.ingest_history(s, past)
+        print(
+            f"\n## {name}, live: {len(set(names))} users, {len(past)} history jobs ingested",
+            flush=True,
+        )
+        live = twin_live.replay(s, jobs, names, procs, policy, factor)
+        try:
+            run = live.replay
+            took = time.monotonic() - started
+            over = sum(r - j.run for r, j in zip(run.runs, jobs)) / len(jobs)
+            print(f"({took:.0f} s with the setup; jobs ran {over:.2f} s longer than their sleep on"
+                  f" average; opt_backfill_fuzzy {policy.backfill_fuzzy} s)")  # fmt: skip
+            print_comparison(jobs, run, args, factor)
+            print_live(seg, live, s, args)
+            if args.dump:
+                args.dump.mkdir(parents=True, exist_ok=True)
+                data = {
+                    "factor": factor,
+                    "jobs": [j._asdict() for j in jobs],
+                    **run._asdict(),
+                    "out": live.out._asdict(),
+                }
+                (args.dump / f"{name}.live.json").write_text(json.dumps(data))
+        finally:
+            twin.purge_all(live.replay.ids)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     began = time.monotonic()
@@ -141,14 +243,21 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"bench-twin: {why}", file=sys.stderr)
         return 2
-    jobs, procs, factor, about = load(args)
-    print(about, flush=True)
+    if not 0 <= args.history <= twin_live.MAX_HISTORY:
+        print(f"bench-twin: --history must be 0 to {twin_live.MAX_HISTORY}", file=sys.stderr)
+        return 2
+    seg = load(args)
+    jobs, procs, factor = seg.jobs, seg.procs, seg.factor
+    print(seg.about, flush=True)
     try:
         with pbsctl.exclusive(), twin.server(procs):
             for name in args.policies.split(","):
                 for source in args.sources.split(","):
-                    one(jobs, procs, factor, source, name, args)
-    except (pbsctl.PbsError, subprocess.TimeoutExpired) as err:
+                    if source == twin_live.LIVE:
+                        one_live(seg, name, args)
+                    else:
+                        one(jobs, procs, factor, source, name, args)
+    except (pbsctl.PbsError, subprocess.TimeoutExpired, ValueError) as err:
         print(f"bench-twin: PBS failed: {err}", file=sys.stderr)
         return 1
     print(f"\ntook {time.monotonic() - began:.0f} s")
