@@ -185,14 +185,17 @@ def print_live(
     for key, value in twin_live.hook_counts(jobs, live.out).items():
         print(f"jobs with {key}: {value}/{len(jobs)}" if "moved" not in key else f"{key}: {value}")
     rows = twin_live.ingested(s.dsn, run.ids)
-    print(f"finished jobs ingested by the timers: {len(rows)}/{len(run.ids)}")
-    fig = twin_live.report(s, run.epoch, args.report)
-    names = sorted(
-        {twin_live.unix_name(u) for u in seg.work.user[seg.first : seg.first + len(jobs)]}
+    print(
+        f"finished jobs ingested: {live.by_timers}/{len(run.ids)} by the timers when the last"
+        f" ended, {len(rows)}/{len(run.ids)} after one more ingest"
     )
+    fig = twin_live.report(s, run.epoch, args.report)
+    named = twin_live.report_users(fig)
     page = args.report.read_text()
-    named = sum(n in page for n in names)
-    print(f"report: {args.report.resolve()} ({named}/{len(names)} users named)")
+    print(
+        f"report: {args.report.resolve()} (names {len(named)} users, those with at least"
+        f" 10 jobs; {sum(n in page for n in named)} of them on the page)"
+    )
     print("report figures: " + twin_live.report_figures(fig))
 
 

@@ -348,11 +348,12 @@ def site(factor: float, rank: str = "key-mean") -> Iterator[Site]:
     hook (and its resources), python_restart_* and the database gone afterwards. Inside
     :func:`twin.server` (the caller purges its jobs before leaving)."""
     workdir = Path(tempfile.mkdtemp(prefix="swt-twin-"))
-    cluster = LocalCluster(workdir / "pg")
+    pgdir = tempfile.mkdtemp(prefix="swt-twin-pg-")  # LocalCluster gives it to postgres
+    cluster = LocalCluster(pgdir)
     saved = {name: pbsctl.server_attribute(name) for name in RESTART}
-    cluster.start()
     installed = False
     try:
+        cluster.start()
         dsn = _database(cluster)
         config = workdir / "softwalltime.json"
         config.write_text(json.dumps(settings(dsn, factor, rank)))
@@ -376,6 +377,7 @@ def site(factor: float, rank: str = "key-mean") -> Iterator[Site]:
         for name, value in saved.items():
             twin._restore("server", name, value)
         cluster.destroy()
+        shutil.rmtree(pgdir, ignore_errors=True)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -463,6 +465,17 @@ def qsub_line(job: twin.TwinJob, name: str) -> str:
     )
 
 
+def batch_script(qsubs: Sequence[str]) -> str:
+    """The qsubs of jobs due in the same second, with scheduling off around them when
+    there are several: each qsub kicks a cycle, which could start the first job before
+    the next is queued, where the simulator (whole seconds) sees them in one cycle. The
+    held jobs of the other sources are released together for the same reason."""
+    if len(qsubs) == 1:
+        return qsubs[0]
+    off, on = (f"qmgr -c 'set server scheduling = {v}' >/dev/null" for v in ("False", "True"))
+    return "\n".join([off, *qsubs, on])
+
+
 def _seconds(value: Any) -> int | None:
     if value is None:
         return None
@@ -496,7 +509,9 @@ def submit_live(
             due = time.monotonic() - t0
             batch = [j for j in range(k, len(jobs)) if jobs[j].submit <= due]
             began = time.monotonic()
-            got = root.lines("\n".join(qsub_line(jobs[j], names[j]) for j in batch), len(batch))
+            got = root.lines(
+                batch_script([qsub_line(jobs[j], names[j]) for j in batch]), len(batch)
+            )
             latency += [(time.monotonic() - began) / len(batch)] * len(batch)
             ids += [g for g in got if "." in g]
             if len(ids) != k + len(batch):
@@ -589,7 +604,8 @@ class LiveRun(NamedTuple):
     out: Outputs
     latency: list[float]  # s per qsub
     timers: list[Timer]
-    final_ingest: str  # its summary
+    by_timers: int  # finished jobs the timers' ingest had stored when the last ended
+    final_ingest: str  # the summary of one more ingest then
 
 
 def replay(
@@ -630,9 +646,10 @@ def replay(
         failed = [line for t in timers for line in t.failures()]
         if failed:
             raise pbsctl.PbsError("timers failed: " + "; ".join(failed[:5]))
+        by_timers = len(ingested(s.dsn, ids))
         final_ingest = _check(run_cli(s.config, "ingest", "--no-progress"), "ingest (final)")
         run, out = _compare(jobs, ids, queued, timers[1].runs, procs, policy)
-        return LiveRun(run, out, latency, timers, final_ingest)
+        return LiveRun(run, out, latency, timers, by_timers, final_ingest)
     except BaseException:
         twin.purge_all(ids)
         raise
@@ -680,6 +697,12 @@ def hook_counts(jobs: Sequence[twin.TwinJob], out: Outputs) -> dict[str, int]:
         "ranks moved by refresh": len(out.rank_moves),
         "soft walltimes moved by refresh": out.soft_moves,
     }
+
+
+def report_users(fig: dict[str, Any]) -> list[str]:
+    """The users the report names: its worst users (those with at least
+    ``MIN_JOBS_FOR_WORST`` jobs, at most ``WORST_ROWS``)."""
+    return [str(row["username"]) for row in fig.get("worst_users") or []]
 
 
 def report_figures(fig: dict[str, Any]) -> str:
