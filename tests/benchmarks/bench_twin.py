@@ -16,6 +16,26 @@ median and p95 of |real - simulated start| and the first divergent jobs. The nod
 sched_config, the formula, backfill_depth, scheduling, eligible_time_enable,
 scheduler_iteration and job history are restored and the jobs purged, whatever happens.
 Exits non-zero if PBS fails.
+
+``--sources live`` (:mod:`twin_live`) runs the product as at a site instead: each trace
+user of the segment becomes a Unix user ``swtw<uid>`` (at most 300; those created are
+deleted afterwards), a throwaway PostgreSQL is migrated with ``softwalltime db upgrade``,
+the hook is installed with ``softwalltime hooks install --rank`` (v3, the rank key-mean;
+``reserve_s`` and ``refresh_min_change_s`` compressed by the factor), the segment's users'
+jobs among the trace's ``--history`` jobs before it are written as accounting E records and
+ingested, and each job is submitted by its own user at its scaled submit time (no hold, no
+manager: the hook sets the soft walltime and the rank; scheduling is off around the qsubs
+of one second, which the simulator sees in one cycle). ``softwalltime ingest`` and
+``softwalltime refresh`` run every 5 and 15 minutes compressed (at least 3 s); a failure
+of either fails the bench. The simulation reads what the product gave each job: the soft
+walltime and rank after its qsub, the soft walltime it ran with (the runjob event predicts
+again) and the ranks refresh moved, when it moved them. Besides the comparison it prints
+the qsub latency, how often each timer ran and succeeded, how many jobs got the hook's soft
+walltime and rank and how many refresh changed, the finished jobs ingested, and writes
+``softwalltime report`` of the replay's jobs to ``--report``. A formula that reads the rank
+(``sjf.rank-bf1``, ``xfactor.rank-bf1``, labels such as ``xf2.rank+len1``) needs this
+source: ``python tests/benchmarks/bench_twin.py --jobs 300 --minutes 20 --sources live
+--policies xf2.rank+len1``.
 """
 
 from __future__ import annotations
