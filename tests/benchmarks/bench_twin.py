@@ -210,11 +210,13 @@ def print_live(
         f" ended, {len(rows)}/{len(run.ids)} after one more ingest"
     )
     fig = twin_live.report(s, run.epoch, args.report)
-    named = twin_live.report_users(fig)
+    per_user, worst = twin_live.report_users(fig)
+    names = set(twin_live.unix_name(u) for u in seg.work.user[seg.first : seg.first + len(jobs)])
     page = args.report.read_text()
     print(
-        f"report: {args.report.resolve()} (names {len(named)} users, those with at least"
-        f" 10 jobs; {sum(n in page for n in named)} of them on the page)"
+        f"report: {args.report.resolve()}; its per-user figure names {len(per_user)} users"
+        f" ({len(names & set(per_user))} of the segment's {len(names)}), the page"
+        f" {sum(n in page for n in worst)} worst users"
     )
     print("report figures: " + twin_live.report_figures(fig))
 

@@ -120,12 +120,15 @@ def test_twin_live_replay_of_kth_sjf_rank(twin_server: None, tmp_path: Path) -> 
             totals = fig["totals"]
             assert (totals["jobs"], totals["users"]) == (len(jobs), len(set(names))), totals
             page = (tmp_path / "report.html").read_text()
-            # it names its worst users, those with at least 10 jobs (none may have so many)
-            named = tl.report_users(fig)
-            busy = {n for n in names if names.count(n) >= 10}
-            assert busy <= set(named) <= set(names), (named, busy)
-            assert all(n in page for n in named)
+            # its per-user figure names every user; the page its worst users, if any
+            per_user, worst = tl.report_users(fig)
+            assert sorted(per_user) == sorted(set(names)), per_user
+            assert set(worst) <= set(names) and all(n in page for n in worst), worst
+            # the scheduler's order with the product's outputs is the model's (seen: 429/429
+            # pairs, mean wait +3.1 %)
             assert c.pairs > 100, text
             assert twin.agreement(c) >= MIN_SAME_ORDER, text
+            rel = twin.relative(c.wait_real, c.wait_sim)
+            assert rel is not None and abs(rel) <= WAIT_MARGIN, text
         finally:
             twin.purge_all(run.ids)

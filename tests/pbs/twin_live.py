@@ -699,10 +699,13 @@ def hook_counts(jobs: Sequence[twin.TwinJob], out: Outputs) -> dict[str, int]:
     }
 
 
-def report_users(fig: dict[str, Any]) -> list[str]:
-    """The users the report names: its worst users (those with at least
-    ``MIN_JOBS_FOR_WORST`` jobs, at most ``WORST_ROWS``)."""
-    return [str(row["username"]) for row in fig.get("worst_users") or []]
+def report_users(fig: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The users the report names: in its per-user figure (``users``, every user; the
+    page draws it without names) and among its worst users (on the page: those with at
+    least ``MIN_JOBS_FOR_WORST`` jobs some of whose soft walltimes were under-estimated)."""
+    per_user = (fig.get("users") or {}).get("per_user") or []
+    worst = fig.get("worst_users") or []
+    return [str(r["username"]) for r in per_user], [str(r["username"]) for r in worst]
 
 
 def report_figures(fig: dict[str, Any]) -> str:
