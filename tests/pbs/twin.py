@@ -12,7 +12,9 @@ held (``-h``) so that the manager can set its soft walltime (``qalter``) before 
 scheduler may see it, then released (``qrls``: the job enters the queued state and the
 server kicks the scheduler, svr_jobfunc.c:570-575). The release time is the submit time
 both the server and the simulator see. The simulator replays the same jobs, submitted at
-the real release times, with :func:`softwalltime.replay.pbsched.simulate_pbs`.
+the real release times, with :func:`softwalltime.replay.pbsched.simulate_pbs`. The source
+``live`` (``tests/pbs/twin_live.py``) submits each job as its own user with the product
+running instead.
 """
 
 from __future__ import annotations
@@ -572,8 +574,10 @@ def apply_policy(policy: pbsched.Policy, rank: bool = False) -> None:
     a formula that reads the rank only with ``rank`` (the hook publishes it: the source
     ``live``)."""
     formula = pbsched.sort_formula(policy.job_sort_formula)
-    if (formula.reads_rank and not rank) or policy.classes != pbsched.CLASSES_PBS:
-        raise ValueError(f"{policy.name}: the twin does not replay the rank")
+    if policy.classes != pbsched.CLASSES_PBS:
+        raise ValueError(f"{policy.name}: the twin replays PBS's default classes only")
+    if formula.reads_rank and not rank:
+        raise ValueError(f"{policy.name}: only the hook publishes the rank (--sources live)")
     SCHED_CONFIG.write_text(sched_config_with(SCHED_CONFIG.read_text(), policy.strict_ordering))
     pbsctl.reload_scheduler()
     if formula.expression is None:
