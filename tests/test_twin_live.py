@@ -134,3 +134,12 @@ def test_hook_counts_need_the_hooks_mark_and_a_value_within_the_walltime() -> No
     assert counts["soft walltime from the hook"] == 1  # 20: no mark; 30: over the walltime
     assert counts["rank"] == 2
     assert counts["soft walltime below the walltime"] == 1
+
+
+def test_the_sources_without_the_hook_refuse_a_formula_that_reads_the_rank() -> None:
+    # checked before anything is set on the server
+    with pytest.raises(ValueError, match=r"only the hook publishes the rank \(--sources live\)"):
+        twin.apply_policy(pbsched.parse_policy("sjf.rank-bf1"))
+    ranked = pbsched.parse_policy("fcfs-bf1", classes=pbsched.CLASSES_RANK)
+    with pytest.raises(ValueError, match="default classes only"):
+        twin.apply_policy(ranked, rank=True)
