@@ -4,6 +4,7 @@ refresh's moves and the simulation with the product's outputs, without a PBS ser
 
 from __future__ import annotations
 
+import pwd
 import sys
 from pathlib import Path
 
@@ -143,3 +144,12 @@ def test_the_sources_without_the_hook_refuse_a_formula_that_reads_the_rank() -> 
     ranked = pbsched.parse_policy("fcfs-bf1", classes=pbsched.CLASSES_RANK)
     with pytest.raises(ValueError, match="default classes only"):
         twin.apply_policy(ranked, rank=True)
+
+
+def test_unix_users_refuses_too_many_before_making_any() -> None:
+    names = [f"swtwnone{u}" for u in range(tl.MAX_USERS + 1)]
+    with pytest.raises(ValueError, match="at most 300 Unix users"):
+        with tl.unix_users(names):
+            pass  # pragma: no cover: refused before
+    with pytest.raises(KeyError):
+        pwd.getpwnam(names[0])

@@ -434,7 +434,11 @@ class Timer:
 
 @contextmanager
 def unix_users(names: Sequence[str]) -> Iterator[list[str]]:
-    """The Unix users ``names`` for the replay; those made here deleted afterwards."""
+    """The Unix users ``names`` for the replay; those made here deleted afterwards.
+
+    :raises ValueError: more than :data:`MAX_USERS` names, before any is made
+    """
+    segment_users(names)
     created: list[str] = []
     try:
         create_users(names, created)
