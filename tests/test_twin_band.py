@@ -98,3 +98,23 @@ def test_a_replay_with_its_own_simulation_draws_through_it() -> None:
     assert len(seen) == 20 and {r[0] for r in seen} == {4, 5} and {r[1] for r in seen} == {2, 3}
     assert set(b.starts[1]) == {14, 15}
     assert b.outside == [(1, 5, 14, 15)]
+
+
+def test_bench_twin_compares_a_dumped_live_replay_through_the_products_outputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sys.path.insert(0, str(Path(__file__).parent / "benchmarks"))
+    import bench_twin
+    import twin_live
+
+    jobs = [J(0, 4, 9, 1), J(1, 2, 9, 1)]
+    run = twin.Replay(0, ["1.pbs", "2.pbs"], [0, 1], [0, 5], [0, 4], [0, 4], [5, 2])
+    # the product gave b a soft walltime of 1 s and a: 4; nothing moved
+    out = twin_live.Outputs([4, 1], [None, None], [4, 1], [4, 1], [None, None], [], 0)
+    dump = tmp_path / "fcfs-bf1.live.json"
+    data = {"factor": 100.0, "jobs": [j._asdict() for j in jobs], **run._asdict()}
+    dump.write_text(json.dumps({**data, "out": out._asdict()}))
+    bench_twin.from_dump(dump, 1, bench_twin.parse_args(["--from-dump", str(dump)]))
+    text = capsys.readouterr().out
+    assert "## fcfs-bf1, live" in text
+    assert "p5-p95 1.5-2.0: real inside" in text  # b starts at a's end, 4 or 5 s

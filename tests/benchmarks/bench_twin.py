@@ -18,6 +18,26 @@ median and p95 of |real - simulated start| and the first divergent jobs, then th
 sched_config, the formula, backfill_depth, scheduling, eligible_time_enable,
 scheduler_iteration and job history are restored and the jobs purged, whatever happens.
 Exits non-zero if PBS fails.
+
+``--sources live`` (:mod:`twin_live`) runs the product as at a site instead: each trace
+user of the segment becomes a Unix user ``swtw<uid>`` (at most 300; those created are
+deleted afterwards), a throwaway PostgreSQL is migrated with ``softwalltime db upgrade``,
+the hook is installed with ``softwalltime hooks install --rank`` (v3, the rank key-mean;
+``reserve_s`` and ``refresh_min_change_s`` compressed by the factor), the segment's users'
+jobs among the trace's ``--history`` jobs before it are written as accounting E records and
+ingested, and each job is submitted by its own user at its scaled submit time (no hold, no
+manager: the hook sets the soft walltime and the rank; scheduling is off around the qsubs
+of one second, which the simulator sees in one cycle). ``softwalltime ingest`` and
+``softwalltime refresh`` run every 5 and 15 minutes compressed (at least 3 s); a failure
+of either fails the bench. The simulation reads what the product gave each job: the soft
+walltime and rank after its qsub, the soft walltime it ran with (the runjob event predicts
+again) and the ranks refresh moved, when it moved them. Besides the comparison it prints
+the qsub latency, how often each timer ran and succeeded, how many jobs got the hook's soft
+walltime and rank and how many refresh changed, the finished jobs ingested, and writes
+``softwalltime report`` of the replay's jobs to ``--report``. A formula that reads the rank
+(``sjf.rank-bf1``, ``xfactor.rank-bf1``, labels such as ``xf2.rank+len1``) needs this
+source: ``python tests/benchmarks/bench_twin.py --jobs 300 --minutes 20 --sources live
+--policies xf2.rank+len1``.
 """
 
 from __future__ import annotations
@@ -29,6 +49,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "tests" / "pbs"), str(REPO / "tests")]
@@ -36,6 +57,7 @@ sys.path[:0] = [str(REPO / "tests" / "pbs"), str(REPO / "tests")]
 import pbsctl  # noqa: E402
 import twin  # noqa: E402
 import twin_band  # noqa: E402
+import twin_live  # noqa: E402
 
 from softwalltime.replay import pbsched  # noqa: E402
 from softwalltime.replay import simulate as sim  # noqa: E402
@@ -56,7 +78,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--factor", type=float, help="time compression (default: from --minutes)")
     p.add_argument("--margin", type=int, default=2, help="walltime over the run, s (2)")
     p.add_argument("--tolerance", type=int, default=2, help="order tolerance, s (2)")
-    p.add_argument("--sources", default="users,perfect", help="users,perfect")
+    p.add_argument("--sources", default="users,perfect", help="users,perfect,live")
+    p.add_argument(
+        "--history",
+        type=int,
+        default=2000,
+        help="live: the trace's jobs before the segment whose users' jobs are ingested first"
+        f" (2000, at most {twin_live.MAX_HISTORY})",
+    )
+    p.add_argument(
+        "--report",
+        type=Path,
+        default=Path("twin-report.html"),
+        help="live: softwalltime report of the twin's database, written here",
+    )
     p.add_argument(
         "--policies",
         default="fcfs-bf1,sjf-bf1",
@@ -93,7 +128,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def load(args: argparse.Namespace) -> tuple[list[twin.TwinJob], int, float, str]:
+class Segment(NamedTuple):
+    jobs: list[twin.TwinJob]
+    procs: int
+    factor: float
+    about: str
+    work: sim.Workload
+    first: int
+
+
+def load(args: argparse.Namespace) -> Segment:
     path = str(TRACES / TRACE_FILES[args.trace]) if args.trace in TRACE_FILES else args.trace
     work = sim.read_workload(path)
     procs = work.machine_procs
@@ -110,7 +154,7 @@ def load(args: argparse.Namespace) -> tuple[list[twin.TwinJob], int, float, str]
         f" factor {factor:g} (scheduler_iteration {twin.iteration_for(factor)} s, bsld bound"
         f" {600 / factor:.2f} s); runs of 1 s: {sum(j.run == 1 for j in jobs)}"
     )
-    return jobs, procs, factor, about
+    return Segment(jobs, procs, factor, about, work, first)
 
 
 def one(
@@ -161,9 +205,11 @@ def compare(
     policy: pbsched.Policy,
     factor: float,
     args: argparse.Namespace,
+    simulate: Callable[[list[twin.TwinJob]], list[int]] | None = None,
 ) -> None:
     """The replay against one simulation with the planned run times, one with the measured
-    ones, and the band of ``args.draws`` simulations (:mod:`twin_band`)."""
+    ones, and the band of ``args.draws`` simulations (:mod:`twin_band`; ``simulate``: the
+    replay's own simulation of jobs with drawn run times, the live source's)."""
     for title, simulated in (("planned", run.simulated), ("measured", run.measured)):
         c = twin.compare(jobs, run.submit, run.real, simulated, args.tolerance, 600 / factor)
         print(f"### against simulate_pbs with the {title} run times")
@@ -171,7 +217,7 @@ def compare(
     if args.draws > 0:
         b = twin_band.band(
             jobs, run.submit, run.real, run.runs, soft, procs, policy, run.epoch, 600 / factor,
-            args.draws,
+            args.draws, simulate=simulate,
         )  # fmt: skip
         print("### against the band of simulations under the run times' whole-second uncertainty")
         print(twin_band.report(b, jobs, run.submit, run.ids), flush=True)
@@ -188,9 +234,102 @@ def from_dump(path: Path, procs: int, args: argparse.Namespace) -> None:
     fields = {f: data[f] for f in twin.Replay._fields}
     run = twin.Replay(**fields)
     factor = data["factor"]
-    policy = twin.policy(name, procs, factor, data["fuzzy"])
+    policy = twin.policy(name, procs, factor, data.get("fuzzy"))
     print(f"\n## {name}, {source} (from {path}; factor {factor:g})")
-    compare(jobs, run, twin.soft_walltimes(jobs, source), procs, policy, factor, args)
+    if source != twin_live.LIVE:
+        compare(jobs, run, twin.soft_walltimes(jobs, source), procs, policy, factor, args)
+        return
+    out = twin_live.Outputs(
+        **{**data["out"], "rank_moves": [tuple(m) for m in data["out"]["rank_moves"]]}
+    )
+
+    def simulate(drawn: list[twin.TwinJob]) -> list[int]:
+        return twin_live.simulate(drawn, run.submit, out, procs, policy, run.epoch)
+
+    compare(jobs, run, [None] * len(jobs), procs, policy, factor, args, simulate)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+
+def print_live(
+    seg: Segment, live: twin_live.LiveRun, s: twin_live.Site, args: argparse.Namespace
+) -> None:
+    """The live replay's figures beside the comparison: qsub latency, timers, the hook's
+    outputs, the ingested rows and the report."""
+    jobs, run = seg.jobs, live.replay
+    lat = live.latency
+    print(
+        "qsub latency (runuser + qsub, a batch's time over its jobs):"
+        f" mean {1000 * sum(lat) / len(lat):.0f} ms,"
+        f" p95 {1000 * _quantile(lat, 0.95):.0f} ms, max {1000 * max(lat):.0f} ms"
+    )
+    for t in live.timers:
+        print(t.summary())
+    for key, value in twin_live.hook_counts(jobs, live.out).items():
+        print(f"jobs with {key}: {value}/{len(jobs)}" if "moved" not in key else f"{key}: {value}")
+    rows = twin_live.ingested(s.dsn, run.ids)
+    print(
+        f"finished jobs ingested: {live.by_timers}/{len(run.ids)} by the timers when the last"
+        f" ended, {len(rows)}/{len(run.ids)} after one more ingest"
+    )
+    fig = twin_live.report(s, run.epoch, args.report)
+    per_user, worst = twin_live.report_users(fig)
+    names = set(twin_live.unix_name(u) for u in seg.work.user[seg.first : seg.first + len(jobs)])
+    page = args.report.read_text()
+    print(
+        f"report: {args.report.resolve()}; its per-user figure names {len(per_user)} users"
+        f" ({len(names & set(per_user))} of the segment's {len(names)}), the page"
+        f" {sum(n in page for n in worst)} worst users"
+    )
+    print("report figures: " + twin_live.report_figures(fig))
+
+
+def one_live(seg: Segment, name: str, args: argparse.Namespace) -> None:
+    """The source ``live``: the product runs as at a site (:mod:`twin_live`)."""
+    jobs, procs, factor = seg.jobs, seg.procs, seg.factor
+    policy = twin.policy(name, procs, factor, args.fuzzy)
+    users = seg.work.user[seg.first : seg.first + len(jobs)]
+    names = [twin_live.unix_name(u) for u in users]
+    twin_live.segment_users(users)
+    started = time.monotonic()
+    with twin_live.unix_users(sorted(set(names))), twin_live.site(factor) as s:
+        past = twin_live.history(
+            seg.work, seg.first, len(jobs), args.history, factor, int(time.time())
+        )
+        twin_live.ingest_history(s, past)
+        print(
+            f"\n## {name}, live: {len(set(names))} users, {len(past)} history jobs ingested",
+            flush=True,
+        )
+        live = twin_live.replay(s, jobs, names, procs, policy, factor)
+        try:
+            run = live.replay
+            took = time.monotonic() - started
+            over = sum(r - j.run for r, j in zip(run.runs, jobs)) / len(jobs)
+            print(f"({took:.0f} s with the setup; jobs ran {over:.2f} s longer than their sleep on"
+                  f" average; opt_backfill_fuzzy {policy.backfill_fuzzy} s)")  # fmt: skip
+            out = live.out
+
+            def simulate(drawn: list[twin.TwinJob]) -> list[int]:
+                return twin_live.simulate(drawn, run.submit, out, procs, policy, run.epoch)
+
+            compare(jobs, run, [None] * len(jobs), procs, policy, factor, args, simulate)
+            print_live(seg, live, s, args)
+            if args.dump:
+                args.dump.mkdir(parents=True, exist_ok=True)
+                data = {
+                    "factor": factor,
+                    "fuzzy": policy.backfill_fuzzy,
+                    "jobs": [j._asdict() for j in jobs],
+                    **run._asdict(),
+                    "out": live.out._asdict(),
+                }
+                (args.dump / f"{name}.live.json").write_text(json.dumps(data))
+        finally:
+            twin.purge_all(live.replay.ids)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     print("command: " + " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]))
     if args.from_dump:
-        _, procs, _, _ = load(args)
+        procs = load(args).procs
         for path in args.from_dump:
             from_dump(path, procs, args)
         return 0
@@ -206,14 +345,21 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"bench-twin: {why}", file=sys.stderr)
         return 2
-    jobs, procs, factor, about = load(args)
-    print(about, flush=True)
+    if not 0 <= args.history <= twin_live.MAX_HISTORY:
+        print(f"bench-twin: --history must be 0 to {twin_live.MAX_HISTORY}", file=sys.stderr)
+        return 2
+    seg = load(args)
+    jobs, procs, factor = seg.jobs, seg.procs, seg.factor
+    print(seg.about, flush=True)
     try:
         with pbsctl.exclusive(), twin.server(procs):
             for name in args.policies.split(","):
                 for source in args.sources.split(","):
-                    one(jobs, procs, factor, source, name, args)
-    except (pbsctl.PbsError, subprocess.TimeoutExpired) as err:
+                    if source == twin_live.LIVE:
+                        one_live(seg, name, args)
+                    else:
+                        one(jobs, procs, factor, source, name, args)
+    except (pbsctl.PbsError, subprocess.TimeoutExpired, ValueError) as err:
         print(f"bench-twin: PBS failed: {err}", file=sys.stderr)
         return 1
     print(f"\ntook {time.monotonic() - began:.0f} s")

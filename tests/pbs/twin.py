@@ -12,7 +12,9 @@ held (``-h``) so that the manager can set its soft walltime (``qalter``) before 
 scheduler may see it, then released (``qrls``: the job enters the queued state and the
 server kicks the scheduler, svr_jobfunc.c:570-575). The release time is the submit time
 both the server and the simulator see. The simulator replays the same jobs, submitted at
-the real release times, with :func:`softwalltime.replay.pbsched.simulate_pbs`.
+the real release times, with :func:`softwalltime.replay.pbsched.simulate_pbs`. The source
+``live`` (``tests/pbs/twin_live.py``) submits each job as its own user with the product
+running instead.
 """
 
 from __future__ import annotations
@@ -465,7 +467,7 @@ def known(ids: Sequence[str], finished: bool = False) -> set[str]:
     """Those of ``ids`` the server still knows (``finished``: only those finished); one
     ``qselect`` per call, much lighter on the server than ``qstat -f`` while it schedules."""
     states = ["-s", "F"] if finished else []
-    out = pbsctl.run("qselect", "-x", *states, "-u", pbsctl.USER, timeout=300).stdout
+    out = pbsctl.run("qselect", "-x", *states, timeout=300).stdout
     return set(ids) & set(out.split())
 
 
@@ -567,11 +569,15 @@ def sched_config_with(text: str, strict_ordering: bool) -> str:
     return pbsctl.sched_config_line(text, "strict_ordering", f"strict_ordering: {value}\tALL")
 
 
-def apply_policy(policy: pbsched.Policy) -> None:
-    """Set ``policy`` on the server (inside :func:`server`), as pbsched.pbs_settings says."""
+def apply_policy(policy: pbsched.Policy, rank: bool = False) -> None:
+    """Set ``policy`` on the server (inside :func:`server`), as pbsched.pbs_settings says;
+    a formula that reads the rank only with ``rank`` (the hook publishes it: the source
+    ``live``)."""
     formula = pbsched.sort_formula(policy.job_sort_formula)
-    if formula.reads_rank or policy.classes != pbsched.CLASSES_PBS:
-        raise ValueError(f"{policy.name}: the twin does not replay the rank")
+    if policy.classes != pbsched.CLASSES_PBS:
+        raise ValueError(f"{policy.name}: the twin replays PBS's default classes only")
+    if formula.reads_rank and not rank:
+        raise ValueError(f"{policy.name}: only the hook publishes the rank (--sources live)")
     SCHED_CONFIG.write_text(sched_config_with(SCHED_CONFIG.read_text(), policy.strict_ordering))
     pbsctl.reload_scheduler()
     if formula.expression is None:
