@@ -111,9 +111,10 @@ def test_bench_twin_compares_a_dumped_live_replay_through_the_products_outputs(
     run = twin.Replay(0, ["1.pbs", "2.pbs"], [0, 1], [0, 5], [0, 4], [0, 4], [5, 2])
     # the product gave b a soft walltime of 1 s and a: 4; nothing moved
     out = twin_live.Outputs([4, 1], [None, None], [4, 1], [4, 1], [None, None], [], 0)
+    policy = twin.policy("fcfs-bf1", 1, 100.0)
+    bench_twin.dump(tmp_path, "fcfs-bf1.live", 100.0, policy, jobs, run, {"out": out._asdict()})
     dump = tmp_path / "fcfs-bf1.live.json"
-    data = {"factor": 100.0, "jobs": [j._asdict() for j in jobs], **run._asdict()}
-    dump.write_text(json.dumps({**data, "out": out._asdict()}))
+    assert json.loads(dump.read_text())["out"]["soft"] == [4, 1]
     bench_twin.from_dump(dump, 1, bench_twin.parse_args(["--from-dump", str(dump)]))
     text = capsys.readouterr().out
     assert "## fcfs-bf1, live" in text

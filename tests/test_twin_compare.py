@@ -4,6 +4,7 @@ simulated twin and the comparison, without a PBS server."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,11 @@ def test_a_formula_label_is_replayed_with_its_constants_compressed() -> None:
     assert twin.policy("fcfs-bf1", 100, 300.0).job_sort_formula == pbsched.FCFS
     with pytest.raises(ValueError):
         twin.policy("xf9", 100, 300.0)
+
+
+def test_due_batches_yield_jobs_due_together_at_their_second() -> None:
+    jobs = [J(0, 1, 3, 1), J(0, 1, 3, 1), J(1, 1, 3, 1)]
+    began = time.monotonic()
+    got = [(k, batch, time.monotonic() - began) for k, batch in twin.due_batches(jobs)]
+    assert [(k, b) for k, b, _ in got] == [(0, [0, 1]), (2, [2])]
+    assert got[0][2] < 0.5 and got[1][2] >= 0.9  # the second batch waits for its second

@@ -185,16 +185,30 @@ def one(
         )
         print(twin.start_report(fig), flush=True)
         if args.dump:
-            args.dump.mkdir(parents=True, exist_ok=True)
-            data = {
-                "factor": factor,
-                "fuzzy": policy.backfill_fuzzy,
-                "jobs": [j._asdict() for j in jobs],
-                **run._asdict(),
-            }
-            (args.dump / f"{name}.{source}.json").write_text(json.dumps(data))
+            dump(args.dump, f"{name}.{source}", factor, policy, jobs, run)
     finally:
         twin.purge_all(run.ids)
+
+
+def dump(
+    directory: Path,
+    stem: str,
+    factor: float,
+    policy: pbsched.Policy,
+    jobs: list[twin.TwinJob],
+    run: twin.Replay,
+    extra: dict[str, object] | None = None,
+) -> None:
+    """The replay as ``directory/stem.json``, for ``--from-dump``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    data = {
+        "factor": factor,
+        "fuzzy": policy.backfill_fuzzy,
+        "jobs": [j._asdict() for j in jobs],
+        **run._asdict(),
+        **(extra or {}),
+    }
+    (directory / f"{stem}.json").write_text(json.dumps(data))
 
 
 def compare(
@@ -319,15 +333,8 @@ def one_live(seg: Segment, name: str, args: argparse.Namespace) -> None:
             compare(jobs, run, [None] * len(jobs), procs, policy, factor, args, simulate)
             print_live(seg, live, s, args)
             if args.dump:
-                args.dump.mkdir(parents=True, exist_ok=True)
-                data = {
-                    "factor": factor,
-                    "fuzzy": policy.backfill_fuzzy,
-                    "jobs": [j._asdict() for j in jobs],
-                    **run._asdict(),
-                    "out": live.out._asdict(),
-                }
-                (args.dump / f"{name}.live.json").write_text(json.dumps(data))
+                extra = {"out": live.out._asdict()}
+                dump(args.dump, f"{name}.{twin_live.LIVE}", factor, policy, jobs, run, extra)
         finally:
             twin.purge_all(live.replay.ids)
 

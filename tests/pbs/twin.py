@@ -419,6 +419,22 @@ def release_script(ids: Sequence[str]) -> str:
     return f"qrls {' '.join(ids)}; echo OK"
 
 
+def due_batches(jobs: Sequence[TwinJob]) -> Iterator[tuple[int, list[int]]]:
+    """The submission clock: ``(first, batch)``, each batch of job indices (jobs due in
+    the same second together) yielded at its scaled submit time, a monotonic clock from
+    the first call; ``first`` is the number of jobs yielded before it."""
+    t0 = time.monotonic()
+    k = 0
+    while k < len(jobs):
+        wait = t0 + jobs[k].submit - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)  # the submission clock
+        due = time.monotonic() - t0
+        batch = [j for j in range(k, len(jobs)) if jobs[j].submit <= due]
+        yield k, batch
+        k += len(batch)
+
+
 def submit_all(jobs: Sequence[TwinJob], soft: Sequence[int | None], ids: list[str]) -> list[float]:
     """Each job at its scaled submit time (a monotonic clock from now); jobs due together
     go in one batch. Their ids go to ``ids`` as they are known (for the caller to purge
@@ -427,14 +443,7 @@ def submit_all(jobs: Sequence[TwinJob], soft: Sequence[int | None], ids: list[st
     alice, root = Shell(pbsctl.USER), Shell()
     released: list[float] = []
     try:
-        t0 = time.monotonic()
-        k = 0
-        while k < len(jobs):
-            wait = t0 + jobs[k].submit - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)  # the submission clock
-            due = time.monotonic() - t0
-            batch = [j for j in range(k, len(jobs)) if jobs[j].submit <= due]
+        for k, batch in due_batches(jobs):
             got = alice.lines("\n".join(qsub_line(jobs[j]) for j in batch), len(batch))
             ids += [g for g in got if "." in g]
             if len(ids) != k + len(batch):
@@ -445,7 +454,6 @@ def submit_all(jobs: Sequence[TwinJob], soft: Sequence[int | None], ids: list[st
             if root.lines(release_script(got), 1) != ["OK"]:
                 raise pbsctl.PbsError(f"qrls failed for {got}")
             released += [at] * len(batch)
-            k += len(batch)
     finally:
         alice.close()
         root.close()

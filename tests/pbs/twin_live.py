@@ -504,14 +504,7 @@ def submit_live(
     latency: list[float] = []
     try:
         root.lines("cd /tmp; echo OK", 1)
-        t0 = time.monotonic()
-        k = 0
-        while k < len(jobs):
-            wait = t0 + jobs[k].submit - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)  # the submission clock
-            due = time.monotonic() - t0
-            batch = [j for j in range(k, len(jobs)) if jobs[j].submit <= due]
+        for k, batch in twin.due_batches(jobs):
             began = time.monotonic()
             got = root.lines(
                 batch_script([qsub_line(jobs[j], names[j]) for j in batch]), len(batch)
@@ -522,7 +515,6 @@ def submit_live(
                 raise pbsctl.PbsError(f"qsub failed: {got}")
             (line,) = stat.lines(f"qstat -f -F json {' '.join(got)} | tr -d '\\n'; echo", 1)
             queued.update(json.loads(line or "{}").get("Jobs", {}))
-            k += len(batch)
     finally:
         root.close()
         stat.close()
