@@ -496,6 +496,13 @@ def real_times(ids: Sequence[str], timeout: float) -> tuple[list[int], list[int]
         if time.monotonic() > deadline:
             raise pbsctl.PbsError(f"{len(left)} jobs not finished in {timeout:.0f} s")
         time.sleep(1)  # polling, bounded by the deadline
+    info = finished_info(ids)
+    return tuple([_epoch(info[i], i, name) for i in ids] for name in ("etime", "stime", "obittime"))  # type: ignore[return-value]
+
+
+def finished_info(ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``qstat -x -f`` of the finished jobs ``ids``; raises if one is unknown or did not
+    end well (exit status not 0: PBS killed it or failed to run it)."""
     info = stat_jobs(ids)
     missing = [i for i in ids if i not in info]
     if missing:
@@ -503,7 +510,7 @@ def real_times(ids: Sequence[str], timeout: float) -> tuple[list[int], list[int]
     bad = [(i, info[i].get("Exit_status")) for i in ids if info[i].get("Exit_status") != 0]
     if bad:
         raise pbsctl.PbsError(f"jobs that did not end well (id, exit status): {bad[:5]}")
-    return tuple([_epoch(info[i], i, name) for i in ids] for name in ("etime", "stime", "obittime"))  # type: ignore[return-value]
+    return info
 
 
 def purge_all(ids: Sequence[str], timeout: float = 300) -> None:

@@ -575,13 +575,7 @@ def _compare(
     policy: pbsched.Policy,
 ) -> tuple[twin.Replay, Outputs]:
     """The real times and the product's outputs from ``qstat -x``; the simulations."""
-    info = twin.stat_jobs(ids)
-    missing = [i for i in ids if i not in info]
-    if missing:
-        raise pbsctl.PbsError(f"qstat -x does not know {missing[:5]}")
-    bad = [(i, info[i].get("Exit_status")) for i in ids if info[i].get("Exit_status") != 0]
-    if bad:
-        raise pbsctl.PbsError(f"jobs that did not end well (id, exit status): {bad[:5]}")
+    info = twin.finished_info(ids)
     eligible, starts, ends = (
         [twin._epoch(info[i], i, name) for i in ids] for name in ("etime", "stime", "obittime")
     )
