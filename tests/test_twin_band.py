@@ -119,3 +119,13 @@ def test_bench_twin_compares_a_dumped_live_replay_through_the_products_outputs(
     text = capsys.readouterr().out
     assert "## fcfs-bf1, live" in text
     assert "p5-p95 1.5-2.0: real inside" in text  # b starts at a's end, 4 or 5 s
+
+
+def test_bench_twin_caps_the_draws() -> None:
+    sys.path.insert(0, str(Path(__file__).parent / "benchmarks"))
+    import bench_twin
+
+    assert bench_twin.parse_args(["--draws", "0"]).draws == 0
+    for bad in ("-1", str(bench_twin.MAX_DRAWS + 1)):
+        with pytest.raises(SystemExit):
+            bench_twin.parse_args(["--draws", bad])

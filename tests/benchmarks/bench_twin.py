@@ -69,6 +69,16 @@ TRACE_FILES = {
 }
 
 
+MAX_DRAWS = 10_000  # a draw is one simulation of the segment: about 20 ms compiled
+
+
+def _draws(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= MAX_DRAWS:
+        raise argparse.ArgumentTypeError(f"must be 0 to {MAX_DRAWS}")
+    return value
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trace", default="KTH", help="KTH, CTC or an SWF path (default KTH)")
@@ -106,7 +116,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--draws",
-        type=int,
+        type=_draws,
         default=twin_band.DRAWS,
         help="simulations of the band under the run times' whole-second uncertainty (100; 0: none)",
     )
