@@ -4,6 +4,7 @@
     python packaging/compile_simulator.py --wheel DIST/softwalltime-V-py3-none-any.whl
 
 Builds softwalltime/replay/{corrections,profile,easy} (:data:`softwalltime.replay.native.MODULES`)
+and learned's table loops (``_learned_kernel.c``, :data:`~softwalltime.replay.native.KERNEL`)
 as C extensions beside their sources, with the intermediate files in build/mypyc; ``--clean``
 removes the extensions (the modules then run as plain Python); ``--if-needed`` builds only
 when an extension is missing or older than a source (:func:`~softwalltime.replay.native.built`).
@@ -40,7 +41,7 @@ BUILD = REPO / "build" / "mypyc"
 
 
 def clean() -> None:
-    for name in native.MODULES + (native.LIBRARY,):
+    for name in native.MODULES + (native.LIBRARY, native.KERNEL):
         for ext in native.extensions(str(FOLDER), name):
             os.remove(ext)
             print(f"removed {os.path.relpath(ext, REPO)}")
@@ -50,15 +51,21 @@ def build(into: Path = FOLDER, force: bool = False) -> list[Path]:
     """Build the extensions from the checkout's sources; copy them into ``into``. ``force``:
     link them again even when build/mypyc holds them already (another LDSHARED)."""
     from mypyc.build import mypycify
-    from setuptools import setup
+    from setuptools import Extension, setup
 
     BUILD.mkdir(parents=True, exist_ok=True)
     os.chdir(BUILD)  # not the repository: setup() would read its pyproject.toml
     lib = BUILD / "lib"
     paths = [str(FOLDER / f"{name}.py") for name in native.MODULES]
+    # -ffp-contract=off: no fused multiply-add, so the kernel's floats are Python's
+    kernel = Extension(
+        f"{native.PACKAGE}.{native.KERNEL}",
+        [str(FOLDER / f"{native.KERNEL}.c")],
+        extra_compile_args=["-O2", "-ffp-contract=off"],
+    )
     setup(
         name="softwalltime-simulator",
-        ext_modules=mypycify(paths, group_name=native.GROUP, target_dir=str(BUILD)),
+        ext_modules=mypycify(paths, group_name=native.GROUP, target_dir=str(BUILD)) + [kernel],
         script_args=["--quiet", "build_ext", "--build-lib", str(lib), "--build-temp", "temp"]
         + (["--force"] if force else []),
     )

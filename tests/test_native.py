@@ -84,14 +84,19 @@ def test_the_simulator_runs_compiled_where_it_was_built() -> None:
 def test_a_source_newer_than_its_extension_makes_it_stale(tmp_path: Path) -> None:
     for name in native.INPUTS:
         (tmp_path / f"{name}.py").write_text("")
+    (tmp_path / f"{native.KERNEL}.c").write_text("")
     assert not native.built(str(tmp_path))  # nothing built
     for name in native.MODULES + (native.LIBRARY,):
         (tmp_path / f"{name}.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    assert not native.built(str(tmp_path))  # the kernel is missing
+    (tmp_path / f"{native.KERNEL}.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
     assert native.built(str(tmp_path)) and native.stale(str(tmp_path)) == []
     later = os.stat(tmp_path / "easy.py").st_mtime_ns + 10**9
     os.utime(tmp_path / "sources.py", ns=(later, later))  # an input, not compiled itself
     assert len(native.stale(str(tmp_path))) == len(native.MODULES) + 1
     assert not native.built(str(tmp_path))
+    os.utime(tmp_path / f"{native.KERNEL}.c", ns=(later, later))  # the kernel's C source
+    assert len(native.stale(str(tmp_path))) == len(native.MODULES) + 2
 
 
 @pytest.mark.slow  # plain Python simulations of a whole trace

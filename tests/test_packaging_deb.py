@@ -85,17 +85,18 @@ def test_the_distributions_rules(deb_file, unpacked):
     for lib in site.rglob("*.so"):
         assert lib.stat().st_mode & 0o111 == 0, lib
     compiled = sorted(p.name.split(".")[0] for p in (site / "softwalltime/replay").glob("*.so"))
-    assert compiled == ["corrections", "easy", "native__mypyc", "profile"]
+    assert compiled == ["_learned_kernel", "corrections", "easy", "native__mypyc", "profile"]
     # the unpacked venv runs them (its python links to the system's python3.11)
     code = (
-        "import softwalltime.replay.native as n, psycopg2; print(n.compiled(), psycopg2.__file__)"
+        "import softwalltime.replay.native as n, softwalltime.replay.learned_native as k, "
+        "psycopg2; print(n.compiled(), k.kernel is not None, psycopg2.__file__)"
     )
     ran = subprocess.run(
         [str(unpacked / "opt/softwalltime/bin/python"), "-I", "-c", code],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.startswith("['corrections', 'profile', 'easy'] " + str(site)), ran.stdout
+    assert ran.stdout.startswith("['corrections', 'profile', 'easy'] True " + str(site)), ran.stdout
     doc = unpacked / DOC.lstrip("/")
     changelog = gzip.decompress((doc / "changelog.gz").read_bytes()).decode()
     assert changelog.startswith(f"softwalltime ({softwalltime.__version__}) ")

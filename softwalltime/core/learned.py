@@ -291,7 +291,16 @@ class Learner:
         ws = PSEUDO * dc / (self.n_site or 1.0)
         df = 1.0 / (self.n_fine[fine] + PSEUDO)
         wc = PSEUDO * df
-        # scores() written out in one pass: accuracy - lam x under-rate, the same floats
+        best = self._best(fine, coarse, df, dc, ws, wc, lam)
+        self._kept = (fine, self.n_site, lam, best)
+        return best
+
+    def _best(
+        self, fine: int, coarse: int, df: float, dc: float, ws: float, wc: float, lam: float
+    ) -> int:
+        """The first rule with the best ``accuracy - lam x under-rate`` in fine bin
+        ``fine`` (:meth:`scores` written out in one pass, the same floats; the replay's
+        ``learned_native`` runs it in C)."""
         values = [
             fa * df + (ca * dc + sa * ws) * wc - lam * (fu * df + (cu * dc + su * ws) * wc)
             for fa, ca, sa, fu, cu, su in zip(
@@ -303,9 +312,7 @@ class Learner:
                 self.u_site,
             )
         ]
-        best = values.index(max(values))
-        self._kept = (fine, self.n_site, lam, best)
-        return best
+        return values.index(max(values))
 
     def rank_rule(self, out: Outcome) -> int:
         """The rule for the job's rank: the best accuracy alone."""
@@ -343,13 +350,19 @@ class Learner:
         self.n_site += 1
         self.n_coarse[coarse] += 1
         self.n_fine[fine] += 1
-        r = runtime_s
-        if r <= 0:  # every soft walltime is >= 1 s: accuracy 0, none under
-            return
-        low = out.low
+        if runtime_s > 0:  # else every soft walltime is >= 1 s: accuracy 0, none under
+            self._add(coarse, fine, softs, runtime_s, out.low, out.high)
+
+    def _add(
+        self, coarse: int, fine: int, softs: Tuple[int, ...], r: int, low: int, high: int
+    ) -> None:
+        """Add one ended job of run time ``r`` > 0 to the sums of its bins and the site's:
+        each rule's accuracy, and 1 under-estimate to each rule short of ``r`` (``low``
+        and ``high``: the smallest and largest of ``softs``; the replay's
+        ``learned_native`` runs it in C)."""
         if r <= low:  # no rule short: accuracy r / v (1.0 when v == r) for each
             accs = [r / v for v in softs]
-        elif r > out.high:  # every rule short: v / r
+        elif r > high:  # every rule short: v / r
             accs = [v / r for v in softs]
         else:
             accs = [v / r if v < r else r / v for v in softs]
@@ -357,16 +370,22 @@ class Learner:
         self.a_coarse[coarse] = list(map(add, self.a_coarse[coarse], accs))
         self.a_fine[fine] = list(map(add, self.a_fine[fine], accs))
         if r > low:  # the rules short count one more (+ 0.0 leaves a sum as it is)
-            self._count_short(coarse, fine, softs, r, r > out.high)
+            self._count_short(coarse, fine, softs, r, r > high)
 
     def _steer(self, error: float, deficit: float) -> None:
         """Move lam after a job end whose ``under - allowed`` is ``error``, ``deficit`` the
         running sum of those (see the module's 4.); the level and log lam each within
         LOG_LAMBDA_MIN..LOG_LAMBDA_MAX."""
+        # min(max(x, LOW), HIGH) and max(t, BAND_MIN_JOBS) written out: the same values,
+        # without a builtin's call at every end
+        low, high = LOG_LAMBDA_MIN, LOG_LAMBDA_MAX
         level = self.level + ETA_C / math.sqrt(self.total) * error
-        level = min(max(level, LOG_LAMBDA_MIN), LOG_LAMBDA_MAX)
-        band = max(TOLERANCE * self.total, BAND_MIN_JOBS)
-        log_lam = min(max(level + KAPPA * deficit / band, LOG_LAMBDA_MIN), LOG_LAMBDA_MAX)
+        level = low if low > level else (high if high < level else level)
+        band = TOLERANCE * self.total
+        if BAND_MIN_JOBS > band:
+            band = BAND_MIN_JOBS
+        log_lam = level + KAPPA * deficit / band
+        log_lam = low if low > log_lam else (high if high < log_lam else log_lam)
         self.level = level
         if log_lam != self.log_lam:
             self.log_lam = log_lam

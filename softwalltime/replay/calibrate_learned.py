@@ -28,6 +28,7 @@ from ..db.schema import learned_cells, learned_state
 from ..errors import DatabaseError
 from .evaluate import columns, replay_learned
 from .history import read_finished_jobs
+from .learned_native import new_learner
 from .prior import load_learned_prior
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ def learner_from_rows(cells: Sequence[Sequence[Any]], state: Any) -> learned.Lea
 
     :raises ValueError: a cell outside the bins or rules
     """
-    table = learned.Learner()
+    table = new_learner()
     site = ([0.0], [table.u_site], [table.a_site])
     sizes = {LEVEL_FINE: learned.FINE, LEVEL_COARSE: learned.COARSE, LEVEL_SITE: 1}
     for level, bin_, rule, n, under, acc in cells:

@@ -33,6 +33,7 @@ from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Seque
 from ..core import calibrated as cal
 from ..core import learned
 from ..core.predict import PredictorParams, predict
+from .learned_native import new_learner
 from .trace import TraceJob, skip_reason
 
 log = logging.getLogger(__name__)
@@ -685,7 +686,7 @@ def replay_learned(
     users, instants, ends, walls, runs, _cpus, by_instant, by_end = columns
     n = len(users)
     if learner is None:
-        learner = learned.Learner()
+        learner = new_learner()
     target = None if target_under_pct is None else target_under_pct / 100.0
     keep = learned.HISTORY_ROWS
     # Per user: the rows, newest first; their run/walltime ratios, alike; the rows per

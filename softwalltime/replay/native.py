@@ -1,4 +1,5 @@
-"""The simulator's hot modules, compiled with mypyc in a source checkout (``make compile``).
+"""The simulator's hot modules, compiled with mypyc in a source checkout (``make compile``),
+and ``learned``'s table loops in C (:data:`KERNEL`, :mod:`~softwalltime.replay.learned_native`).
 
 :data:`MODULES` run as C extensions when ``packaging/compile_simulator.py`` has built them
 next to their sources (``make test`` and ``make bench-simulate`` do), and in the .deb and the
@@ -21,6 +22,8 @@ MODULES = ("corrections", "profile", "easy")
 INPUTS = MODULES + ("sources", "workload")
 GROUP = PACKAGE + ".native"  # mypyc's shared library: native__mypyc.*.so beside them
 LIBRARY = "native__mypyc"
+# learned's table loops, written in C (KERNEL.c beside it), built by the same command
+KERNEL = "_learned_kernel"
 
 
 def compiled() -> List[str]:
@@ -44,17 +47,20 @@ def extensions(folder: str, name: str) -> List[str]:
 
 
 def stale(folder: str) -> List[str]:
-    """The extensions in ``folder`` (this package's) older than a source in :data:`INPUTS`."""
+    """The extensions in ``folder`` (this package's) older than a source in :data:`INPUTS`,
+    or (:data:`KERNEL`) than its C source."""
     newest = max(os.stat(os.path.join(folder, name + ".py")).st_mtime_ns for name in INPUTS)
+    c_source = os.stat(os.path.join(folder, KERNEL + ".c")).st_mtime_ns
     return [
         ext
         for name in MODULES + (LIBRARY,)
         for ext in extensions(folder, name)
         if os.stat(ext).st_mtime_ns < newest
-    ]
+    ] + [ext for ext in extensions(folder, KERNEL) if os.stat(ext).st_mtime_ns < c_source]
 
 
 def built(folder: str) -> bool:
-    """Whether every module of :data:`MODULES` has an extension in ``folder``, none stale."""
-    names = MODULES + (LIBRARY,)
+    """Whether every module of :data:`MODULES` and :data:`KERNEL` has an extension in
+    ``folder``, none stale."""
+    names = MODULES + (LIBRARY, KERNEL)
     return all(extensions(folder, name) for name in names) and not stale(folder)

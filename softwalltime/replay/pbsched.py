@@ -65,6 +65,7 @@ from ..core import learned
 from ..core import rank as hook_rank
 from .corrections import CORRECTIONS, PBS, SIMPLE_MARGIN_S, extended_estimate
 from .easy import SimResult
+from .learned_native import new_learner
 from .profile import Profile
 from .rank import UserHistory
 from .sources import EstimateSource
@@ -473,7 +474,7 @@ class LearnedRanker(Ranker):
 
     def bind(self, work: Workload) -> None:
         super().bind(work)
-        self.table = learned.Learner()
+        self.table = new_learner()
         self.rows: Dict[str, List[learned.Row]] = {}  # per user, newest end first
         self.outcome: Dict[int, learned.Outcome] = {}  # job -> its last rank's outcome
         self.now = 0

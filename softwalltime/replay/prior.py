@@ -30,6 +30,7 @@ from ..core import calibrated as cal
 from ..core import learned
 from ..errors import SoftwalltimeError
 from .evaluate import ReplayColumns, replay_calibrated, replay_learned
+from .learned_native import new_learner
 
 PRIOR_PATH = Path(__file__).resolve().parents[1] / "data" / "calibrated_prior.json"
 PRIOR_JOBS = 30  # pseudo-jobs per bin: as many as a bin needs to be used at all
@@ -160,7 +161,7 @@ def build_learned_prior(
     """The ``learned`` table after replaying ``workloads`` into one table, scaled by
     :data:`LEARNED_SCALE`, as stored (the cells count every rule on every job, so they do
     not depend on the order or the target)."""
-    table = learned.Learner()
+    table = new_learner()
     for cols in workloads:
         replay_learned(cols, None, table)
     scale = LEARNED_SCALE
@@ -203,7 +204,7 @@ def learned_prior_table(doc: Dict[str, Any]) -> learned.Learner:
         learned.FINE,
     ]:
         raise PriorError("built for other rules or bins of the predictor learned")
-    table = learned.Learner()
+    table = new_learner()
     k = learned.N_RULES
     site = [table.n_site]
     site_u = [table.u_site]

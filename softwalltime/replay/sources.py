@@ -14,6 +14,7 @@ from ..core import calibrated as cal
 from ..core import learned
 from ..core.predict import PREDICTORS as HOOK_PREDICTORS
 from ..core.predict import PredictorParams, predict
+from .learned_native import new_learner
 from .workload import Workload
 
 BASELINE = "users"
@@ -269,7 +270,7 @@ class LearnedSource(EstimateSource):
 
     def bind(self, work: Workload) -> None:
         self.work = work
-        self.table = learned.Learner()
+        self.table = new_learner()
         self.rows: Dict[str, List[learned.Row]] = {}  # per user, newest end first
         self.chosen: Dict[int, Tuple[int, learned.Outcome]] = {}  # job -> its last answer
 

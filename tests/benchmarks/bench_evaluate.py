@@ -17,8 +17,10 @@ and ``learned --prior``, ``--repeat`` rounds interleaved; the best CPU time of e
 ratio to v3 alone (goal: learned <= 2 x), and each round's ratios.
 
 ``--learned-parts``: where ``learned``'s replay spends its time, on HPC2N already read: CPU
-seconds of ``replay_learned`` (target v3) as it is, with the choice fixed to v3, also without
-learning (no table update), also without the rules (a constant outcome); the differences
+seconds of ``replay_learned`` (target v3) as it is (the table's loops in C where ``make
+compile`` built them: :mod:`~softwalltime.replay.learned_native`), with the choice fixed to
+v3, also without learning (no table update), also without the rules (a constant outcome);
+the differences
 are the choice, the update and the rules, the last the loop itself. ``--part P`` runs only
 that variant once, printing nothing (for ``valgrind --tool=cachegrind``, which counts
 instructions steadily; subtract ``--part read``).
@@ -41,6 +43,7 @@ from pathlib import Path
 from softwalltime.core import learned
 from softwalltime.replay import evaluate
 from softwalltime.replay.evaluate import PREDICTORS, columns, replay, replay_learned, summarize
+from softwalltime.replay.learned_native import NativeLearner, kernel, new_learner
 from softwalltime.replay.traces import read_sources
 
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
@@ -143,8 +146,8 @@ def learned_vs_v3(trace, repeat):
         )
 
 
-class _FixedChoice(learned.Learner):
-    """The choice always v3 (no scores computed)."""
+class _FixedChoice(NativeLearner if kernel is not None else learned.Learner):  # type: ignore[misc]
+    """The choice always v3 (no scores computed); the table's loops in C where built."""
 
     __slots__ = ()
 
@@ -174,7 +177,7 @@ def learned_part(cols, part):
         constant = learned.Outcome(0, 0, (1,) * learned.N_RULES, 1, 2)
         learned.outcome = lambda *args: constant
     try:
-        replay_learned(cols, None, learner.get(part, learned.Learner)())
+        replay_learned(cols, None, learner.get(part, new_learner)())
     finally:
         learned.outcome = real
 
