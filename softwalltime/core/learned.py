@@ -333,14 +333,8 @@ class Learner:
         self.total += 1
         self.total_under += under
         self.v3_under += v3_under
-        error: float
-        deficit: float
-        if target is None:
-            error = under - v3_under
-            deficit = self.total_under - self.v3_under
-        else:
-            error = under - target
-            deficit = self.total_under - target * self.total
+        error = under - v3_under if target is None else under - target
+        deficit = self.deficit(target)
         if error or deficit:  # (with a deficit, the band widened: the push eases)
             self._steer(error, deficit)
         coarse = out.coarse
@@ -372,19 +366,31 @@ class Learner:
         if r > low:  # the rules short count one more (+ 0.0 leaves a sum as it is)
             self._count_short(coarse, fine, softs, r, r > high)
 
+    def deficit(self, target: Optional[float]) -> float:
+        """The running sum of ``under - allowed`` over the jobs learnt (``target`` as in
+        :meth:`update`)."""
+        if target is None:
+            return self.total_under - self.v3_under
+        return self.total_under - target * self.total
+
+    def push(self, deficit: float) -> float:
+        """What ``deficit`` adds to the slow level in log lam: KAPPA per band, the band
+        TOLERANCE of the jobs learnt (at least BAND_MIN_JOBS)."""
+        band = TOLERANCE * self.total
+        if BAND_MIN_JOBS > band:  # max(band, BAND_MIN_JOBS) without a builtin's call
+            band = BAND_MIN_JOBS
+        return KAPPA * deficit / band
+
     def _steer(self, error: float, deficit: float) -> None:
         """Move lam after a job end whose ``under - allowed`` is ``error``, ``deficit`` the
         running sum of those (see the module's 4.); the level and log lam each within
         LOG_LAMBDA_MIN..LOG_LAMBDA_MAX."""
-        # min(max(x, LOW), HIGH) and max(t, BAND_MIN_JOBS) written out: the same values,
-        # without a builtin's call at every end
+        # min(max(x, LOW), HIGH) written out: the same values, without a builtin's call at
+        # every end
         low, high = LOG_LAMBDA_MIN, LOG_LAMBDA_MAX
         level = self.level + ETA_C / math.sqrt(self.total) * error
         level = low if low > level else (high if high < level else level)
-        band = TOLERANCE * self.total
-        if BAND_MIN_JOBS > band:
-            band = BAND_MIN_JOBS
-        log_lam = level + KAPPA * deficit / band
+        log_lam = level + self.push(deficit)
         log_lam = low if low > log_lam else (high if high < log_lam else log_lam)
         self.level = level
         if log_lam != self.log_lam:

@@ -124,12 +124,8 @@ def learner_from_rows(cells: Sequence[Sequence[Any]], state: Any) -> learned.Lea
 def _level(table: learned.Learner, state: Any) -> float:
     """The slow level of ``table``'s steering (not stored): log lam less the deficit's push
     (exact unless either was held at a bound of LOG_LAMBDA_MIN..LOG_LAMBDA_MAX)."""
-    if state.target == "v3":
-        deficit = float(table.total_under - table.v3_under)
-    else:
-        deficit = table.total_under - float(state.target_under_pct) / 100.0 * table.total
-    band = max(learned.TOLERANCE * table.total, learned.BAND_MIN_JOBS)
-    return table.log_lam - learned.KAPPA * deficit / band
+    target = None if state.target == "v3" else float(state.target_under_pct) / 100.0
+    return table.log_lam - table.push(table.deficit(target))
 
 
 def store_learned(
