@@ -9,7 +9,7 @@ HOOK_PATH := softwalltime/__init__.py softwalltime/errors.py softwalltime/units.
              softwalltime/core softwalltime/hook hooks/softwalltime_hook.py
 # The database docker-compose.yml starts (a local development password).
 COMPOSE_DSN := postgresql://softwalltime:softwalltime@127.0.0.1:5432/softwalltime
-LINTED    := $(wildcard softwalltime ingest hooks migrations tests)
+LINTED    := $(wildcard softwalltime ingest hooks migrations tests packaging)
 
 .PHONY: test test-fast lint pytest demo demo-stop clean man compile
 

@@ -101,7 +101,11 @@ def platform_wheel(pure: Path) -> Path:
                 continue
             data = src.read(item)
             if item.filename == f"{info}/WHEEL":
-                lines = [ln for ln in data.decode().splitlines() if not ln.startswith(("Tag:", "Root-Is-Purelib:"))]
+                lines = [
+                    ln
+                    for ln in data.decode().splitlines()
+                    if not ln.startswith(("Tag:", "Root-Is-Purelib:"))
+                ]
                 lines += ["Root-Is-Purelib: false", f"Tag: {tag}-{tag}-{plat}"]
                 data = ("\n".join(lines) + "\n").encode()
             out.writestr(item, data)
