@@ -14,7 +14,9 @@ The model follows OpenPBS 23.06's scheduler (``src/scheduler/``; line numbers of
 - **One cycle** (:func:`schedule_cycle`): jobs are taken in sort order; one that fits now
   without delaying a reservation starts; with ``strict_ordering`` the first
   ``backfill_depth`` jobs that cannot start are *top jobs* and get a reservation on the
-  availability profile (``backfill_depth`` 0: nothing passes the first blocked job);
+  availability profile (a job is added to the calendar while fewer than the server's
+  ``backfill_depth`` have been, fifo.cpp:1622-1639, each added one counted,
+  fifo.cpp:909-939; ``backfill_depth`` 0: nothing passes the first blocked job);
   without it, jobs that do not fit are passed over (no reservation). A job passes a
   reservation if its *soft walltime* ends by it (:attr:`Policy.backfill_by`): PBS checks a
   job with its soft duration (check.cpp:921-924, ``calc_time_left(resresv, 0)``) and with
@@ -584,7 +586,7 @@ def schedule_cycle(
             if key is not None:
                 cannot.add(key)  # fifo.cpp:990-996
             if strict_ordering:
-                if len(top) >= backfill_depth:
+                if len(top) >= backfill_depth:  # fifo.cpp:1637-1638: num_tj >= bf_depth
                     if backfill_depth == 0:
                         break  # strict order without backfilling: nothing passes this job
                     continue

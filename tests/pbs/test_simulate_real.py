@@ -404,3 +404,42 @@ def test_real_top_job_start_is_searched_in_opt_backfill_fuzzy_windows(
     assert not _wrong_order(expected, real), f"fuzzy {fuzzy}: simulated {expected}, real {real}"
     other = _fuzzy_model(HUGE_WINDOW_S if fuzzy == 0 else 0, epoch)
     assert _wrong_order(other, real), f"fuzzy {fuzzy}: {other} fits the real {real} as well"
+
+
+# backfill_depth (issue 30's search runs some formulas at 2 or 3): the first that many jobs
+# that cannot start get a reservation (fifo.cpp:1622-1639, :909-939). On 4 cpus R runs (2
+# cpus, 6 s); T1 (3 cpus) is reserved at R's end, 6 s; T2 (4 cpus) at T1's end, 9 s, only
+# with a depth of 2 or more. B (1 cpu, 11 s) fits beside R and beside T1, so at depth 1 it
+# starts at once and T2 waits for it (11 s); at depth 2 it would delay T2's reservation and
+# waits for T2's end (12 s). opt_backfill_fuzzy off: one-second windows.
+DEPTH_JOBS = [(2, 6, 6, 600), (3, 3, 3, 600), (4, 3, 3, 600), (1, 11, 11, 600)]
+
+
+def _depth_model(depth: int) -> list[int]:
+    policy = pbsched.parse_policy(f"fcfs-bf{depth}", backfill_fuzzy=0)
+    return _simulated(DEPTH_JOBS, policy, procs=FUZZY_CPUS)
+
+
+def test_backfill_depth_tells_one_top_job_from_two() -> None:
+    # Not on the server: what each depth predicts.
+    assert _depth_model(1) == [0, 6, 11, 0]  # B passes; T2 waits for B
+    assert _depth_model(2) == [0, 6, 9, 12]  # T2 reserved too: B waits for its end
+    assert _depth_model(3) == _depth_model(2)  # no third job to reserve
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_real_backfill_depth_reserves_that_many_top_jobs(
+    four_cpus: None, jobs: list[str], depth: int
+) -> None:
+    pbsctl.qmgr("set server scheduling = False")
+    pbsctl.qmgr("unset sched job_sort_formula", check=False)
+    pbsctl.qmgr("set sched opt_backfill_fuzzy = 0")
+    pbsctl.qmgr(f"set server backfill_depth = {depth}")  # strict_ordering restores it
+    for cpus, run, soft, walltime in DEPTH_JOBS:
+        jobs.append(_submit(cpus, run, soft, walltime))
+    expected = _depth_model(depth)
+    pbsctl.qmgr("set server scheduling = True")
+    real = _real_starts(jobs)
+    assert not _wrong_order(expected, real), f"depth {depth}: simulated {expected}, real {real}"
+    other = _depth_model(2 if depth == 1 else 1)
+    assert _wrong_order(other, real), f"depth {depth}: {other} fits the real {real} as well"
