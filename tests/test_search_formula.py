@@ -270,7 +270,17 @@ def test_cli_formula_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     captured = capsys.readouterr()
     assert "search:" not in captured.err  # no progress line when stderr is no terminal
     out = json.loads(captured.out)
-    assert len(out["candidates"]) == len(fm.candidates(["users", "v3"]))
+    grid = len(fm.candidates(["users", "v3"]))
+    assert len(out["candidates"]) == grid + fm.DEEPER_TOP
+    # the first half's DEEPER_TOP best by bsld (any tolerance) again at backfill_depth 3
+    firsts = sorted(c["first"]["bsld"] for c in out["candidates"][:grid])
+    deep = out["candidates"][grid:]
+    assert {c["backfill_depth"] for c in out["candidates"][:grid]} == {1}
+    assert {c["backfill_depth"] for c in deep} == {fm.DEEPER_DEPTH}
+    assert all(c["label"].endswith(f"-bf{fm.DEEPER_DEPTH}") for c in deep)
+    by_label = {(c["label"], c["source"]): c for c in out["candidates"][:grid]}
+    shallow = [by_label[(c["label"][: -len("-bf3")], c["source"])] for c in deep]
+    assert max(c["first"]["bsld"] for c in shallow) <= firsts[fm.DEEPER_TOP - 1]
     assert out["tolerances"] == {"p95_pct": 10.0, "max_factor": 2.0, "slack_h": fm.SLACK_H}
     assert out["baseline"]["first"]["bsld"] > 1.0
     rec = out["recommended"]
@@ -384,3 +394,17 @@ def test_every_label_names_its_formula_back():
     for bad in ("xf3", "sjf", "xf+w", "xf+len1+age72h"):
         with pytest.raises(ValueError):
             fm.parse_label(bad)
+
+
+def test_deeper_takes_the_first_halfs_best_whatever_the_tolerances() -> None:
+    firsts = [_waits(5.0 - k / 10, 1.0, 10.0 + k, 4.0, 50.0) for k in range(20)]
+    firsts[3] = None  # not run
+    assert tune.deeper(firsts) == list(range(8, 20))  # the 12 lowest bsld
+    cand = fm.Candidate("v3", fm.parse_label("xf2.rank+len1"), depth=fm.DEEPER_DEPTH)
+    assert cand.label == "xf2.rank+len1-bf3"
+    assert fm.Candidate("v3", cand.params).label == "xf2.rank+len1"
+    policy = tune.policy_of(cand, 8, pbsched.Policy())
+    assert policy.backfill_depth == 3 and policy.strict_ordering
+    assert tune.policy_of(None, 8, pbsched.Policy()).backfill_depth == 1  # the baseline
+    row = tune.Row(cand, fm.expression(cand.params, 8), firsts[0], None)
+    assert 'qmgr -c "set server backfill_depth = 3"' in tune.settings(row, 8, pbsched.Policy(), 900)

@@ -148,6 +148,10 @@ def test_a_formula_label_is_replayed_with_its_constants_compressed() -> None:
     assert twin.policy("fcfs-bf1", 100, 300.0).job_sort_formula == pbsched.FCFS
     with pytest.raises(ValueError):
         twin.policy("xf9", 100, 300.0)
+    deep = twin.policy("xf2+age72h+len1-bf3", 100, 300.0)  # simulate --search's -bf3
+    assert deep._replace(backfill_depth=1) == fast and deep.backfill_depth == 3
+    with pytest.raises(ValueError):
+        twin.policy("xf9-bf3", 100, 300.0)
 
 
 def test_due_batches_yield_jobs_due_together_at_their_second() -> None:

@@ -115,10 +115,12 @@ factor (eligible_time + 600) / (E + 600) (or, with the power 2, 3600 * (eligible
 (else the walltime) or the rank (else the soft walltime, else the walltime), searched on
 a grid (powers 1, 2; A none, 72 h, 24 h; L 0, 1; W 0, 8) per estimate source (--estimates,
 default users,v3; the rank with every source but users) on the model of PBS's scheduler
-above, fcfs-bf1 with the users' walltimes the baseline. The trace is cut in two halves by
-job count, each simulated on its own; every candidate runs on the first half, and the
-recommendation is the best mean bsld there among those within the tolerances: the p95
-wait of short (<= 2 h), long (> 24 h) and wide (>= 1/8 of the machine) jobs at most
+above with strict ordering and backfill_depth 1, fcfs-bf1 with the users' walltimes the
+baseline. The trace is cut in two halves by job count, each simulated on its own; every
+candidate runs on the first half, its 12 best by mean bsld again with backfill_depth 3
+(labelled -bf3: more top jobs protect wide and long jobs), and the recommendation is the
+best mean bsld there among those within the tolerances: the p95 wait of short (<= 2 h),
+long (> 24 h) and wide (>= 1/8 of the machine) jobs at most
 --p95-tolerance % (10) over the baseline's, the longest wait of any job at most
 --max-factor (2) times its, each give or take 0.1 h. The first half's Pareto front (mean
 bsld, long jobs' p95, wide jobs' longest wait) and its 8 best within the tolerances also
@@ -488,19 +490,35 @@ def _tune_all(
 def _tune_phases(
     paths: List[str], cands: List[Any], tol: Any, jobs: int
 ) -> Dict[Tuple[str, int, int], Any]:
-    # Every candidate on the first half (and the baseline on both), then those worth it
-    # (tune.checked) on the second half. Keys (path, half, candidate; -1: the baseline).
+    # Every candidate on the first half (and the baseline on both); the first half's best
+    # again with more top jobs (tune.deeper: appended to cands, run on their path only);
+    # then those worth it (tune.checked) on the second half. Keys (path, half, candidate;
+    # -1: the baseline); a candidate not run on a path has no key there.
+    from ..replay import formula as fm
     from ..replay import tune
 
+    grid = len(cands)
     # the slowest first (a predictor, the rank), so that the pool ends together
-    order = sorted(range(len(cands)), key=lambda k: cands[k].source == "users")
+    order = sorted(range(grid), key=lambda k: cands[k].source == "users")
     tasks = [(p, h, -1) for p in paths for h in (0, 1)] + [(p, 0, k) for p in paths for k in order]
-    got = {(p, h, k): w for p, h, k, w in _tune_all(tasks, jobs, "1/2")}
+    got = {(p, h, k): w for p, h, k, w in _tune_all(tasks, jobs, "1/3")}
+    index: Dict[Any, int] = {}
+    deep = []
+    for p in paths:
+        for k in tune.deeper([got[(p, 0, k)] for k in range(grid)]):
+            cand = cands[k]._replace(depth=fm.DEEPER_DEPTH)
+            if cand not in index:
+                index[cand] = len(cands)
+                cands.append(cand)
+            deep.append((p, 0, index[cand]))
+    _TUNE["candidates"] = cands  # the workers fork from here on
+    got.update({(p, h, k): w for p, h, k, w in _tune_all(deep, jobs, "2/3")})
     second = []
     for p in paths:
-        firsts = [got[(p, 0, k)] for k in range(len(cands))]
-        second += [(p, 1, k) for k in tune.checked(got[(p, 0, -1)], firsts, tol)]
-    got.update({(p, h, k): w for p, h, k, w in _tune_all(second, jobs, "2/2")})
+        run = [k for k in range(len(cands)) if (p, 0, k) in got]
+        firsts = [got[(p, 0, k)] for k in run]
+        second += [(p, 1, run[i]) for i in tune.checked(got[(p, 0, -1)], firsts, tol)]
+    got.update({(p, h, k): w for p, h, k, w in _tune_all(second, jobs, "3/3")})
     return got
 
 
@@ -552,6 +570,7 @@ def _formula_search(args: argparse.Namespace, names: List[str], opts: Dict[str, 
         rows = [
             tune.Row(c, fm.expression(c.params, procs), got[(path, 0, k)], got.get((path, 1, k)))
             for k, c in enumerate(cands)
+            if (path, 0, k) in got
         ]
         goal_pct = GOAL_PCT if args.goal is None else args.goal
         rep = tune.assess((got[(path, 0, -1)], got[(path, 1, -1)]), rows, tol, goal_pct)

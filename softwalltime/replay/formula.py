@@ -166,11 +166,27 @@ def check_pbs_form(text: str) -> None:
     pbsched.sort_formula(text)  # a Python expression over known names
 
 
+DEEPER_DEPTH = 3
+"""The backfill_depth of the search's second look at the first half's best (1 otherwise)."""
+DEEPER_TOP = 12
+"""How many of the first half's best (by mean bsld, whatever the tolerances) run again with
+DEEPER_DEPTH top jobs: more reservations protect the wide and long jobs a formula passes
+over, at some cost in backfilling (on KTH-SP2 ``xf2.rank+len1`` with v3 breaks a tolerance
+on the first half at depth 1 and keeps them all at 3)."""
+
+
 class Candidate(NamedTuple):
-    """A formula with the estimates the hook sets as soft walltimes."""
+    """A formula with the estimates the hook sets as soft walltimes, and the server's
+    backfill_depth it runs with."""
 
     source: str
     params: Params
+    depth: int = 1
+
+    @property
+    def label(self) -> str:
+        """The formula's label, with ``-bfK`` for a backfill_depth K other than 1."""
+        return self.params.label + ("" if self.depth == 1 else f"-bf{self.depth}")
 
 
 def candidates(sources: Sequence[str]) -> List[Candidate]:

@@ -72,10 +72,20 @@ def waits(work: Workload, result: SimResult) -> fm.Waits:
 
 
 def policy_of(cand: Optional[fm.Candidate], procs: int, rules: pbsched.Policy) -> pbsched.Policy:
-    """The PBS policy of a candidate (None: the baseline's fcfs), backfill_depth 1 and
-    strict ordering, with the rules' iteration, backfill rule and classes."""
+    """The PBS policy of a candidate (None: the baseline's fcfs-bf1), strict ordering with
+    the candidate's backfill_depth, the rules' iteration, backfill rule and classes."""
     sort = pbsched.FCFS if cand is None else fm.expression(cand.params, procs)
-    return rules._replace(job_sort_formula=sort, backfill_depth=1, strict_ordering=True)
+    depth = 1 if cand is None else cand.depth
+    return rules._replace(job_sort_formula=sort, backfill_depth=depth, strict_ordering=True)
+
+
+def deeper(firsts: Sequence[Optional[fm.Waits]]) -> List[int]:
+    """The candidates (indices of their first-half figures; None: not run) to run again on
+    the first half with :data:`~.formula.DEEPER_DEPTH` top jobs: the
+    :data:`~.formula.DEEPER_TOP` best by mean bsld, whatever the tolerances (the deeper
+    backfill may be what brings one within them)."""
+    ranked = sorted((w.bsld, i) for i, w in enumerate(firsts) if w is not None)
+    return sorted(i for _b, i in ranked[: fm.DEEPER_TOP])
 
 
 def simulate(
@@ -261,7 +271,7 @@ def _recommendation(rep: Report, procs: int, rules: pbsched.Policy, refresh: int
     broken = fm.breaches(second, base[1], tol)
     held = "held" if not broken else "BROKEN: " + fm.gives_up(second, base[1], tol)
     lines = [
-        f"recommended: {row.candidate.params.label} with {row.candidate.source} estimates",
+        f"recommended: {row.candidate.label} with {row.candidate.source} estimates",
         f"  job_sort_formula: {row.expression}",
         _waits_line("first half", row.first, base[0]),
         _waits_line("second half", second, base[1]),
@@ -275,7 +285,7 @@ def _recommendation(rep: Report, procs: int, rules: pbsched.Policy, refresh: int
         f"  stability: by bsld within the tolerances, rank {rep.rank_first} of {n1} on the first "
         f"half, {place} of those run on the second"
         + (
-            f"; the second half's best of them: {other.candidate.params.label} with "
+            f"; the second half's best of them: {other.candidate.label} with "
             f"{other.candidate.source} ({_second(other).bsld:.2f})"
             if other is not None
             else ""
@@ -294,8 +304,10 @@ def format_report(
     lines = [title, rules_line(rules), _tolerance_line(rep.tolerances)]
     checked_n = sum(r.second is not None for r in rep.rows)
     lines.append(
-        f"{len(rep.rows)} candidates (formula x estimates) tuned on the first half; the front "
-        f"and the best within the tolerances ({checked_n}) run on the second; waits in hours"
+        f"{len(rep.rows)} candidates (formula x estimates, backfill_depth 1; the first "
+        f"half's best also at {fm.DEEPER_DEPTH}: -bf{fm.DEEPER_DEPTH}) tuned on the first "
+        f"half; the front and the best within the tolerances ({checked_n}) run on the "
+        "second; waits in hours"
     )
     lines += ["", "baseline: fcfs-bf1 with the users' walltimes"]
     lines += [_waits_line("first half", base[0], base[0])]
@@ -306,7 +318,7 @@ def format_report(
         "Pareto front of the first half (mean bsld, long jobs' p95, wide jobs' longest wait); "
         "figures of the second half, and what each gives up there against the baseline:"
     )
-    head = "{:<3}{:<25}{:<10}{:>7}{:>7}{:>9}{:>8}{:>9}  {}".format(
+    head = "{:<3}{:<29}{:<10}{:>7}{:>7}{:>9}{:>8}{:>9}  {}".format(
         "", "formula", "estimates", "bsld1", "bsld2", "change", "long95", "widemax", "gives up"
     )
     lines.append(head)
@@ -315,7 +327,7 @@ def format_report(
         mark = "*" if i == rep.best else ""
         w = _second(r)
         lines.append(
-            f"{mark:<3}{r.candidate.params.label:<24} {r.candidate.source:<10}"
+            f"{mark:<3}{r.candidate.label:<28} {r.candidate.source:<10}"
             f"{r.first.bsld:>7.2f}{w.bsld:>7.2f}{_change(w.bsld, base[1].bsld):>9}"
             f"{_h(w.p95['long']):>8}{_h(w.wide_max_h):>9}  "
             f"{fm.gives_up(w, base[1], rep.tolerances)}"
@@ -328,9 +340,10 @@ def as_json(rep: Report, procs: int, rules: pbsched.Policy, rank_refresh_s: int)
 
     def row(r: Row) -> Dict[str, Any]:
         return {
-            "label": r.candidate.params.label,
+            "label": r.candidate.label,
             "source": r.candidate.source,
             "params": r.candidate.params._asdict(),
+            "backfill_depth": r.candidate.depth,
             "job_sort_formula": r.expression,
             "first": r.first._asdict(),
             "second": None if r.second is None else r.second._asdict(),

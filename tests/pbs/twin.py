@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import select
 import statistics
 import subprocess
@@ -123,17 +124,22 @@ def policy(name: str, procs: int, factor: float, fuzzy: int | None = None) -> pb
     """``name``: a policy of ``simulate --policies`` (``fcfs-bf1``), or a label of
     ``simulate --search``'s family (``xf2+age72h+len1``: backfill_depth 1, strict ordering,
     its constants in seconds divided by ``factor`` so that it orders the compressed jobs
-    as the full formula orders the trace's). ``fuzzy``: the server's opt_backfill_fuzzy
-    (default: PBS's compressed, :func:`fuzzy_for`)."""
+    as the full formula orders the trace's; ``xf2.rank+len1-bf3``: backfill_depth 3).
+    ``fuzzy``: the server's opt_backfill_fuzzy (default: PBS's compressed,
+    :func:`fuzzy_for`)."""
     iteration = iteration_for(factor)
     window = fuzzy_for(factor) if fuzzy is None else fuzzy
+    label, depth = name, 1
+    deep = re.fullmatch(r"(.+)-bf(\d+)", name)
+    if deep:
+        label, depth = deep.group(1), int(deep.group(2))
     try:
-        params = fm.parse_label(name)
+        params = fm.parse_label(label)
     except ValueError:
         return pbsched.parse_policy(name, scheduler_iteration=iteration, backfill_fuzzy=window)
     expression = fm.expression(params, procs, time_scale=factor)
     return pbsched.parse_policy(
-        f"{expression}-bf1", scheduler_iteration=iteration, backfill_fuzzy=window
+        f"{expression}-bf{depth}", scheduler_iteration=iteration, backfill_fuzzy=window
     )
 
 
