@@ -303,16 +303,21 @@ class Learner:
         ``learned_native`` runs it in C)."""
         values = [
             fa * df + (ca * dc + sa * ws) * wc - lam * (fu * df + (cu * dc + su * ws) * wc)
-            for fa, ca, sa, fu, cu, su in zip(
-                self.a_fine[fine],
-                self.a_coarse[coarse],
-                self.a_site,
-                self.u_fine[fine],
-                self.u_coarse[coarse],
-                self.u_site,
-            )
+            for fa, ca, sa, fu, cu, su in zip(*self._sums(fine, coarse))
         ]
         return values.index(max(values))
+
+    def _sums(self, fine: int, coarse: int) -> Tuple[List[float], ...]:
+        """The sums a score in fine bin ``fine`` (of ``coarse``) reads: the accuracy sums of
+        the fine bin, the coarse bin and the site, then their under-estimate sums."""
+        return (
+            self.a_fine[fine],
+            self.a_coarse[coarse],
+            self.a_site,
+            self.u_fine[fine],
+            self.u_coarse[coarse],
+            self.u_site,
+        )
 
     def rank_rule(self, out: Outcome) -> int:
         """The rule for the job's rank: the best accuracy alone."""

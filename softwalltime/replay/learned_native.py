@@ -52,19 +52,7 @@ class NativeLearner(learned.Learner):
     def _best(
         self, fine: int, coarse: int, df: float, dc: float, ws: float, wc: float, lam: float
     ) -> int:
-        best: int = kernel.best(
-            self.a_fine[fine],
-            self.a_coarse[coarse],
-            self.a_site,
-            self.u_fine[fine],
-            self.u_coarse[coarse],
-            self.u_site,
-            df,
-            dc,
-            ws,
-            wc,
-            lam,
-        )
+        best: int = kernel.best(*self._sums(fine, coarse), df, dc, ws, wc, lam)
         return best
 
 
