@@ -10,6 +10,7 @@ import fcntl
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -203,14 +204,137 @@ class ServerLog:
         return [line for line in self.lines() if ";Hook;" in line and needle in line]
 
 
+# What a holder of the lock may change on the one server. The holder's state as it took the
+# lock is written to JOURNAL; the next holder finds it there if that one died holding the lock
+# (killed, or its machine stopped mid-run) and puts the server back first. An interrupted run
+# once left strict_ordering on, a job_sort_formula and a job queued: the next CI run failed.
+JOURNAL = PBS_HOME / "softwalltime-lock-journal.json"
+NODE = "pbshost"  # the one vnode build.sh creates
+SCHED_KEPT = ("job_sort_formula", "scheduler_iteration", "opt_backfill_fuzzy", "log_events")
+SERVER_KEPT = (
+    "scheduling",
+    "backfill_depth",
+    "eligible_time_enable",
+    "job_history_enable",
+    "python_restart_max_hooks",
+    "python_restart_min_interval",
+    "python_restart_max_objects",
+    "operators",
+)
+# ``qmgr -c "list <kind>"`` starts each object's block with "<Kind> <name>"
+_NAMED = {"hook": "Hook ", "queue": "Queue ", "resource": "Resource "}
+
+
+def _names(kind: str) -> list[str]:
+    prefix = _NAMED[kind]
+    listing = run("qmgr", "-c", f"list {kind}" + (" @default" if kind == "queue" else "")).stdout
+    return sorted(ln[len(prefix) :].strip() for ln in listing.splitlines() if ln.startswith(prefix))
+
+
+def snapshot() -> dict[str, Any]:
+    """What :func:`restore` puts back: sched_config, the :data:`SCHED_KEPT` and
+    :data:`SERVER_KEPT` attributes (None when unset), the node's ncpus and the names of the
+    hooks, queues and custom resources."""
+    sched = parse_qmgr_list(run("qmgr", "-c", "list sched").stdout)
+    server = parse_qmgr_list(run("qmgr", "-c", "list server").stdout)
+    node = parse_qmgr_list(run("qmgr", "-c", f"list node {NODE}").stdout)
+    return {
+        "sched_config": SCHED_CONFIG.read_text(),
+        "sched": {name: sched.get(name) for name in SCHED_KEPT},
+        "server": {name: server.get(name) for name in SERVER_KEPT},
+        "ncpus": node.get("resources_available.ncpus"),
+        **{kind: _names(kind) for kind in _NAMED},
+    }
+
+
+def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What differs between two snapshots, one line each (sched_config as one line)."""
+    out = ["sched_config"] if before["sched_config"] != after["sched_config"] else []
+    for part in ("sched", "server"):
+        out += [
+            f"{part} {name}: {value!r} -> {after[part].get(name)!r}"
+            for name, value in before[part].items()
+            if after[part].get(name) != value
+        ]
+    if before["ncpus"] != after["ncpus"]:
+        out.append(f"node {NODE} ncpus: {before['ncpus']} -> {after['ncpus']}")
+    for kind in _NAMED:
+        added = sorted(set(after[kind]) - set(before[kind]))
+        out += [f"{kind} {name} added" for name in added]
+        out += [f"{kind} {name} gone" for name in sorted(set(before[kind]) - set(after[kind]))]
+    return out
+
+
+def _set(kind: str, name: str, value: str | None) -> None:
+    if value is None:
+        qmgr(f"unset {kind} {name}", check=False)
+    else:  # quoted: a formula's spaces and a list's commas would be a syntax error
+        qmgr(f'set {kind} {name} = "{value}"', check=False)
+
+
+def clear_jobs(timeout: float = 120) -> None:
+    """Delete every job, finished ones in the history too: a job keeps a custom resource it
+    carries from being deleted."""
+    ids = run("qselect", "-x").stdout.split()
+    for i in range(0, len(ids), 500):
+        run("qdel", "-x", "-Wforce", *ids[i : i + 500], check=False, timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while run("qselect", "-x").stdout.split():
+        if time.monotonic() > deadline:
+            raise PbsError(f"jobs still on the server {timeout} s after qdel -x -Wforce")
+        time.sleep(0.3)
+
+
+def restore(state: dict[str, Any]) -> None:
+    """Put the server back as :func:`snapshot` found it: every job deleted, sched_config,
+    the attributes and the node's ncpus as they were, hooks, queues and resources that were
+    not there deleted (one that has gone cannot be made again: :func:`changes` names it)."""
+    clear_jobs()
+    SCHED_CONFIG.write_text(state["sched_config"])
+    reload_scheduler()
+    for kind in ("sched", "server"):
+        for name, value in state[kind].items():
+            _set(kind, name, value)
+    if state["ncpus"] is not None:
+        qmgr(f"set node {NODE} resources_available.ncpus = {state['ncpus']}", check=False)
+    for kind in _NAMED:
+        for name in sorted(set(_names(kind)) - set(state[kind])):
+            qmgr(f"delete {kind} {name}", check=False)
+
+
 @contextmanager
-def exclusive() -> Iterator[None]:
-    """Hold the machine-wide lock on the one PBS server for the duration."""
-    os.makedirs(os.path.dirname(LOCK_FILE), exist_ok=True)
-    with open(LOCK_FILE, "w") as fh:
+def exclusive(lock_file: str = LOCK_FILE, journal: Path = JOURNAL) -> Iterator[None]:
+    """Hold the machine-wide lock on the one PBS server for the duration, and leave the
+    server as it was when the lock was taken.
+
+    :raises PbsError: on a clean exit, the holder left the server changed (the changes are
+        listed, and undone)
+    """
+    os.makedirs(os.path.dirname(lock_file), exist_ok=True)
+    with open(lock_file, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
-            yield
+            if journal.exists():
+                print(
+                    f"pbsctl: the last holder of {lock_file} died holding it;"
+                    " putting the server back as it found it",
+                    file=sys.stderr,
+                )
+                restore(json.loads(journal.read_text()))
+            found = snapshot()
+            tmp = journal.with_suffix(".tmp")
+            tmp.write_text(json.dumps(found))
+            tmp.replace(journal)
+            try:
+                yield
+            finally:  # also when the holder raised: its exception goes on, the server back
+                jobs = run("qselect").stdout.split()
+                left = changes(found, snapshot()) + [f"job {j} left" for j in jobs]
+                if left:
+                    restore(found)
+                journal.unlink()  # not if restore raised: the next holder tries again
+            if left:
+                raise PbsError("the holder left the server changed (put back): " + "; ".join(left))
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
