@@ -108,13 +108,13 @@ def test_the_kernel_refuses_what_the_table_never_holds() -> None:
     sums = [[0.0] * N for _ in range(6)]
     softs = (60,) * N
     with pytest.raises(TypeError, match="list of the rules' sums"):
-        kernel.add(*sums[:5], [0.0] * (N - 1), softs, 30, 60, 60)  # a short list
+        kernel.add(*sums[:5], [0.0] * (N - 1), softs, 30, 60)  # a short list
     with pytest.raises(ValueError, match="below 1 s"):
-        kernel.add(*sums, (0,) * N, 30, 0, 0)
+        kernel.add(*sums, (0,) * N, 30, 0)
     with pytest.raises(ValueError, match="run time > 0"):
-        kernel.add(*sums, softs, 0, 60, 60)
+        kernel.add(*sums, softs, 0, 60)
     with pytest.raises(ValueError, match="1 to 64 rules"):
-        kernel.add(*[[0.0] * 65 for _ in range(6)], (60,) * 65, 30, 60, 60)
+        kernel.add(*[[0.0] * 65 for _ in range(6)], (60,) * 65, 30, 60)
     with pytest.raises(TypeError):
         kernel.best(*sums[:5], ["x"] * N, 1.0, 1.0, 1.0, 1.0, 1.0)
     assert sums == [[0.0] * N for _ in range(6)]  # nothing written before the refusal

@@ -265,14 +265,11 @@ class Learner:
     def scores(self, out: Outcome) -> Tuple[List[float], List[float]]:
         """Each rule's shrunk ``(accuracy, under-rate)`` in the job's fine bin."""
         df, wc, dc, ws = self._weights(out)
-        acc = [
-            fa * df + (ca * dc + sa * ws) * wc
-            for fa, ca, sa in zip(self.a_fine[out.fine], self.a_coarse[out.coarse], self.a_site)
-        ]
-        under = [
-            fu * df + (cu * dc + su * ws) * wc
-            for fu, cu, su in zip(self.u_fine[out.fine], self.u_coarse[out.coarse], self.u_site)
-        ]
+        sums = self._sums(out.fine, out.coarse)
+        acc, under = (
+            [f * df + (c * dc + s * ws) * wc for f, c, s in zip(*three)]
+            for three in (sums[:3], sums[3:])
+        )
         return acc, under
 
     def choose(self, out: Outcome) -> int:

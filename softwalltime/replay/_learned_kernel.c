@@ -50,19 +50,20 @@ write_list(PyObject *list, Py_ssize_t n, const double *values)
     return 0;
 }
 
-/* add(a_site, a_coarse, a_fine, u_site, u_coarse, u_fine, softs, r, low, high):
- * Learner._add: one ended job of run time r > 0 whose rules gave the soft walltimes
- * softs (their smallest low, their largest high) adds each rule's accuracy to the three
- * accuracy lists and 1.0 to the under-estimate lists of the rules short of r. */
+/* add(a_fine, a_coarse, a_site, u_fine, u_coarse, u_site, softs, r, low): the lists in
+ * Learner._sums's order, as best takes them. Learner._add: one ended job of run time r > 0
+ * whose rules gave the soft walltimes softs (their smallest low) adds each rule's accuracy
+ * to the three accuracy lists and 1.0 to the under-estimate lists of the rules short of r.
+ * (The Python method's high only spares it comparisons, which are free here.) */
 static PyObject *
 kernel_add(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *lists[6], *softs;
-    long long r, low, high;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!LLL", &PyList_Type, &lists[0], &PyList_Type,
+    long long r, low;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!LL", &PyList_Type, &lists[0], &PyList_Type,
                           &lists[1], &PyList_Type, &lists[2], &PyList_Type, &lists[3],
                           &PyList_Type, &lists[4], &PyList_Type, &lists[5], &PyTuple_Type,
-                          &softs, &r, &low, &high))
+                          &softs, &r, &low))
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(softs);
     if (n < 1 || n > MAX_RULES || r <= 0) {
@@ -105,7 +106,6 @@ kernel_add(PyObject *Py_UNUSED(self), PyObject *args)
             }
         }
     }
-    (void)high; /* the Python method uses it to skip comparisons; here they are free */
     Py_RETURN_NONE;
 }
 

@@ -36,18 +36,7 @@ class NativeLearner(learned.Learner):
     def _add(
         self, coarse: int, fine: int, softs: Tuple[int, ...], r: int, low: int, high: int
     ) -> None:
-        kernel.add(
-            self.a_site,
-            self.a_coarse[coarse],
-            self.a_fine[fine],
-            self.u_site,
-            self.u_coarse[coarse],
-            self.u_fine[fine],
-            softs,
-            r,
-            low,
-            high,
-        )
+        kernel.add(*self._sums(fine, coarse), softs, r, low)
 
     def _best(
         self, fine: int, coarse: int, df: float, dc: float, ws: float, wc: float, lam: float
