@@ -87,10 +87,7 @@ def pbs_server() -> Iterator[None]:
             yield
         finally:
             for name, value in before.items():
-                if value is None:
-                    pbsctl.qmgr(f"unset server {name}", check=False)
-                else:  # quoted: a list's commas would be a syntax error
-                    pbsctl.qmgr(f'set server {name} = "{value}"', check=False)
+                pbsctl.set_attribute("server", name, value)
 
 
 @pytest.fixture(scope="session")

@@ -265,7 +265,9 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     return out
 
 
-def _set(kind: str, name: str, value: str | None) -> None:
+def set_attribute(kind: str, name: str, value: str | None) -> None:
+    """``qmgr set`` (``unset`` for None) of ``kind``'s (``server``, ``sched``, ``node N``)
+    attribute ``name``, unchecked: what restores a server must go on past one failure."""
     if value is None:
         qmgr(f"unset {kind} {name}", check=False)
     else:  # quoted: a formula's spaces and a list's commas would be a syntax error
@@ -294,7 +296,7 @@ def restore(state: dict[str, Any]) -> None:
     reload_scheduler()
     for kind in ("sched", "server"):
         for name, value in state[kind].items():
-            _set(kind, name, value)
+            set_attribute(kind, name, value)
     if state["ncpus"] is not None:
         qmgr(f"set node {NODE} resources_available.ncpus = {state['ncpus']}", check=False)
     for kind in _NAMED:

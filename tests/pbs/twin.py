@@ -44,7 +44,7 @@ USERS = "users"  # no soft walltime: PBS plans with the walltime
 PERFECT = "perfect"  # soft walltime = the scaled run time (+ soft margin)
 SOURCES = (USERS, PERFECT)
 SCHED_CONFIG = pbsctl.SCHED_CONFIG
-NODE = "pbshost"
+NODE = pbsctl.NODE
 
 
 class TwinJob(NamedTuple):
@@ -543,13 +543,6 @@ def _node_ncpus() -> str | None:
     return None
 
 
-def _restore(kind: str, name: str, value: str | None, quote: bool = False) -> None:
-    if value is None:
-        pbsctl.qmgr(f"unset {kind} {name}", check=False)
-    else:
-        pbsctl.qmgr(f"set {kind} {name} = " + (f"'{value}'" if quote else value), check=False)
-
-
 SERVER_SAVED = ("backfill_depth", "scheduling", "eligible_time_enable", "job_history_enable")
 
 
@@ -576,12 +569,12 @@ def server(procs: int) -> Iterator[None]:
     finally:
         SCHED_CONFIG.write_text(config)
         pbsctl.reload_scheduler()
-        _restore("sched", "job_sort_formula", formula, quote=True)
-        _restore("sched", "scheduler_iteration", iteration)
-        _restore("sched", "opt_backfill_fuzzy", fuzzy)
+        pbsctl.set_attribute("sched", "job_sort_formula", formula)
+        pbsctl.set_attribute("sched", "scheduler_iteration", iteration)
+        pbsctl.set_attribute("sched", "opt_backfill_fuzzy", fuzzy)
         for name, value in saved.items():
-            _restore("server", name, value)
-        _restore(f"node {NODE}", "resources_available.ncpus", ncpus)
+            pbsctl.set_attribute("server", name, value)
+        pbsctl.set_attribute(f"node {NODE}", "resources_available.ncpus", ncpus)
 
 
 def sched_config_with(text: str, strict_ordering: bool) -> str:

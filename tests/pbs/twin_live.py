@@ -369,13 +369,13 @@ def site(factor: float, rank: str = "key-mean") -> Iterator[Site]:
         finally:
             pbsctl.purge(probe)
             for name, value in saved.items():
-                twin._restore("server", name, value)
+                pbsctl.set_attribute("server", name, value)
         yield Site(dsn, config, workdir)
     finally:
         if installed:
             pbsctl.run(softwalltime(), "hooks", "uninstall", "--name", HOOK, check=False)
         for name, value in saved.items():
-            twin._restore("server", name, value)
+            pbsctl.set_attribute("server", name, value)
         cluster.destroy()
         shutil.rmtree(pgdir, ignore_errors=True)
         shutil.rmtree(workdir, ignore_errors=True)
