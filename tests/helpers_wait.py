@@ -13,3 +13,20 @@ def wait_until(condition, timeout=5.0):
         if value or time.monotonic() >= deadline:
             return value
         time.sleep(0.002)
+
+
+def ingest_lock_released(dsn, timeout=30.0):
+    """Wait until no session holds the ingester's advisory lock; whether none does. A
+    killed ingester's PostgreSQL backend ends only when it notices its client is gone, and
+    holds the lock until then: a run started at once finds it held, does nothing and exits
+    0 ("another ingest is running"), as a cron run must."""
+    from softwalltime_ingest.load import Loader, connect
+
+    def free():
+        loader = Loader(connect(dsn))
+        try:
+            return loader.lock_holder() is None
+        finally:
+            loader.close()
+
+    return wait_until(free, timeout)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psycopg2
 import pytest
-from helpers_wait import wait_until
+from helpers_wait import ingest_lock_released, wait_until
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from softwalltime_ingest import __main__ as ingest_main
@@ -398,6 +398,7 @@ def test_sigkill_mid_run_then_rerun_gives_exact_rows(fresh_dsn, big_log):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert ingest_lock_released(fresh_dsn), "the killed run's session still holds the lock"
     stored = count(fresh_dsn)
     assert 500 <= stored < n
     # Rows and checkpoint were committed together: the checkpoint covers exactly the rows.
@@ -476,7 +477,9 @@ def test_killed_parallel_ingest_leaves_no_worker_and_no_lock(
     while _live_processes_reading(path) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _live_processes_reading(path) == []
-    # the next run gets the lock at once and completes the log exactly
+    # the lock is free once the parent's backend ends (a worker kept it forever before)
+    assert ingest_lock_released(fresh_dsn), "the killed run's session still holds the lock"
+    # the next run gets it and completes the log exactly
     small = tmp_path / "20261123"
     small.write_text(e_line(template_e, n + 1))
     done = _ingest_process(fresh_dsn, str(small), str(path))
