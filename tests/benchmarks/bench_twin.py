@@ -99,8 +99,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--report",
         type=Path,
-        default=Path("twin-report.html"),
-        help="live: softwalltime report of the twin's database, written here",
+        default=REPO / ".bench" / "twin-report.html",
+        help="live: softwalltime report of the twin's database, written here"
+        " (default .bench/twin-report.html in the checkout, which git ignores)",
     )
     p.add_argument(
         "--policies",
@@ -299,6 +300,7 @@ def print_live(
         f"finished jobs ingested: {live.by_timers}/{len(run.ids)} by the timers when the last"
         f" ended, {len(rows)}/{len(run.ids)} after one more ingest"
     )
+    args.report.parent.mkdir(parents=True, exist_ok=True)
     fig = twin_live.report(s, run.epoch, args.report)
     per_user, worst = twin_live.report_users(fig)
     names = set(twin_live.unix_name(u) for u in seg.work.user[seg.first : seg.first + len(jobs)])
