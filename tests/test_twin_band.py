@@ -129,3 +129,19 @@ def test_bench_twin_caps_the_draws() -> None:
     for bad in ("-1", str(bench_twin.MAX_DRAWS + 1)):
         with pytest.raises(SystemExit):
             bench_twin.parse_args(["--draws", bad])
+
+
+@pytest.mark.slow  # reads KTH-SP2 and simulates candidate segments
+def test_bench_twin_caps_the_factor_from_minutes_at_the_formulas_limit() -> None:
+    """KTH-SP2's segment in 10 minutes asks for factor 724; a formula's 600-s bound would
+    then be below 1 s and formula.expression refused it (the bench failed)."""
+    sys.path.insert(0, str(Path(__file__).parent / "benchmarks"))
+    import bench_twin
+
+    from softwalltime.replay import formula as fm
+
+    seg = bench_twin.load(bench_twin.parse_args(["--trace", "KTH", "--minutes", "10"]))
+    assert seg.factor == fm.SMOOTH_S
+    assert "(eligible_time + 1)" in fm.expression(fm.parse_label("xf2+len1"), seg.procs, seg.factor)
+    explicit = bench_twin.load(bench_twin.parse_args(["--trace", "KTH", "--factor", "724"]))
+    assert explicit.factor == 724  # what was asked for, as before

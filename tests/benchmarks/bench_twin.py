@@ -59,6 +59,7 @@ import twin  # noqa: E402
 import twin_band  # noqa: E402
 import twin_live  # noqa: E402
 
+from softwalltime.replay import formula as fm  # noqa: E402
 from softwalltime.replay import pbsched  # noqa: E402
 from softwalltime.replay import simulate as sim  # noqa: E402
 
@@ -158,6 +159,10 @@ def load(args: argparse.Namespace) -> Segment:
     fcfs = pbsched.parse_policy("fcfs-bf1")
     first, wait, span = twin.choose_segment(work, procs, args.jobs, args.candidates, fcfs)
     factor = args.factor or math.ceil(span / (60 * args.minutes))
+    if not args.factor and factor > fm.SMOOTH_S:
+        # a formula's 600-s bound compressed below 1 s means nothing (formula.expression
+        # refuses it): a longer replay than --minutes asks, not a failure
+        factor = fm.SMOOTH_S
     jobs = twin.scale(work, first, args.jobs, factor, args.margin)
     about = (
         f"{Path(path).name}: jobs {first}..{first + len(jobs) - 1} of {len(work.submit)}, "
