@@ -488,15 +488,18 @@ def _tune_all(
 
 
 def _tune_phases(
-    paths: List[str], cands: List[Any], tol: Any, jobs: int
-) -> Dict[Tuple[str, int, int], Any]:
+    paths: List[str], grid_cands: List[Any], tol: Any, jobs: int
+) -> Tuple[Dict[Tuple[str, int, int], Any], List[Any]]:
     # Every candidate on the first half (and the baseline on both); the first half's best
-    # again with more top jobs (tune.deeper: appended to cands, run on their path only);
-    # then those worth it (tune.checked) on the second half. Keys (path, half, candidate;
-    # -1: the baseline); a candidate not run on a path has no key there.
+    # again with more top jobs (tune.deeper: after the grid's, run on their path only);
+    # then those worth it (tune.checked) on the second half. The figures by (path, half,
+    # candidate; -1: the baseline), a candidate not run on a path has no key there; and
+    # the candidates, the grid's then the deeper ones.
     from ..replay import formula as fm
     from ..replay import tune
 
+    cands = list(grid_cands)
+    _TUNE["candidates"] = cands  # each phase's workers fork with it as it is then
     grid = len(cands)
     # the slowest first (a predictor, the rank), so that the pool ends together
     order = sorted(range(grid), key=lambda k: cands[k].source == "users")
@@ -511,7 +514,6 @@ def _tune_phases(
                 index[cand] = len(cands)
                 cands.append(cand)
             deep.append((p, 0, index[cand]))
-    _TUNE["candidates"] = cands  # the workers fork from here on
     got.update({(p, h, k): w for p, h, k, w in _tune_all(deep, jobs, "2/3")})
     second = []
     for p in paths:
@@ -519,7 +521,7 @@ def _tune_phases(
         firsts = [got[(p, 0, k)] for k in run]
         second += [(p, 1, run[i]) for i in tune.checked(got[(p, 0, -1)], firsts, tol)]
     got.update({(p, h, k): w for p, h, k, w in _tune_all(second, jobs, "3/3")})
-    return got
+    return got, cands
 
 
 def _formula_search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) -> int:
@@ -558,11 +560,12 @@ def _formula_search(args: argparse.Namespace, names: List[str], opts: Dict[str, 
         args.classes or pbsched.CLASSES_PBS,
         _fuzzy_or_default(args),
     )
-    cands = fm.candidates([n for n in names if n != "perfect"])
-    _TUNE.update(opts=opts, candidates=cands, rules=rules)
+    _TUNE.update(opts=opts, rules=rules)
     _TUNE["halves"] = {path: tune.halves(_WORKLOADS[path]) for path in args.sources}
     started = time.monotonic()
-    got = _tune_phases(args.sources, cands, tol, args.jobs)
+    got, cands = _tune_phases(
+        args.sources, fm.candidates([n for n in names if n != "perfect"]), tol, args.jobs
+    )
     log.info("search: %d simulations in %.0f s", len(got), time.monotonic() - started)
     out = []
     for path in args.sources:
