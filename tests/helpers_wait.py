@@ -22,11 +22,8 @@ def ingest_lock_released(dsn, timeout=30.0):
     0 ("another ingest is running"), as a cron run must."""
     from softwalltime_ingest.load import Loader, connect
 
-    def free():
-        loader = Loader(connect(dsn))
-        try:
-            return loader.lock_holder() is None
-        finally:
-            loader.close()
-
-    return wait_until(free, timeout)
+    loader = Loader(connect(dsn))  # one session for every look, not one per poll
+    try:
+        return wait_until(lambda: loader.lock_holder() is None, timeout)
+    finally:
+        loader.close()

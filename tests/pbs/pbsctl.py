@@ -298,7 +298,7 @@ def restore(state: dict[str, Any]) -> None:
         for name, value in state[kind].items():
             set_attribute(kind, name, value)
     if state["ncpus"] is not None:
-        qmgr(f"set node {NODE} resources_available.ncpus = {state['ncpus']}", check=False)
+        set_attribute(f"node {NODE}", "resources_available.ncpus", state["ncpus"])
     for kind in _NAMED:
         for name in sorted(set(_names(kind)) - set(state[kind])):
             qmgr(f"delete {kind} {name}", check=False)
