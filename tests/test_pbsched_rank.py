@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 from test_simulate import _check_invariants
 from test_simulate_reference import first_mismatch, workload
 
 from softwalltime.core import rank as hook_rank
+from softwalltime.replay import formula as fm
 from softwalltime.replay import pbsched, search
 from softwalltime.replay import simulate as sim
 
@@ -216,6 +217,39 @@ def test_ranks_at_submit_come_from_jobs_ended_in_the_simulation() -> None:
     # the rank is not the soft walltime: v3 sorted by itself starts jobs otherwise
     plain = pbsched.simulate_pbs(work, sim.make_source("v3"), 100, pbsched.parse_policy("sjf-bf1"))
     assert first_mismatch(work, result.start, plain.start) != ""
+
+
+class _Unmemoised(pbsched.Ranker):
+    # key_mean from the user's history at every call, as Ranker did before its memo
+    def value(self, j: int) -> int:
+        w = self.work
+        return hook_rank.key_mean(w.wall[j], w.procs[j], self.history.of(w.user[j]))
+
+
+def test_the_rank_memo_changes_no_rank_and_no_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    # KTH-SP2 under a search formula, ranks refreshed every 15 min: the memo (one key_mean
+    # per user, key and version of the user's history) gives every job the rank and the
+    # start that key_mean over the history at every call gives, with fewer calls.
+    calls = [0]
+    key_mean = hook_rank.key_mean
+
+    def counted(*args: Any) -> int:
+        calls[0] += 1
+        return key_mean(*args)
+
+    monkeypatch.setattr(hook_rank, "key_mean", counted)
+    work = workload("kth")
+    formula = fm.expression(fm.parse_label("xf2.rank+len1"), 100)
+    p = pbsched.parse_policy(formula + "-bf1")
+    got = []
+    for ranker in (pbsched.Ranker(), _Unmemoised()):
+        calls[0] = 0
+        result = pbsched.simulate_pbs(work, sim.make_source("v3"), 100, p, ranker=ranker)
+        got.append((result.start, list(ranker.rank), calls[0]))
+    (start, rank, memo_calls), (start0, rank0, calls0) = got
+    assert rank == rank0
+    assert first_mismatch(work, start, start0) == ""
+    assert memo_calls < calls0 * 0.8, (memo_calls, calls0)
 
 
 @pytest.mark.slow

@@ -27,6 +27,43 @@ def test_named_sorts_equal_their_formula(name: str) -> None:
         assert fast.value(est, wall, waited, ncpus) == slow(est, wall, waited, ncpus)
 
 
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "3600 * (eligible_time + 600) / (((softwalltime_rank or soft_walltime or walltime)"
+        " + 600) * ((softwalltime_rank or soft_walltime or walltime) + 600))"
+        " + eligible_time / 259200 + 1 * (soft_walltime or walltime) / 86400 + 8 * ncpus / 64",
+        "(eligible_time + 600) / (soft_walltime - 600) + ncpus",  # raises for some jobs
+        "eligible_time - walltime",
+    ],
+)
+def test_an_expressions_inlined_sort_key_orders_as_its_value_does(expression: str) -> None:
+    # _order sorts a cycle's queue with sort_keys, the expression inlined, and falls back
+    # to value (PBS's 0 for a job whose value raises): the same order, ties by job.
+    import random
+
+    formula = pbsched.sort_formula(expression)
+    assert formula.time_dependent and formula.value is not None
+    assert formula.sort_keys is not None
+    slow = formula._replace(sort_keys=None)
+    rng = random.Random(expression)
+    rows = [
+        (f"u{rng.randrange(5)}", rng.randrange(9000), rng.choice([600, 1200, 3600]),
+         rng.randrange(1, 3600), rng.choice([1, 8, 64]))
+        for _ in range(300)
+    ]  # fmt: skip
+    work = sim.make_workload("t", sorted(rows, key=lambda r: r[1]), 64)
+    est = [rng.choice([0, 600, w // 2, w]) for w in work.wall]
+    rank = [rng.choice([0, 1, 600, 3600]) for _ in work.wall]
+    queue = list(range(len(work.wall)))
+    rng.shuffle(queue)
+    for now in (9000, 20000):
+        got = pbsched._order(list(queue), formula, now, work, est, {}, rank)
+        want = pbsched._order(list(queue), slow, now, work, est, {}, rank)
+        assert got == want
+        assert got != sorted(queue)  # the formula orders them, not the job numbers
+
+
 def test_formula_expressions_and_errors() -> None:
     custom = pbsched.sort_formula("ncpus * walltime")
     assert custom.value is not None and custom.value(1, 10, 0, 4) == 40.0
