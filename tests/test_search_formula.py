@@ -200,6 +200,31 @@ def test_assess_recommends_the_best_within_the_tolerances_of_the_first_half() ->
     assert tune.assess(base, worse, fm.Tolerances()).best is None
 
 
+def test_near_the_same_bsld_the_pick_is_the_one_further_from_the_bounds() -> None:
+    # Limits here: short p95 1.2 h, long p95 11.1 h, wide p95 4.5 h, longest wait 100.1 h.
+    base = (_waits(6.0, 1.0, 10.0, 4.0, 50.0), _waits(5.0, 1.0, 10.0, 4.0, 50.0))
+    tol = fm.Tolerances()
+    near = _waits(3.0, 0.5, 11.0, 2.0, 60.0)  # 99 % of long jobs' bound
+    far = _waits(3.1, 0.5, 5.55, 2.0, 60.0)  # 3 % more bsld, at most 60 % of a bound
+    assert fm.used(near, base[0], tol) == pytest.approx(11.0 / 11.1)
+    assert fm.used(far, base[0], tol) == pytest.approx(60.0 / 100.1)
+    rows = [_row(0.0, near, near), _row(72.0, far, far)]
+    rep = tune.assess(base, rows, tol)
+    assert rep.best == 1 and rep.rank_first == 1 and rep.best_second == 1
+    assert tune.score(far, base[0], tol) < tune.score(near, base[0], tol)
+    # a much lower bsld still wins near a bound: 2.0 x 1.99 < 3.1 x 1.6
+    rows[0] = _row(0.0, _waits(2.0, 0.5, 11.0, 2.0, 60.0), near)
+    assert tune.assess(base, rows, tol).best == 0
+    # the pick runs on the second half though 8 others come first by score (no better
+    # than the baseline) and it is off the front (a candidate past the longest-wait bound
+    # beats it on bsld, long jobs' p95 and wide jobs' longest wait)
+    pick = _waits(5.9, 0.5, 11.0, 2.0, 60.0)
+    firsts = [_waits(6.5, 0.1, 0.1, 0.1, 1.0)] * 8 + [_waits(5.8, 0.5, 10.9, 1.9, 200.0), pick]
+    assert tune._pick(tune._by_score(firsts, base[0], tol), firsts, base[0]) == 9
+    assert 9 not in fm.front([tune._point(w) for w in firsts])
+    assert 9 in tune.checked(base[0], firsts, tol)
+
+
 def test_the_goal_says_whether_the_recommendation_reaches_it_and_which_points_do() -> None:
     base, rows = _three_rows(second_long_p95=9.0)
     procs, rules = 8, pbsched.Policy()

@@ -262,6 +262,17 @@ def breaches(row: Waits, base: Waits, tol: Tolerances) -> List[Tuple[str, float,
     return out
 
 
+def used(row: Waits, base: Waits, tol: Tolerances) -> float:
+    """The largest share of its bound (:func:`limits`) a figure of ``row`` uses: above 1, a
+    breach (0 when ``row`` has none of the figures)."""
+    out = 0.0
+    for name, most in limits(base, tol).items():
+        v = _value(row, name)
+        if v is not None:
+            out = max(out, v / most)
+    return out
+
+
 def hours(h: float) -> str:
     """A wait to read and compare: two decimals of hours, with minutes and seconds under 10
     hours (``0.05 h`` and ``0.05 h`` a second apart print as ``2:58`` and ``2:59``)."""
