@@ -150,6 +150,25 @@ def expression(p: Params, procs_total: int, time_scale: float = 1.0) -> str:
 _TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<name>[A-Za-z_]\w*)|(?P<op>[-+*/()]))")
 
 
+_DEPTH = re.compile(r"^(?P<label>.+)-bf(?P<depth>\d+)$")
+
+
+def policy_text(name: str, procs_total: int, time_scale: float = 1.0) -> str:
+    """``name`` as :func:`.pbsched.parse_policy` reads it: a label of the family, with
+    ``-bfK`` for a backfill_depth K (``xf2.rank+len1-bf3``), becomes its :func:`expression`
+    on ``procs_total`` processors and ``time_scale`` with ``-bfK`` (else ``-bf1``), as the
+    search runs its candidates; anything else (``fcfs-bf1``) is returned as it is."""
+    label, depth = name, "1"
+    deep = _DEPTH.match(name)
+    if deep:
+        label, depth = deep.group("label"), deep.group("depth")
+    try:
+        params = parse_label(label)
+    except ValueError:
+        return name
+    return f"{expression(params, procs_total, time_scale)}-bf{int(depth)}"
+
+
 def check_pbs_form(text: str) -> None:
     """Check that ``text`` is in the form :func:`expression` emits (see the module).
 

@@ -49,22 +49,11 @@ SHORT_S = 600
 LONG_RANK_S = 3600
 
 
-def policy_text(sort: str, procs: int) -> str:
-    """``sort`` as :func:`pbsched.parse_policy` reads it: a search label
-    (``xf2.rank+len1-bf3``) becomes its formula with ``-bfK`` (the search's depth, else 1)."""
-    label, _, depth = sort.partition("-bf")
-    try:
-        params = fm.parse_label(label)
-    except ValueError:
-        return sort
-    return f"{fm.expression(params, procs)}-bf{depth or 1}"
-
-
 def run(
     work: sim.Workload, procs: int, policy: str, source: str, ranker: Optional[pbsched.Ranker]
 ) -> float:
     """The mean bsld of one simulation as ``simulate --policies`` runs it."""
-    parsed = pbsched.parse_policy(policy_text(policy, procs))
+    parsed = pbsched.parse_policy(fm.policy_text(policy, procs))
     # calibrated and learned aim at v3's under-estimate rate, as evaluate's acceptance runs
     source_ = sim.make_source(source, target_under_pct=None)
     result = pbsched.simulate_pbs(work, source_, procs, parsed, ranker=ranker)

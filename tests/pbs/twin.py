@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import select
 import statistics
 import subprocess
@@ -127,19 +126,11 @@ def policy(name: str, procs: int, factor: float, fuzzy: int | None = None) -> pb
     as the full formula orders the trace's; ``xf2.rank+len1-bf3``: backfill_depth 3).
     ``fuzzy``: the server's opt_backfill_fuzzy (default: PBS's compressed,
     :func:`fuzzy_for`)."""
-    iteration = iteration_for(factor)
     window = fuzzy_for(factor) if fuzzy is None else fuzzy
-    label, depth = name, 1
-    deep = re.fullmatch(r"(.+)-bf(\d+)", name)
-    if deep:
-        label, depth = deep.group(1), int(deep.group(2))
-    try:
-        params = fm.parse_label(label)
-    except ValueError:
-        return pbsched.parse_policy(name, scheduler_iteration=iteration, backfill_fuzzy=window)
-    expression = fm.expression(params, procs, time_scale=factor)
     return pbsched.parse_policy(
-        f"{expression}-bf{depth}", scheduler_iteration=iteration, backfill_fuzzy=window
+        fm.policy_text(name, procs, time_scale=factor),
+        scheduler_iteration=iteration_for(factor),
+        backfill_fuzzy=window,
     )
 
 
