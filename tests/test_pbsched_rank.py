@@ -341,6 +341,34 @@ def test_cli_rank_table_and_settings(capsys: pytest.CaptureFixture[str]) -> None
     assert "--rank-refresh: only with --policies" in capsys.readouterr().err
 
 
+def test_key_mean_paid_ranks_by_the_hooks_paid_floor_from_the_jobs_ended() -> None:
+    """--rank-by key-mean-paid: each job's rank at submit is the hook's paid_key_mean over
+    its user's jobs ended by then, newest end first; cheap evidence holds it above
+    key-mean's."""
+    # 1 processor; user a: three 10 s jobs of walltime 1000 s, then one asking 1000 s whose
+    # rank key-mean puts at 10 s; the 30 core-seconds paid are 3 % of its 1000 (floor
+    # 1000 ** 0.97 = 812.8 s, rounded up).
+    # User b: three 900 s jobs of walltime 1000 s pay for a key mean of 900 s in full.
+    rows = [("a", 100 * k, 1000, 10, 1) for k in range(3)]
+    rows += [("b", 1000 + 1000 * k, 1000, 900, 1) for k in range(3)]
+    rows += [("a", 5000, 1000, 500, 1), ("b", 5000, 1000, 500, 1)]
+    work = _work(rows, 1)
+    got = {}
+    for name in ("key-mean", "key-mean-paid"):
+        ranker = pbsched.make_ranker(name, 0)
+        assert ranker.name == name
+        pbsched.simulate_pbs(work, sim.make_source("v3"), 1, pbsched.parse_policy(
+            "sjf.rank-bf1"), ranker=ranker)  # fmt: skip
+        got[name] = ranker.rank[6:]
+    assert got["key-mean"] == [10, 900]
+    assert got["key-mean-paid"] == [813, 900]
+    assert type(pbsched.make_ranker("key-mean-paid")) is pbsched.PaidRanker
+    lines = pbsched.pbs_settings(pbsched.parse_policy("sjf.rank-bf1"), 900, "key-mean-paid")
+    assert '# hook config: "rank": "key-mean-paid" (after softwalltime hooks install' in (
+        "\n".join(lines)
+    )
+
+
 # --- the rank learned
 
 

@@ -29,7 +29,12 @@ CORRECTIONS = ("pbs", "simple", "power", "walltime")
 BACKFILL_BY = ("estimate", "walltime")  # softwalltime.replay.pbsched.BACKFILL_BY
 CLASSES = ("pbs", "rank", "none")  # softwalltime.replay.pbsched.CLASSES
 RANK_REFRESH_S = 900  # softwalltime.replay.pbsched.DEFAULT_RANK_REFRESH_S
-RANK_BY = ("key-mean", "learned", "learned-paid")  # softwalltime.replay.pbsched.RANK_BY
+RANK_BY = (
+    "key-mean",
+    "key-mean-paid",
+    "learned",
+    "learned-paid",
+)  # softwalltime.replay.pbsched.RANK_BY
 DEFAULT_FUZZY_S = 60  # softwalltime.replay.pbsched.DEFAULT_FUZZY_S
 WIDE_MAX_FACTOR = 3  # softwalltime.replay.search.WIDE_MAX_FACTOR (a test checks)
 MAX_BOUND_H = 87600.0  # the bounds an admin sets for --policies: at most 10 years of waiting
@@ -136,7 +141,9 @@ from the user's jobs that have ended in the simulation and, for queued jobs whos
 a job end since, again at the first cycle of every --rank-refresh seconds (900, as the
 softwalltime refresh timer; 0: at submit only). It is the same for every estimate source
 (the soft walltime varies); with perfect estimates the rank is the run time too, so that
-perfect is the ideal for a rank policy as well. --rank-by learned ranks by the predictor
+perfect is the ideal for a rank policy as well. --rank-by key-mean-paid ranks by key-mean
+no lower than the user's paid evidence allows (the hook's setting rank = key-mean-paid);
+--rank-by learned ranks by the predictor
 learned's own rank instead (its rule of best accuracy in the job's bin, the site table
 learning from empty at every job end in the simulation), learned-paid by that rank floored
 by the user's paid evidence (the hook's settings rank = learned, learned-paid).
@@ -205,7 +212,8 @@ def register(sub: Any) -> None:
         "--rank-by",
         choices=RANK_BY,
         help="policy search: the rank the *.rank sorts read (softwalltime_rank, the hook's "
-        "setting rank): key-mean; learned, the predictor learned's own, its site table "
+        "setting rank): key-mean; key-mean-paid, key-mean floored by the user's paid "
+        "evidence; learned, the predictor learned's own, its site table "
         "learning online from the jobs ended in the simulation; learned-paid, learned's "
         "floored by the user's paid evidence (default: key-mean)",
     )

@@ -70,7 +70,7 @@ from .corrections import CORRECTIONS, PBS, SIMPLE_MARGIN_S, extended_estimate
 from .easy import SimResult
 from .learned_native import new_learner
 from .profile import Profile
-from .rank import UserHistory
+from .rank import Row, UserHistory
 from .sources import EstimateSource
 from .workload import Workload
 
@@ -399,6 +399,11 @@ def pbs_settings(
     if formula.reads_rank:
         if rank == hook_rank.NAME:
             lines.append(f'# hook config: "rank": "{rank}" (softwalltime hooks install --rank)')
+        elif rank == hook_rank.PAID_NAME:
+            lines.append(
+                f'# hook config: "rank": "{rank}" (after softwalltime hooks install --rank, '
+                "which writes key-mean)"
+            )
         else:  # learned, learned-paid: that predictor's, and its soft walltimes with it
             lines.append(
                 f'# hook config: "predictor": "learned", "rank": "{rank}" (the rank needs the'
@@ -466,8 +471,12 @@ class Ranker:
         key = (w.wall[j], w.procs[j])
         rank = memo[1].get(key)
         if rank is None:
-            rank = memo[1][key] = hook_rank.key_mean(key[0], key[1], self.history.of(user))
+            rank = memo[1][key] = self.compute(key[0], key[1], self.history.of(user))
         return rank
+
+    def compute(self, walltime_s: int, procs: int, rows: List[Row]) -> int:
+        """The rank of a job of ``walltime_s`` and ``procs`` from the user's ``rows``."""
+        return hook_rank.key_mean(walltime_s, procs, rows)
 
     def on_submit(self, j: int, now: int) -> None:
         self.rank[j] = self.value(j)
@@ -499,6 +508,16 @@ class Ranker:
 def refresh_due(now: int, refresh_s: int) -> float:
     """When the next refresh after ``now`` is due: the next multiple of ``refresh_s``."""
     return (now // refresh_s + 1) * refresh_s if refresh_s else float("inf")
+
+
+class PaidRanker(Ranker):
+    """The hook's rank ``key-mean-paid``: ``key-mean`` no lower than the user's paid
+    evidence allows (:func:`~softwalltime.core.rank.paid_key_mean`, from the same rows)."""
+
+    name = hook_rank.PAID_NAME
+
+    def compute(self, walltime_s: int, procs: int, rows: List[Row]) -> int:
+        return hook_rank.paid_key_mean(walltime_s, procs, rows)
 
 
 class PerfectRanker(Ranker):
@@ -569,13 +588,15 @@ class LearnedRanker(Ranker):
 
 RANK_LEARNED = "learned"
 RANK_LEARNED_PAID = "learned-paid"
-RANK_BY = (hook_rank.NAME, RANK_LEARNED, RANK_LEARNED_PAID)  # simulate --rank-by
+RANK_BY = (hook_rank.NAME, hook_rank.PAID_NAME, RANK_LEARNED, RANK_LEARNED_PAID)  # --rank-by
 
 
 def make_ranker(name: str, refresh_s: int = DEFAULT_RANK_REFRESH_S) -> Ranker:
     """The ranker called ``name`` (:data:`RANK_BY`)."""
     if name == hook_rank.NAME:
         return Ranker(refresh_s)
+    if name == hook_rank.PAID_NAME:
+        return PaidRanker(refresh_s)
     if name in (RANK_LEARNED, RANK_LEARNED_PAID):
         return LearnedRanker(refresh_s, paid=name == RANK_LEARNED_PAID)
     raise ValueError(f"unknown rank {name!r}; known: {', '.join(RANK_BY)}")
