@@ -195,19 +195,21 @@ def test_rank_set_with_the_soft_walltime_from_one_read():
     assert fetch.calls == [("alice", 2, False)] and d.rank_to_set_s == RANK_1H_4
 
 
-def paid(ncpus):
+def paid(ncpus, classes=CLASSES):
     settings = load_settings(environ={}, overrides={"rank": "key-mean-paid"})
     job = JobEvent("queuejob", "alice", "workq", 3600, None, False, False, None, ncpus, None, None)
-    return decide(job, settings, BothFetch())
+    return decide(job, settings, BothFetch(classes=classes))
 
 
 def test_rank_key_mean_paid_asks_the_history_to_have_paid_for_the_jump():
-    # the three 4-cpu jobs cost 2,100 x 4 core-seconds, 0.58 of this 1 h x 4 job: the floor
-    # 3600 ** 0.42 = 31 s is below their mean 700 s, which stands
+    # the three 4-cpu jobs cost 2,100 x 4 core-seconds, 2,100 s of this 1 h x 4 job: the
+    # floor 3600 - 2100 = 1500 s is above their mean 700 s
     d = paid(4)
-    assert d.rank_to_set_s == RANK_1H_4 and d.reason.endswith("; rank key-mean-paid=700 s set")
-    # a 128-cpu job of the same walltime: they paid 1.8 % of it, so about the walltime
-    assert paid(128).rank_to_set_s == -(-(3600 ** (1 - 8400 / (3600 * 128))) // 1) > 3000
+    assert d.rank_to_set_s == 1500 and d.reason.endswith("; rank key-mean-paid=1500 s set")
+    # twice that history paid more than the job: their mean stands
+    assert paid(4, CLASSES * 2).rank_to_set_s == RANK_1H_4
+    # a 128-cpu job of the same walltime: they paid 65 s of it
+    assert paid(128).rank_to_set_s == 3600 - 8400 // 128 == 3535
     assert ranked(ncpus=128)[0].rank_to_set_s == RANK_1H_4  # key-mean: the mean, paid or not
 
 
@@ -406,8 +408,8 @@ def test_rank_learned_paid_asks_the_history_to_have_paid_for_the_jump():
     cheap = [(1, DAY, 1)]  # one 1-second 1-cpu job of the same walltime
     assert learned_decision("learned", 128, cheap).rank_to_set_s == 1
     d = learned_decision("learned-paid", 128, cheap)
-    # it paid 1 core-second of 86,400 x 128: the floor is about the walltime
-    assert d.rank_to_set_s == -(-(DAY ** (1 - 1 / (DAY * 128))) // 1) > DAY - 60
+    # it paid 1 core-second of 86,400 x 128, not one second of the job: the walltime
+    assert d.rank_to_set_s == DAY
     assert d.reason.endswith(f"; rank learned-paid={d.rank_to_set_s} s set")
     # honest evidence paid for it: 2 jobs that ran 13 h of the job's 128 cpus (a cost
     # above the job's 3,072 core-h), the newest ran 12 h: the rank is learned's, 12 h

@@ -20,9 +20,9 @@ def test_the_mean_of_the_finest_key_rounded_up():
     assert hook_rank.unpaid_mean(3600, None, HISTORY) == 700
     # (600 + 301 + 1200) / 3 = 700.33: rounded up
     assert hook_rank.unpaid_mean(3600, 4, [(600, 3600, 4), (301, 3600, 4), (1200, 3600, 4)]) == 701
-    # paid: the four jobs cost 9,200 core-seconds, 0.64 of this job's 14,400: the floor
-    # 3600 ** 0.36 = 19 s is below the mean
-    assert hook_rank.paid_key_mean(3600, 4, HISTORY) == 700
+    # paid: the four jobs cost 9,200 core-seconds, 2,300 s of this job's 4 processors: the
+    # floor 3600 - 2300 = 1300 s is above the mean
+    assert hook_rank.paid_key_mean(3600, 4, HISTORY) == 1300
     # a well-paid key: the mean itself
     assert hook_rank.paid_key_mean(3600, 4, [(600, 3600, 4)] * 10 + HISTORY) == 600
 
@@ -58,30 +58,32 @@ DAY = 86400
 def test_one_cheap_job_no_longer_gives_a_new_user_rank_one_second():
     # before: the key mean alone took one 1-second job at its word
     assert hook_rank.unpaid_mean(DAY, 128, [(1, DAY, 128)]) == 1
-    # after: it paid 128 core-seconds, 1/86,400 of this job: 86400 ** (1 - 1/86400)
-    assert hook_rank.paid_key_mean(DAY, 128, [(1, DAY, 128)]) == floor(DAY, 128, 128) == 86389
+    # after: it paid 128 core-seconds, one second of this job's 128 processors
+    assert hook_rank.paid_key_mean(DAY, 128, [(1, DAY, 128)]) == floor(DAY, 128, 128) == 86399
 
 
 def test_the_jump_costs_the_jobs_own_core_seconds():
-    # one 1-second job as wide as half the job's core-seconds: the square root of 24 h
+    # one 1-second job as wide as half the job's core-seconds: half the walltime
     half = DAY * 128 // 2
-    assert hook_rank.paid_key_mean(DAY, 128, [(1, DAY, half)]) == 294  # 293.9 rounded up
-    # as many core-seconds as the job itself: rank 1 s; one core-second fewer: 2 s
+    assert hook_rank.paid_key_mean(DAY, 128, [(1, DAY, half)]) == DAY // 2
+    # as many core-seconds as the job itself: rank 1 s; 2 s of the job's 128 processors
+    # fewer: 2 s; and 1 core-second more than that: still 2 s (rounded up)
     assert hook_rank.paid_key_mean(DAY, 128, [(1, DAY, 2 * half)]) == 1
-    assert hook_rank.paid_key_mean(DAY, 128, [(1, DAY, 2 * half - 1)]) == 2
+    assert hook_rank.paid_key_mean(DAY, 128, [(1, DAY, 2 * half - 256)]) == 2
+    assert hook_rank.paid_key_mean(DAY, 128, [(1, DAY, 2 * half - 255)]) == 2
 
 
 def floor(walltime_s, paid_core_s, ncpus):
-    return math.ceil(walltime_s ** (1 - paid_core_s / (walltime_s * ncpus)))
+    return math.ceil(walltime_s - paid_core_s / ncpus)
 
 
 def test_narrow_cheap_jobs_buy_a_wide_job_little():
     # 1-cpu jobs of 10 min pay 600 core-seconds each: 4.7 s of a 128-cpu job each
     narrow = [(600, DAY, 1)] * 50
     assert hook_rank.unpaid_mean(DAY, 128, narrow) == 600
-    assert hook_rank.paid_key_mean(DAY, 128, narrow) == floor(DAY, 50 * 600, 128) == 83777
+    assert hook_rank.paid_key_mean(DAY, 128, narrow) == floor(DAY, 50 * 600, 128) == 86166
     # the same jobs pay a 1-cpu job 128 times as much
-    assert hook_rank.paid_key_mean(DAY, 1, narrow) == floor(DAY, 50 * 600, 1) == 1669
+    assert hook_rank.paid_key_mean(DAY, 1, narrow) == floor(DAY, 50 * 600, 1) == 56400
 
 
 def test_an_honest_past_of_long_jobs_does_not_pay_for_cheap_ones():
@@ -90,7 +92,7 @@ def test_an_honest_past_of_long_jobs_does_not_pay_for_cheap_ones():
     # the key mean of the 10 newest: 1 s; the long jobs' cost would pay it 800 times
     assert hook_rank.unpaid_mean(DAY, 128, cheap + honest) == 1
     # only evidence consistent with the claim (run <= 2 x mean + 60 s) pays
-    assert hook_rank.paid_key_mean(DAY, 128, cheap + honest) == floor(DAY, 10 * 128, 128) == 86287
+    assert hook_rank.paid_key_mean(DAY, 128, cheap + honest) == floor(DAY, 10 * 128, 128) == 86390
     # consistent evidence is the claim's: the honest jobs pay their own rank
     assert hook_rank.paid_key_mean(DAY, 128, honest) == 20 * 3600
 

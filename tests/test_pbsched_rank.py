@@ -346,8 +346,7 @@ def test_key_mean_paid_ranks_by_the_hooks_paid_floor_from_the_jobs_ended() -> No
     its user's jobs ended by then, newest end first; cheap evidence holds it above
     key-mean's."""
     # 1 processor; user a: three 10 s jobs of walltime 1000 s, then one asking 1000 s whose
-    # rank key-mean puts at 10 s; the 30 core-seconds paid are 3 % of its 1000 (floor
-    # 1000 ** 0.97 = 812.8 s, rounded up).
+    # rank key-mean puts at 10 s; the 30 core-seconds paid buy 30 s of it (floor 970 s).
     # User b: three 900 s jobs of walltime 1000 s pay for a key mean of 900 s in full.
     rows = [("a", 100 * k, 1000, 10, 1) for k in range(3)]
     rows += [("b", 1000 + 1000 * k, 1000, 900, 1) for k in range(3)]
@@ -361,7 +360,7 @@ def test_key_mean_paid_ranks_by_the_hooks_paid_floor_from_the_jobs_ended() -> No
             "sjf.rank-bf1"), ranker=ranker)  # fmt: skip
         got[name] = ranker.rank[6:]
     assert got["key-mean"] == [10, 900]
-    assert got["key-mean-paid"] == [813, 900]
+    assert got["key-mean-paid"] == [970, 900]
     assert type(pbsched.make_ranker("key-mean-paid")) is pbsched.PaidRanker
     lines = pbsched.pbs_settings(pbsched.parse_policy("sjf.rank-bf1"), 900, "key-mean-paid")
     assert '# hook config: "rank": "key-mean-paid" (after softwalltime hooks install' in (

@@ -143,11 +143,12 @@ def test_gaming_a_24_h_128_cpu_job_costs_at_least_the_job_itself():
         before = rank.gaming_cost(hook_rank.unpaid_mean, day, cpus, history, 1, (1, cpus))
         assert before is not None and before[0] < 0.5
         # after: rank 1 s is out of reach within the hook's 100 rows (it would cost the
-        # job's own 3,072 core-hours), and rank 1 h costs 875 (41 jobs of 10 min x 128)
+        # job's own 3,072 core-hours), and rank 1 h costs 23/24 of them, 2,944 core-hours
+        # (23 jobs of 1 h x 128), where the floor walltime ** (1 - paid) sold it for 875
         after = rank.gaming_cost(hook_rank.paid_key_mean, day, cpus, history, 1, (1, cpus))
         assert after is None
         hour = rank.gaming_cost(hook_rank.paid_key_mean, day, cpus, history, 3600, (1, cpus))
-        assert hour is not None and hour[0] >= 870
+        assert hour == (2944, 23, 3600, cpus)
 
 
 def test_the_learned_rank_of_the_shipped_prior_costs_one_cheap_job():
@@ -164,7 +165,7 @@ def test_the_learned_rank_of_the_shipped_prior_costs_one_cheap_job():
     for history in ([], [(20 * 3600, day, cpus)] * 10):
         assert rank.gaming_cost(ranker, day, cpus, history, 1, (1, cpus)) == (1 / 3600, 1, 1, 1)
         # learned-paid: rank 1 s out of reach within the hook's 100 rows, rank 1 h costs
-        # 875 core-h (41 jobs of 10 min x 128), as key-mean-paid
+        # 2,944 core-h (23 jobs of 1 h x 128), as key-mean-paid
         assert rank.gaming_cost(paid, day, cpus, history, 1, (1, cpus)) is None
         hour = rank.gaming_cost(paid, day, cpus, history, 3600, (1, cpus))
-        assert hour is not None and hour[1:] == (41, 600, cpus) and hour[0] >= 870
+        assert hour == (2944, 23, 3600, cpus)

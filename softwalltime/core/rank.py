@@ -18,21 +18,23 @@ as much as the jump. The *evidence* is the user's finished jobs (among the last
 ``HISTORY_ROWS``) whose run time is consistent with the claim: at most ``CONSISTENT_NUM /
 CONSISTENT_DEN`` x the key mean + ``CONSISTENT_ADD_S`` (so an honest past of long jobs
 cannot pay for a run of cheap ones); its cost is the sum of run time x processors (a job
-without a processor count counts 1). With ``paid`` = that cost / (walltime x ncpus), the
-share of the job's own core-seconds the evidence paid, the rank is at least ``walltime **
-(1 - paid)``, rounded up: the walltime without evidence, 1 s only once the evidence cost as
-much as the job itself (``walltime x ncpus``), and in between a geometric step (half the
-job's cost: the square root of the walltime; 24 h -> 294 s). A linear floor (``walltime -
-cost / ncpus``) cost more honest ranks: on CTC-SP2 it kept 41 % of perfect's gain under
-``xfactor.rank-bf1`` against 55 % with this one. A cheap job counts for what it ran: one of
-seconds, or one that failed at once, buys seconds; a narrow job buys a wide one little (its
-cost is divided by the wide job's processors). ``tests/benchmarks/rank_gaming.py`` measures
-the cost of moving a 24 h x 128-cpu job.
+without a processor count counts 1). The rank is at least the walltime minus that cost
+per processor of the job (``walltime - cost / ncpus``, rounded up: each core-second of
+evidence buys the job one second of rank): the walltime without evidence, 1 s only once
+the evidence cost as much as the job itself (``walltime x ncpus``), and in between in
+proportion (half the job's cost: half its walltime). The queue time a rank buys grows
+about as fast as the rank falls, or faster (``tests/benchmarks/rank_jump.py``: on four
+traces under their recommended formulas, a 24 h job ranked 1 h jumps 76 to 94 % of the
+queue that rank 1 s jumps), so a jump costs about its share of the job itself. The floor
+``walltime ** (1 - paid)`` (``paid`` the cost's share of ``walltime x ncpus``), until
+2026-11-29, sold rank 1 h for 28 % of the job's core-seconds. A cheap job counts for what
+it ran: one of seconds, or one that failed at once, buys seconds; a narrow job buys a wide
+one little (its cost is divided by the wide job's processors).
+``tests/benchmarks/rank_gaming.py`` measures the cost of moving a 24 h x 128-cpu job.
 
 Hook path: Python 3.6+ syntax, standard library only, pure.
 """
 
-import math
 from itertools import islice
 from typing import Iterable, List, Optional, Sequence
 
@@ -94,8 +96,8 @@ def paid_floor(
     walltime_s: int, ncpus: Optional[int], rows: Sequence[cal.ClassRow], claim_s: int
 ) -> int:
     """``claim_s`` (a rank in ``[1, walltime_s]``: the key mean, or the rank ``learned``'s
-    value), no lower than the user's paid evidence for it allows: at least ``walltime_s **
-    (1 - paid)``, rounded up (module docstring).
+    value), no lower than the user's paid evidence for it allows: at least ``walltime_s -
+    cost / ncpus``, rounded up (module docstring).
 
     :param rows: the user's finished jobs ``(runtime_s, walltime_s, ncpus)``, newest end
         first (every one is read: the caller keeps at most ``calibrated.HISTORY_ROWS``)
@@ -103,10 +105,7 @@ def paid_floor(
     if claim_s >= walltime_s:
         return walltime_s
     width = ncpus if ncpus and ncpus > 0 else 1
-    paid = evidence_cost(rows, claim_s) / (walltime_s * width)
-    if paid >= 1:
-        return claim_s
-    floor = int(math.ceil(walltime_s ** (1.0 - paid)))
+    floor = walltime_s - evidence_cost(rows, claim_s) // width
     return max(claim_s, min(floor, walltime_s))
 
 

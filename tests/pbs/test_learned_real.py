@@ -72,8 +72,8 @@ def test_learned_paid_floors_the_tables_rank_by_the_users_paid_evidence(
 ):
     # The same history and bin; the rank's rule is "last" (2 h, her 10 h job's run). Her
     # evidence for 2 h is 3 core-hours, paid for a 10 h x 2-cpu job only in part: with rank
-    # learned-paid the hook sets walltime^(1 - paid), above the rule's 2 h, where rank
-    # learned would set 2 h.
+    # learned-paid the hook sets walltime - cost / ncpus = 8.5 h, above the rule's 2 h,
+    # where rank learned would set 2 h.
     jobs = learned_server
     rows, classes = lookup.learned_jobs(hook_db, pbsctl.USER, ls.HISTORY_ROWS, reuse=False)
     fine = learned.outcome(10 * H, ls.history_of(rows), int(time.time())).fine
@@ -84,7 +84,7 @@ def test_learned_paid_floors_the_tables_rank_by_the_users_paid_evidence(
     table = ls.LearnedChoices(soft, rank, 1.0, 500, 50, 500.0)
     assert ls.predict(table, 10 * H, rows, int(time.time())).rank_s == 2 * H
     floored = hook_rank.paid_floor(10 * H, 2, classes, 2 * H)
-    assert floored > 2 * H  # the floor bites: not the rule's value under another name
+    assert floored == 10 * H - 3 * H // 2 > 2 * H  # the floor bites: not the rule's value
 
     install(dsn=hook_db, predictor="learned", rank="learned-paid")
     pbsctl.reload_hook_modules(jobs)
