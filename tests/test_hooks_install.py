@@ -141,8 +141,8 @@ def test_uninstall_dry_run(capsys):
     ]
 
 
-def _dry_run_install(capsys, *argv):
-    code, out, err = run(capsys, *argv, "hooks", "install", "--dry-run")
+def _dry_run_install(capsys, *argv, options=()):
+    code, out, err = run(capsys, *argv, "hooks", "install", "--dry-run", *options)
     assert code == 0, err
     lines = out.splitlines()
     start = lines.index("cat > \"$config\" <<'EOF'")
@@ -177,6 +177,30 @@ def test_install_rank_creates_the_resource_and_turns_the_rank_on(capsys, tmp_pat
     config, qmgr = _dry_run_install(capsys, "--config", str(cfg))
     assert config["rank"] == "key-mean"
     assert "qmgr -c 'create resource softwalltime_rank type=long, flag=r'" in qmgr
+
+
+def test_install_rank_names_the_rank_or_keeps_the_settings(capsys, tmp_path):
+    # --rank RANK writes that rank (the resource with it)
+    config, qmgr = _dry_run_install(capsys, "--dsn", DSN, options=("--rank", "key-mean-paid"))
+    assert config["rank"] == "key-mean-paid"
+    assert "qmgr -c 'create resource softwalltime_rank type=long, flag=r'" in qmgr
+    # --rank alone keeps a rank the settings turned on, where it used to write key-mean
+    cfg = tmp_path / "sw.json"
+    cfg.write_text(json.dumps({"dsn": DSN, "rank": "key-mean-paid"}))
+    code, out, err = run(capsys, "--config", str(cfg), "hooks", "install", "--dry-run", "--rank")
+    assert code == 0, err
+    assert '"rank": "key-mean-paid"' in out
+    # a learned rank needs the predictor learned: refused, naming the option
+    code, out, err = run(capsys, "--dsn", DSN, "hooks", "install", "--dry-run", "--rank", "learned")
+    assert code == 1 and "--rank: rank learned needs predictor learned" in err, err
+    cfg.write_text(json.dumps({"dsn": DSN, "predictor": "learned"}))
+    config, _ = _dry_run_install(capsys, "--config", str(cfg), options=("--rank", "learned-paid"))
+    assert config["rank"] == "learned-paid"
+    # anything else is a usage error
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--dsn", DSN, "hooks", "install", "--dry-run", "--rank", "v3"])
+    assert exit_.value.code == 2
+    assert "invalid choice: 'v3'" in capsys.readouterr().err
 
 
 FAKE_QMGR = textwrap.dedent(

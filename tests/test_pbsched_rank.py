@@ -363,8 +363,9 @@ def test_key_mean_paid_ranks_by_the_hooks_paid_floor_from_the_jobs_ended() -> No
     assert got["key-mean-paid"] == [970, 900]
     assert type(pbsched.make_ranker("key-mean-paid")) is pbsched.PaidRanker
     lines = pbsched.pbs_settings(pbsched.parse_policy("sjf.rank-bf1"), 900, "key-mean-paid")
-    assert '# hook config: "rank": "key-mean-paid" (after softwalltime hooks install' in (
-        "\n".join(lines)
+    assert (
+        '# hook config: "rank": "key-mean-paid" (softwalltime hooks install --rank key-mean-paid)'
+        in lines
     )
 
 

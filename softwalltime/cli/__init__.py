@@ -421,7 +421,9 @@ def run(
         parser.print_help(sys.stderr)
         return 2
     try:
-        settings = load_settings(args.config, overrides={"dsn": args.dsn})
+        rank = getattr(args, "rank", None)  # hooks install --rank RANK (True: --rank alone)
+        overrides = {"dsn": args.dsn, "rank": rank if isinstance(rank, str) else None}
+        settings = load_settings(args.config, overrides=overrides)
         with logs.quieted(args):
             code = func(args, settings)
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit

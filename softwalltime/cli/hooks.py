@@ -27,6 +27,8 @@ from typing import Any, Callable, Optional, Sequence
 import softwalltime
 
 from ..core.config import (
+    RANK_OFF,
+    RANKS,
     STATEMENT_GRACE_S,
     Settings,
     hook_bound_s,
@@ -77,6 +79,7 @@ HOOK_KEYS = (
 # The hook's mark (the soft walltime it set): a long that only managers and hooks may set
 # (flag r: users see it in qstat -f, cannot request or alter it; checked on OpenPBS 23.06).
 MARK_DIRECTIVE = f"create resource {MARK_RESOURCE} type=long, flag=r"
+RANKS_ON = tuple(r for r in RANKS if r != RANK_OFF)  # what --rank RANK may name
 # The sort rank (setting rank, --rank): a long for job_sort_formula, flag r as the mark, so
 # a user can neither request a rank (qsub -l) nor alter one (qalter -l) to sort a job first
 # (both refused with "Cannot set attribute, read only or insufficient permission" on
@@ -115,12 +118,13 @@ def import_roots() -> list[str]:
 def hook_config(settings: Settings, rank: bool = False) -> dict[str, Any]:
     """The JSON hook configuration: current settings plus this installation's sys_path.
 
-    :param rank: set the rank on (``--rank``): ``"rank": "key-mean"``
+    :param rank: set the rank on (``--rank``): the settings' rank if it is on (``--rank
+        RANK`` is an override of the setting, as ``--dsn`` is), else ``"key-mean"``
     :raises ConfigError: no DSN configured (the hook could not do anything)
     """
     require_dsn(settings)
     values = settings._asdict()
-    if rank:
+    if rank and values["rank"] == RANK_OFF:
         values["rank"] = RANK_NAME
     config: dict[str, Any] = {key: values[key] for key in HOOK_KEYS}
     sys_path = list(settings.sys_path)
@@ -188,10 +192,15 @@ def register(sub: Any) -> None:
     )
     inst.add_argument(
         "--rank",
-        action="store_true",
+        nargs="?",
+        const=True,
+        choices=RANKS_ON,
+        metavar="RANK",
         help=f"also publish the sort rank: create resource {RANK_RESOURCE} (type long, flag r)"
-        f" and write rank {RANK_NAME} in the hook config (for job_sort_formula; the setting"
-        " rank does the same)",
+        " and write rank RANK in the hook config (for job_sort_formula): "
+        f"{', '.join(RANKS_ON)}; without RANK the setting rank if it is on, else {RANK_NAME}"
+        " (a rank in the settings does the same without --rank; learned and learned-paid"
+        " need predictor learned)",
     )
     _json_option(inst, INSTALL_KEYS)
     inst.add_argument(
@@ -381,7 +390,7 @@ def install(args: Any, settings: Settings) -> int:
         )
     qmgr = _qmgr(args)
     script = _check_path(hook_script(), "hook script")
-    config = hook_config(settings, rank=bool(getattr(args, "rank", False)))
+    config = hook_config(settings, rank=bool(args.rank))
     resources = [(MARK_RESOURCE, MARK_DIRECTIVE)]
     if config["rank"] != "off":
         resources.append((RANK_RESOURCE, RANK_DIRECTIVE))

@@ -401,8 +401,7 @@ def pbs_settings(
             lines.append(f'# hook config: "rank": "{rank}" (softwalltime hooks install --rank)')
         elif rank == hook_rank.PAID_NAME:
             lines.append(
-                f'# hook config: "rank": "{rank}" (after softwalltime hooks install --rank, '
-                "which writes key-mean)"
+                f'# hook config: "rank": "{rank}" (softwalltime hooks install --rank {rank})'
             )
         else:  # learned, learned-paid: that predictor's, and its soft walltimes with it
             lines.append(

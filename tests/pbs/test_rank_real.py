@@ -190,3 +190,22 @@ def test_refresh_keeps_the_rank_fresh(rank_server: list[str], install, hook_db, 
     assert ranked(ours) == ranked(managers) == 2000
     assert soft(ours) == 3600 and int(pbsctl.resource(ours, "softwalltime_set") or 0) == 3600
     assert soft(managers) == 3000  # the manager's value kept
+
+
+def test_key_mean_paid_asks_the_users_history_to_have_paid_for_the_rank(
+    rank_server: list[str], install, hook_db
+):
+    # hooks install --rank key-mean-paid. alice's three 1 h jobs ran 100 s (seeded without
+    # a processor count: 1 each): 300 core-seconds of evidence for her key mean of 100 s,
+    # 150 s of a 1 h x 2-cpu job; her longer runs (1 h, 2 h) are not consistent with it.
+    # The hook ranks the job 3600 - 150 = 3450 s, where key-mean ranks it 100 s.
+    ids = rank_server
+    seed(hook_db, "alice", [(100, 3600)] * 3, start=10)
+    pbsctl.qmgr("set server scheduling = False")
+    proc = install("--rank", "key-mean-paid", dsn=hook_db)
+    assert "rank key-mean-paid in softwalltime_rank" in proc.stdout, proc.stdout
+    job = qsub(ids, 3600)
+    rows = [(100, 3600, None)] * 3 + [(r, w, None) for r, w in reversed(ALICE_HISTORY)]
+    assert rank.key_mean(3600, 2, rows) == 100
+    assert ranked(job) == rank.paid_key_mean(3600, 2, rows) == 3450
+    assert soft(job) == 3600 // 4 + 900  # v3: her largest ratio, 1 h of 4 h, + 900 s
