@@ -16,7 +16,7 @@ DAY = 86400
 def _work():
     # 2 processors: alice's job holds both until 1000; bob asks both for 500 s at 10
     rows = [("alice", 0, 1000, 1000, 2), ("bob", 10, 500, 500, 2)]
-    rows += [("carol", 40 * DAY, 100, 50, 1)]  # beyond the 14 days after: left out
+    rows += [("carol", 40 * DAY, 100, 50, 1)]  # beyond the 30 days after: left out
     return sim.make_workload("t", rows, 2)
 
 

@@ -24,7 +24,7 @@ evidence buys the job one second of rank): the walltime without evidence, 1 s on
 the evidence cost as much as the job itself (``walltime x ncpus``), and in between in
 proportion (half the job's cost: half its walltime). The queue time a rank buys grows
 about as fast as the rank falls, or faster (``tests/benchmarks/rank_jump.py``: on four
-traces under their recommended formulas, a 24 h job ranked 1 h jumps 76 to 94 % of the
+traces under their recommended formulas, a 24 h job ranked 1 h jumps 90 to 100 % of the
 queue that rank 1 s jumps), so a jump costs about its share of the job itself. The floor
 ``walltime ** (1 - paid)`` (``paid`` the cost's share of ``walltime x ncpus``), until
 2026-11-29, sold rank 1 h for 28 % of the job's core-seconds. A cheap job counts for what

@@ -7,9 +7,10 @@
 ``simulate --search`` recommends there (``--sorts``, one label per trace, in order; default
 the four recommendations of docs/simulate.md), a gamer's job is added to the trace at
 ``--instants`` submit instants spread over the trace (its 20th to 90th percentiles of
-submit time), each in a simulation of the jobs submitted from 30 days before it to 14
-days after (a job's start depends only on what was submitted before it starts; the 30
-days fill the machine and the queue). The gamer is a new user; the job asks
+submit time), each in a simulation of the trace's jobs submitted up to 30 days after it (a
+job's start depends only on what was submitted before it starts; the whole past, since a
+queue's state at an instant depends on it: with only the 30 days before, one of SDSC-SP2's
+instants waited 1.5 h where the whole trace makes it 290 h). The gamer is a new user; the job asks
 ``WALL`` = 24 h and half the machine's processors (at most 128) and runs 20 h. Its soft
 walltime is what v3 gives a new user (the walltime), so only the rank moves it: each rank
 of ``RANKS`` (the honest one, the walltime, first) in its own simulation, as
@@ -58,8 +59,7 @@ WALL = 24 * H
 RUN = 20 * H
 MAX_WIDTH = 128
 RANKS = (WALL, 4 * H, H, 294, 60, 1)  # 294 s: key-mean-paid's floor at half the job's cost
-WARM_S = 30 * DAY
-AFTER_S = 14 * DAY
+AFTER_S = 30 * DAY
 GAMER = "rank-jump-gamer"
 Ranker = Callable[..., int]
 
@@ -76,9 +76,9 @@ class FixedRanker(pbsched.Ranker):
 
 
 def window(work: Workload, at: int, width: int) -> Tuple[Workload, int]:
-    """The jobs submitted in [at - WARM_S, at + AFTER_S], with the gamer's job submitted at
-    ``at`` (after the others of that second); its index."""
-    keep = [k for k, s in enumerate(work.submit) if at - WARM_S <= s <= at + AFTER_S]
+    """The jobs submitted by ``at + AFTER_S``, with the gamer's job submitted at ``at`` (after
+    the others of that second); its index."""
+    keep = [k for k, s in enumerate(work.submit) if s <= at + AFTER_S]
     g = sum(1 for k in keep if work.submit[k] <= at)
     cols = {
         name: [getattr(work, name)[k] for k in keep]
