@@ -29,12 +29,8 @@ CORRECTIONS = ("pbs", "simple", "power", "walltime")
 BACKFILL_BY = ("estimate", "walltime")  # softwalltime.replay.pbsched.BACKFILL_BY
 CLASSES = ("pbs", "rank", "none")  # softwalltime.replay.pbsched.CLASSES
 RANK_REFRESH_S = 900  # softwalltime.replay.pbsched.DEFAULT_RANK_REFRESH_S
-RANK_BY = (
-    "key-mean",
-    "key-mean-paid",
-    "learned",
-    "learned-paid",
-)  # softwalltime.replay.pbsched.RANK_BY
+# softwalltime.replay.pbsched.RANK_BY (a test checks)
+RANK_BY = ("key-mean", "key-mean-paid", "learned", "learned-paid")
 DEFAULT_FUZZY_S = 60  # softwalltime.replay.pbsched.DEFAULT_FUZZY_S
 WIDE_MAX_FACTOR = 3  # softwalltime.replay.search.WIDE_MAX_FACTOR (a test checks)
 MAX_BOUND_H = 87600.0  # the bounds an admin sets for --policies: at most 10 years of waiting
