@@ -24,7 +24,7 @@ table) the fewest core-hours of cheap jobs with the job's walltime that bring th
 rank there (``replay.rank.gaming_cost``, jobs of 1 s to 1 h, 1 processor or the job's
 width, at most the 100 rows the hook reads), per hour jumped, and as a share of the job's
 own core-hours (run time x width). The cheap jobs themselves are not simulated: they are
-seconds to minutes of the gamer's own processors.
+seconds to an hour each, on the gamer's own processors.
 """
 
 from __future__ import annotations
@@ -141,10 +141,11 @@ def table(path: str, label: str, count: int, rankers: Sequence[Tuple[str, Ranker
         jumped = honest - waits[r]
         cells = []
         for _name, ranker in rankers:
-            got = rank.gaming_cost(ranker, WALL, width, [], r, widths=(1, width))
-            if r == WALL:
+            if r == WALL:  # the honest rank: nothing to buy
                 cells.append("-")
-            elif got is None:
+                continue
+            got = rank.gaming_cost(ranker, WALL, width, [], r, widths=(1, width))
+            if got is None:
                 cells.append("out of reach")
             else:
                 per = f"{got[0] / jumped:.3g}/h" if jumped > 0 else "no jump"
