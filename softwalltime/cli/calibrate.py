@@ -31,7 +31,10 @@ the predictor of the settings when it is learned): the history is replayed exact
 'softwalltime evaluate --predictors learned --prior' replays it, and the table's cells go
 to learned_cells, the rule it chooses in each bin (soft walltime and rank) to the one row
 of learned_state, which the hook reads. Like calibrated's, it recomputes the whole
-history at each run (not incremental).
+history at each run (not incremental). Its prior helps a site with few finished jobs; on
+traces it was not built from, a history of tens of thousands of jobs gained nothing from
+it, and one lost accuracy and doubled its mean error (docs/evaluate.md): give --no-prior
+where the history is that long.
 """
 CALIBRATED = "calibrated"
 LEARNED = "learned"
