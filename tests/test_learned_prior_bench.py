@@ -1,7 +1,7 @@
 """The parts of tests/benchmarks/learned_prior.py: the leave-one-out prior and v3's replay
 (issue 31)."""
 
-import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,11 +11,9 @@ from softwalltime.replay.evaluate import columns, replay_learned
 from softwalltime.replay.prior import LEARNED_SCALE
 from softwalltime.replay.trace import TraceJob
 
-_PATH = Path(__file__).resolve().parent / "benchmarks" / "learned_prior.py"
-_SPEC = importlib.util.spec_from_file_location("learned_prior", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-bench = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(bench)
+sys.path.insert(0, str(Path(__file__).parent / "benchmarks"))
+import learned_prior as bench  # noqa: E402
+
 H = 3600
 
 
