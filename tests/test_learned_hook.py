@@ -179,6 +179,26 @@ def test_calibrate_stores_the_learners_cells_and_choices(cerit, capsys):
                                                         table.total)  # fmt: skip
 
 
+def test_calibrate_no_prior_stores_the_table_of_the_sites_jobs_alone(cerit, capsys):
+    # what calibrate --help advises for a long history: the prior's pseudo-jobs are gone
+    assert cli.main(["--dsn", cerit, "calibrate", "--predictor", "learned", "--no-prior",
+                     "--target-under-pct", "12", "--json"]) == 0  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    table, cols = _evaluate_learner(cerit, 12.0, prior=False)
+    with_prior, _cols = _evaluate_learner(cerit, 12.0)
+    assert doc["prior"] is False and doc["jobs"] == table.total == len(cols.users)
+    assert doc["lam"] == table.lam != with_prior.lam
+    assert table.n_site == int(table.n_site) < with_prior.n_site  # no fractional pseudo-jobs
+    engine = db.make_engine(cerit)
+    try:
+        with engine.connect() as conn:
+            cells = conn.execute(sa.text("SELECT level, bin, rule, jobs, under_jobs,"
+                                         " accuracy_sum FROM learned_cells")).all()  # fmt: skip
+    finally:
+        engine.dispose()
+    assert sorted(map(tuple, cells)) == sorted(cells_of(table))
+
+
 def test_before_the_table_and_below_min_site_jobs_it_is_v3(fresh_dsn):
     """No learned_state row, and a table with fewer than MIN_SITE_JOBS jobs: v3, as
     learned.py (an empty Learner) gives."""
