@@ -79,8 +79,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("traces", nargs="*", default=[str(p) for p in TRAINING + VALIDATION])
     parser.add_argument("--start-from-submit", action="store_true")
     args = parser.parse_args(argv)
-    training = {str(p): read(str(p)) for p in TRAINING}
-    for path in args.traces:
+    training = {str(p.resolve()): read(str(p)) for p in TRAINING}
+    for given in args.traces:
+        path = str(Path(given).resolve())  # a training trace by any path is left out
         cols = training.get(path) or read(path, args.start_from_submit)
         v3, _table = replay_learned(cols, None, _AlwaysV3())
         base = metrics(v3, cols.runs)
