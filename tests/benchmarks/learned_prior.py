@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from softwalltime.core import learned
 from softwalltime.replay.evaluate import Metrics, ReplayColumns, columns, metrics, replay_learned
@@ -47,11 +47,18 @@ def read(path: str, start_from_submit: bool = False) -> ReplayColumns:
     return columns(read_sources([path], start_from_submit=start_from_submit).jobs)[0]
 
 
-def prior_without(trace: str, training: Dict[str, ReplayColumns]) -> learned.Learner:
-    """A table from the prior of the training traces other than ``trace`` (by path)."""
-    names = [name for name in training if name != trace]
-    doc = build_learned_prior([training[n] for n in names], [Path(n).name for n in names])
-    return learned_prior_table(doc)
+def prior_without(
+    trace: str, training: Dict[str, ReplayColumns], built: Optional[Dict[Any, Any]] = None
+) -> learned.Learner:
+    """A table from the prior of the training traces other than ``trace`` (by path);
+    ``built`` keeps each prior built, by its traces (every outside trace has the same)."""
+    names = tuple(name for name in training if name != trace)
+    built = {} if built is None else built
+    if names not in built:
+        built[names] = build_learned_prior(
+            [training[n] for n in names], [Path(n).name for n in names]
+        )
+    return learned_prior_table(built[names])
 
 
 def line(name: str, softs: Sequence[int], cols: ReplayColumns, v3: Optional[Metrics]) -> str:
@@ -80,6 +87,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--start-from-submit", action="store_true")
     args = parser.parse_args(argv)
     training = {str(p.resolve()): read(str(p)) for p in TRAINING}
+    built: Dict[Any, Any] = {}
     for given in args.traces:
         path = str(Path(given).resolve())  # a training trace by any path is left out
         cols = training.get(path) or read(path, args.start_from_submit)
@@ -89,7 +97,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"{Path(path).name}: {len(cols.runs)} jobs ({kind})")
         print(line("v3", v3, cols, None))
         print(line("learned, no prior", replay_learned(cols, None)[0], cols, base))
-        start = prior_without(path, training)
+        start = prior_without(path, training, built)
         print(line("learned, prior", replay_learned(cols, None, start)[0], cols, base))
         sys.stdout.flush()
     return 0
