@@ -30,7 +30,6 @@ from softwalltime.db.localpg import INSTALL_HINT, LocalCluster
 from softwalltime.replay import native
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 TEMPLATE_DB = f"swt_template_{os.getpid()}"
 _counter = itertools.count()
 
@@ -45,14 +44,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             "`python packaging/compile_simulator.py --clean` to run it as plain Python",
             returncode=4,
         )
-
-
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """``../shared`` beside the repository (real traces and PBS samples); required."""
-    if not (SHARED / "data" / "traces").is_dir():
-        pytest.fail(f"{SHARED}/data/traces is missing: clone the repo next to shared/")
-    return SHARED
 
 
 class PgServer:

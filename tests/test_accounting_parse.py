@@ -6,21 +6,19 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+from helpers_data import EXAMPLES, PBS_SAMPLES
 
 from softwalltime import accounting as acct
 from softwalltime.errors import ParseError
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-SAMPLES = SHARED / "data" / "traces" / "pbs_accounting"
-LOCAL = SAMPLES / "openpbs-23.06-local.log"
-EXAMPLES = SHARED / "docs" / "pbs-accounting-examples.log"
+LOCAL = PBS_SAMPLES / "openpbs-23.06-local.log"
 UTC = dt.timezone.utc
 
 
 def _lines(path: Path) -> list[str]:
     if not path.exists():
-        pytest.fail(f"missing sample {path}: clone the repository next to shared/")
+        pytest.fail(f"missing sample {path}")
     return path.read_text(encoding="utf-8").splitlines()
 
 
@@ -299,7 +297,7 @@ SAMPLE_EXPECTED = {
 @pytest.mark.parametrize("name", sorted(SAMPLE_EXPECTED))
 def test_every_sample_file_parses_without_crashing(name):
     parsed = e_rows = r_rows = bad_lines = bad_rows = 0
-    for line in _lines(SAMPLES / name):
+    for line in _lines(PBS_SAMPLES / name):
         try:
             rec = acct.parse_line(line)
         except ParseError:
@@ -317,13 +315,13 @@ def test_every_sample_file_parses_without_crashing(name):
 
 
 def test_sample_files_all_present():
-    present = {p.name for p in SAMPLES.glob("*.log")}
+    present = {p.name for p in PBS_SAMPLES.glob("*.log")}
     assert present == set(SAMPLE_EXPECTED)
 
 
 def test_fast_and_checked_rows_agree_on_every_sample_e_record():
     n = 0
-    for path in [*SAMPLES.glob("*.log"), EXAMPLES]:
+    for path in [*PBS_SAMPLES.glob("*.log"), EXAMPLES]:
         for line in _lines(path):
             try:
                 rec = acct.parse_line(line)

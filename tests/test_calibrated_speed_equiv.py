@@ -5,22 +5,16 @@ hook's own functions answer, and the table must learn the same, bit for bit."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import pytest
+from helpers_data import TRACES
 
 from softwalltime.core import calibrated as cal
 from softwalltime.replay import simulate as sim
 from softwalltime.replay.simulate import Workload
 
-KTH = (
-    Path(__file__).resolve().parents[2]
-    / "shared"
-    / "data"
-    / "traces"
-    / "KTH-SP2-1996-2.1-cln.swf.gz"
-)
+KTH = TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
 
 
 @pytest.fixture(scope="module")

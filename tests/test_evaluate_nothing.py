@@ -2,6 +2,7 @@
 no empty figures; LLNL traces (wait = -1 everywhere) replay only when asked."""
 
 import pytest
+from helpers_data import TRACES
 
 from softwalltime import cli
 
@@ -23,10 +24,8 @@ def run(capsys, *argv):
         ("LLNL-Thunder-2007-1.1-cln.swf.gz", "no submit/start/end time"),
     ],
 )
-def test_nothing_to_evaluate_is_an_error_and_writes_nothing(
-    capsys, shared_dir, tmp_path, trace, reason
-):
-    path = shared_dir / "data" / "traces" / trace
+def test_nothing_to_evaluate_is_an_error_and_writes_nothing(capsys, tmp_path, trace, reason):
+    path = TRACES / trace
     plots = tmp_path / "plots"
     code, out, err = run(capsys, "evaluate", "--plot", str(plots), str(path))
     assert code == 1 and out == ""
@@ -38,8 +37,8 @@ def test_nothing_to_evaluate_is_an_error_and_writes_nothing(
 
 
 @pytest.mark.slow
-def test_start_from_submit_replays_llnl_when_asked(capsys, caplog, shared_dir):
-    path = shared_dir / "data" / "traces" / "LLNL-Atlas-2006-2.1-cln.swf.gz"
+def test_start_from_submit_replays_llnl_when_asked(capsys, caplog):
+    path = TRACES / "LLNL-Atlas-2006-2.1-cln.swf.gz"
     code, out, err = run(capsys, "evaluate", "--json", "--start-from-submit", str(path))
     assert code == 0, err
     import json

@@ -8,22 +8,20 @@ walltimes must hold.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from helpers_data import TRACES
 
 from softwalltime.replay.bounds import RUNTIME
 from softwalltime.replay.evaluate import replay, summarize
 from softwalltime.replay.traces import read_sources
 
-TRACE = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "traces"
-CERIT = TRACE / "CERIT-SC-wagap-2013.alea.swf.gz"
+CERIT = TRACES / "CERIT-SC-wagap-2013.alea.swf.gz"
 
 
 @pytest.fixture(scope="module")
 def cerit():
     if not CERIT.is_file():
-        pytest.fail(f"{CERIT} is missing: clone the repository next to shared/")
+        pytest.fail(f"{CERIT} is missing")
     trace = read_sources([str(CERIT)])
     return trace, summarize(replay(trace.jobs))
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from helpers_data import PBS_SAMPLES
 
 from softwalltime import cli
 from softwalltime.db import schema
@@ -27,8 +28,6 @@ from softwalltime.replay.traces import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO / ".." / "shared"
-PBS_SAMPLES = SHARED / "data" / "traces" / "pbs_accounting"
 EPOCH0 = 1356994800  # 2012-12-31 23:00:00 UTC
 H = 3600
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psycopg2
 import pytest
+from helpers_data import EXAMPLES, PBS_SAMPLES
 from helpers_wait import ingest_lock_released, wait_until
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,10 +28,7 @@ from softwalltime import cli
 from softwalltime.errors import ParseError
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-SAMPLES = SHARED / "data" / "traces" / "pbs_accounting"
-LOCAL = SAMPLES / "openpbs-23.06-local.log"
-EXAMPLES = SHARED / "docs" / "pbs-accounting-examples.log"
+LOCAL = PBS_SAMPLES / "openpbs-23.06-local.log"
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +78,7 @@ def checkpoint(dsn: str, path: Path) -> tuple[int, int]:
     rows = query(
         dsn,
         "SELECT byte_offset, line_number FROM ingest_checkpoints WHERE path = %s",
-        os.path.abspath(path),  # as stored: ../shared may be a symlink, never resolved
+        os.path.abspath(path),  # as stored: the path as given (a symlink is never resolved)
     )
     assert len(rows) == 1, rows
     return rows[0]
@@ -108,7 +106,7 @@ def _expected_keys(paths: list[Path]) -> tuple[set, set]:
 
 
 def test_real_samples_then_a_second_run_adds_nothing(capsys, fresh_dsn):
-    paths = sorted(SAMPLES.glob("*.log")) + [EXAMPLES]
+    paths = sorted(PBS_SAMPLES.glob("*.log")) + [EXAMPLES]
     code, out, err = ingest(capsys, fresh_dsn, *map(str, paths))
     assert code == 0, err
     jobs, reruns = _expected_keys(paths)
@@ -116,7 +114,7 @@ def test_real_samples_then_a_second_run_adds_nothing(capsys, fresh_dsn):
     # then a whole record, i.e. a torn line. The fragment is reported, the record is kept.
     torn = next(
         line
-        for line in (SAMPLES / "apel_test_pbs_records.log").read_text().splitlines()
+        for line in (PBS_SAMPLES / "apel_test_pbs_records.log").read_text().splitlines()
         if line.startswith("20150327:")
     )
     tail = acct.finished_job(acct.parse_line(torn[len("20150327:") :]))
@@ -1250,7 +1248,7 @@ def test_e_fast_path_takes_real_quoted_records():
         "ncar_qhist_casper-pbs_testdata.log",
         "fairshareSim_OpenPBS_cesnet-torque1-testserver.log",
     ):
-        lines = [line for line in (SAMPLES / name).read_text().splitlines() if ";E;" in line]
+        lines = [line for line in (PBS_SAMPLES / name).read_text().splitlines() if ";E;" in line]
         quoted = [line for line in lines if '="' in line or "='" in line]
         assert len(quoted) >= 4 and len(quoted) >= len(lines) * 3 // 4, name
         for line in lines:
@@ -1259,7 +1257,7 @@ def test_e_fast_path_takes_real_quoted_records():
             expected = _reference_copy_line(line, None)
             assert expected is not None
             assert e_copy_line(line, "src", 7, None) == expected, line
-        data = (SAMPLES / name).read_bytes()
+        data = (PBS_SAMPLES / name).read_bytes()
         assert parse_chunk(data, 0, 0, "src", None) == _parse_lines(data, 0, 0, "src", None, False)
 
 
@@ -1329,7 +1327,7 @@ def test_bad_e_or_r_prefix_in_an_otherwise_clean_chunk(template_e, odd):
 
 
 def test_parse_chunk_on_real_samples_equals_the_reference():
-    paths = [p for p in SAMPLES.iterdir() if p.suffix == ".log"] + [EXAMPLES]
+    paths = [p for p in PBS_SAMPLES.iterdir() if p.suffix == ".log"] + [EXAMPLES]
     assert len(paths) >= 5
     for path in paths:
         data = path.read_bytes()

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
+from helpers_data import TRACES
 
 from softwalltime.replay import simulate as sim
 from softwalltime.replay.simulate import EstimateSource, PredictorSource, Workload
 
-TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "traces"
 KTH = TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
 CERIT = (
     Path(__file__).resolve().parents[1]

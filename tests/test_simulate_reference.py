@@ -12,17 +12,16 @@ whole KTH-SP2 and CTC-SP2 runs when ``SOFTWALLTIME_SLOW_TESTS=1`` (as ``.ci/run`
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
+from helpers_data import TRACES
 from simulate_reference import reference
 
 from softwalltime.replay import simulate as sim
 
 pytestmark = pytest.mark.slow  # see pyproject's markers: not in make test-fast
 
-TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "traces"
 KTH = TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
 CTC = TRACES / "CTC-SP2-1996-3.1-cln.swf.gz"
 SLOW = os.environ.get("SOFTWALLTIME_SLOW_TESTS", "") not in ("", "0", "false", "no")

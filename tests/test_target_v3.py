@@ -10,6 +10,7 @@ from typing import List, Optional
 
 import psycopg2
 import pytest
+from helpers_data import TRACES
 
 from softwalltime import cli
 from softwalltime.core.config import TARGET_V3, load_settings, under_target
@@ -19,7 +20,7 @@ from softwalltime.replay import simulate as sim
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "softwalltime" / "data" / "cesnet-openpbs-testserver.log"
-KTH = REPO / ".." / "shared" / "data" / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz"
+KTH = TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
 ENV = "SOFTWALLTIME_TARGET_UNDER_PCT"
 
 

@@ -9,16 +9,14 @@ criteria (tested alone in test_wait.py).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from helpers_data import TRACES
 
 from softwalltime.replay.traces import read_sources
 from softwalltime.wait import pqstar
 from softwalltime.wait.pqstar import FAR, IBL, MID, NEAR, WaitParams, replay_waits
 from softwalltime.wait.workload import build, large_job_procs
 
-TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "traces"
 KTH = TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
 
 
@@ -104,7 +102,7 @@ def reference_rules(jobs, machine, params):
 @pytest.fixture(scope="module")
 def kth_slice():
     if not KTH.is_file():
-        pytest.fail(f"{KTH} is missing: clone the repository next to shared/")
+        pytest.fail(f"{KTH} is missing")
     work = build(read_sources([str(KTH)]))
     return work.jobs[:1400]
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers_data import TRACES
 
 from softwalltime.cli import main
 from softwalltime.wait.evaluate import evaluate_sources
@@ -14,14 +15,13 @@ from softwalltime.wait.pqstar import WaitParams
 
 pytestmark = pytest.mark.slow  # a CTC-SP2 slice, the benchmark script: whole-trace runs
 
-TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "traces"
 CTC = TRACES / "CTC-SP2-1996-3.1-cln.swf.gz"
 
 
 @pytest.fixture(scope="module")
 def ctc_5000():
     if not CTC.is_file():
-        pytest.fail(f"{CTC} is missing: clone the repository next to shared/")
+        pytest.fail(f"{CTC} is missing")
     return evaluate_sources(
         [str(CTC)], params=WaitParams(last_target=15_000), ert_sources=["walltime"]
     )

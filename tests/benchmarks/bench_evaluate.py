@@ -46,7 +46,7 @@ from softwalltime.replay.evaluate import PREDICTORS, columns, replay, replay_lea
 from softwalltime.replay.learned_native import NativeLearner, kernel, new_learner
 from softwalltime.replay.traces import read_sources
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 DEFAULT = [
     TRACES / "HPC2N-2002-2.2-cln.swf.gz",
     TRACES / "CERIT-SC-wagap-2013.alea.swf.gz",

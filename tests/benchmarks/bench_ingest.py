@@ -47,7 +47,7 @@ from psycopg2 import sql
 from psycopg2.extensions import make_dsn, parse_dsn
 
 REPO = Path(__file__).resolve().parents[2]
-TRACE = REPO.parent / "shared" / "data" / "traces" / "HPC2N-2002-2.2-cln.swf.gz"
+TRACE = REPO / "tests" / "data" / "traces" / "HPC2N-2002-2.2-cln.swf.gz"
 BENCH = REPO / ".bench"
 BIN = Path(sys.executable).parent
 

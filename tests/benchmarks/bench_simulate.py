@@ -21,7 +21,7 @@ from pathlib import Path
 from softwalltime.replay import native, pbsched
 from softwalltime.replay import simulate as sim
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 DEFAULT = [TRACES / "HPC2N-2002-2.2-cln.swf.gz"]
 CERIT_PROCS = 2176  # 20 x 80 + 48 x 12 cores (CERIT-SC-wagap-2013.alea.swf.machines)
 

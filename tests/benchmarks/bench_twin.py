@@ -63,7 +63,7 @@ from softwalltime.replay import formula as fm  # noqa: E402
 from softwalltime.replay import pbsched  # noqa: E402
 from softwalltime.replay import simulate as sim  # noqa: E402
 
-TRACES = REPO.parent / "shared" / "data" / "traces"
+TRACES = REPO / "tests" / "data" / "traces"
 TRACE_FILES = {
     "KTH": "KTH-SP2-1996-2.1-cln.swf.gz",
     "CTC": "CTC-SP2-1996-3.1-cln.swf.gz",

@@ -37,7 +37,7 @@ from softwalltime.wait.livestart import predict_start
 from softwalltime.wait.pqstar import WaitParams, replay_waits
 from softwalltime.wait.workload import WaitJob, build
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 DEFAULT = TRACES / "HPC2N-2002-2.2-cln.swf.gz"
 
 

@@ -96,7 +96,7 @@ from softwalltime.replay import evaluate as ev
 from softwalltime.replay.traces import read_sources
 
 REPO = Path(__file__).resolve().parents[2]
-TRACES = REPO / ".." / "shared" / "data" / "traces"
+TRACES = REPO / "tests" / "data" / "traces"
 DEFAULT = [
     REPO / "softwalltime" / "data" / "CERIT-SC-wagap-2013.alea.swf.gz",
     TRACES / "HPC2N-2002-2.2-cln.swf.gz",

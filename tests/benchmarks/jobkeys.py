@@ -37,7 +37,7 @@ from softwalltime.replay import evaluate as ev
 from softwalltime.replay import traces as tr
 from softwalltime.replay.bounds import implausible
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 DEFAULT = [
     TRACES / "CTC-SP2-1996-3.1-cln.swf.gz",
     TRACES / "LLNL-Atlas-2006-2.1-cln.swf.gz",

@@ -33,7 +33,7 @@ from softwalltime.core import learned
 from softwalltime.replay.evaluate import columns, metrics, replay_learned
 from softwalltime.replay.traces import read_sources
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 DEFAULT = [
     TRACES / "CERIT-SC-wagap-2013.alea.swf.gz",
     TRACES / "HPC2N-2002-2.2-cln.swf.gz",

@@ -30,7 +30,7 @@ from softwalltime.replay.learned_native import new_learner
 from softwalltime.replay.prior import build_learned_prior, learned_prior_table
 from softwalltime.replay.traces import read_sources
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 TRAINING = [
     TRACES / "CERIT-SC-wagap-2013.alea.swf.gz",
     TRACES / "HPC2N-2002-2.2-cln.swf.gz",

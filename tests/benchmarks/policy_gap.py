@@ -22,7 +22,7 @@ from typing import List, Optional
 from softwalltime.replay import pbsched
 from softwalltime.replay import simulate as sim
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 DEFAULT = [
     TRACES / "KTH-SP2-1996-2.1-cln.swf.gz",
     TRACES / "SDSC-SP2-1998-4.2-cln.DERIVED-predictsim-strongfilter-easysim.swf.gz",

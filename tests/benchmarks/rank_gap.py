@@ -96,7 +96,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from softwalltime.replay import pbsched, rank, search, traces
 from softwalltime.replay import simulate as sim
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 DEFAULT = [
     TRACES / "KTH-SP2-1996-2.1-cln.swf.gz",
     TRACES / "SDSC-SP2-1998-4.2-cln.DERIVED-predictsim-strongfilter-easysim.swf.gz",

@@ -43,7 +43,7 @@ from softwalltime.replay.workload import Workload
 sys.path.insert(0, str(Path(__file__).parent))
 from rank_gaming import learned_table  # noqa: E402  (the benchmark beside this one)
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 DEFAULT = (
     (TRACES / "KTH-SP2-1996-2.1-cln.swf.gz", "xf2.rank+len1-bf3"),
     (

@@ -27,7 +27,7 @@ import twin_live as tl
 from softwalltime.replay import pbsched
 from softwalltime.replay import simulate as sim
 
-TRACE = pbsctl.REPO.parent / "shared" / "data" / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz"
+TRACE = pbsctl.REPO / "tests" / "data" / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz"
 JOBS = 36
 CANDIDATES = 16
 TARGET_S = 150  # the segment's simulated makespan, compressed
