@@ -20,6 +20,7 @@ import psycopg2.errors
 
 from softwalltime.accounting import E_FIELDS, FINISHED_JOB_COLUMNS, RERUN_COLUMNS
 from softwalltime.core.config import libpq_dsn
+from softwalltime.core.locks import INGEST_LOCK_KEY
 from softwalltime.errors import DatabaseError, SchemaMissingError
 
 from .files import Checkpoint
@@ -27,8 +28,7 @@ from .live import DELETED, LIVE_COLUMNS
 
 log = logging.getLogger(__name__)
 
-# pg_try_advisory_lock key shared by every ingester on a database: ASCII "swtingst".
-LOCK_KEY = 0x737774696E677374
+LOCK_KEY = INGEST_LOCK_KEY  # taken by every ingester on a database (softwalltime.core.locks)
 CONNECT_TIMEOUT_S = 5
 # Waits of the ingester's session: on a table lock another session holds (an ALTER, a
 # VACUUM FULL) it gives up after LOCK_TIMEOUT_S with one line instead of waiting forever

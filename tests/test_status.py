@@ -15,6 +15,7 @@ from collections import Counter
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from softwalltime_ingest.load import LOCK_KEY
 
 from softwalltime import outfile
 from softwalltime.errors import SoftwalltimeError
@@ -246,7 +247,8 @@ def test_ingest_state_reads_checkpoints_and_the_lock(migrated_dsn, tmp_path, con
         )
         assert state.oldest_unread_age_s is None  # no record with a timestamp
         assert 7100 < (state.checkpoint_age_s or 0) < 7300 and state.lock_holder is None
-        holder.query("SELECT pg_advisory_lock($1)", (s.INGEST_LOCK_KEY,), deadline)
+        # the ingester's own key: a status that looked for another one would not see it
+        holder.query("SELECT pg_advisory_lock($1)", (LOCK_KEY,), deadline)
         locked = s.ingest_state(pg, str(acct), deadline)
         assert locked.lock_holder is not None and locked.lock_holder.startswith("pid ")
     finally:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 from ..core.config import Settings, redact_dsn
+from ..core.locks import INGEST_LOCK_KEY
 from ..errors import ConfigError, DatabaseError
 from ..hook import pgwire
 from .commands import Pbs, PbsError, exported_settings
@@ -37,9 +38,6 @@ _RANK = {OK: 0, WARNING: 1, UNKNOWN: 2, CRITICAL: 3}
 MIN_EVENTS_FOR_RATE = 20
 MIN_FAILURES_FOR_RATE = 3
 EXPECTED_EVENTS = ("queuejob", "runjob", "modifyjob")
-# The ingester's advisory lock key (ingest/load.py LOCK_KEY, ASCII "swtingst"); PostgreSQL
-# shows a bigint key as classid (high 32 bits) and objid (low 32 bits).
-INGEST_LOCK_KEY = 0x737774696E677374
 # What the hook imports, checked under the Python that pbs_server embeds.
 HOOK_IMPORTS = "softwalltime.core.config, softwalltime.core.decide, softwalltime.hook.lookup"
 
