@@ -3,6 +3,9 @@ finished jobs: what PBS shows now becomes history with unknown starts and ends."
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from softwalltime.wait import live, pqstar
@@ -534,3 +537,139 @@ def test_publish_gives_a_job_pqstar_leaves_its_start_times_p50(fresh_dsn, tmp_pa
     assert main([*args, "--publish", "--dry-run"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"71.pbs01: unset -> {publish.value(False, now - 500 + 5800)}"
+
+
+def _queued_job(now: int, **extra) -> dict:
+    import time
+
+    def date(epoch: int) -> str:
+        return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(epoch))
+
+    job = {"euser": "alice", "job_state": "Q", "ctime": date(now - 300), "qtime": date(now - 240),
+           "Resource_List": {"ncpus": 1, "walltime": "00:20:00"}}  # fmt: skip
+    job.update(extra)
+    return job
+
+
+def test_wait_with_no_database_answers_from_the_job(tmp_path, capsys, monkeypatch):
+    """Issue 50: a user with no database (no config, or one they may not read) gets the
+    start ``wait --publish`` put on the job and the scheduler's estimate, from their qstat."""
+    import json
+    import time
+
+    from softwalltime.cli import main
+    from softwalltime.pbsserver import publish
+
+    monkeypatch.delenv("SOFTWALLTIME_DSN", raising=False)
+    now = int(time.time())
+    by = now + 3600 - (now + 3600) % 60
+    jobs = {
+        "81.pbs01": _queued_job(now, Resource_List={"ncpus": 1, "walltime": "00:20:00",
+                                publish.RESOURCE: publish.value(True, by)}),
+        "82.pbs01": _queued_job(now),  # nothing published, no estimate
+        "83.pbs01": _queued_job(now, job_state="R"),
+    }  # fmt: skip
+    cfg = _fake_qstat(tmp_path, jobs)
+    base = ["--config", str(cfg), "wait"]
+    assert main([*base, "81", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["job_id"] == "81.pbs01" and out["source"] == "job"
+    assert (out["quick_starter"], out["starts_by_s"]) == (True, by)
+    assert 200 <= out["queued_for_s"] <= 300 and out["pbs_estimated_start_s"] is None
+    assert main([*base, "81.pbs01"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[0].startswith("job 81.pbs01 (alice): queued for 00:0")
+    assert text[1].startswith("softwalltime: quick starter, starts by ") and "(in 00:5" in text[1]
+    assert text[2] == (
+        "PBS's own estimate (estimated.start_time): none (the scheduler plans only the jobs"
+        " it must)"
+    )
+    # nothing to say is a failure, in one line that says why
+    assert main([*base, "82.pbs01"]) == 1
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "no start time on job 82.pbs01 yet" in err[0], err
+    assert "softwalltime: nothing published on the job yet" in captured.out
+    assert main([*base, "83.pbs01"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "job 83.pbs01 is not queued (state R)" in err[0], err
+
+
+def _as_nobody(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """``softwalltime ARGV`` run by user nobody in a forked child of this process (the
+    interpreter may sit where nobody cannot exec it: the modules it needs are imported
+    here first, by a run of the same command as root); (exit code, stdout, stderr)."""
+    import os
+    import pwd
+    import tempfile
+
+    from softwalltime.cli import main
+
+    nobody = pwd.getpwnam("nobody")
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into pytest
+            code = 70
+            try:
+                os.setgroups([])
+                os.setgid(nobody.pw_gid)
+                os.setuid(nobody.pw_uid)
+                os.environ.clear()
+                os.environ.update(env)
+                os.dup2(out.fileno(), 1)
+                os.dup2(err.fileno(), 2)
+                sys.stdout = open(1, "w", closefd=False)  # not pytest's capture
+                sys.stderr = open(2, "w", closefd=False)
+                code = main(argv)
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        out.seek(0)
+        err.seek(0)
+        return os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode()
+
+
+def test_wait_as_a_user_who_may_not_read_the_config_file(tmp_path, capsys):
+    """The config file with the database's password is root's (0600): an ordinary user's
+    ``wait JOBID`` leaves it out and answers from the job, and prints no secret; any other
+    command still says the file cannot be read."""
+    import json
+    import os
+    import shutil
+    import tempfile
+    import time
+
+    from softwalltime.cli import main
+
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("CI runs as root: this test must run there")
+        pytest.skip("needs root, to run a command as user nobody")
+    now = int(time.time())
+    jobs = {"81.pbs01": _queued_job(now, estimated={"start_time": now + 120})}
+    public = Path(tempfile.mkdtemp(prefix="swt-wait-user-"))
+    try:
+        public.chmod(0o755)
+        cfg = _fake_qstat(public, jobs)
+        for path in public.rglob("*"):
+            path.chmod(0o755 if path.is_dir() or path.parent.name == "bin" else 0o644)
+        assert main(["--config", str(cfg), "wait", "81.pbs01"]) == 0  # as root: no dsn
+        capsys.readouterr()
+        secret = json.loads(cfg.read_text())
+        secret["dsn"] = "postgresql://swt:s3cret-pw@db.example/swt"
+        cfg.write_text(json.dumps(secret))
+        cfg.chmod(0o600)  # root's, as the package installs it
+        # the file is left out whole: the user's PBS commands are named by the environment
+        env = {"PATH": os.environ["PATH"], "SOFTWALLTIME_CONFIG": str(cfg), "LANG": "C.UTF-8"}
+        env["SOFTWALLTIME_PBS_EXEC"] = str(public / "pbs")
+        code, out, err = _as_nobody(["wait", "81.pbs01"], env)
+        assert code == 0, err
+        assert out.startswith("job 81.pbs01 (alice): queued for 00:0"), out
+        assert "PBS's own estimate (estimated.start_time): " in out and "(in 00:0" in out
+        code, out, err = _as_nobody(["predict", "--user", "x", "--walltime", "60"], env)
+        assert code != 0 and "cannot read configuration file" in err, (code, out, err)
+        assert all("s3cret" not in text for text in (out, err))
+    finally:
+        shutil.rmtree(public)

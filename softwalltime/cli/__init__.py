@@ -423,7 +423,9 @@ def run(
     try:
         rank = getattr(args, "rank", None)  # hooks install --rank RANK (True: --rank alone)
         overrides = {"dsn": args.dsn, "rank": rank if isinstance(rank, str) else None}
-        settings = load_settings(args.config, overrides=overrides)
+        # wait JOBID answers an ordinary user without the config file that holds the password
+        without_file = getattr(args, "config_optional", False)
+        settings = load_settings(args.config, overrides=overrides, skip_unreadable=without_file)
         with logs.quieted(args):
             code = func(args, settings)
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit

@@ -101,6 +101,11 @@ set), e.g. quick_starter:by_2026-11-25T12:52+0000 (PQStar marked it) or
 predicted:about_2026-11-25T15:10+0000 (the start time's P50, else IBL's wait):
 its owner sees it with qstat -f, without database credentials. A job's value is altered
 only when the answer changed.
+
+With no database (an ordinary user, who may not read the config file that holds its
+password and so runs without it, or a login node without one), 'wait JOBID' answers from
+the job itself, with the user's own qstat: the start --publish put on it and the
+scheduler's estimated.start_time.
 """
 
 WAIT_EPILOG = """\
@@ -218,7 +223,7 @@ def _register_wait(sub: Any) -> None:
         metavar="DURATION",
         help="with --publish: stop predicting after this long (default: 120 s)",
     )
-    p.set_defaults(func=run_wait)
+    p.set_defaults(func=run_wait, config_optional=True)
 
 
 def _register_eval_wait(sub: Any) -> None:
@@ -439,6 +444,8 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
     from ..wait.workload import WaitJob
 
     _check_wait_args(args)
+    if args.job_id and not args.publish and not settings.dsn:
+        return _answer_from_the_job(args, settings)
     _policy(args)  # a bad --policy fails before the database is read
     snap = _snapshot(args, settings)
     policy = _policy(args, snap.fuzzy[0])
@@ -508,6 +515,83 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     _print_wait(args, out, target, ert_s)
     return 0
+
+
+def _answer_from_the_job(args: argparse.Namespace, settings: Settings) -> int:
+    """``wait JOBID`` with no database (an ordinary user, who may not read the config file
+    that holds its password, or a login node without one): what the job itself carries,
+    read with the user's own qstat: the start ``wait --publish`` put on it and the
+    scheduler's ``estimated.start_time``. 1 when the job is not queued or carries neither.
+
+    :raises PbsError: qstat cannot run or printed no JSON
+    """
+    import time
+
+    from ..pbsserver.commands import Pbs
+    from ..pbsserver.publish import RESOURCE, find_published
+
+    now = int(time.time())
+    job = find_published(Pbs.from_settings(settings).jobs(), args.job_id)
+    if job is None:
+        raise ConfigError(f"job {args.job_id} is not shown by qstat (finished, or not yours)")
+    if job.state != "Q":
+        raise ConfigError(f"job {job.job_id} is not queued (state {job.state}): nothing to predict")
+    out: Dict[str, Any] = {
+        "job_id": job.job_id,
+        "user": job.user,
+        "queued_for_s": None if job.queued_since_s is None else max(0, now - job.queued_since_s),
+        "quick_starter": None if job.answer is None else job.answer[0],
+        "starts_by_s": None if job.answer is None else job.answer[1],
+        "published": job.raw,
+        "pbs_estimated_start_s": job.pbs_estimate_s,
+        "source": "job",
+    }
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        _print_from_the_job(out, now)
+    if job.answer is None and job.pbs_estimate_s is None:
+        print(
+            f"softwalltime: no start time on job {job.job_id} yet: the server's"
+            f" 'softwalltime wait --publish' has not set its Resource_List.{RESOURCE}"
+            " (it runs from cron as root; ask your admin if it never does)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _print_from_the_job(out: Dict[str, Any], now: int) -> None:
+    queued = out["queued_for_s"]
+    print(
+        f"job {out['job_id']} ({out['user']}): queued"
+        + ("" if queued is None else f" for {_hms(queued)}")
+        + "; no database here, so the answer the job carries (qstat -f)"
+    )
+    if out["starts_by_s"] is not None:
+        kind = "quick starter, starts by" if out["quick_starter"] else "predicted start about"
+        print(f"softwalltime: {kind} {_when(out['starts_by_s'], now)}")
+    elif out["published"] is not None:
+        print(f"softwalltime: the job carries {out['published']!r}, not a value of ours")
+    else:
+        print("softwalltime: nothing published on the job yet")
+    estimate = out["pbs_estimated_start_s"]
+    print(
+        "PBS's own estimate (estimated.start_time): "
+        + (
+            "none (the scheduler plans only the jobs it must)"
+            if estimate is None
+            else _when(estimate, now)
+        )
+    )
+
+
+def _when(epoch: int, now: int) -> str:
+    """A start time as a user reads it: the local date and how far it is."""
+    import time
+
+    date = time.strftime("%Y-%m-%d %H:%M %Z", time.localtime(epoch))
+    return f"{date} (in {_hms(epoch - now)})" if epoch >= now else f"{date} (passed)"
 
 
 def _policy(args: argparse.Namespace, fuzzy_s: Optional[int] = None) -> Any:

@@ -388,6 +388,11 @@ def _warn_if_exposed(path: str, dsn: Any) -> None:
         )
 
 
+def _unreadable(path: str) -> bool:
+    """The file exists and this process's user may not read it."""
+    return os.path.exists(path) and not os.access(path, os.R_OK)
+
+
 def _read_file(path: str) -> Dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as fh:
@@ -405,6 +410,7 @@ def load_settings(
     path: Optional[str] = None,
     environ: Optional[Mapping[str, str]] = None,
     overrides: Optional[Mapping[str, Any]] = None,
+    skip_unreadable: bool = False,
 ) -> Settings:
     """Build validated settings from defaults, a JSON file, the environment and overrides.
 
@@ -413,6 +419,9 @@ def load_settings(
     :param environ: the environment to read ``SOFTWALLTIME_*`` from (default ``os.environ``;
         the hook passes ``{}`` so pbs_server's environment cannot change its behaviour)
     :param overrides: values from command-line flags; ``None`` values are ignored
+    :param skip_unreadable: a config file this user may not read (it holds the database's
+        password) is left out, and ``source`` says so, instead of an error: for a command an
+        ordinary user runs that can answer without a database (``wait JOBID``)
     :raises ConfigError: naming the file or variable and the key
     """
     env = os.environ if environ is None else environ
@@ -424,6 +433,9 @@ def load_settings(
         path = env.get(ENV_PREFIX + "CONFIG") or None
         if path is None and os.path.exists(DEFAULT_CONFIG_FILE):
             path = DEFAULT_CONFIG_FILE
+    if path is not None and skip_unreadable and _unreadable(path):
+        sources.append(path + " (not readable by this user: left out)")
+        path = None
     if path is not None:
         data = _read_file(path)
         _warn_if_exposed(path, data.get("dsn"))

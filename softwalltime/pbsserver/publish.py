@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
+from ..units import qstat_time
 from .commands import Pbs, PbsError, chunks
 
 RESOURCE = "softwalltime_wait"
@@ -161,3 +162,44 @@ __all__ = [
     "publish",
     "value",
 ]
+
+
+@dataclass
+class Published:
+    """What a job's owner can learn of its start from the job itself (``qstat -f``)."""
+
+    job_id: str
+    user: str
+    state: str  # PBS's job_state: Q queued, R running, H held, ...
+    queued_since_s: Optional[int]
+    answer: Optional[Tuple[bool, int]]  # (quick starter, start epoch) published, if any
+    raw: Optional[str]  # the attribute as PBS shows it (another writer's text too)
+    pbs_estimate_s: Optional[int]  # the scheduler's estimated.start_time, if it planned one
+
+
+def find_published(jobs: Dict[str, Dict[str, object]], job_id: str) -> Optional[Published]:
+    """The job ``job_id`` names in qstat's ``Jobs`` (its full id, or its number alone when
+    one job has it), and what it carries: None when qstat does not show it."""
+    attrs = jobs.get(job_id)
+    if attrs is None and "." not in job_id:
+        same = [k for k in jobs if k.split(".", 1)[0] == job_id]
+        if len(same) == 1:
+            job_id, attrs = same[0], jobs[same[0]]
+    if not isinstance(attrs, dict):
+        return None
+    resources = attrs.get("Resource_List")
+    raw = resources.get(RESOURCE) if isinstance(resources, dict) else None
+    raw = raw if isinstance(raw, str) else None
+    estimated = attrs.get("estimated")
+    owner = attrs.get("euser") or str(attrs.get("Job_Owner") or "").split("@", 1)[0]
+    return Published(
+        job_id=job_id,
+        user=str(owner),
+        state=str(attrs.get("job_state") or "?"),
+        queued_since_s=qstat_time(attrs.get("qtime") or attrs.get("ctime")),
+        answer=parse_value(raw),
+        raw=raw,
+        pbs_estimate_s=qstat_time(estimated.get("start_time"))
+        if isinstance(estimated, dict)
+        else None,
+    )

@@ -369,9 +369,25 @@ def test_deb_install_predict_every_unit_as_its_user_purge(
         assert ran.returncode in (0, 1), ran.stderr + ran.stdout  # 1: a warning, a success
         assert "\nsoftwalltime_status " in metrics.read_text()
 
+        # issue 50: alice asks when her queued job starts, with the package's command; she
+        # may not read /etc/softwalltime.json (the database's password): the job's answer.
+        # 3 processors never fit the 2 of the node: it stays queued.
+        jobs.append(pbsctl.qsub("-l select=1:ncpus=3 -l walltime=01:00:00"))
+        waiting = jobs[-1]
+        (ran,) = _run_service("softwalltime-ingest.service")  # its Q record, into live_jobs
+        assert ran.returncode == 0, ran.stderr
         (ran,) = _run_service("softwalltime-wait-publish.service")
         assert ran.returncode == 0, ran.stderr + ran.stdout
         assert "publish:" in ran.stdout, ran.stdout
+        assert pbsctl.as_user("test -r /etc/softwalltime.json", check=False).returncode != 0
+        asked = pbsctl.as_user(f"/usr/bin/softwalltime wait {waiting}", check=False)
+        assert asked.returncode == 0, asked.stderr + asked.stdout
+        assert asked.stdout.startswith(f"job {waiting} ({pbsctl.USER}): queued"), asked.stdout
+        said = asked.stdout.splitlines()[1]
+        assert said.startswith(("softwalltime: predicted start about 20", "softwalltime: quick")), (
+            said
+        )
+        pbsctl.qdel(waiting)
 
         for name in sorted(set(services) - {
             "softwalltime-ingest.service",
