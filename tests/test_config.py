@@ -262,3 +262,21 @@ def test_the_system_file_is_read_when_no_path_is_given(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "DEFAULT_CONFIG_FILE", system)
     s = load_settings(environ={})
     assert (s.dsn, s.predictor, s.source) == ("host=system", "v1", f"defaults, {system}")
+
+
+def test_an_environment_list_is_a_comma_list_and_json_is_refused():
+    """Issue 50 item 7: SOFTWALLTIME_PBS_COMMAND_PREFIX='[]' became a command named "[]"
+    ("[]: not found"); the format was written nowhere. An empty value is no prefix."""
+    name = "SOFTWALLTIME_PBS_COMMAND_PREFIX"
+    assert load_settings(None, environ={name: ""}).pbs_command_prefix == ()
+    got = load_settings(None, environ={name: "sudo, -n"}).pbs_command_prefix
+    assert got == ("sudo", "-n")
+    for value in ("[]", ' ["sudo", "-n"]'):
+        with pytest.raises(ConfigError) as caught:
+            load_settings(None, environ={name: value})
+        assert str(caught.value) == (
+            f"environment variable {name}: key 'pbs_command_prefix': a list separated by ','"
+            f" (empty for none), not JSON, got {value!r}"
+        )
+    with pytest.raises(ConfigError, match="separated by ':'"):
+        load_settings(None, environ={"SOFTWALLTIME_SYS_PATH": "[]"})

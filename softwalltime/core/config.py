@@ -304,6 +304,12 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
     if key in _LIST_KEYS:
         if isinstance(value, str):
             sep = os.pathsep if key == "sys_path" else ","
+            if value.lstrip().startswith("["):  # '[]' was a command named "[]" (issue 50)
+                raise ConfigError(
+                    "{}: a list separated by '{}' (empty for none), not JSON, got {!r}".format(
+                        where, sep, value
+                    )
+                )
             return tuple(x.strip() for x in value.split(sep) if x.strip())
         if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
             return tuple(value)
