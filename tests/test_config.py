@@ -280,3 +280,39 @@ def test_an_environment_list_is_a_comma_list_and_json_is_refused():
         )
     with pytest.raises(ConfigError, match="separated by ':'"):
         load_settings(None, environ={"SOFTWALLTIME_SYS_PATH": "[]"})
+
+
+def test_the_default_file_unreadable_says_who_may_read_it(monkeypatch, tmp_path):
+    """Issue 50 item 1: `db upgrade` run as postgres stopped at "/etc/softwalltime.json:
+    Permission denied" with no way out said."""
+    path = tmp_path / "softwalltime.json"
+    path.write_text("{}")
+    monkeypatch.setattr(config, "DEFAULT_CONFIG_FILE", str(path))
+    real_open = open
+
+    def denied(name, *args, **kwargs):
+        if str(name) == str(path):
+            raise PermissionError(13, "Permission denied")
+        return real_open(name, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", denied)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(None, environ={})
+    assert str(caught.value) == (
+        f"{path}: cannot read configuration file: Permission denied (readable by root and the"
+        " group softwalltime; or give another file with --config or SOFTWALLTIME_CONFIG)"
+    )
+    other = tmp_path / "site.json"  # another file, named: as before
+    path.rename(other)
+    monkeypatch.setattr(config, "DEFAULT_CONFIG_FILE", str(tmp_path / "absent.json"))
+    real = open
+
+    def denied_too(name, *args, **kwargs):
+        if str(name) == str(other):
+            raise PermissionError(13, "Permission denied")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", denied_too)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(str(other), environ={})
+    assert str(caught.value) == f"{other}: cannot read configuration file: Permission denied"

@@ -431,7 +431,17 @@ def load_settings(
         if path is None and os.path.exists(DEFAULT_CONFIG_FILE):
             path = DEFAULT_CONFIG_FILE
     if path is not None:
-        data = _read_file(path)
+        try:
+            data = _read_file(path)
+        except ConfigError as err:
+            if path == DEFAULT_CONFIG_FILE and isinstance(err.__cause__, PermissionError):
+                # the packages' file is root's and group softwalltime's (issue 50: postgres
+                # running db upgrade); commands that need none of it can be given another
+                raise ConfigError(
+                    "{} (readable by root and the group softwalltime; or give another file"
+                    " with --config or SOFTWALLTIME_CONFIG)".format(err)
+                ) from err
+            raise
         _warn_if_exposed(path, data.get("dsn"))
         for key, value in data.items():
             if key.startswith("_") or key == "comment":
