@@ -306,9 +306,8 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
             sep = os.pathsep if key == "sys_path" else ","
             if value.lstrip().startswith("["):  # '[]' was a command named "[]" (issue 50)
                 raise ConfigError(
-                    "{}: a list separated by '{}' (empty for none), not JSON, got {!r}".format(
-                        where, sep, value
-                    )
+                    f"{where}: a list separated by '{sep}' (empty for none), not JSON,"
+                    f" got {value!r}"
                 )
             return tuple(x.strip() for x in value.split(sep) if x.strip())
         if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
@@ -438,8 +437,8 @@ def load_settings(
                 # the packages' file is root's and group softwalltime's (issue 50: postgres
                 # running db upgrade); commands that need none of it can be given another
                 raise ConfigError(
-                    "{} (readable by root and the group softwalltime; or give another file"
-                    " with --config or SOFTWALLTIME_CONFIG)".format(err)
+                    f"{err} (readable by root and the group softwalltime; or give another file"
+                    " with --config or SOFTWALLTIME_CONFIG)"
                 ) from err
             raise
         _warn_if_exposed(path, data.get("dsn"))
