@@ -262,3 +262,57 @@ def test_the_system_file_is_read_when_no_path_is_given(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "DEFAULT_CONFIG_FILE", system)
     s = load_settings(environ={})
     assert (s.dsn, s.predictor, s.source) == ("host=system", "v1", f"defaults, {system}")
+
+
+def test_an_environment_list_is_a_comma_list_and_json_is_refused():
+    """Issue 50 item 7: SOFTWALLTIME_PBS_COMMAND_PREFIX='[]' became a command named "[]"
+    ("[]: not found"); the format was written nowhere. An empty value is no prefix."""
+    name = "SOFTWALLTIME_PBS_COMMAND_PREFIX"
+    assert load_settings(None, environ={name: ""}).pbs_command_prefix == ()
+    got = load_settings(None, environ={name: "sudo, -n"}).pbs_command_prefix
+    assert got == ("sudo", "-n")
+    for value in ("[]", ' ["sudo", "-n"]'):
+        with pytest.raises(ConfigError) as caught:
+            load_settings(None, environ={name: value})
+        assert str(caught.value) == (
+            f"environment variable {name}: key 'pbs_command_prefix': a list separated by ','"
+            f" (empty for none), not JSON, got {value!r}"
+        )
+    with pytest.raises(ConfigError, match="separated by ':'"):
+        load_settings(None, environ={"SOFTWALLTIME_SYS_PATH": "[]"})
+
+
+def test_the_default_file_unreadable_says_who_may_read_it(monkeypatch, tmp_path):
+    """Issue 50 item 1: `db upgrade` run as postgres stopped at "/etc/softwalltime.json:
+    Permission denied" with no way out said."""
+    path = tmp_path / "softwalltime.json"
+    path.write_text("{}")
+    monkeypatch.setattr(config, "DEFAULT_CONFIG_FILE", str(path))
+    real_open = open
+
+    def denied(name, *args, **kwargs):
+        if str(name) == str(path):
+            raise PermissionError(13, "Permission denied")
+        return real_open(name, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", denied)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(None, environ={})
+    assert str(caught.value) == (
+        f"{path}: cannot read configuration file: Permission denied (readable by root and the"
+        " group softwalltime; or give another file with --config or SOFTWALLTIME_CONFIG)"
+    )
+    other = tmp_path / "site.json"  # another file, named: as before
+    path.rename(other)
+    monkeypatch.setattr(config, "DEFAULT_CONFIG_FILE", str(tmp_path / "absent.json"))
+    real = open
+
+    def denied_too(name, *args, **kwargs):
+        if str(name) == str(other):
+            raise PermissionError(13, "Permission denied")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", denied_too)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(str(other), environ={})
+    assert str(caught.value) == f"{other}: cannot read configuration file: Permission denied"

@@ -431,3 +431,25 @@ def test_json_says_what_each_role_got(roles, capsys):
         grant(roles, capsys, "--json", "--print")
     assert usage.value.code == 2
     assert "--print: not allowed with argument --json" in capsys.readouterr().err
+
+
+def test_report_with_the_hooks_role_is_one_line_naming_the_role_to_use(roles, capsys, tmp_path):
+    """Issue 50 item 4: with the hook's DSN, report printed a 60-line traceback ending in
+    InsufficientPrivilege (temporary tables); now one line naming the ingester's role."""
+    code, out, err = grant(roles, capsys)
+    assert code == 0, err
+    page = tmp_path / "report.html"
+    for dsn, role in ((roles.hook_dsn, roles.hook), (roles.prune_dsn, roles.prune)):
+        code = cli.main(["--dsn", dsn, "report", "--out", str(page)])
+        out, err = capsys.readouterr()
+        assert (code, out) == (1, "")
+        assert err == (
+            f"softwalltime: error: role {role} may not create temporary tables, which"
+            f" the report needs: run it with the ingester's role ({dbgrant.INGEST_ROLE} by"
+            " default) or the database owner's (--dsn or SOFTWALLTIME_DSN)\n"
+        )
+        assert not page.exists()
+    # the ingester's role gets past it: to the empty history's own one line
+    code = cli.main(["--dsn", roles.ingest_dsn, "report", "--out", str(page)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, "") and "no finished jobs" in err and err.count("\n") == 1

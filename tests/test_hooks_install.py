@@ -5,6 +5,7 @@ import ast
 import glob
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -169,7 +170,11 @@ def test_install_rank_creates_the_resource_and_turns_the_rank_on(capsys, tmp_pat
         "qmgr -c 'create resource softwalltime_rank type=long, flag=r'",
         "qmgr -c 'create hook softwalltime'",
     ]
-    assert "# 2. the sort rank (skipped if 'list resource softwalltime_rank' finds it)" in lines
+    # one number per step (issue 50 item 9: both resources were "2.")
+    steps = [line.split(".")[0] for line in lines if re.match(r"# \d+\. ", line)]
+    assert steps == ["# 2", "# 3", "# 4"] and "server. Run as root on the server host. 1." in out
+    assert "# 3. the sort rank (skipped if 'list resource softwalltime_rank' finds it)" in lines
+    assert "# 4. the hook" in lines
 
     # the setting does what the option does
     cfg = tmp_path / "sw.json"

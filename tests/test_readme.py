@@ -184,3 +184,89 @@ def test_readme_example(block, fresh_dsn, tmp_path):
         assert len(actual) == len(command.expected) and all(
             _matches(e, a) for e, a in zip(command.expected, actual)
         ), f"{here}\nexpected:\n" + "\n".join(command.expected) + "\nactual:\n" + "\n".join(actual)
+
+
+_SHELLS = ("sh", "bash", "shell", "zsh")
+# A block another test runs names it: <!-- database: run by tests/test_install_database.py -->
+_RUN_BY_RE = re.compile(r"^<!-- [\w-]+: run by (?P<test>tests/\w+\.py) -->$")
+
+
+def test_every_shell_block_is_run_or_says_why_not():
+    """Issue 50 item 6: the ```console blocks are run above; a ```sh block is run by the test
+    its marker names (which reads that marker), or its marker says why it is not."""
+    unmarked = []
+    for path in PAGES:
+        page = str(path.relative_to(REPO))
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for n, line in enumerate(lines):
+            if not (line.startswith("```") and line[3:].strip() in _SHELLS):
+                continue
+            before = lines[n - 1].strip() if n else ""
+            by = _RUN_BY_RE.match(before)
+            if by:
+                test = REPO / by.group("test")
+                assert test.is_file(), f"{page}:{n}: {before}: no such test"
+                assert before in test.read_text() and path.name in test.read_text(), (
+                    f"{page}:{n}: {by.group('test')} does not read this block"
+                )
+            elif not before.startswith("<!-- readme: not run: "):
+                unmarked.append(f"{page}:{n + 1}")
+    assert unmarked == [], "shell blocks neither run nor marked 'not run: WHY'"
+
+
+# A command in a page's text: `softwalltime ...` in backquotes, outside the blocks.
+_INLINE_RE = re.compile(r"(?<!`)`(softwalltime [^`]+)`(?!`)")
+# A synopsis rather than a command: a placeholder (N, TRACE, [--user U], ..., a|b)
+_PLACEHOLDER_RE = re.compile(r"(^|[\s=,])[A-Z][A-Z0-9_]*(\b|$)|\[|\.\.\.|…|\|")
+
+
+def inline_commands(text: str) -> list[tuple[int, str]]:
+    """(line, command) of each inline command with an option and no placeholder."""
+    outside = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    found = []
+    for m in _INLINE_RE.finditer(outside):
+        command = " ".join(m.group(1).split())
+        if not any(w.startswith("-") for w in command.split()) or _PLACEHOLDER_RE.search(command):
+            continue  # a command's name, or a synopsis
+        found.append((outside[: m.start()].count("\n") + 1, command))
+    return found
+
+
+def test_inline_commands_are_whole():
+    """Issue 50 item 6: the README named `softwalltime simulate --policies` as if it ran
+    alone; run as written, --policies took the trace for its list ("the following arguments
+    are required: SOURCE"). Every command in a page's text is accepted as written by the
+    command's own parser (the blocks are run above)."""
+    import contextlib
+    import io
+    import shlex
+
+    from softwalltime.cli import build_parser
+
+    parser = build_parser()
+    checked, refused = 0, []
+    for path in PAGES:
+        for line, command in inline_commands(path.read_text(encoding="utf-8")):
+            said = io.StringIO()
+            try:
+                with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()):
+                    parser.parse_args(shlex.split(command)[1:])
+            except SystemExit as stop:
+                if stop.code:
+                    last = said.getvalue().strip().splitlines()[-1:]
+                    refused.append(f"{path.relative_to(REPO)}:{line}: `{command}`: {last}")
+                    continue
+            checked += 1
+    assert refused == []
+    assert checked >= 15  # the pages' commands were found (20 when written)
+
+
+def test_inline_commands_found_and_synopses_left():
+    text = (
+        "`softwalltime simulate --policies` and `softwalltime wait --ncpus N`, `softwalltime"
+        " report`,\n`softwalltime db prune --keep-days 730`\n```sh\n`softwalltime x --y`\n```\n"
+    )
+    assert inline_commands(text) == [
+        (1, "softwalltime simulate --policies"),
+        (2, "softwalltime db prune --keep-days 730"),
+    ]

@@ -3,14 +3,20 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pwd
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from helpers_runtime import need_runtime, skip_or_fail
 
 from softwalltime.core.config import load_settings
 from softwalltime.pbsserver import refresh as r
@@ -234,6 +240,90 @@ def test_lock_folder_is_made_when_missing_and_default_is_private(tmp_path):
     folder = tmp_path / "softwalltime"
     with r.RunLock(str(folder / "refresh.lock")):
         assert folder.stat().st_mode & 0o777 == 0o755 & ~_umask()
+
+
+@pytest.fixture()
+def timer_user() -> Iterator[tuple[str, Path]]:
+    """A system user of this test only, standing for the packages' ``softwalltime``, and its
+    lock folder as the packages make it (owned by the user, 0750), in a folder it may enter."""
+    if os.geteuid() != 0:
+        skip_or_fail("needs root (useradd, runuser)", "CI runs as root")
+    name = f"swtlock{os.getpid()}"
+    subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", name], check=True)
+    top = Path(tempfile.mkdtemp(prefix="swt-lock-"))
+    try:
+        top.chmod(0o711)
+        folder = top / "softwalltime"
+        folder.mkdir(mode=0o750)
+        entry = pwd.getpwnam(name)
+        os.chown(folder, entry.pw_uid, entry.pw_gid)
+        yield name, folder
+    finally:
+        subprocess.run(["rm", "-rf", str(top)], check=True)
+        subprocess.run(["userdel", name], check=False)
+
+
+# One run of refresh's lock, as root or as the timer's user (the packages' user named so).
+HOLD = (
+    "import os, sys\n"
+    "from softwalltime.pbsserver import refresh as r\n"
+    "r.SERVICE_USER = sys.argv[2]\n"
+    "with r.RunLock(sys.argv[1]):\n"
+    "    print(os.getpid())\n"
+)
+
+
+# The system's Python: the user may not enter root's home, where the tests' may live.
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def _lock_run(lock: Path, user: str, as_user: bool) -> tuple[int, str, str]:
+    need_runtime(SYSTEM_PYTHON, "refresh's lock as another user than root")
+    argv = [SYSTEM_PYTHON, "-c", HOLD, str(lock), user]
+    proc = subprocess.run(
+        ["runuser", "-u", user, "--", *argv] if as_user else argv,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd="/",
+        env=dict(os.environ, PYTHONPATH=str(Path(r.__file__).resolve().parents[2])),
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("root_first", [True, False])
+def test_root_and_the_timers_user_share_the_lock_whoever_runs_first(timer_user, root_first):
+    """Issue 50 item 3: a root refresh left /run/softwalltime/refresh.lock owned by root,
+    0644, and the timer's run then failed: "cannot open lock file ...: Permission denied"."""
+    user, folder = timer_user
+    lock = folder / "refresh.lock"
+    uid = pwd.getpwnam(user).pw_uid
+    for as_user in (not root_first, root_first):
+        code, out, err = _lock_run(lock, user, as_user)
+        assert (code, err) == (0, ""), (as_user, err)
+        assert lock.read_text() == out  # each run wrote its pid
+        assert (lock.stat().st_uid, lock.stat().st_gid) == (uid, folder.stat().st_gid)
+
+
+def test_a_stale_root_lock_is_still_taken_and_still_excludes(timer_user):
+    """A root-owned 0644 lock (a run by hand of an older version) already there: the timer's
+    run takes it read-only; while root holds it, the timer's run is refused, not let in."""
+    user, folder = timer_user
+    lock = folder / "refresh.lock"
+    lock.write_text("12345\n")
+    lock.chmod(0o644)
+    assert lock.stat().st_uid == 0
+    code, out, err = _lock_run(lock, user, as_user=True)
+    assert (code, err) == (0, "") and out.strip().isdigit()
+    assert lock.read_text() == "12345\n"  # read-only: its pid not written
+    with open(lock) as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a root run holding it
+        code, out, err = _lock_run(lock, user, as_user=True)
+    assert (code, out) == (1, "")
+    assert f"another refresh holds {lock} (pid 12345); nothing done" in err
+    code, out, err = _lock_run(lock, user, as_user=False)  # root's next run gives it back
+    assert (code, err) == (0, "") and lock.stat().st_uid == pwd.getpwnam(user).pw_uid
+    assert _lock_run(lock, user, as_user=True)[0] == 0
 
 
 def _umask() -> int:

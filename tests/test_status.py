@@ -8,12 +8,16 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import resource
 import signal
+import subprocess
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
+from helpers_runtime import need_runtime, skip_or_fail
 from prometheus_client.parser import text_string_to_metric_families
 from softwalltime_ingest.load import LOCK_KEY
 
@@ -683,3 +687,33 @@ def test_cli_status_shows_the_learned_tables_age(capsys, tmp_path, pbs_home, fre
     config["predictor"] = "v3"
     _code, out, _ = _status(capsys, tmp_path, "--json", config=config)
     assert "learned" not in {c["name"] for c in json.loads(out)["checks"]}
+
+
+def test_the_units_default_metrics_file_is_written_without_node_exporter(
+    capsys, tmp_path, pbs_home
+):
+    """Issue 50 item 5: softwalltime-status.service's default file is in node_exporter's
+    folder, which did not exist without node_exporter ("No such file or directory"). The
+    package's tmpfiles.d makes the folder; here applied to an empty root, then status writes
+    the unit's default file there."""
+    if os.geteuid() != 0:
+        skip_or_fail("needs root (systemd-tmpfiles --root chowns)", "CI runs as root")
+    need_runtime("/usr/bin/systemd-tmpfiles", "the package's tmpfiles.d")
+    packaging = Path(__file__).resolve().parents[1] / "packaging"
+    unit = (packaging / "systemd" / "softwalltime-status.service").read_text()
+    default = re.search(r"^Environment=SOFTWALLTIME_PROMETHEUS_FILE=(\S+)$", unit, re.M)
+    assert default is not None
+    root = tmp_path / "host"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "passwd").write_text(
+        "root:x:0:0::/root:/bin/sh\nsoftwalltime:x:990:990::/:/x\n"
+    )
+    (root / "etc" / "group").write_text("root:x:0:\nsoftwalltime:x:990:\n")
+    conf = packaging / "tmpfiles.d" / "softwalltime.conf"
+    subprocess.run(["systemd-tmpfiles", "--create", f"--root={root}", str(conf)], check=True)
+    prom = Path(str(root) + default.group(1))
+    code, out, err = _status(capsys, tmp_path, "--prometheus", str(prom))
+    assert code == 3 and "cannot write" not in err  # UNKNOWN: no PBS here, but written
+    assert "prometheus" not in out
+    names = {f.name for f in text_string_to_metric_families(prom.read_text())}
+    assert "softwalltime_check_state" in names

@@ -460,11 +460,13 @@ def _dry_run_script(
         *json.dumps(shown, indent=2).splitlines(),
         "EOF",
     ]
+    step = 2  # one number per step: with the rank, two resources (issue 50)
     for name, directive in resources:
         what = "the hook's mark" if name == MARK_RESOURCE else "the sort rank"
-        lines.append(f"# 2. {what} (skipped if 'list resource {name}' finds it)")
+        lines.append(f"# {step}. {what} (skipped if 'list resource {name}' finds it)")
         lines.append(shlex.join([qmgr, "-c", directive]))
-    lines.append("# 3. the hook")
+        step += 1
+    lines.append(f"# {step}. the hook")
     for directive in install_commands(args.name, args.order, args.alarm, script, "CONFIG"):
         line = shlex.join([qmgr, "-c", directive])
         lines.append(line.replace(" CONFIG'", ' \'"$config"').replace("CONFIG", "$config"))

@@ -7,10 +7,14 @@ import datetime as dt
 import logging
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import outfile
 from ..core.config import Settings, require_dsn
+from ..errors import DatabaseError
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +69,28 @@ def register(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def require_temporary(conn: sa.Connection) -> None:
+    """The report reads the jobs once into temporary tables: a role without TEMPORARY on the
+    database (the hook's, the pruner's after ``db grant``) is told which role to use instead
+    of PostgreSQL's traceback (issue 50).
+
+    :raises DatabaseError: the connection's role may not create temporary tables
+    """
+    import sqlalchemy as sa
+
+    from .dbgrant import INGEST_ROLE
+
+    user, may = conn.execute(
+        sa.text("SELECT current_user, has_database_privilege(current_database(), 'TEMPORARY')")
+    ).one()
+    if not may:
+        raise DatabaseError(
+            f"role {user} may not create temporary tables, which the report needs: run it with"
+            f" the ingester's role ({INGEST_ROLE} by default) or the database owner's"
+            " (--dsn or SOFTWALLTIME_DSN)"
+        )
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Collect in one snapshot, then write the page (or print JSON)."""
     from ..db import engine as db
@@ -75,6 +101,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     with db.connect(db.make_engine(dsn), dsn) as conn:
         # Several statements, one snapshot: the figures agree with each other.
         conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        require_temporary(conn)
         data, meta = build.make_report(
             conn, args.deployed_at, args.since, args.until, args.server, args.queue
         )

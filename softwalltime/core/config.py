@@ -304,6 +304,11 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
     if key in _LIST_KEYS:
         if isinstance(value, str):
             sep = os.pathsep if key == "sys_path" else ","
+            if value.lstrip().startswith("["):  # '[]' was a command named "[]" (issue 50)
+                raise ConfigError(
+                    f"{where}: a list separated by '{sep}' (empty for none), not JSON,"
+                    f" got {value!r}"
+                )
             return tuple(x.strip() for x in value.split(sep) if x.strip())
         if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
             return tuple(value)
@@ -437,7 +442,17 @@ def load_settings(
         sources.append(path + " (not readable by this user: left out)")
         path = None
     if path is not None:
-        data = _read_file(path)
+        try:
+            data = _read_file(path)
+        except ConfigError as err:
+            if path == DEFAULT_CONFIG_FILE and isinstance(err.__cause__, PermissionError):
+                # the packages' file is root's and group softwalltime's (issue 50: postgres
+                # running db upgrade); commands that need none of it can be given another
+                raise ConfigError(
+                    f"{err} (readable by root and the group softwalltime; or give another file"
+                    " with --config or SOFTWALLTIME_CONFIG)"
+                ) from err
+            raise
         _warn_if_exposed(path, data.get("dsn"))
         for key, value in data.items():
             if key.startswith("_") or key == "comment":

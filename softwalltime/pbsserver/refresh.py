@@ -262,6 +262,10 @@ class RunLock:
     A file lock rather than a PostgreSQL advisory lock: refresh runs on the PBS server host,
     where the lock must hold whatever database the hook config names, and the kernel drops
     it when the process dies (no stale lock after a crash or ``kill -9``).
+
+    Root and the timer's user share it whoever runs first (issue 50): root gives the file to
+    its folder's owner, and a lock another user created is locked read-only (flock needs no
+    write access; its pid is then not written).
     """
 
     def __init__(self, path: str) -> None:
@@ -269,18 +273,30 @@ class RunLock:
         self.fd = -1
 
     def __enter__(self) -> RunLock:
-        check_lock_folder(os.path.dirname(os.path.abspath(self.path)))
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        folder = check_lock_folder(os.path.dirname(os.path.abspath(self.path)))
+        flags = os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        writable = True
         try:
-            self.fd = os.open(self.path, flags, 0o644)
+            try:
+                self.fd = os.open(self.path, os.O_RDWR | flags, 0o644)
+            except PermissionError:
+                # Another user's lock (root's, left by a run by hand or an older version,
+                # issue 50): flock needs no write access; only the pid goes unwritten.
+                self.fd = os.open(self.path, os.O_RDONLY | flags, 0o644)
+                writable = False
         except OSError as err:
             why = "it is a symlink or not a regular file" if err.errno == errno.ELOOP else None
             raise RefreshError(
                 f"cannot open lock file {self.path}: {why or err.strerror}"
             ) from None
-        if not stat.S_ISREG(os.fstat(self.fd).st_mode):
+        st = os.fstat(self.fd)
+        if not stat.S_ISREG(st.st_mode):
             os.close(self.fd)
             raise RefreshError(f"cannot open lock file {self.path}: it is not a regular file")
+        if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (folder.st_uid, folder.st_gid):
+            # The lock belongs to its folder's owner (the timer's user in /run/softwalltime),
+            # who may replace it anyway: root's run leaves a lock the timer's run can write.
+            os.fchown(self.fd, folder.st_uid, folder.st_gid)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -289,8 +305,9 @@ class RunLock:
             raise RefreshError(
                 f"another refresh holds {self.path} (pid {holder}); nothing done"
             ) from None
-        os.ftruncate(self.fd, 0)  # only once the lock is held
-        os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+        if writable:
+            os.ftruncate(self.fd, 0)  # only once the lock is held
+            os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -305,12 +322,13 @@ def _service_uid() -> int:
         return 0
 
 
-def check_lock_folder(folder: str) -> None:
+def check_lock_folder(folder: str) -> os.stat_result:
     """Make ``folder`` (0755) if it is missing, then refuse it unless only root, this user or
     the packages' user (whose timer runs refresh) may write it: a lock file in a folder
     others write (``/run/lock``) may be a user's symlink, or a user may hold its flock and
     stop every refresh.
 
+    :returns: the folder's status
     :raises RefreshError: the folder cannot be made, or others may write it
     """
     try:
@@ -332,6 +350,7 @@ def check_lock_folder(folder: str) -> None:
             f" (mode {stat.S_IMODE(st.st_mode):04o}); use a folder only root or this user"
             " may write (--lock-file)"
         )
+    return st
 
 
 def hook_settings(pbs: Pbs, hook: str, cli: Settings) -> Settings:
