@@ -160,8 +160,9 @@ def test_install_rank_creates_the_resource_and_turns_the_rank_on(capsys, tmp_pat
     assert code == 0, err
     lines = out.splitlines()
     start = lines.index("cat > \"$config\" <<'EOF'")
+    # issue 52: the paid rank, not key-mean (which cheap jobs game)
     assert json.loads("\n".join(lines[start + 1 : lines.index("EOF", start)]))["rank"] == (
-        "key-mean"
+        "key-mean-paid"
     )
     # both resources before the hook, each skipped when 'list resource' finds it
     creates = [line for line in lines if "create " in line and line.startswith("qmgr ")]
