@@ -132,6 +132,7 @@ _DURATION_AT = tuple(_AT[f.key] for f in _READ if f.kind == "duration")
 # Values that are NULL when empty: all but the text (a required one is never empty).
 _NULL_EMPTY = tuple(_AT[f.key] for f in _READ if f.kind in ("epoch", "int", "duration", "size"))
 _CTIME, _START, _END = _AT["ctime"], _AT["start"], _AT["end"]
+_WALL = _AT["Resource_List.walltime"]
 _USED, _MEM, _CPUT = (
     _AT["resources_used.walltime"],
     _AT["Resource_List.mem"],
@@ -345,6 +346,8 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
     used, start = values[_USED], values[_START]
     if used and start and run_impossible(int(used), int(values[_END]) - int(start)):
         return None
+    if values[_WALL] == "0" and (used or start):
+        return None  # maybe walltime 0 with a run: the checked path decides (WALL_CHECK)
     mem = values[_MEM]
     if mem:
         values[_MEM] = _SIZES.get(mem) or _number_text(_SIZES, size_bytes, mem)

@@ -24,6 +24,9 @@ rm -rf "$build"
 mkdir -p "$root/DEBIAN" "$out"
 PIP=$pip "$here/build-wheels.sh" "$wheels" "$python"
 "$here/build-venv.sh" "$root" "$wheels" "$python"
+# no bytecode in the .deb: postinst compiles it, prerm removes it (softwalltime-maint
+# pyc-compile, pyc-remove; lintian: package-installs-python-pycache-dir). The RPM ships it.
+find "$root/opt" -name __pycache__ -type d -prune -exec rm -rf {} +
 
 install -d "$root/lib/systemd/system" "$root/etc/default" "$root/usr/bin" \
 	"$root/usr/share/doc/softwalltime/examples" "$root/usr/share/doc/softwalltime/docs"

@@ -391,6 +391,35 @@ RUN_CHECKS = (
 )
 
 
+# Resource_List.walltime 0 with a run: PBS kills a job at its walltime, so a job of
+# walltime 0 cannot have run beyond the slack (issue 52: it was stored as walltime 0, a
+# limit the run contradicts). Refused like the other impossible records.
+WALL_CHECK = RunCheck(
+    f"Resource_List.walltime 0 for a run over {RUN_SLACK_S} s",
+    f"walltime_s = 0 AND (runtime_s > {RUN_SLACK_S} OR (started_at <= ended_at AND "
+    f"ended_at - started_at > interval '{RUN_SLACK_S} s'))",
+)
+
+
+def wall_impossible(wall: Optional[int], used: Optional[int], run: Optional[int]) -> bool:
+    """Whether a walltime ``wall`` cannot hold a run of ``used`` (resources_used.walltime)
+    or ``run`` = end - start seconds (each None: unknown)."""
+    return wall == 0 and ((used or 0) > RUN_SLACK_S or (run or 0) > RUN_SLACK_S)
+
+
+def _check_wall(
+    wall: Optional[int], used: Optional[int], start: Optional[int], end: Optional[int]
+) -> None:
+    """Raise ImpossibleRecord for :data:`WALL_CHECK` (after _check_times)."""
+    run = end - start if start is not None and end is not None else None
+    if wall_impossible(wall, used, run):
+        raise ImpossibleRecord(
+            f"Resource_List.walltime=0 with resources_used.walltime={used} s and end - start"
+            f" = {run} s (a run over {RUN_SLACK_S} s): impossible",
+            WALL_CHECK.rule,
+        )
+
+
 def run_impossible(used: int, run: int) -> bool:
     """Whether a run time ``used`` cannot come from a run of ``run`` = end - start >= 0 s."""
     return used > run + RUN_SLACK_S or (used == 0 and run > RUN_SLACK_S)
@@ -653,6 +682,7 @@ def finished_job_row(rec: Record, server: Optional[str] = None) -> Optional[Tupl
         or end < ctime
         or (start is not None and not ctime <= start <= end)
         or (start is not None and used is not None and run_impossible(used, end - start))
+        or (wall == 0 and wall_impossible(wall, used, None if start is None else end - start))
     ):
         return _finished_job_row_checked(rec, server)
     return (
@@ -706,6 +736,9 @@ def _finished_job_row_checked(rec: Record, server: Optional[str]) -> Tuple[Any, 
     at = _FJ_AT
     _check_times(row[at["ctime"]], row[at["started_at"]], row[at["ended_at"]])
     _check_run(row[at["runtime_s"]], row[at["started_at"]], row[at["ended_at"]])
+    _check_wall(
+        row[at["walltime_s"]], row[at["runtime_s"]], row[at["started_at"]], row[at["ended_at"]]
+    )
     return row
 
 

@@ -380,6 +380,16 @@ IMPOSSIBLE = [
         "resources_used.walltime over end - start",
     ),
     ({"resources_used.walltime": "00:00:00"}, "resources_used.walltime 0 for a run over 60 s"),
+    # issue 52: walltime 0 and a run of 1,800 s (PBS kills a job at its walltime); a run
+    # known by its times alone
+    (
+        {"Resource_List.walltime": "0", "resources_used.walltime": "00:30:00", "end": "1743600662"},
+        "Resource_List.walltime 0 for a run over 60 s",
+    ),
+    (
+        {"Resource_List.walltime": "00:00:00", "resources_used.walltime": "", "end": "1743600662"},
+        "Resource_List.walltime 0 for a run over 60 s",
+    ),
 ]
 # What an R record holds of the above (no Resource_List.*).
 _R_KEYS = {"user", "ctime", "start", "end", "Exit_status", "resources_used.walltime"}
@@ -409,6 +419,18 @@ def test_an_impossible_e_record_is_refused_with_its_rule_by_both_paths(changes, 
 
 
 _R_CASES = [(c, r) for c, r in IMPOSSIBLE if set(c) <= _R_KEYS]
+
+
+def test_walltime_0_holds_a_run_within_the_slack_only():
+    # issue 52: a run of 60 s or less (the MoM's sampling) fits walltime 0 and is stored
+    # as walltime 0; one second more is refused (the IMPOSSIBLE case above)
+    changes = {"Resource_List.walltime": "0", "resources_used.walltime": "00:01:00"}
+    for end, used in (("1743598922", "00:01:00"), ("1743598862", "00:00:00")):
+        rec = acct.parse_line(_line("E", {**changes, "end": end, "resources_used.walltime": used}))
+        assert acct.finished_job_row(rec)[11] == 0
+        assert acct._finished_job_row_checked(rec, None)[11] == 0
+    rec = acct.parse_line(_line("E", {**changes, "end": "1743598923"}))
+    assert _error(acct.finished_job_row, rec).rule == "Resource_List.walltime 0 for a run over 60 s"
 
 
 @pytest.mark.parametrize("changes, rule", _R_CASES, ids=[r for _, r in _R_CASES])

@@ -142,8 +142,9 @@ def test_the_rules_are_the_ingesters():
     ingester counts it by, with the bound's own values."""
     names = [r.name for r in dbcheck.rules_for(acct.FINISHED_JOB_COLUMNS)]
     stored = [b.rule for b in acct.FIELD_BOUNDS if b.column] + [o.rule for o in acct.TIME_ORDER]
-    stored += [c.rule for c in acct.RUN_CHECKS]
+    stored += [c.rule for c in acct.RUN_CHECKS] + [acct.WALL_CHECK.rule]  # issue 52
     assert names == stored
+    assert acct.WALL_CHECK.rule not in [r.name for r in dbcheck.rules_for(acct.RERUN_COLUMNS)]
     ncpus = next(r for r in dbcheck.rules_for(acct.FINISHED_JOB_COLUMNS) if r.name == NCPUS)
     assert sorted(ncpus.params.values()) == [1, 10**8]
 

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from softwalltime.core import calibrated as cal
 from softwalltime.core import rank as hook_rank
 from softwalltime.replay import rank
 
@@ -97,6 +98,49 @@ def test_an_honest_past_of_long_jobs_does_not_pay_for_cheap_ones():
     assert hook_rank.paid_key_mean(DAY, 128, honest) == 20 * 3600
 
 
+def test_free_jobs_that_pull_the_mean_move_the_rank_by_their_own_cost_only():
+    # issue 52, as a user would game it (newest first): a 24 h x 128-cpu job, 10 honest
+    # jobs that ran 20 h, then three 1-second jobs of 128 cpus in the same key
+    honest = [(20 * 3600, DAY, 128)] * 10
+    cheap = [(1, DAY, 128)] * 3
+    assert hook_rank.paid_key_mean(DAY, 128, honest) == 20 * 3600
+    # the key mean falls to 14 h (3 x 1 s + 7 x 20 h) / 10, and the 20 h runs, consistent
+    # with it, paid for it: the rank was 14 h
+    assert hook_rank.unpaid_mean(DAY, 128, cheap + honest) == 50401
+    assert hook_rank.paid_floor(DAY, 128, cheap + honest, 50401) == 50401
+    # now the pullers pay for the pull: 384 core-seconds / 128 = 3 s
+    got = hook_rank.paid_key_mean(DAY, 128, cheap + honest)
+    assert 20 * 3600 - got <= 3 * 128 // 128
+    assert got == 20 * 3600 - 3
+    # three before every real job, over and over: the key's 10 newest hold 8 of them (and
+    # 2 real jobs), which may move the rank by their 8 x 128 core-seconds / 128; the 20 h
+    # runs are not consistent with the 4 h mean, so the first floor holds more: the
+    # walltime minus the 21 cheap jobs' cost per cpu
+    rows = cheap + honest[:1]
+    for _ in range(6):
+        rows = cheap + [(20 * 3600, DAY, 128)] + rows
+    assert hook_rank.unpaid_mean(DAY, 128, rows) == 14401
+    assert hook_rank.pull_floor(DAY, 128, rows) == 20 * 3600 - 8
+    assert hook_rank.paid_key_mean(DAY, 128, rows) == DAY - 21
+    # the setting's default and hooks install --rank's is this paid rank
+    assert hook_rank.DEFAULT == hook_rank.PAID_NAME == "key-mean-paid"
+
+
+def test_pullers_that_paid_for_the_pull_keep_the_mean():
+    # three 2 h runs of 128 cpus pull a key of 20 h runs to 14.6 h, and cost 6 h of the
+    # job's 128 cpus, more than the 5.4 h pull: the key mean stands
+    rows = [(2 * 3600, DAY, 128)] * 3 + [(20 * 3600, DAY, 128)] * 10
+    assert hook_rank.paid_key_mean(DAY, 128, rows) == hook_rank.unpaid_mean(DAY, 128, rows)
+    # narrow pullers buy a wide job little: 1-cpu 2 h runs pay 3 x 7200 / 128 = 168 s (and
+    # the first floor, all 13 narrow jobs' cost per cpu of the job, holds more)
+    rows = [(2 * 3600, DAY, 1)] * 3 + [(20 * 3600, DAY, 1)] * 10
+    assert hook_rank.pull_floor(DAY, 128, rows) == 20 * 3600 - 168
+    assert hook_rank.paid_key_mean(DAY, 128, rows) == DAY - (3 * 7200 + 10 * 72000) // 128
+    # no job below the mean: nothing to pay for
+    assert hook_rank.pull_floor(DAY, 128, [(3600, DAY, 128)] * 5) == 1
+    assert hook_rank.pull_floor(DAY, 128, []) == 1
+
+
 def test_only_the_hooks_rows_count():
     # the 101st row and beyond is not read: it pays nothing
     rows = [(0, DAY, 128)] * 100 + [(3600, DAY, 128)] * 100
@@ -135,3 +179,6 @@ def test_the_replays_candidate_is_the_hooks_rank(walltime_s, ncpus, history):
     assert got == hook_rank.rank_of("key-mean", walltime_s, ncpus, history)
     # key-mean-paid is never below it
     assert hook_rank.rank_of("key-mean-paid", walltime_s, ncpus, history) >= got
+    # the pull floor prices the very jobs features() averages
+    key = cal.key_rows(walltime_s, ncpus, history)
+    assert cal.scaled_runs(key, walltime_s) == cal.features(walltime_s, ncpus, history)[1]

@@ -2,6 +2,7 @@
 isolated interpreter."""
 
 import ast
+import compileall
 import glob
 import json
 import os
@@ -160,8 +161,9 @@ def test_install_rank_creates_the_resource_and_turns_the_rank_on(capsys, tmp_pat
     assert code == 0, err
     lines = out.splitlines()
     start = lines.index("cat > \"$config\" <<'EOF'")
+    # issue 52: the paid rank, not key-mean (which cheap jobs game)
     assert json.loads("\n".join(lines[start + 1 : lines.index("EOF", start)]))["rank"] == (
-        "key-mean"
+        "key-mean-paid"
     )
     # both resources before the hook, each skipped when 'list resource' finds it
     creates = [line for line in lines if "create " in line and line.startswith("qmgr ")]
@@ -519,19 +521,26 @@ UPGRADE_IN_PLACE_DRIVER = textwrap.dedent(
     import pbs
     cfg, hook, root = sys.argv[2:5]
     pbs.hook_config_filename = cfg
+    # the hook's clock (time.monotonic(), read as each event starts), moved by hand: the
+    # window of the folders' look is tested on its edge, with no sleep
+    start = time.monotonic()
+    clock = [start]
+    time.monotonic = lambda: clock[0]
 
     def event():
         pbs.new_event(pbs.QUEUEJOB, "alice", pbs.job(resources={"walltime": "24:00:00"}))
         out = pbs.run_hook(hook)
         return out["soft_walltime"], id(sys.modules["softwalltime.hook.lookup"])
 
-    results = [event(), event()]
+    results = [event(), event()]  # the second event looks at the folders
     # pip upgrades the package, the hook and its config stay as they are
     path = os.path.join(root, "softwalltime", "hook", "lookup.py")
     with open(path) as fh, open(path + ".new", "w") as out:
         out.write(fh.read())
     os.rename(path + ".new", path)
-    time.sleep(1.1)  # the folders are looked at once a second
+    clock[0] = start + 0.999  # the folders are looked at once a second: not yet
+    results.append(event())
+    clock[0] = start + 1.0  # a second after the last look
     results.append(event())
     results.append(event())
     print(json.dumps(results))
@@ -544,8 +553,13 @@ def test_an_upgrade_with_the_same_config_is_noticed_within_a_second(tmp_path, fr
     add_jobs(fresh_dsn, "alice", [(3600, 4 * 3600, 10)])
     root = tmp_path / "install"
     shutil.copytree(
-        REPO / "softwalltime", root / "softwalltime", ignore=shutil.ignore_patterns("data")
+        REPO / "softwalltime",
+        root / "softwalltime",
+        ignore=shutil.ignore_patterns("data", "__pycache__"),
     )
+    # compiled as the package's postinst does: else the first import's __pycache__ folders
+    # change the folders' times, and the next look takes them for an upgrade
+    assert compileall.compile_dir(str(root / "softwalltime"), quiet=1)
     pbs_dir = tmp_path / "altair"
     pbs_dir.mkdir()
     shutil.copy(FAKE_PBS, pbs_dir / "pbs.py")
@@ -557,9 +571,12 @@ def test_an_upgrade_with_the_same_config_is_noticed_within_a_second(tmp_path, fr
         capture_output=True, text=True, timeout=60, cwd=str(tmp_path), check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    (soft1, id1), (soft2, id2), (soft3, id3), (soft4, id4) = json.loads(proc.stdout)
-    assert soft1 == soft2 == soft3 == soft4 == 86400 // 4 + 900
-    assert id1 == id2 and id3 != id2 and id4 == id3
+    (soft1, id1), (soft2, id2), (early, id_early), (soft3, id3), (soft4, id4) = json.loads(
+        proc.stdout
+    )
+    assert soft1 == soft2 == early == soft3 == soft4 == 86400 // 4 + 900
+    # 0.999 s after the last look: the old modules still; at 1 s: the new ones, kept
+    assert id1 == id2 == id_early and id3 != id2 and id4 == id3
 
 
 @pytest.mark.slow

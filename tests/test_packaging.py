@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -227,3 +228,35 @@ def test_hook_del_without_pbs_says_so_and_succeeds(tmp_path):
     proc = subprocess.run([str(MAINT), "hook-del"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0
     assert "PBS is not installed here (no qmgr)" in proc.stderr
+
+
+def test_postinst_compiles_the_bytecode_and_prerm_removes_it(tmp_path):
+    """Issue 52: the .deb ships no __pycache__ (lintian: package-installs-python-pycache-dir);
+    postinst compiles it at configure, before the hook is updated, and prerm removes it, on
+    an upgrade too, as dh_python does."""
+    postinst = (PKG / "debian" / "postinst").read_text()
+    configure = postinst.split("configure)", 1)[1].split(";;", 1)[0]
+    assert '"$M" pyc-compile' in configure
+    assert configure.index("pyc-compile") < configure.index("hook-update")
+    prerm = (PKG / "debian" / "prerm").read_text()
+    branches = dict(re.findall(r"^([a-z| -]+)\)\n(.*?);;", prerm, re.M | re.S))
+    assert '"$M" pyc-remove' in branches["remove | deconfigure"]
+    assert '"$M" pyc-remove' in branches["upgrade | failed-upgrade"]
+    # the helper's actions on a venv-like prefix
+    prefix = tmp_path / "opt"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "python").symlink_to(sys.executable)
+    module = prefix / "lib" / "site" / "pkg" / "mod.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("X = 1\n")
+    env = {**os.environ, "SOFTWALLTIME_MAINT_PREFIX": str(prefix)}
+
+    def maint(action: str) -> None:
+        proc = subprocess.run([str(MAINT), action], env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+
+    maint("pyc-compile")
+    assert [p.name.split(".")[0] for p in (module.parent / "__pycache__").glob("*.pyc")] == ["mod"]
+    maint("pyc-remove")
+    assert not list(prefix.rglob("__pycache__")) and module.is_file()
+    maint("pyc-remove")  # nothing left to remove: still done

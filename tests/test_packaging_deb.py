@@ -82,6 +82,8 @@ def test_the_distributions_rules(deb_file, unpacked):
     assert "libpq5" in depends and "libc6 (>=" in depends  # psycopg2 on the system's libpq
     site = unpacked / "opt/softwalltime/lib/python3.11/site-packages"
     assert not list(site.glob("psycopg2_binary*"))
+    # issue 52: no bytecode shipped (postinst compiles it, prerm removes it)
+    assert not list(unpacked.rglob("__pycache__")) and not list(unpacked.rglob("*.pyc"))
     for lib in site.rglob("*.so"):
         assert lib.stat().st_mode & 0o111 == 0, lib
     compiled = sorted(p.name.split(".")[0] for p in (site / "softwalltime/replay").glob("*.so"))

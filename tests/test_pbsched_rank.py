@@ -92,7 +92,7 @@ def test_pbs_settings_of_a_rank_policy() -> None:
     )
     assert 'qmgr -c "set server eligible_time_enable = True"' in lines
     assert 'qmgr -c "set server backfill_depth = 1"' in lines
-    assert '# hook config: "rank": "key-mean" (softwalltime hooks install --rank)' in lines
+    assert '# hook config: "rank": "key-mean" (softwalltime hooks install --rank key-mean)' in lines
     assert lines[-1] == (
         "# refresh timer: softwalltime refresh every 15 min re-ranks queued jobs "
         "(systemctl enable --now softwalltime-refresh.timer)"
@@ -330,7 +330,7 @@ def test_cli_rank_table_and_settings(capsys: pytest.CaptureFixture[str]) -> None
     assert "*.rank: sorted by softwalltime_rank = the user's key-mean (refreshed every " in text
     assert "recommended: sjf.rank-bf1 with " in text
     assert '  qmgr -c "create resource softwalltime_rank type=long, flag=r"' in text
-    assert '  # hook config: "rank": "key-mean" (softwalltime hooks install --rank)' in text
+    assert '  # hook config: "rank": "key-mean" (softwalltime hooks install --rank key-mean)' in text
     # no rank policy: no note
     argv = ["simulate", "--procs", "2176", "--estimates", "users", "--policies", "fcfs-bf1"]
     assert cli.main([*argv, str(CERIT)]) == 0
@@ -363,10 +363,8 @@ def test_key_mean_paid_ranks_by_the_hooks_paid_floor_from_the_jobs_ended() -> No
     assert got["key-mean-paid"] == [970, 900]
     assert type(pbsched.make_ranker("key-mean-paid")) is pbsched.PaidRanker
     lines = pbsched.pbs_settings(pbsched.parse_policy("sjf.rank-bf1"), 900, "key-mean-paid")
-    assert (
-        '# hook config: "rank": "key-mean-paid" (softwalltime hooks install --rank key-mean-paid)'
-        in lines
-    )
+    # issue 52: the default of hooks install --rank
+    assert '# hook config: "rank": "key-mean-paid" (softwalltime hooks install --rank)' in lines
 
 
 # --- the rank learned

@@ -21,6 +21,7 @@ from ..accounting import (
     RERUN_COLUMNS,
     RUN_CHECKS,
     TIME_ORDER,
+    WALL_CHECK,
 )
 from ..core.config import Settings, require_dsn
 from ..errors import UNDEFINED_TABLE, DatabaseError, SchemaMissingError
@@ -99,6 +100,8 @@ def rules_for(columns: Sequence[str]) -> List[Rule]:
             rules.append(Rule(order.rule, sql, {}, sql))
     if {"runtime_s", "started_at", "ended_at"} <= set(columns):
         rules += [Rule(c.rule, f"({c.sql})", {}, f"({c.sql})") for c in RUN_CHECKS]
+        if "walltime_s" in columns:
+            rules.append(Rule(WALL_CHECK.rule, f"({WALL_CHECK.sql})", {}, f"({WALL_CHECK.sql})"))
     return rules
 
 

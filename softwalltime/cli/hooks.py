@@ -36,7 +36,7 @@ from ..core.config import (
     require_dsn,
 )
 from ..core.decide import MARK_RESOURCE
-from ..core.rank import NAME as RANK_NAME
+from ..core.rank import DEFAULT as RANK_NAME
 from ..core.rank import RANK_RESOURCE
 from ..errors import SoftwalltimeError
 from ..pbsserver import refresh as refresh_lib
@@ -119,7 +119,8 @@ def hook_config(settings: Settings, rank: bool = False) -> dict[str, Any]:
     """The JSON hook configuration: current settings plus this installation's sys_path.
 
     :param rank: set the rank on (``--rank``): the settings' rank if it is on (``--rank
-        RANK`` is an override of the setting, as ``--dsn`` is), else ``"key-mean"``
+        RANK`` is an override of the setting, as ``--dsn`` is), else ``"key-mean-paid"``
+        (:data:`~softwalltime.core.rank.DEFAULT`: the rank that resists gaming, issue 52)
     :raises ConfigError: no DSN configured (the hook could not do anything)
     """
     require_dsn(settings)

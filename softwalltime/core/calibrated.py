@@ -110,6 +110,12 @@ def _clamp(value: int, walltime_s: int) -> int:
     return value if value >= 1 else 1
 
 
+def scaled_runs(rows: Sequence[ClassRow], walltime_s: int) -> List[int]:
+    """Run times scaled to ``walltime_s``, at most KEY_JOBS of them (newest first): the run
+    times :func:`features` gives for the rows of :func:`key_rows`."""
+    return _scaled(rows, walltime_s)
+
+
 def _scaled(rows: Sequence[ClassRow], walltime_s: int) -> List[int]:
     """Run times scaled to ``walltime_s``, at most KEY_JOBS of them (newest first)."""
     return [
@@ -146,6 +152,20 @@ def features(
     :param history: the user's finished jobs, most recent first (at most HISTORY_ROWS read)
     """
     return _features(walltime_s, ncpus, _usable(history))
+
+
+def key_rows(walltime_s: int, ncpus: Optional[int], history: Iterable[ClassRow]) -> List[ClassRow]:
+    """The rows behind :func:`features`' run times, in the same order (newest first; at
+    most KEY_JOBS): the class's jobs themselves, to price them (the rank's paid evidence)."""
+    usable = _usable(history)
+    same_wall = [row for row in usable if row[1] == walltime_s]
+    if len(same_wall) >= MIN_KEY_JOBS:
+        if ncpus is not None:
+            same_both = [row for row in same_wall if row[2] == ncpus]
+            if len(same_both) >= MIN_KEY_JOBS:
+                return same_both[:KEY_JOBS]
+        return same_wall[:KEY_JOBS]
+    return usable[:KEY_JOBS]
 
 
 def _usable(history: Iterable[ClassRow]) -> List[ClassRow]:

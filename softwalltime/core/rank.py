@@ -6,7 +6,7 @@ the order of their run times, so it may be a *typical* value. On PBS the two are
 numbers: the hook sets the rank in a custom resource (:data:`RANK_RESOURCE`) that
 ``job_sort_formula`` reads, while ``soft_walltime`` stays the predictor's.
 
-The rank is ``key-mean`` (chosen in ``tests/benchmarks/rank_gap.py`` on five traces): the
+The rank ``key-mean`` (chosen in ``tests/benchmarks/rank_gap.py`` on five traces) is the
 mean run time of the user's 10 newest jobs in the finest similarity key of ``calibrated``
 (same walltime and ncpus, else same walltime, else all the user's jobs with their run times
 scaled to this walltime; a key needs 3 jobs), rounded up and clamped to ``[1, walltime]``.
@@ -32,6 +32,18 @@ it ran: one of seconds, or one that failed at once, buys seconds; a narrow job b
 one little (its cost is divided by the wide job's processors).
 ``tests/benchmarks/rank_gaming.py`` measures the cost of moving a 24 h x 128-cpu job.
 
+**The pull pays too** (issue 52): an honest past paid for the claim of cheap jobs that pull
+the key mean down (ten 20 h runs of 24 h x 128, then three 1-second jobs of the same key:
+the mean fell from 20 h to 14 h, and the 20 h runs, consistent with 14 h, paid for it). So
+the key's jobs below its mean (the *pullers*) pay for the pull themselves: the rank is also
+at least the mean of the key's other jobs minus the pullers' cost (run time x processors,
+unscaled) per processor of the job, rounded up (:func:`pull_floor`). Three free 1-second
+jobs move that job's rank by 3 s (384 core-seconds / 128), not 6 h; a key without a job
+below its mean is not raised. The two floors are both kept: the first prices the jump from
+the walltime to the mean of the jobs that do not pull, the second the pull below it. It
+raises honest ranks whose key holds short runs (failures at once among long runs) toward
+the mean of the long ones (docs/hook.md: its cost in the share of perfect's gain).
+
 Hook path: Python 3.6+ syntax, standard library only, pure.
 """
 
@@ -43,8 +55,9 @@ from . import calibrated as cal
 # The custom resource the hook and ``softwalltime refresh`` set (type long, flag r: users
 # can see it but neither request nor alter it, so nobody sorts their own job forward).
 RANK_RESOURCE = "softwalltime_rank"
-NAME = "key-mean"  # the rank hooks install --rank sets
-PAID_NAME = "key-mean-paid"  # key-mean with the paid-evidence floor (issue 31)
+NAME = "key-mean"  # the key mean alone: cheap jobs game it (issue 52)
+PAID_NAME = "key-mean-paid"  # key-mean with the paid-evidence floors (issues 31, 52)
+DEFAULT = PAID_NAME  # the rank hooks install --rank sets (issue 52: key-mean before)
 
 # Evidence consistent with a key mean m: run time <= m x 2 + 60 s.
 CONSISTENT_NUM = 2
@@ -89,7 +102,32 @@ def paid_key_mean(walltime_s: int, ncpus: Optional[int], history: Iterable[cal.C
         first (the hook's one query; at most ``calibrated.HISTORY_ROWS`` are read)
     """
     rows = list(islice(history, cal.HISTORY_ROWS))
-    return paid_floor(walltime_s, ncpus, rows, unpaid_mean(walltime_s, ncpus, rows))
+    rank = paid_floor(walltime_s, ncpus, rows, unpaid_mean(walltime_s, ncpus, rows))
+    return max(rank, min(pull_floor(walltime_s, ncpus, rows), walltime_s))
+
+
+def pull_floor(walltime_s: int, ncpus: Optional[int], rows: Sequence[cal.ClassRow]) -> int:
+    """What the key's jobs that pull its mean down must pay for (issue 52): at least the
+    mean of the key's other jobs minus the pullers' cost per processor of the job, rounded
+    up (module docstring); 1 when no job of the key is below its mean.
+
+    :param rows: the user's finished jobs ``(runtime_s, walltime_s, ncpus)``, newest end
+        first (at most ``calibrated.HISTORY_ROWS`` are read)
+    """
+    key = cal.key_rows(walltime_s, ncpus, rows)
+    runs = cal.scaled_runs(key, walltime_s)  # features' run times, in this walltime's terms
+    total, n = sum(runs), len(runs)
+    rest_s = rest_n = cost = 0
+    for run_s, (runtime_s, _wall, cpus) in zip(runs, key):
+        if run_s * n < total:  # below the key's exact mean: it pulls the mean down
+            cost += runtime_s * (cpus if cpus and cpus > 0 else 1)  # what it really cost
+        else:
+            rest_s += run_s
+            rest_n += 1
+    if rest_n == n:
+        return 1
+    width = ncpus if ncpus and ncpus > 0 else 1
+    return -(-rest_s // rest_n) - cost // width
 
 
 def paid_floor(

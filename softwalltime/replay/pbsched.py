@@ -397,9 +397,9 @@ def pbs_settings(
     if policy.classes == CLASSES_RANK:
         lines.append(f"# $PBS_HOME/sched_priv/sched_config: {SCHED_RESOURCES_RANK}")
     if formula.reads_rank:
-        if rank == hook_rank.NAME:
+        if rank == hook_rank.DEFAULT:
             lines.append(f'# hook config: "rank": "{rank}" (softwalltime hooks install --rank)')
-        elif rank == hook_rank.PAID_NAME:
+        elif rank in (hook_rank.NAME, hook_rank.PAID_NAME):
             lines.append(
                 f'# hook config: "rank": "{rank}" (softwalltime hooks install --rank {rank})'
             )

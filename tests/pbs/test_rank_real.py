@@ -120,7 +120,8 @@ def test_the_scheduler_starts_jobs_in_rank_order(rank_server: list[str], install
     e = qsub(ids, 1800)
     assert soft(e) == 1800 and ranked(e) is None
 
-    proc = install("--rank", dsn=hook_db)
+    # key-mean named: --rank alone installs key-mean-paid since issue 52
+    proc = install("--rank", "key-mean", dsn=hook_db)
     assert "rank key-mean in softwalltime_rank" in proc.stdout, proc.stdout
     listed = pbsctl.qmgr(f"list resource {RANK}").stdout
     assert "type = long" in listed and "flag = r" in listed
@@ -167,7 +168,7 @@ def test_refresh_keeps_the_rank_fresh(rank_server: list[str], install, hook_db, 
     # alice's 1 h jobs ran 3000 s: v3 predicts 0.83 x 1 h + 900 s, capped at the walltime
     seed(hook_db, "alice", [(3000, 3600)] * 3, start=10)
     pbsctl.qmgr("set server scheduling = False")
-    install("--rank", dsn=hook_db)
+    install("--rank", "key-mean", dsn=hook_db)  # named: --rank alone is key-mean-paid
     ours, managers = qsub(ids, 3600), qsub(ids, 3600)
     pbsctl.run("qalter", "-l", "soft_walltime=00:50:00", managers)
     assert ranked(ours) == ranked(managers) == 3000
