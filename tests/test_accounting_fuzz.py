@@ -153,6 +153,8 @@ def test_tokenizer_round_trips_pbs_quoting(attrs):
     status=st.integers(-30, 300),
 )
 def test_e_record_values_round_trip(user, ctime, run, wall, seq, status):
+    if wall == 0 and run > 60:  # impossible: refused (issue 52), never stored
+        run = run % 61
     line = (
         f"04/02/2025 14:03:11;E;{seq}.srv;user={user} ctime={ctime} start={ctime + 1} "
         f"end={ctime + 1 + run} Exit_status={status} Resource_List.walltime="

@@ -330,7 +330,9 @@ def test_cli_rank_table_and_settings(capsys: pytest.CaptureFixture[str]) -> None
     assert "*.rank: sorted by softwalltime_rank = the user's key-mean (refreshed every " in text
     assert "recommended: sjf.rank-bf1 with " in text
     assert '  qmgr -c "create resource softwalltime_rank type=long, flag=r"' in text
-    assert '  # hook config: "rank": "key-mean" (softwalltime hooks install --rank key-mean)' in text
+    assert (
+        '  # hook config: "rank": "key-mean" (softwalltime hooks install --rank key-mean)' in text
+    )
     # no rank policy: no note
     argv = ["simulate", "--procs", "2176", "--estimates", "users", "--policies", "fcfs-bf1"]
     assert cli.main([*argv, str(CERIT)]) == 0
