@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any, Callable, Optional, Union
 
+from ..core import registry
 from ..core.config import Settings, parse_target, require_dsn, under_target
 
 DESCRIPTION = """\
@@ -36,8 +37,8 @@ traces it was not built from, a history of tens of thousands of jobs gained noth
 it, and one lost accuracy and doubled its mean error (docs/evaluate.md): give --no-prior
 where the history is that long.
 """
-CALIBRATED = "calibrated"
-LEARNED = "learned"
+CALIBRATED = registry.CALIBRATED
+LEARNED = registry.LEARNED
 
 TARGET_HELP = (
     "target under-estimate rate in percent, or 'v3': as many under-estimates as v3 on the"

@@ -8,6 +8,7 @@ import sys
 import time
 from typing import Any, Dict, List
 
+from ..core import registry
 from ..core.config import Settings
 from ..errors import ConfigError
 from .argtypes import whole_number
@@ -59,7 +60,6 @@ def _capped(limit: int, what: str) -> Any:
 
 def register(sub: Any) -> None:
     """Add the ``eval-start`` command."""
-    from ..replay.sources import SOURCE_NAMES
     from ..wait.starteval import MAX_PREDICTIONS
     from ..wait.starttime import DEFAULT_SAMPLES
 
@@ -81,7 +81,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--estimates",
         default="v3",
-        choices=[s for s in SOURCE_NAMES if s != "perfect"],
+        choices=[s for s in registry.SIMULATED if s != registry.PERFECT],
         help="the soft walltimes the site runs with (default: %(default)s)",
     )
     p.add_argument("--first", type=_capped(10**9, "jobs"), default=10_001, metavar="N")

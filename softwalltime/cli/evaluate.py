@@ -10,7 +10,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, List, Tuple
 
-from ..core.config import PREDICTORS, Settings, require_dsn
+from ..core import registry
+from ..core.config import Settings, require_dsn
 from ..errors import ConfigError, ParseError, SoftwalltimeError
 from ..units import parse_size
 from .argtypes import name_list
@@ -110,9 +111,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--predictors",
-        default=",".join(p for p in PREDICTORS if p != "learned"),
+        default=",".join(registry.DEFAULT_EVALUATED),
         metavar="LIST",
-        help="comma-separated predictors to replay (default: %(default)s; also learned)",
+        help="comma-separated predictors to replay (default: %(default)s; also {})".format(
+            ",".join(p for p in registry.PREDICTORS if p not in registry.DEFAULT_EVALUATED)
+        ),
     )
     p.add_argument(
         "--moment",

@@ -10,6 +10,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..core import registry
 from ..core.config import Settings
 from ..errors import ConfigError
 from .argtypes import backfill_fuzzy, bounded_number, name_list, whole_number
@@ -18,9 +19,8 @@ from .evaluate import add_input_size
 
 log = logging.getLogger(__name__)
 
-# Same values as softwalltime.replay.simulate (imported only when the command runs).
-SOURCES = ("users", "v1", "v2", "v3", "calibrated", "learned", "perfect", "fixed10")
-DEFAULT_SOURCES = "users,v1,v2,v3,perfect"
+SOURCES = registry.SIMULATED  # softwalltime.replay.simulate.SOURCE_NAMES
+DEFAULT_SOURCES = ",".join((registry.USERS, *registry.HISTORY_PREDICTORS, registry.PERFECT))
 SEARCH_SOURCES = "users,v3"  # --search: the baseline's and the hook's default predictor
 P95_TOLERANCE_PCT = 10.0  # softwalltime.replay.formula.Tolerances (a test checks)
 MAX_FACTOR = 2.0
@@ -29,8 +29,7 @@ CORRECTIONS = ("pbs", "simple", "power", "walltime")
 BACKFILL_BY = ("estimate", "walltime")  # softwalltime.replay.pbsched.BACKFILL_BY
 CLASSES = ("pbs", "rank", "none")  # softwalltime.replay.pbsched.CLASSES
 RANK_REFRESH_S = 900  # softwalltime.replay.pbsched.DEFAULT_RANK_REFRESH_S
-# softwalltime.replay.pbsched.RANK_BY (a test checks)
-RANK_BY = ("key-mean", "key-mean-paid", "learned", "learned-paid")
+RANK_BY = registry.RANKS  # softwalltime.replay.pbsched.RANK_BY
 DEFAULT_FUZZY_S = 60  # softwalltime.replay.pbsched.DEFAULT_FUZZY_S
 WIDE_MAX_FACTOR = 3  # softwalltime.replay.search.WIDE_MAX_FACTOR (a test checks)
 MAX_BOUND_H = 87600.0  # the bounds an admin sets for --policies: at most 10 years of waiting

@@ -32,7 +32,9 @@ import math
 from itertools import islice
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-NAME = "calibrated"
+from . import registry
+
+NAME = registry.CALIBRATED
 
 # One history entry: (runtime_s, walltime_s or None, ncpus or None), most recent end first.
 ClassRow = Tuple[int, Optional[int], Optional[int]]

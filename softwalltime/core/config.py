@@ -58,8 +58,9 @@ from typing import Any, Dict, Mapping, NamedTuple, Optional, Set, Tuple, Union
 
 from ..errors import ConfigError
 from . import dsn as dsnlib
+from . import registry
 
-PREDICTORS = ("v1", "v2", "v3", "calibrated", "learned")
+PREDICTORS = registry.PREDICTORS
 DEFAULT_CONFIG_FILE = "/etc/softwalltime.json"
 ENV_PREFIX = "SOFTWALLTIME_"
 # target_under_pct's other form: as many under-estimates as v3 makes on the same jobs (the
@@ -111,7 +112,7 @@ Settings.__doc__ = """Validated, immutable settings. ``source`` lists where they
 
 DEFAULTS: Dict[str, Any] = {
     "dsn": None,
-    "predictor": "v3",
+    "predictor": registry.DEFAULT_PREDICTOR,
     "v1_jobs": 2,
     "v3_jobs": 15,
     "reserve_s": 900,
@@ -160,10 +161,10 @@ HISTORY_SCOPES = ("all", "server")
 # key-mean in the custom resource softwalltime_rank (``hooks install --rank`` creates it);
 # "learned" is the predictor learned's own rank (core/learned_site.py: that predictor only),
 # "learned-paid" the same no lower than the user's paid evidence allows (core/rank.py)
-RANK_OFF = "off"
-RANK_LEARNED = "learned"
-RANK_LEARNED_PAID = "learned-paid"
-RANKS = (RANK_OFF, "key-mean", "key-mean-paid", RANK_LEARNED, RANK_LEARNED_PAID)
+RANK_OFF = registry.RANK_OFF
+RANK_LEARNED = registry.LEARNED
+RANK_LEARNED_PAID = registry.LEARNED_PAID
+RANKS = (RANK_OFF,) + registry.RANKS
 
 _LIST_KEYS = (
     "users_allow",
@@ -474,10 +475,11 @@ def load_settings(
             origins[key] = "--" + key.replace("_", "-")
             sources.append("--" + key.replace("_", "-"))
 
-    if values["rank"] in (RANK_LEARNED, RANK_LEARNED_PAID) and values["predictor"] != RANK_LEARNED:
+    needs = registry.rank_predictor(values["rank"])
+    if needs is not None and values["predictor"] != needs:
         raise ConfigError(
-            "{}: rank {} needs predictor learned (its table and rows), not {!r}".format(
-                origins["rank"], values["rank"], values["predictor"]
+            "{}: rank {} needs predictor {} (its table and rows), not {!r}".format(
+                origins["rank"], values["rank"], needs, values["predictor"]
             )
         )
     return Settings(source=", ".join(sources), origins=tuple(origins.items()), **values)

@@ -38,7 +38,9 @@ import math
 from operator import add
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
-NAME = "learned"
+from . import registry
+
+NAME = registry.LEARNED
 
 # One history row: (runtime_s, walltime_s, end_s), newest end first, every walltime > 0.
 Row = Tuple[int, int, int]

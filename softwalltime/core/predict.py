@@ -20,7 +20,9 @@ evaluator calls :func:`predict` per job in a tight loop, so it avoids allocation
 from fractions import Fraction
 from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
-PREDICTORS = ("v1", "v2", "v3")
+from . import registry
+
+PREDICTORS = registry.HISTORY_PREDICTORS  # v1, v2, v3
 
 # One history entry: (runtime_s, walltime_s or None), most recent end first.
 HistoryRow = Tuple[int, Optional[int]]
@@ -232,10 +234,10 @@ def predict(
         return predict_mean("v2", walltime_s, history, params, params.reserve_s)
     if predictor == "v1":
         return predict_mean("v1", walltime_s, history, params, 0)
-    if predictor == "calibrated":
+    if predictor in registry.TARGETED:
         raise ValueError(
-            "predictor 'calibrated' needs the job's keys and the site calibration table:"
-            " use softwalltime.core.calibrated (decide() does)"
+            f"predictor {predictor!r} needs the job's keys and its site table:"
+            f" use softwalltime.core.{predictor} (decide() does)"
         )
     raise ValueError(
         "unknown predictor {!r} (expected one of {})".format(predictor, ", ".join(PREDICTORS))

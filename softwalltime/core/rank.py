@@ -51,13 +51,14 @@ from itertools import islice
 from typing import Iterable, List, Optional, Sequence
 
 from . import calibrated as cal
+from . import registry
 
 # The custom resource the hook and ``softwalltime refresh`` set (type long, flag r: users
 # can see it but neither request nor alter it, so nobody sorts their own job forward).
 RANK_RESOURCE = "softwalltime_rank"
-NAME = "key-mean"  # the key mean alone: cheap jobs game it (issue 52)
-PAID_NAME = "key-mean-paid"  # key-mean with the paid-evidence floors (issues 31, 52)
-DEFAULT = PAID_NAME  # the rank hooks install --rank sets (issue 52: key-mean before)
+NAME = registry.KEY_MEAN  # the key mean alone: cheap jobs game it (issue 52)
+PAID_NAME = registry.KEY_MEAN_PAID  # key-mean with the paid-evidence floors (issues 31, 52)
+DEFAULT = registry.DEFAULT_RANK  # the rank hooks install --rank sets (issue 52: key-mean before)
 
 # Evidence consistent with a key mean m: run time <= m x 2 + 60 s.
 CONSISTENT_NUM = 2

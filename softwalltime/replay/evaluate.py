@@ -31,7 +31,7 @@ from collections import deque
 from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, cast
 
 from ..core import calibrated as cal
-from ..core import learned
+from ..core import learned, registry
 from ..core.predict import PredictorParams, predict
 from .learned_native import new_learner
 from .trace import TraceJob, skip_reason
@@ -39,9 +39,9 @@ from .trace import TraceJob, skip_reason
 log = logging.getLogger(__name__)
 
 BASELINE = "walltime"
-PREDICTORS = ("v1", "v2", "v3", cal.NAME, learned.NAME)
-DEFAULT_PREDICTORS = ("v1", "v2", "v3", cal.NAME)  # the hook's; learned on request
-TARGETED = (cal.NAME, learned.NAME)  # the predictors with an under-estimate target
+PREDICTORS = registry.PREDICTORS
+DEFAULT_PREDICTORS = registry.DEFAULT_EVALUATED  # the hook's; learned on request
+TARGETED = registry.TARGETED  # the predictors with an under-estimate target
 MOMENTS = ("submit", "start")
 # Runtime classes of the paper's Figure 5: short [0, 2] h, medium (2, 24] h, long > 24 h.
 CLASSES = (("short", 2 * 3600), ("medium", 24 * 3600), ("long", None))

@@ -64,7 +64,7 @@ from typing import (
     Tuple,
 )
 
-from ..core import learned
+from ..core import learned, registry
 from ..core import rank as hook_rank
 from .corrections import CORRECTIONS, PBS, SIMPLE_MARGIN_S, extended_estimate
 from .easy import SimResult
@@ -585,9 +585,9 @@ class LearnedRanker(Ranker):
         super().on_end(j, now)
 
 
-RANK_LEARNED = "learned"
-RANK_LEARNED_PAID = "learned-paid"
-RANK_BY = (hook_rank.NAME, hook_rank.PAID_NAME, RANK_LEARNED, RANK_LEARNED_PAID)  # --rank-by
+RANK_LEARNED = registry.LEARNED
+RANK_LEARNED_PAID = registry.LEARNED_PAID
+RANK_BY = registry.RANKS  # --rank-by
 
 
 def make_ranker(name: str, refresh_s: int = DEFAULT_RANK_REFRESH_S) -> Ranker:

@@ -11,17 +11,17 @@ from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from ..core import calibrated as cal
-from ..core import learned
+from ..core import learned, registry
 from ..core.predict import PREDICTORS as HOOK_PREDICTORS
 from ..core.predict import PredictorParams, predict
 from .learned_native import new_learner
 from .workload import Workload
 
-BASELINE = "users"
-FIXED10 = "fixed10"
-PERFECT = "perfect"
-CALIBRATED = "calibrated"
-LEARNED = learned.NAME
+BASELINE = registry.USERS
+FIXED10 = registry.FIXED10
+PERFECT = registry.PERFECT
+CALIBRATED = registry.CALIBRATED
+LEARNED = registry.LEARNED
 
 
 class EstimateSource:
@@ -303,7 +303,7 @@ class LearnedSource(EstimateSource):
         }
 
 
-SOURCE_NAMES = (BASELINE,) + tuple(HOOK_PREDICTORS) + (CALIBRATED, LEARNED, PERFECT, FIXED10)
+SOURCE_NAMES = registry.SIMULATED  # users, every predictor, perfect, fixed10
 
 
 def make_source(
