@@ -269,6 +269,36 @@ def _times_ok(ctime: str, start: str, end: str) -> bool:
     return first <= int(start) <= last if start else first <= last
 
 
+def _find_template(line: str, quoted: bool) -> Optional[Tuple[_Template, re.Match[str]]]:
+    """The template of an E record's line that is not the last one's, and its match: one
+    learnt before, else learnt from this line; ``None`` for another record or a line no
+    template matches.
+
+    :param quoted: the line may hold quoted values (match the templates' ``quoted`` regex)
+    """
+    # A line has one space in its date and one between each two words of its message,
+    # plus those inside quoted values.
+    spaces = line.count(" ")
+    if quoted:
+        candidates: Iterable[_Template] = itertools.chain.from_iterable(
+            t for n, t in _TEMPLATES.items() if n <= spaces
+        )
+    else:
+        candidates = _TEMPLATES.get(spaces, ())
+    for tpl in candidates:
+        m = (tpl.quoted if quoted else tpl.regex).fullmatch(line)
+        if m is not None:
+            return tpl, m
+    parts = line.split(";", 3)
+    if len(parts) != 4 or parts[1] != "E":
+        return None
+    learnt = _learn(parts[3])
+    if learnt is None:
+        return None
+    m = (learnt.quoted if quoted else learnt.regex).fullmatch(line)
+    return None if m is None else (learnt, m)
+
+
 def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> Optional[str]:
     """The finished_jobs COPY line of a clean E record, straight from its text.
 
@@ -294,29 +324,10 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
     tpl: Optional[_Template] = _LAST[0]
     m = None if tpl is None else (tpl.quoted if quoted else tpl.regex).fullmatch(line)
     if m is None:
-        # A line has one space in its date and one between each two words of its message,
-        # plus those inside quoted values.
-        spaces = line.count(" ")
-        if quoted:
-            candidates: Iterable[_Template] = itertools.chain.from_iterable(
-                t for n, t in _TEMPLATES.items() if n <= spaces
-            )
-        else:
-            candidates = _TEMPLATES.get(spaces, ())
-        for tpl in candidates:
-            m = (tpl.quoted if quoted else tpl.regex).fullmatch(line)
-            if m is not None:
-                break
-        else:
-            parts = line.split(";", 3)
-            if len(parts) != 4 or parts[1] != "E":
-                return None
-            tpl = _learn(parts[3])
-            if tpl is None:
-                return None
-            m = (tpl.quoted if quoted else tpl.regex).fullmatch(line)
-            if m is None:
-                return None
+        found = _find_template(line, quoted)
+        if found is None:
+            return None
+        tpl, m = found
         _LAST[0] = tpl
     assert tpl is not None  # for mypy: m came from tpl
     if line.rfind(";") != m.end(1):

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 from ..accounting import FIELD_BOUNDS
 from ..core import calibrated
 from ..core.config import PREDICTORS, Settings
-from ..core.decide import EVENTS, JobEvent, decide
+from ..core.decide import EVENTS, Decision, JobEvent, decide
 from ..core.learned_site import HISTORY_ROWS as LEARNED_HISTORY_ROWS
 from ..core.learned_site import LearnedFetch
 from ..core.predict import HistoryRow, PredictorParams
+from ..core.registry import LEARNED, V3
 from ..hook import lookup
 from ..units import format_duration
 from .argtypes import positive_duration, whole_number
@@ -124,6 +125,50 @@ def register(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
+class _Recorder:
+    """The hook's history readers, each row they return also kept: what the decision read.
+
+    Called as the hook's ``fetch`` (:data:`softwalltime.core.decide.HistoryFetch`); its
+    :meth:`both` is the rank's one statement and :meth:`history` the site readers' (the
+    predictor ``calibrated``)."""
+
+    def __init__(self, fetch: Any, site: Any) -> None:
+        self.fetch = fetch
+        self.site = site
+        self.seen: list[HistoryRow] = []  # (runtime_s, walltime_s), v1/v2/v3 and learned
+        self.class_rows: list[calibrated.ClassRow] = []  # calibrated's and the rank's
+
+    def __call__(self, user: str, limit: int, with_walltime_only: bool) -> list[HistoryRow]:
+        rows = list(self.fetch(user, limit, with_walltime_only))
+        self.seen.extend(rows)
+        return rows
+
+    def both(
+        self, user: str, limit: int, with_walltime_only: bool
+    ) -> tuple[list[HistoryRow], list[calibrated.ClassRow]]:
+        """The rank on: the predictor's rows and the rank's, in one statement (as the hook)."""
+        rows, classes = self.fetch.both(user, limit, with_walltime_only)
+        self.seen.extend(rows)
+        self.class_rows.extend(classes)
+        return rows, classes
+
+    def history(self, user: str, limit: int) -> list[calibrated.ClassRow]:
+        rows = list(self.site.history(user, limit))
+        self.class_rows.extend(rows)
+        return rows
+
+
+class _Outcome(NamedTuple):
+    """What :func:`run` found: the decision, the rows it read, the table it used."""
+
+    decision: Decision
+    ncpus: Optional[int]
+    record: _Recorder
+    kind: str  # calibrated.NAME, learned_site's predictor "learned", or "history"
+    limit: int  # the most history rows the predictor reads
+    table: Any  # the site table (calibrated's or learned's), None for v1/v2/v3
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Print the decision for ``args.user``/``args.walltime``; 0 on success.
 
@@ -132,112 +177,107 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """
     if args.predictor:
         settings = settings._replace(predictor=args.predictor)
-    fetch = lookup.fetcher(settings, args.server)
-    seen: list[HistoryRow] = []
+    found = _predict(args, settings)
+    if args.json:
+        print(json.dumps(_json_report(args, settings, found), indent=2))
+    else:
+        for line in _text_report(settings, found):
+            print(line)
+    return 0
 
-    def recording_fetch(user: str, limit: int, with_walltime_only: bool) -> list[HistoryRow]:
-        rows = fetch(user, limit, with_walltime_only)
-        seen.extend(rows)
-        return rows
 
-    class_rows: list[calibrated.ClassRow] = []
-
-    def recording_both(
-        user: str, limit: int, with_walltime_only: bool
-    ) -> tuple[list[HistoryRow], list[calibrated.ClassRow]]:
-        """The rank on: the predictor's rows and the rank's, in one statement (as the hook)."""
-        rows, classes = fetch.both(user, limit, with_walltime_only)  # type: ignore[attr-defined]
-        seen.extend(rows)
-        class_rows.extend(classes)
-        return rows, classes
-
-    recording_fetch.both = recording_both  # type: ignore[attr-defined]
-    params = PredictorParams.from_settings(settings)
+def _predict(args: argparse.Namespace, settings: Settings) -> _Outcome:
+    """The hook's decision for the job ``args`` describes, with what it read."""
     site = lookup.site_fetcher(settings, args.server)
-
-    def recording_history(user: str, limit: int) -> list[calibrated.ClassRow]:
-        rows = list(site.history(user, limit))
-        class_rows.extend(rows)
-        return rows
-
+    record = _Recorder(lookup.fetcher(settings, args.server), site)
+    params = PredictorParams.from_settings(settings)
     ncpus = calibrated.ncpus_of({"ncpus": args.ncpus, "select": args.select})
     this = JobEvent(args.event, args.user, args.queue, args.walltime, None, ncpus=ncpus)
-    site_readers = calibrated.SiteFetch(recording_history, site.calibration)
-    learned = _recording_learned(settings, args.server, seen)
-    decision = decide(
-        this, settings, recording_fetch, params=params, site=site_readers, learned=learned
-    )
-    prediction = decision.prediction
-    is_learned = prediction is not None and learned is not None
-    is_calibrated = prediction is not None and settings.predictor == calibrated.NAME
-    if is_calibrated:
-        limit = calibrated.HISTORY_ROWS
-    elif is_learned:
-        limit = LEARNED_HISTORY_ROWS
-    else:
-        limit = params.history_jobs(settings.predictor)
-    if args.json:
-        history: List[Dict[str, Optional[int]]] = (
-            [{"runtime_s": r, "walltime_s": w, "ncpus": c} for r, w, c in class_rows]
-            if is_calibrated
-            else [{"runtime_s": r, "walltime_s": w, "ncpus": None} for r, w in seen]
+    site_readers = calibrated.SiteFetch(record.history, site.calibration)
+    learned = _recording_learned(settings, args.server, record.seen)
+    decision = decide(this, settings, record, params=params, site=site_readers, learned=learned)
+    if decision.prediction is not None and settings.predictor == calibrated.NAME:
+        return _Outcome(
+            decision, ncpus, record, calibrated.NAME, calibrated.HISTORY_ROWS, site.calibration()
         )
-        table: Any = site.calibration() if is_calibrated else None
-        if is_learned and learned is not None:
-            table = learned.table()
-        found = {
-            "user": args.user,
-            "walltime_s": args.walltime,
-            "predictor": settings.predictor,
-            "event": args.event,
-            "queue": args.queue,
-            "ncpus": ncpus,
-            "soft_walltime_s": decision.soft_walltime_s,
-            "predicted_s": prediction.soft_walltime_s if prediction else None,
-            "rank_s": decision.computed_rank_s,
-            "dry_run": settings.dry_run,
-            "reason": decision.reason,
-            "basis_jobs": prediction.basis_jobs if prediction else 0,
-            "basis_value": prediction.basis_value if prediction else None,
-            "history_limit": limit,
-            "history": history,
-            "calibration": {"jobs": table.total, "lambda": table.lam} if table else None,
-        }
-        print(json.dumps({k: found[k] for k, _ in JSON_KEYS}, indent=2))
-        return 0
+    if decision.prediction is not None and learned is not None:
+        return _Outcome(decision, ncpus, record, LEARNED, LEARNED_HISTORY_ROWS, learned.table())
+    limit = params.history_jobs(settings.predictor)
+    return _Outcome(decision, ncpus, record, "history", limit, None)
+
+
+def _json_report(args: argparse.Namespace, settings: Settings, found: _Outcome) -> Dict[str, Any]:
+    """``predict --json``: the keys of :data:`JSON_KEYS`, in their order."""
+    decision, prediction, table = found.decision, found.decision.prediction, found.table
+    history: List[Dict[str, Optional[int]]] = (
+        [{"runtime_s": r, "walltime_s": w, "ncpus": c} for r, w, c in found.record.class_rows]
+        if found.kind == calibrated.NAME
+        else [{"runtime_s": r, "walltime_s": w, "ncpus": None} for r, w in found.record.seen]
+    )
+    values = {
+        "user": args.user,
+        "walltime_s": args.walltime,
+        "predictor": settings.predictor,
+        "event": args.event,
+        "queue": args.queue,
+        "ncpus": found.ncpus,
+        "soft_walltime_s": decision.soft_walltime_s,
+        "predicted_s": prediction.soft_walltime_s if prediction else None,
+        "rank_s": decision.computed_rank_s,
+        "dry_run": settings.dry_run,
+        "reason": decision.reason,
+        "basis_jobs": prediction.basis_jobs if prediction else 0,
+        "basis_value": prediction.basis_value if prediction else None,
+        "history_limit": found.limit,
+        "history": history,
+        "calibration": {"jobs": table.total, "lambda": table.lam} if table else None,
+    }
+    return {k: values[k] for k, _ in JSON_KEYS}
+
+
+def _text_report(settings: Settings, found: _Outcome) -> List[str]:
+    """``predict``'s lines: the soft walltime, the rank, why, and the history read."""
+    decision, prediction, limit = found.decision, found.decision.prediction, found.limit
+    lines = []
     if decision.soft_walltime_s is not None:
         soft = decision.soft_walltime_s
-        print(f"soft_walltime: {format_duration(soft)} ({soft} s)")
+        lines.append(f"soft_walltime: {format_duration(soft)} ({soft} s)")
     elif prediction is not None and prediction.soft_walltime_s is not None:
         soft = prediction.soft_walltime_s
-        print(f"soft_walltime: none set (dry run; would be {format_duration(soft)}, {soft} s)")
-    else:
-        print("soft_walltime: none (the hook leaves the job alone)")
-    if decision.computed_rank_s is not None:
-        print(f"rank: {decision.computed_rank_s} s ({settings.rank}, for job_sort_formula)")
-    print(f"why: {decision.reason}")
-    if is_calibrated:
-        table = site.calibration()
-        print(
-            f"calibration: {table.total} finished jobs learned, lambda {table.lam:.4g};"
-            f" job ncpus {ncpus}"
+        lines.append(
+            f"soft_walltime: none set (dry run; would be {format_duration(soft)}, {soft} s)"
         )
-        print(f"history: {len(class_rows)} of at most {limit} jobs with walltime > 0")
-        for runtime_s, walltime_s, cpus in class_rows[:10]:
+    else:
+        lines.append("soft_walltime: none (the hook leaves the job alone)")
+    if decision.computed_rank_s is not None:
+        lines.append(f"rank: {decision.computed_rank_s} s ({settings.rank}, for job_sort_formula)")
+    lines.append(f"why: {decision.reason}")
+    if found.kind == calibrated.NAME:
+        rows = found.record.class_rows
+        lines.append(
+            f"calibration: {found.table.total} finished jobs learned,"
+            f" lambda {found.table.lam:.4g}; job ncpus {found.ncpus}"
+        )
+        lines.append(f"history: {len(rows)} of at most {limit} jobs with walltime > 0")
+        for runtime_s, walltime_s, cpus in rows[:10]:
             wall = "-" if walltime_s is None else format_duration(walltime_s)
-            print(f"  runtime {format_duration(runtime_s)}  walltime {wall}  ncpus {cpus}")
-        if len(class_rows) > 10:
-            print(f"  ... {len(class_rows) - 10} more")
+            lines.append(f"  runtime {format_duration(runtime_s)}  walltime {wall}  ncpus {cpus}")
+        if len(rows) > 10:
+            lines.append(f"  ... {len(rows) - 10} more")
     elif prediction is not None:
-        if is_learned and learned is not None:
-            table = learned.table()
-            print(f"learned table: {table.total} finished jobs learned, lambda {table.lam:.4g}")
-        kind = "jobs with walltime > 0" if settings.predictor in ("v3", "learned") else "jobs"
-        print(f"history: {len(seen)} of at most {limit} {kind}, most recent first")
-        for runtime_s, walltime_s in seen:
+        if found.kind == LEARNED:
+            lines.append(
+                f"learned table: {found.table.total} finished jobs learned,"
+                f" lambda {found.table.lam:.4g}"
+            )
+        kind = "jobs with walltime > 0" if settings.predictor in (V3, LEARNED) else "jobs"
+        lines.append(
+            f"history: {len(found.record.seen)} of at most {limit} {kind}, most recent first"
+        )
+        for runtime_s, walltime_s in found.record.seen:
             wall = "-" if walltime_s is None else format_duration(walltime_s)
-            print(f"  runtime {format_duration(runtime_s)}  walltime {wall}")
-    return 0
+            lines.append(f"  runtime {format_duration(runtime_s)}  walltime {wall}")
+    return lines
 
 
 def _recording_learned(
@@ -245,7 +285,7 @@ def _recording_learned(
 ) -> Optional[LearnedFetch]:
     """Predictor learned's readers (None for another predictor), its rows recorded in
     ``seen`` as ``(runtime_s, walltime_s)``."""
-    if settings.predictor != "learned":
+    if settings.predictor != LEARNED:
         return None
     readers = lookup.learned_fetcher(settings, server)
 

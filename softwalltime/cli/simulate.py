@@ -156,7 +156,8 @@ examples:
 
 
 def register(sub: Any) -> None:
-    """Add the ``simulate`` command."""
+    """Add the ``simulate`` command. Long because it is a table: one ``add_argument`` per
+    option."""
     p = sub.add_parser(
         "simulate",
         help="simulate EASY backfilling with soft walltimes: waiting time and slowdown",
@@ -405,13 +406,7 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
     refresh = opts["rank_refresh_s"] = _rank_refresh(args)
     opts["rank_by"] = args.rank_by or RANK_BY[0]
     tasks = [(path, pol, name, opts) for path in args.sources for pol in policies for name in names]
-    if args.jobs > 1 and len(tasks) > 1:
-        import multiprocessing
-
-        with multiprocessing.get_context("fork").Pool(min(args.jobs, len(tasks))) as pool:
-            outcomes = pool.map(_run_policy, tasks, chunksize=1)
-    else:
-        outcomes = [_run_policy(task) for task in tasks]
+    outcomes = _map(_run_policy, tasks, args.jobs)
     out = []
     for path in args.sources:
         rows = [f for p, f, _e in outcomes if p == path]
@@ -646,24 +641,25 @@ def _run_one(task: Tuple[str, str, Dict[str, Any]]) -> Tuple[str, str, Any, Any,
     return path, name, result, sim.summarize(work, result, source), elapsed
 
 
-def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
-    """Handle ``softwalltime simulate``; see DESCRIPTION.
+def _map(func: Any, tasks: List[Any], jobs: int) -> List[Any]:
+    """``func`` of each task, in order: in ``jobs`` forked processes when there are several
+    (they inherit the workloads read into :data:`_WORKLOADS`)."""
+    if jobs > 1 and len(tasks) > 1:
+        import multiprocessing
 
-    :raises ConfigError: bad arguments (unknown source, no processor count)
-    :raises ParseError: a source cannot be read
+        with multiprocessing.get_context("fork").Pool(min(jobs, len(tasks))) as pool:
+            return pool.map(func, tasks, chunksize=1)
+    return [func(task) for task in tasks]
+
+
+def _read_workloads(args: argparse.Namespace) -> Dict[str, int]:
+    """Read each source into :data:`_WORKLOADS`, fitted to its machine; its processors.
+
+    :raises ConfigError: no machine size, or no job left to simulate
     """
-    from ..core.predict import PredictorParams
     from ..replay import simulate as sim
     from ..replay.traces import InputLimits
 
-    names = _sources(args.estimates or (SEARCH_SOURCES if args.search else DEFAULT_SOURCES))
-    target = target_option(args.target_under_pct, settings.target_under_pct)  # before reading
-    if args.refresh_pct < 0 or args.refresh_min < 0:
-        raise ConfigError("--refresh-pct and --refresh-min must not be negative")
-    if args.plot:
-        from .evaluate import check_plot_dir
-
-        check_plot_dir(args.plot)  # before the simulation, not after it (was: 24 s lost)
     procs: Dict[str, int] = {}
     limits = InputLimits(args.max_input_size)  # all sources together: all are kept in memory
     for path in args.sources:
@@ -676,6 +672,44 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
             raise ConfigError(f"{path}: no job to simulate")
         _WORKLOADS[path] = work
         procs[path] = machine
+    return procs
+
+
+def _refuse_scheduler_options(args: argparse.Namespace) -> None:
+    """The options of PBS's own scheduler, refused by the EASY simulation.
+
+    :raises ConfigError: one was given
+    """
+    if args.backfill_by:
+        raise ConfigError("--backfill-by: only with --policies (PBS's own scheduler)")
+    if args.classes:
+        raise ConfigError("--classes: only with --policies (PBS's own scheduler)")
+    if args.backfill_fuzzy is not None:
+        raise ConfigError("--backfill-fuzzy: only with --policies or --search (PBS's scheduler)")
+    if args.rank_refresh is not None:
+        raise ConfigError("--rank-refresh: only with --policies (the *.rank sorts)")
+    if args.rank_by is not None:
+        raise ConfigError("--rank-by: only with --policies (the *.rank sorts)")
+
+
+def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
+    """Handle ``softwalltime simulate``; see DESCRIPTION.
+
+    :raises ConfigError: bad arguments (unknown source, no processor count)
+    :raises ParseError: a source cannot be read
+    """
+    from ..core.predict import PredictorParams
+    from ..replay import simulate as sim
+
+    names = _sources(args.estimates or (SEARCH_SOURCES if args.search else DEFAULT_SOURCES))
+    target = target_option(args.target_under_pct, settings.target_under_pct)  # before reading
+    if args.refresh_pct < 0 or args.refresh_min < 0:
+        raise ConfigError("--refresh-pct and --refresh-min must not be negative")
+    if args.plot:
+        from .evaluate import check_plot_dir
+
+        check_plot_dir(args.plot)  # before the simulation, not after it (was: 24 s lost)
+    procs = _read_workloads(args)
     opts = {
         "params": PredictorParams.from_settings(settings),
         "target_under_pct": target,
@@ -694,66 +728,60 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("--p95-tolerance, --max-factor, --goal: only with --search")
     if args.policies:
         return _search(args, names, opts)
-    if args.backfill_by:
-        raise ConfigError("--backfill-by: only with --policies (PBS's own scheduler)")
-    if args.classes:
-        raise ConfigError("--classes: only with --policies (PBS's own scheduler)")
-    if args.backfill_fuzzy is not None:
-        raise ConfigError("--backfill-fuzzy: only with --policies or --search (PBS's scheduler)")
-    if args.rank_refresh is not None:
-        raise ConfigError("--rank-refresh: only with --policies (the *.rank sorts)")
-    if args.rank_by is not None:
-        raise ConfigError("--rank-by: only with --policies (the *.rank sorts)")
-    tasks = [(path, name, opts) for path in args.sources for name in names]
-    if args.jobs > 1 and len(tasks) > 1:
-        import multiprocessing
-
-        with multiprocessing.get_context("fork").Pool(min(args.jobs, len(tasks))) as pool:
-            outcomes = pool.map(_run_one, tasks, chunksize=1)
-    else:
-        outcomes = [_run_one(task) for task in tasks]
-    reports = []
-    for path in args.sources:
-        work = _WORKLOADS[path]
-        mine = [o for o in outcomes if o[0] == path]
-        for _p, name, _r, _s, elapsed in mine:
-            log.info(
-                "%s: %s: %.2f s, %.0f jobs/s",
-                os.path.basename(path),
-                name,
-                elapsed,
-                len(work.submit) / elapsed if elapsed > 0 else 0.0,
-            )
-        reports.append(
-            {
-                "source": path,
-                "procs": procs[path],
-                "jobs": len(work.submit),
-                "skipped": sum(work.skipped.values()),
-                "skipped_by_reason": work.skipped,
-                "correction": args.correction,
-                "backfill_depth": args.backfill_depth,
-                "sjbf": args.sjbf,
-                "lazy_corrections": args.lazy_corrections,
-                "refresh_every_min": args.refresh_every,
-                "sources": {name: summary for _p, name, _r, summary, _e in mine},
-            }
-        )
-        if args.plot:
-            from ..replay.plots import write_simulation_plots
-
-            results = {name: result for _p, name, result, _s, _e in mine}
-            out = (
-                args.plot
-                if len(args.sources) == 1
-                else os.path.join(args.plot, os.path.basename(path.rstrip("/")))
-            )
-            title = os.path.basename(path.rstrip("/")) + f" ({args.correction} correction)"
-            for written in write_simulation_plots(work, results, out, title=title):
-                log.info("wrote %s", written)
+    _refuse_scheduler_options(args)
+    outcomes = _map(
+        _run_one, [(path, name, opts) for path in args.sources for name in names], args.jobs
+    )
+    reports = [
+        _easy_report(args, path, [o for o in outcomes if o[0] == path], procs[path])
+        for path in args.sources
+    ]
     if args.json:
         json.dump(reports[0] if len(reports) == 1 else reports, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write("\n".join(sim.format_table(r) for r in reports))
     return 0
+
+
+def _easy_report(
+    args: argparse.Namespace, path: str, mine: List[Any], procs: int
+) -> Dict[str, Any]:
+    """One source's report (``--json``'s object; the table's input), its plots written.
+
+    :param mine: its outcomes of :func:`_run_one`, one per estimate source
+    """
+    work = _WORKLOADS[path]
+    for _p, name, _r, _s, elapsed in mine:
+        log.info(
+            "%s: %s: %.2f s, %.0f jobs/s",
+            os.path.basename(path),
+            name,
+            elapsed,
+            len(work.submit) / elapsed if elapsed > 0 else 0.0,
+        )
+    if args.plot:
+        from ..replay.plots import write_simulation_plots
+
+        results = {name: result for _p, name, result, _s, _e in mine}
+        out = (
+            args.plot
+            if len(args.sources) == 1
+            else os.path.join(args.plot, os.path.basename(path.rstrip("/")))
+        )
+        title = os.path.basename(path.rstrip("/")) + f" ({args.correction} correction)"
+        for written in write_simulation_plots(work, results, out, title=title):
+            log.info("wrote %s", written)
+    return {
+        "source": path,
+        "procs": procs,
+        "jobs": len(work.submit),
+        "skipped": sum(work.skipped.values()),
+        "skipped_by_reason": work.skipped,
+        "correction": args.correction,
+        "backfill_depth": args.backfill_depth,
+        "sjbf": args.sjbf,
+        "lazy_corrections": args.lazy_corrections,
+        "refresh_every_min": args.refresh_every,
+        "sources": {name: summary for _p, name, _r, summary, _e in mine},
+    }

@@ -126,6 +126,7 @@ def register(sub: Any) -> None:
 
 
 def _register_wait(sub: Any) -> None:
+    """Add ``wait``. Long because it is a table: one ``add_argument`` per option."""
     p = sub.add_parser(
         "wait",
         help="predict when a queued job (or one submitted now) starts (PQStar, IBL, QBETS)",
@@ -432,6 +433,31 @@ def _soft_ert(snap: _Snapshot, user: str, walltime_s: int, settings: Settings) -
     return predict("v3", walltime_s, rows, params).soft_walltime_s or walltime_s
 
 
+def _the_job(
+    args: argparse.Namespace, snap: _Snapshot, settings: Settings
+) -> Tuple[Optional[Any], Any, Any]:
+    """The job ``wait`` answers for: the queued job ``JOBID`` names (``target``), else one
+    submitted now (``--ncpus``, ``--walltime``, ``--user``; ``target`` ``None``); as the wait
+    predictor's job and as the scheduler's (``planned``).
+
+    :raises ConfigError: ``JOBID`` is not a queued job
+    """
+    from ..wait.live import LiveJob
+    from ..wait.workload import WaitJob
+
+    now = snap.now_s
+    if args.job_id:
+        target = _find(snap.live, args.job_id)
+        if target is None or not target.queued:
+            raise ConfigError(_not_queued(args, snap, target))
+        return target, WaitJob(now, 0, 0, target.ncpus, target.ert_s(args.ert), target.user), target
+    soft_s = _soft_ert(snap, args.user, args.walltime, settings)
+    ert_s = soft_s if args.ert == "soft" else args.walltime
+    job = WaitJob(now, 0, 0, args.ncpus, ert_s, args.user)
+    planned = LiveJob("", True, args.user, "", now, None, args.ncpus, args.walltime, soft_s)
+    return None, job, planned
+
+
 def run_wait(args: argparse.Namespace, settings: Settings) -> int:
     """Handle ``softwalltime wait``; see WAIT_DESCRIPTION.
 
@@ -439,9 +465,8 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
     :raises DatabaseError: the history cannot be read
     :raises PbsError: qstat cannot run or printed no JSON
     """
-    from ..wait.live import LiveJob, predict_live
+    from ..wait.live import predict_live
     from ..wait.pqstar import IBL, WaitParams
-    from ..wait.workload import WaitJob
 
     _check_wait_args(args)
     if args.job_id and not args.publish and not settings.dsn:
@@ -455,19 +480,8 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
     if args.publish:
         return _publish(args, settings, snap, machine, params)
     now = snap.now_s
-    target = None
-    if args.job_id:
-        target = _find(snap.live, args.job_id)
-        if target is None or not target.queued:
-            raise ConfigError(_not_queued(args, snap, target))
-        ert_s = target.ert_s(args.ert)
-        job = WaitJob(now, 0, 0, target.ncpus, ert_s, target.user)
-        planned = target
-    else:
-        soft_s = _soft_ert(snap, args.user, args.walltime, settings)
-        ert_s = soft_s if args.ert == "soft" else args.walltime
-        job = WaitJob(now, 0, 0, args.ncpus, ert_s, args.user)
-        planned = LiveJob("", True, args.user, "", now, None, args.ncpus, args.walltime, soft_s)
+    target, job, planned = _the_job(args, snap, settings)
+    ert_s = job.ert_s
     answer = predict_live(
         snap.work.jobs,
         snap.live,

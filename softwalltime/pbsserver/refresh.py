@@ -527,6 +527,9 @@ def refresh(
     :func:`hook_settings`). Each error is one line through ``err``; ``out`` gets the
     per-job lines (``--dry-run``, ``--verbose``).
 
+    Long because of its parameters, all keyword-only: the command's options and the tests'
+    seams (``out``, ``err``, ``fetch``, ``sleep``).
+
     :raises RefreshError: PBS cannot be asked for its jobs, or the history is unreachable
     """
     start = time.monotonic()
@@ -535,16 +538,7 @@ def refresh(
     limit = settings.refresh_max_changes if max_changes is None else max_changes
     summary = Summary(dry_run=dry_run, ranks=None if settings.rank == RANK_OFF else 0)
     if fetch is None:
-        if not settings.dsn:
-            raise RefreshError("the hook config has no dsn")
-        try:
-            lookup.close_cached()
-            probe = lookup.connect(
-                settings.dsn, settings.connect_timeout_s, settings.statement_timeout_ms
-            )
-            probe.close()
-        except DatabaseError as error:
-            raise RefreshError(str(error)) from None
+        _probe_database(settings)
     fetchers: dict[str, _Memo] = {}
 
     def fetch_for(job: QueuedJob) -> Fetch:
@@ -555,6 +549,50 @@ def refresh(
             fetchers[server] = _Memo(fetch or lookup.fetcher(settings, server or None))
         return cast(Fetch, fetchers[server])
 
+    def show(plan: Plan) -> None:
+        if dry_run or verbose:
+            job = plan.job
+            out(f"{job.job_id} user={job.user} walltime={job.walltime}: {_what(plan)}"
+                + (" (dry run)" if dry_run else ""))  # fmt: skip
+
+    jobs = _queued_jobs(pbs)
+    summary.seen = len(jobs)
+    changes = _plan_all(jobs, settings, fetch_for, summary, (deadline, limit), show, err)
+    if dry_run:
+        summary.changed = len(changes)
+        if summary.ranks is not None:
+            summary.ranks = sum(1 for p in changes if p.new_rank_s is not None)
+    else:
+        if changes:
+            _wait_for_the_hook(fetchers.values(), settings, deadline, sleep)
+        _apply(pbs, changes, deadline, summary, err)
+    lookup.close_cached()
+    summary.elapsed_s = time.monotonic() - start
+    return summary
+
+
+def _probe_database(settings: Settings) -> None:
+    """Connect to the hook's database once, and close (the cached connection first).
+
+    :raises RefreshError: no dsn, or the database cannot be reached
+    """
+    if not settings.dsn:
+        raise RefreshError("the hook config has no dsn")
+    try:
+        lookup.close_cached()
+        probe = lookup.connect(
+            settings.dsn, settings.connect_timeout_s, settings.statement_timeout_ms
+        )
+        probe.close()
+    except DatabaseError as error:
+        raise RefreshError(str(error)) from None
+
+
+def _queued_jobs(pbs: Pbs) -> list[QueuedJob]:
+    """The queued jobs, the oldest predictions first.
+
+    :raises RefreshError: PBS cannot be asked for its jobs
+    """
     try:
         jobs = [
             job_from_qstat(job_id, attrs)
@@ -563,9 +601,24 @@ def refresh(
         ]
     except PbsError as error:
         raise RefreshError(str(error)) from None
-    jobs.sort(key=lambda j: (j.queued_since, j.job_id))  # the oldest predictions first
-    summary.seen = len(jobs)
+    jobs.sort(key=lambda j: (j.queued_since, j.job_id))
+    return jobs
 
+
+def _plan_all(
+    jobs: list[QueuedJob],
+    settings: Settings,
+    fetch_for: Callable[[QueuedJob], Fetch],
+    summary: Summary,
+    bounds: tuple[float, int],
+    show: Callable[[Plan], None],
+    err: Callable[[str], None],
+) -> list[Plan]:
+    """The changes the jobs need, in order, until the deadline or the most changes
+    (``bounds``); the rest counted in ``summary`` (unchanged, skipped, errors). ``show``
+    gets each change as it is planned.
+    """
+    deadline, limit = bounds
     changes: list[Plan] = []
     db_errors = 0
     for index, job in enumerate(jobs):
@@ -589,25 +642,12 @@ def refresh(
         db_errors = 0
         if plan.action == "change":
             changes.append(plan)
-            if dry_run or verbose:
-                out(f"{job.job_id} user={job.user} walltime={job.walltime}: {_what(plan)}"
-                    + (" (dry run)" if dry_run else ""))  # fmt: skip
+            show(plan)
         elif plan.action == "unchanged":
             summary.unchanged += 1
         else:
             summary.skipped[plan.reason] += 1
-
-    if dry_run:
-        summary.changed = len(changes)
-        if summary.ranks is not None:
-            summary.ranks = sum(1 for p in changes if p.new_rank_s is not None)
-    else:
-        if changes:
-            _wait_for_the_hook(fetchers.values(), settings, deadline, sleep)
-        _apply(pbs, changes, deadline, summary, err)
-    lookup.close_cached()
-    summary.elapsed_s = time.monotonic() - start
-    return summary
+    return changes
 
 
 def _wait_for_the_hook(

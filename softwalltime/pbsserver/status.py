@@ -23,6 +23,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from ..core.config import Settings, redact_dsn
 from ..core.locks import INGEST_LOCK_KEY
+from ..core.registry import LEARNED
 from ..errors import ConfigError, DatabaseError
 from ..hook import pgwire
 from .commands import Pbs, PbsError, exported_settings
@@ -718,38 +719,11 @@ class Options:
 
 def run_checks(pbs: Pbs, cli: Settings, opts: Options) -> list[Check]:
     """Every check in order; one that cannot gather its input says so as its result."""
-    checks: list[Check] = []
-    hook_settings: Optional[Settings] = None
-    try:
-        listing = parse_qmgr_hook(pbs.run("qmgr", "-c", f"list hook {opts.hook}").stdout)
-        checks.append(judge_hook(opts.hook, listing))
-        if listing:
-            exported = pbs.check(
-                "qmgr", "-c", f"export hook {opts.hook} application/x-config default"
-            )
-            config, hook_settings = judge_hook_config(exported)
-            checks.append(config)
-    except PbsError as err:
-        checks.append(Check("hook", UNKNOWN, f"cannot ask PBS: {err}"))
+    checks, hook_settings = _hook_checks(pbs, opts.hook)
     if hook_settings is not None and hook_settings.dsn:
         checks.append(check_database(hook_settings.dsn))
         checks.append(check_imports(pbs, hook_settings.sys_path))
-
-    now = opts.now or dt.datetime.now()
-    since = now - dt.timedelta(seconds=opts.since_s)
-    activity, today = Activity(), Activity()
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    logs = Path(pbs.home) / "server_logs"
-    try:
-        for path in log_files(logs, min(since, midnight), now):
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                activity.add(parse_hook_log(fh, since, opts.hook, today, midnight))
-    except OSError as err:
-        reason = err.strerror or type(err).__name__
-        checks.append(Check("activity", UNKNOWN, f"cannot read {err.filename}: {reason}"))
-    else:
-        checks.append(judge_activity(activity, opts.since_s, cli.status_failure_rate_pct, today))
-
+    checks.append(_activity_check(pbs, cli, opts))
     dsn = cli.dsn or (hook_settings.dsn if hook_settings else None)
     if not dsn:
         for name in ("ingester", "history"):
@@ -762,19 +736,63 @@ def run_checks(pbs: Pbs, cli: Settings, opts: Options) -> list[Check]:
             )
         return checks
     accounting = cli.accounting_dir or os.path.join(pbs.home, "server_priv", "accounting")
+    predictor = (hook_settings or cli).predictor
+    return checks + _database_checks(dsn, accounting, predictor, opts.ingest_max_age_s)
+
+
+def _hook_checks(pbs: Pbs, hook: str) -> tuple[list[Check], Optional[Settings]]:
+    """The hook as qmgr lists it, and its configuration; the settings found there."""
+    checks: list[Check] = []
+    hook_settings: Optional[Settings] = None
+    try:
+        listing = parse_qmgr_hook(pbs.run("qmgr", "-c", f"list hook {hook}").stdout)
+        checks.append(judge_hook(hook, listing))
+        if listing:
+            exported = pbs.check("qmgr", "-c", f"export hook {hook} application/x-config default")
+            config, hook_settings = judge_hook_config(exported)
+            checks.append(config)
+    except PbsError as err:
+        checks.append(Check("hook", UNKNOWN, f"cannot ask PBS: {err}"))
+    return checks, hook_settings
+
+
+def _activity_check(pbs: Pbs, cli: Settings, opts: Options) -> Check:
+    """The hook's events in the server logs since ``opts.since_s`` ago (and today)."""
+    now = opts.now or dt.datetime.now()
+    since = now - dt.timedelta(seconds=opts.since_s)
+    activity, today = Activity(), Activity()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    logs = Path(pbs.home) / "server_logs"
+    try:
+        for path in log_files(logs, min(since, midnight), now):
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                activity.add(parse_hook_log(fh, since, opts.hook, today, midnight))
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        return Check("activity", UNKNOWN, f"cannot read {err.filename}: {reason}")
+    return judge_activity(activity, opts.since_s, cli.status_failure_rate_pct, today)
+
+
+def _database_checks(
+    dsn: str, accounting: str, predictor: str, ingest_max_age_s: float
+) -> list[Check]:
+    """The ingester, the history and (predictor ``learned``) its table, over one connection
+    (5 s to connect, 30 s in all)."""
+    checks: list[Check] = []
     start = time.monotonic()
     deadline = start + 30.0
     try:
         conn = pgwire.connect(dsn, start + 5.0, startup={"application_name": "softwalltime-status"})
     except (DatabaseError, OSError, ValueError) as err:
         text = " ".join(str(err).split())
-        for name in ("ingester", "history"):
-            checks.append(Check(name, CRITICAL, f"database {redact_dsn(dsn)}: {text}"))
-        return checks
+        return [
+            Check(name, CRITICAL, f"database {redact_dsn(dsn)}: {text}")
+            for name in ("ingester", "history")
+        ]
     try:
         try:
             checks.append(
-                judge_ingester(ingest_state(conn, accounting, deadline), opts.ingest_max_age_s)
+                judge_ingester(ingest_state(conn, accounting, deadline), ingest_max_age_s)
             )
         except DatabaseError as err:
             checks.append(Check("ingester", CRITICAL, " ".join(str(err).split())))
@@ -790,7 +808,7 @@ def run_checks(pbs: Pbs, cli: Settings, opts: Options) -> list[Check]:
             checks.append(judge_history(servers, tuple(accuracy), time.time()))
         except DatabaseError as err:
             checks.append(Check("history", CRITICAL, " ".join(str(err).split())))
-        if (hook_settings or cli).predictor == "learned":
+        if predictor == LEARNED:
             try:
                 checks.append(judge_learned(conn.query(_LEARNED_SQL, (), deadline)))
             except DatabaseError as err:
