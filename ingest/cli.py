@@ -75,8 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--server",
         metavar="NAME",
-        help="PBS server the logs belong to (default: server setting, else each job id's "
-        "suffix after the first '.')",
+        help="PBS server of the logs (default: setting server, else each job id's suffix)",
     )
     parser.add_argument(
         "--batch-size",
@@ -90,14 +89,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=whole_number(0),
         default=0,
         metavar="N",
-        help="parse in N worker processes when there is much to read (backfills on a host "
-        "with idle cores; default 0: parse in this process)",
+        help="parse in N processes when there is much to read (default 0: in this one)",
     )
     parser.add_argument(
         "--print-cron",
         action="store_true",
-        help="print the /etc/cron.d/softwalltime-ingest file for this installation (the"
-        " absolute path of softwalltime-ingest: a virtualenv is not on cron's PATH) and exit",
+        help="print /etc/cron.d/softwalltime-ingest for this installation (by its absolute"
+        " path) and exit",
     )
     parser.add_argument(
         "--progress",

@@ -148,6 +148,21 @@ def _all_help_texts():
     return out
 
 
+def test_every_help_is_at_most_60_lines(monkeypatch):
+    """Issue 51: usage, one paragraph, the options; the rest is the man page's. At 80
+    columns, for every command and the softwalltime-ingest script."""
+    from softwalltime_ingest.__main__ import build_parser as build_ingest_parser
+
+    from softwalltime.cli.helptext import MAX_HELP_LINES
+
+    monkeypatch.setenv("COLUMNS", "80")
+    texts = _all_help_texts() + [("softwalltime-ingest", build_ingest_parser().format_help())]
+    lines = {name: len(text.splitlines()) for name, text in texts}
+    assert len(lines) > 20 and MAX_HELP_LINES == 60
+    assert {name: n for name, n in lines.items() if n > MAX_HELP_LINES} == {}
+    assert max(lines.values()) > 40  # the count is of the real text
+
+
 def test_no_help_names_a_development_checkout_path():
     # Issue 9 item 18: '../shared/...' exists only beside a development worktree.
     texts = _all_help_texts()

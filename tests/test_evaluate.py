@@ -339,10 +339,15 @@ def test_table_output(swf, capsys):
     assert out.count("  v3 ") == 4
 
 
-def test_help_states_the_replay_semantics(capsys):
+def test_the_man_page_states_the_replay_semantics(capsys):
+    """The method is the man page's (issue 51: --help names it, in its paragraph)."""
+    from softwalltime.cli import manpage
+
     with pytest.raises(SystemExit):
         cli.main(["evaluate", "--help"])
-    out = " ".join(capsys.readouterr().out.split())
+    assert "man softwalltime-evaluate" in " ".join(capsys.readouterr().out.split())
+    page = manpage.pages()["softwalltime-evaluate"]
+    out = " ".join(manpage.render(page, {}, "2026-01-01").replace("\\-", "-").split())
     assert "ended at or before that instant" in out
     assert "ends come first" in out
     assert (

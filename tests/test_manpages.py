@@ -204,3 +204,33 @@ def test_the_config_page_lists_every_setting_and_renders(tmp_path):
     assert gzip.decompress((tmp_path / "5" / "softwalltime.json.5.gz").read_bytes()) == (
         text.encode()
     )
+
+
+def _unroff(text: str) -> str:
+    """A page's words as --help would print them (escapes undone, lines joined)."""
+    return " ".join(text.replace("\\-", "-").replace("\\&", "").split())
+
+
+@pytest.mark.parametrize(
+    "name,said",
+    [
+        ("softwalltime-simulate", ["The model:", "Formula search (--search):", "--goal PCT is"]),
+        ("softwalltime-evaluate", ["never in its own history", "ends come first"]),
+        ("softwalltime-wait", ["--publish (cron, as a PBS manager", "'wait JOBID' answers"]),
+    ],
+)
+def test_what_a_short_help_leaves_out_is_on_its_page(written, name, said):
+    """Issue 51: --help is short; the model, the method and the examples are the man
+    page's (the long description, then EXAMPLES), and the page's synopsis names every
+    option even where --help's usage says [options]."""
+    parser = _expected()[name]
+    short = " ".join(parser.format_help().split())
+    page = _unroff(written[f"{name}.1"])
+    for text in said:
+        assert text in page and text not in short, (name, text)
+    assert ".SH EXAMPLES" in written[f"{name}.1"] and "\nexamples:" not in parser.format_help()
+    assert f"man {name}," in short
+    synopsis = written[f"{name}.1"].split(".SH SYNOPSIS")[1].split(".SH")[0]
+    for action in parser._actions:
+        if action.option_strings and action.help != argparse.SUPPRESS:  # -h for -h, --help
+            assert manpage.escape(action.option_strings[0]) in synopsis, (name, action.dest)

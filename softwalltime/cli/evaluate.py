@@ -16,6 +16,7 @@ from ..errors import ConfigError, ParseError, SoftwalltimeError
 from ..units import parse_size
 from .argtypes import name_list
 from .calibrate import TARGET_HELP, target_option
+from .helptext import man_only, more
 
 if TYPE_CHECKING:
     from ..replay.trace import Trace
@@ -47,9 +48,8 @@ def add_input_size(p: argparse.ArgumentParser) -> None:
         type=input_size,
         default=input_size(MAX_INPUT_DEFAULT),
         metavar="SIZE",
-        help="read at most SIZE from all SOURCEs together, decompressed, e.g. 4gb"
-        f" (default: {MAX_INPUT_DEFAULT}); beyond it, or at a line over 16mb, reading stops"
-        " with an error",
+        help=f"read at most SIZE of all SOURCEs, decompressed (default: {MAX_INPUT_DEFAULT});"
+        " a line at most 16mb",
     )
 
 
@@ -59,7 +59,10 @@ and for the users' own walltimes: jobs evaluated, % underestimated (soft < runti
 % badly underestimated (soft < runtime - 30 min), mean and median accuracy
 (min(runtime/soft, soft/runtime); 1 when both are 0) and mean absolute error in hours,
 over all jobs and per runtime class: short (<= 2 h), medium (<= 24 h), long (> 24 h).
+""" + more("softwalltime-evaluate", "evaluate.md")
 
+# The man page's (helptext.man_only): the sources, the replay's semantics, calibrated.
+METHOD = """\
 SOURCE is an SWF trace (plain or .gz; standard 18 columns, or Alea's 21 columns with
 absolute submit times), a PBS accounting file, or a directory of them. All SOURCEs are
 replayed as one workload (users of different SWF files are kept apart). --db reads the
@@ -100,9 +103,9 @@ def register(sub: Any) -> None:
         "evaluate",
         help="replay SWF traces, PBS accounting logs or the history table through the predictors",
         description=DESCRIPTION,
-        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    man_only(p, METHOD, EPILOG)
     p.add_argument(
         "sources", nargs="*", metavar="SOURCE", help="SWF trace, PBS accounting file or directory"
     )

@@ -6,7 +6,9 @@ writes ``softwalltime.1``, a page per subcommand at every level (``softwalltime-
 (``softwalltime-ingest.1``; where a subcommand has the same name, as ``softwalltime ingest``
 has, that script's page serves both). The commands come from the installed distribution's
 console scripts, each module's ``build_parser()``, the way the ``softwalltime`` command finds
-its plugin commands, so a new command or option gets its page without an edit here.
+its plugin commands, so a new command or option gets its page without an edit here. A
+command whose ``--help`` is kept short gives its page more (``softwalltime.cli.helptext``):
+the rest of its description, and its examples.
 
 Our own ~200 lines instead of argparse-manpage: that tool writes one page per parser with
 the subcommands inside it (no ``softwalltime-db-upgrade(1)``), and the packages are built
@@ -29,6 +31,7 @@ from importlib import metadata
 from pathlib import Path
 
 from .. import __version__
+from .helptext import DOCS, man_description, man_epilog
 
 DISTRIBUTION = "softwalltime"
 SECTION = "1"
@@ -61,7 +64,6 @@ FILES = (
     ("/lib/systemd/system/softwalltime-*", "the timers and services of the packages"),
     ("/etc/pbs.conf", "PBS_EXEC and PBS_HOME (or PBS_CONF_FILE)"),
 )  # fmt: skip
-DOCS = "/usr/share/doc/softwalltime"
 _SECTION_TITLE_RE = re.compile(r"^([a-z][a-z ]*):$")
 
 
@@ -119,8 +121,9 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse._SubParsersAct
 
 
 def _synopsis(parser: argparse.ArgumentParser) -> list[str]:
+    """Every option, even where the --help's usage says "[options]" to stay short."""
     fmt = _formatter(parser)
-    fmt.add_usage(parser.usage, parser._actions, parser._mutually_exclusive_groups, prefix="")
+    fmt.add_usage(None, parser._actions, parser._mutually_exclusive_groups, prefix="")
     usage = " ".join(fmt.format_help().split())
     rest = usage[len(parser.prog) :].strip() if usage.startswith(parser.prog) else usage
     return [f".B {escape(parser.prog)}", escape(rest)] if rest else [f".B {escape(parser.prog)}"]
@@ -167,9 +170,9 @@ def _commands_section(page: Page, pages: dict[str, Page]) -> list[str]:
 
 
 def _epilog(parser: argparse.ArgumentParser) -> list[str]:
-    if not parser.epilog:
+    text = man_epilog(parser).strip("\n")
+    if not text:
         return []
-    text = parser.epilog.strip("\n")
     first, _, rest = text.partition("\n")
     m = _SECTION_TITLE_RE.match(first.strip())
     title, body = (m.group(1), rest) if m and rest.strip() else ("notes", text)
@@ -191,7 +194,7 @@ def _see_also(page: Page) -> list[str]:
 def _exit_status(parser: argparse.ArgumentParser) -> list[str]:
     """The command's own "Exit 0: ...; 1: ..." sentence from its description, else the
     statuses every command shares."""
-    m = _EXIT_RE.search(" ".join((parser.description or "").split()))
+    m = _EXIT_RE.search(" ".join(man_description(parser).split()))
     text = m.group(1).removeprefix("Exit status ").removeprefix("Exit ") if m else EXIT_DEFAULT
     return [".SH EXIT STATUS", escape(text.rstrip(".") + ".")]
 
@@ -218,8 +221,9 @@ def render(page: Page, pages: dict[str, Page], date: str) -> str:
     lines += _synopsis(parser)
     if page.also:
         lines += [".br", f".B {escape(page.also)}", escape("[same options]")]
-    if parser.description:
-        lines += [".SH DESCRIPTION", *_paragraphs(parser.description, raw=_is_raw(parser))]
+    description = man_description(parser)
+    if description:
+        lines += [".SH DESCRIPTION", *_paragraphs(description, raw=_is_raw(parser))]
     if page.parent:
         lines += [
             ".PP",

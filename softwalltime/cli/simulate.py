@@ -14,8 +14,9 @@ from ..core import registry
 from ..core.config import Settings
 from ..errors import ConfigError
 from .argtypes import backfill_fuzzy, bounded_number, name_list, whole_number
-from .calibrate import TARGET_HELP, target_option
+from .calibrate import target_option
 from .evaluate import add_input_size
+from .helptext import man_only, more
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,12 @@ DESCRIPTION = """\
 Simulate a first-come-first-served scheduler with EASY backfilling on a workload, once per
 estimate source, and report waiting time (mean, median, p95, hours) and bounded slowdown
 (10-minute bound) overall and per runtime class (short <= 2 h, medium <= 24 h, long > 24 h),
-utilization, makespan and corrections, against the users' walltimes.
+utilization, makespan and corrections, against the users' walltimes; or search PBS's
+scheduler policies (--policies) or job_sort_formulas (--search) for the site.
+""" + more("softwalltime-simulate", "simulate.md")
 
+# The man page's (helptext.man_only): the model and the method.
+MODEL = """\
 The model:
 - Machine: a pool of processors, from the SWF header (MaxProcs) or --procs (required for
   PBS accounting logs, which give ncpus). A job uses its allocated (else requested)
@@ -106,7 +111,9 @@ one of them cannot run in a cycle the rest of the class is not tried in that cyc
 (--classes pbs, the default; rank: softwalltime_rank on sched_config's resources: line
 puts the rank in the class too; none: every job on its own); the periodic cycle runs
 --scheduler-iteration seconds after the last cycle; a soft walltime is extended once the
-job is strictly past it.
+job is strictly past it. --backfill-fuzzy is the site's opt_backfill_fuzzy: PBS searches a
+top job's start in windows of it. A sort by length can starve wide jobs: hence
+--wide-max-bound.
 
 Formula search (--search): job_sort_formulas of one family, each a sum of the expansion
 factor (eligible_time + 600) / (E + 600) (or, with the power 2, 3600 * (eligible_time +
@@ -128,7 +135,10 @@ run on the second half, which reports the recommendation's figures, whether the
 tolerances still hold, its rank among those on both halves, and the front with what each
 point gives up against the baseline; then the qmgr and sched_config lines. --plot DIR
 draws the front (formula_front.png); --json carries the same; --jobs N runs the
-simulations in N processes, with a progress line on stderr when it is a terminal.
+simulations in N processes, with a progress line on stderr when it is a terminal. --goal
+PCT is the gain to check for: mean bsld PCT % under the baseline's on the second half
+within the tolerances; the output says whether the recommendation reaches it, and which
+points of the front do.
 
 The rank (softwalltime_rank, read by the *.rank sorts; 0 in other formulas): the mean run
 time of the user's 10 newest similar jobs (key-mean, the hook's code), computed at submit
@@ -162,14 +172,15 @@ def register(sub: Any) -> None:
         "simulate",
         help="simulate EASY backfilling with soft walltimes: waiting time and slowdown",
         description=DESCRIPTION,
-        epilog=EPILOG,
+        usage="%(prog)s [options] SOURCE [SOURCE ...]",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    man_only(p, MODEL, EPILOG)
     p.add_argument("sources", nargs="+", metavar="SOURCE", help="SWF trace or PBS accounting")
     p.add_argument(
         "--estimates",
         metavar="LIST",
-        help="estimate sources, comma-separated, from {} (default: {}; with --search: {})".format(
+        help="comma-separated, of {} (default: {}; --search: {})".format(
             ",".join(SOURCES), DEFAULT_SOURCES, SEARCH_SOURCES
         ),
     )
@@ -177,95 +188,77 @@ def register(sub: Any) -> None:
         "--correction",
         choices=CORRECTIONS,
         default="pbs",
-        help="what happens when a job outlives its estimate (default: %(default)s)",
+        metavar="HOW",
+        help="when a job outlives its estimate: %(choices)s (default: %(default)s)",
     )
     p.add_argument(
         "--target-under-pct",
         metavar="PCT|v3",
-        help="estimates calibrated and learned: " + TARGET_HELP,
+        help="estimates calibrated and learned: the target under-estimate %% or v3 (default:"
+        " the setting target_under_pct)",
     )
     p.add_argument("--procs", type=whole_number(1), metavar="N", help="processors of the machine")
     p.add_argument(
         "--policies",
         metavar="LIST",
-        help="policy search: PBS scheduler policies, comma-separated, each SORT[-bfK|-strict|"
-        "-greedy] with SORT fcfs, sjf (shortest estimate first), xfactor (largest expansion "
-        "factor first), small (fewest processors first) or a job_sort_formula expression "
-        "(e.g. fcfs-bf1,sjf-bf1,xfactor-bf4); sjf.rank, sjfage.rank, xfactor.rank sort by "
-        "the rank the hook publishes (softwalltime_rank); runs every policy x estimate "
-        "source and recommends one",
+        help="policy search: PBS's policies, comma-separated, SORT[-bfK|-strict|-greedy]",
     )
     _add_search_options(p)
     p.add_argument(
         "--rank-refresh",
         type=whole_number(0),
-        metavar="SECONDS",
-        help="policy search: queued jobs are ranked again (softwalltime_rank, for the *.rank "
-        "sorts) at the first cycle of every SECONDS, as the softwalltime refresh timer "
-        f"does (default: {RANK_REFRESH_S}; 0: the rank is set at submit only)",
+        metavar="S",
+        help=f"policy search: rank queued jobs again every S s (default: {RANK_REFRESH_S})",
     )
     p.add_argument(
         "--rank-by",
         choices=RANK_BY,
-        help="policy search: the rank the *.rank sorts read (softwalltime_rank, the hook's "
-        "setting rank): key-mean; key-mean-paid, key-mean floored by the user's paid "
-        "evidence; learned, the predictor learned's own, its site table "
-        "learning online from the jobs ended in the simulation; learned-paid, learned's "
-        "floored by the user's paid evidence (default: key-mean)",
+        metavar="RANK",
+        help="policy search: the *.rank sorts' rank: %(choices)s (default: key-mean)",
     )
     p.add_argument(
         "--long-p95-bound",
         type=bounded_number(0, MAX_BOUND_H),
-        metavar="HOURS",
-        help="policy search: the most long jobs' (run > 24 h) p95 wait may be (default: "
-        "theirs with the users' walltimes under the first policy)",
+        metavar="H",
+        help="policy search: long jobs' p95 wait bound, hours",
     )
     p.add_argument(
         "--wide-max-bound",
         type=bounded_number(0, MAX_BOUND_H),
-        metavar="HOURS",
-        help="policy search: the longest wide jobs (>= 1/8 of the machine) may wait (default: "
-        f"{WIDE_MAX_FACTOR} x their longest wait with the users' walltimes under the "
-        "first policy; a sort by length can starve them)",
+        metavar="H",
+        help="policy search: wide jobs' longest wait bound, hours",
     )
     p.add_argument(
         "--scheduler-iteration",
         type=whole_number(0),
         default=600,
         metavar="S",
-        help="policy search: seconds between periodic cycles (PBS scheduler_iteration; "
-        "default: %(default)s; cycles also run at every arrival and end)",
+        help="policy search: seconds between periodic cycles (default: %(default)s)",
     )
     p.add_argument(
         "--backfill-by",
         choices=BACKFILL_BY,
-        metavar="{estimate,walltime}",
-        help="policy search: what must end by a top job's reservation for a job to pass it: "
-        "estimate (the default: its soft walltime, as PBS 23.06's scheduler checks it) or "
-        "walltime (PBS's rule only next to an advance reservation); soft walltimes "
-        "place the reservations and feed the sort either way",
+        metavar="WHAT",
+        help="policy search: what must end by a reservation: %(choices)s (default: estimate)",
     )
     p.add_argument(
         "--backfill-fuzzy",
         type=backfill_fuzzy,
         metavar="F",
-        help="policy search: the site's opt_backfill_fuzzy (off, low, medium, high or "
-        "seconds; default: low, PBS's 60 s): PBS searches a top job's start in windows of it",
+        help="policy search: opt_backfill_fuzzy (default: low)",
     )
     p.add_argument(
         "--classes",
         choices=CLASSES,
-        metavar="{pbs,rank,none}",
-        help="policy search: equivalence classes: pbs (the default: processors and "
-        "walltime, PBS's key), rank (also softwalltime_rank, with it on sched_config's "
-        "resources: line), none (every job checked on its own)",
+        metavar="KEY",
+        help="policy search: equivalence classes: %(choices)s (default: pbs)",
     )
     p.add_argument(
         "--backfill-depth",
         type=whole_number(1),
         default=1,
         metavar="K",
-        help="reservations (PBS backfill_depth; 1 = EASY, the default)",
+        help="reservations (backfill_depth; default: 1, EASY)",
     )
     p.add_argument(
         "--sjbf", action="store_true", help="backfill candidates shortest estimate first"
@@ -273,8 +266,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--lazy-corrections",
         action="store_true",
-        help="corrections get no scheduling pass of their own (applied at the next pass, "
-        "as PBS's scheduler does at its next cycle)",
+        help="corrections wait for the next pass, as PBS's",
     )
     p.add_argument(
         "--refresh-every",
@@ -314,32 +306,25 @@ def _add_search_options(p: Any) -> None:
     p.add_argument(
         "--search",
         action="store_true",
-        help="formula search: job_sort_formulas of a family (expansion factor with weights on "
-        "age, rank and width) x estimate sources on PBS's model, tuned on the trace's first "
-        "half within the tolerances, reported on its second half, with the Pareto front",
+        help="formula search: job_sort_formulas on PBS's model",
     )
     p.add_argument(
         "--p95-tolerance",
         type=bounded_number(0, 1000),
         metavar="PCT",
-        help="formula search: how much worse (%%) the p95 wait of short, long and wide jobs "
-        "may get than the baseline's (fcfs-bf1, users' walltimes) "
-        f"(default: {P95_TOLERANCE_PCT:g})",
+        help=f"formula search: p95 waits' tolerance, %% (default: {P95_TOLERANCE_PCT:g})",
     )
     p.add_argument(
         "--goal",
         type=bounded_number(0, 100),
         metavar="PCT",
-        help="formula search: the gain to check for, mean bsld this many %% under the "
-        "baseline's on the second half within the tolerances; the output says whether the "
-        f"recommendation reaches it, and which points of the front do (default: {GOAL_PCT:g})",
+        help=f"formula search: the gain in mean bsld to check for (default: {GOAL_PCT:g})",
     )
     p.add_argument(
         "--max-factor",
         type=bounded_number(1, 100),
         metavar="X",
-        help="formula search: how many times the baseline's longest wait any job may wait "
-        f"(default: {MAX_FACTOR:g})",
+        help=f"formula search: longest wait's tolerance, x (default: {MAX_FACTOR:g})",
     )
 
 

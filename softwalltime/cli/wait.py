@@ -19,6 +19,7 @@ from ..core.config import Settings
 from ..errors import ConfigError, DatabaseError
 from .argtypes import backfill_fuzzy, positive_duration, whole_number
 from .evaluate import add_input_size, check_plot_dir
+from .helptext import man_only, more
 
 DESCRIPTION = """\
 Replay SWF traces or PBS accounting logs through the queue-wait predictors of Kumar and
@@ -86,7 +87,10 @@ Predict when a job starts: a queued job (JOBID), or one submitted now (--ncpus a
 IBL's predicted wait, the QBETS-style bound and the log-uniform model, as 'softwalltime
 eval-wait' replays them. A queued job is predicted as if submitted now (the wait from
 now), with every other job as history.
+""" + more("softwalltime-wait", "wait.md")
 
+# The man page's (helptext.man_only): where the jobs come from, --publish, no database.
+WAIT_MODEL = """\
 The queued and running jobs come from the database (--source db, the default: live_jobs,
 which the ingester keeps from the Q, S, R and D records, read in one snapshot with the
 finished jobs, so no job is missing or counted twice), or from the PBS server now
@@ -131,9 +135,9 @@ def _register_wait(sub: Any) -> None:
         "wait",
         help="predict when a queued job (or one submitted now) starts (PQStar, IBL, QBETS)",
         description=WAIT_DESCRIPTION,
-        epilog=WAIT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    man_only(p, WAIT_MODEL, WAIT_EPILOG)
     p.add_argument("job_id", nargs="?", metavar="JOBID", help="a queued job, e.g. 1234.pbs01")
     p.add_argument("--ncpus", type=_procs, metavar="N", help="processors of a job not submitted")
     p.add_argument(
