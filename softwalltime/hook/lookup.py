@@ -52,6 +52,7 @@ from ..core.calibrated import HISTORY_ROWS, Choices, ClassRow, OtherRuleSet, Sit
 from ..core.config import STATEMENT_GRACE_S, redact_dsn, require_dsn
 from ..core.learned_site import LearnedChoices, LearnedFetch, SiteRow
 from ..core.learned_site import OtherRuleSet as OtherLearnedRules
+from ..core.registry import TARGETED
 from ..errors import UNDEFINED_TABLE, ConfigError, DatabaseError, SchemaMissingError
 from . import pgwire
 from .state import STATE
@@ -306,7 +307,7 @@ def decided(settings: Any, key: Optional[Tuple[Any, ...]], decide: Callable[[], 
     decision (None: decide now, keep nothing).
     """
     entries = settings.history_cache_entries
-    if key is None or entries <= 0 or settings.predictor in ("calibrated", "learned"):
+    if key is None or entries <= 0 or settings.predictor in TARGETED:
         return decide()
     conn = _cached(
         _conn_key(settings.dsn, settings.connect_timeout_s, settings.statement_timeout_ms)

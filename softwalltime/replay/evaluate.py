@@ -134,7 +134,7 @@ def replay_columns(
     if params is None:
         params = PredictorParams.create()
 
-    classic = [name for name in predictors if name not in (cal.NAME, learned.NAME)]
+    classic = [name for name in predictors if name not in TARGETED]
     soft = replay_classic(cols, classic, params)
     walls, runs = cols.walls, cols.runs
     soft_all: Dict[str, List[int]] = {BASELINE: list(walls)}
