@@ -17,9 +17,13 @@ _DESCRIPTION = "_softwalltime_man_description"
 _EPILOG = "_softwalltime_man_epilog"
 
 
+_MORE = "The model, the method and examples: man "
+
+
 def more(page: str, doc: str) -> str:
-    """The sentence that ends a short description: where the rest is (two lines)."""
-    return f"The model, the method and examples: man {page},\nand {DOCS}/docs/{doc}.\n"
+    """The sentence that ends a short description: where the rest is (two lines; the man
+    page, which holds the rest, leaves it out)."""
+    return f"{_MORE}{page},\nand {DOCS}/docs/{doc}.\n"
 
 
 def man_only(parser: argparse.ArgumentParser, description: str, epilog: str = "") -> None:
@@ -33,7 +37,7 @@ def man_only(parser: argparse.ArgumentParser, description: str, epilog: str = ""
 def man_description(parser: argparse.ArgumentParser) -> str:
     """The man page's DESCRIPTION: the parser's own, then its man-only part."""
     extra = getattr(parser, _DESCRIPTION, "")
-    own = parser.description or ""
+    own = (parser.description or "").split(_MORE)[0]
     return f"{own.rstrip()}\n\n{extra.strip(chr(10))}" if extra else own
 
 
