@@ -210,3 +210,26 @@ def test_db_upgrade_and_downgrade_json(empty_dsn, capsys):
     code, found = _json(capsys, "db", "downgrade", "base", "--json", "--dsn", empty_dsn)
     assert code == 0
     assert (found["command"], found["previous"], found["revision"]) == ("downgrade", head, None)
+
+
+def test_predict_records_what_each_reader_returned():
+    """predict's recorder (issue 51: a class, not attributes patched onto a function): the
+    hook's fetch, its one statement for the rank, and calibrated's site history."""
+    from softwalltime.cli import predict
+
+    class Fetch:
+        def __call__(self, user, limit, only):
+            return [(1, 2)]
+
+        def both(self, user, limit, only):
+            return [(3, 4)], [(3, 4, 1)]
+
+    class Site:
+        def history(self, user, limit):
+            return iter([(5, 6, 2)])
+
+    record = predict._Recorder(Fetch(), Site())
+    assert record("alice", 2, False) == [(1, 2)]
+    assert record.both("alice", 15, True) == ([(3, 4)], [(3, 4, 1)])
+    assert record.history("alice", 100) == [(5, 6, 2)]
+    assert record.seen == [(1, 2), (3, 4)] and record.class_rows == [(3, 4, 1), (5, 6, 2)]

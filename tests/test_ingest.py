@@ -1466,3 +1466,14 @@ def test_a_connection_lost_at_the_lock_step_is_one_clean_error(fresh_dsn, step, 
         assert message.split(": ", 1)[1]  # says why
     finally:
         loader.close()
+
+
+def test_a_template_is_learnt_from_an_e_record_and_only_from_one():
+    """The ingester's template search alone (issue 51 split it out of e_copy_line)."""
+    from softwalltime_ingest.parse import _find_template
+
+    line = next(x for x in LOCAL.read_text().splitlines() if e_copy_line(x, "src", 7, None))
+    tpl, match = _find_template(line, False)
+    assert match.group(0) == line and tpl.regex.fullmatch(line) is not None
+    assert _find_template(line.replace(";E;", ";Q;", 1), False) is None
+    assert _find_template("not a record", False) is None

@@ -579,3 +579,20 @@ def test_summary_json_has_the_keys_help_lists(tmp_path):
     assert list(found) == [k for k, _ in cli_refresh.JSON_KEYS]
     assert (found["seen"], found["changed"], found["ranks"], found["dry_run"]) == (2, 2, 2, True)
     assert found["errors"] == 0 and found["jobs"] == lines and len(lines) == 2
+
+
+def test_planning_stops_at_its_bounds_before_reading_a_history():
+    """refresh's planning part alone: no change allowed, or no time left, skips every job
+    (counted by reason) without asking the history."""
+    jobs = [r.job_from_qstat(i, a) for i, a in json.loads(QSTAT)["Jobs"].items()]
+
+    def fetch_for(job):
+        raise AssertionError(f"{job.job_id}: read")
+
+    for bounds, reason in (((float("inf"), 0), "max changes"), ((0.0, 10), "time budget")):
+        summary, shown, errors = r.Summary(dry_run=True), [], []
+        plans = r._plan_all(
+            jobs, settings(), fetch_for, summary, bounds, shown.append, errors.append
+        )
+        assert (plans, shown, errors) == ([], [], [])
+        assert dict(summary.skipped) == {reason: len(jobs)} and len(jobs) >= 2
