@@ -1,7 +1,8 @@
 """Driving the real OpenPBS server that ``make pbs-up`` starts from tests and benchmarks.
 
 The harness that builds, starts and stops it is ``tests/pbs/server/``. PBS lives in its own
-network namespace: every PBS command goes through ``pbsx`` (nsenter into that namespace). Hooks inside pbs_server reach a database by unix socket only.
+network namespace: every PBS command goes through ``pbsx`` (nsenter into that namespace).
+Hooks inside pbs_server reach a database by unix socket only.
 """
 
 from __future__ import annotations
