@@ -15,7 +15,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/env.sh"
 
 me=tarball.sh
-cache_dir=${SOFTWALLTIME_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softwalltime}
+cache_dir=${SOFTWALLTIME_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/softwalltime}
 cached=$cache_dir/$OPENPBS_TARBALL_NAME
 url=${OPENPBS_URL:-$OPENPBS_DEFAULT_URL}
 
