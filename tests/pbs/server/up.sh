@@ -53,13 +53,21 @@ resolved=$("$pbsx" getent hosts "$PBS_HOST" | awk '{print $1; exit}' || true)
 	{ echo "up.sh: $PBS_HOST resolves to '$resolved' inside the namespace, not $PBS_ADDR" >&2; exit 1; }
 
 # ------------------------------------------------------------------ daemons
-# pbs_init.d starts only what its lock files say is not running. A bare environment: no
-# venv, pyenv or PYTHON* variable of the caller reaches the daemons.
+# pbs_init.d starts only what its lock files say is not running. The daemons get a bare
+# environment (no venv, pyenv or PYTHON* variable of the caller) and no descriptor but
+# stdio: one inherited from the caller, such as the lock of `flock LOCK make pbs-up`,
+# would stay open, and the lock held, for as long as the daemon runs.
+bare() (
+	for fd in /proc/self/fd/*; do
+		fd=${fd##*/}
+		if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi
+	done
+	exec env -i PATH="$PBS_CLEAN_PATH" LANG=C.UTF-8 HOME=/root TERM=dumb "$@"
+)
 cd /
 {
 	echo "--- $(date '+%F %T') pbs_init.d start"
-	env -i PATH="$PBS_CLEAN_PATH" LANG=C.UTF-8 HOME=/root TERM=dumb \
-		"$pbsx" "$PBS_PREFIX/libexec/pbs_init.d" start </dev/null 2>&1 || echo "(exit status $?)"
+	bare "$pbsx" "$PBS_PREFIX/libexec/pbs_init.d" start </dev/null 2>&1 || echo "(exit status $?)"
 } | tee -a "$log" | sed 's/^/up.sh| /'
 
 # ------------------------------------------------------------------ wait
