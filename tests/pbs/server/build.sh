@@ -16,7 +16,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=env.sh
+# shellcheck source=SCRIPTDIR/env.sh
 . "$HERE/env.sh"
 need_root build.sh
 

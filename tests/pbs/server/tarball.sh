@@ -11,7 +11,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=env.sh
+# shellcheck source=SCRIPTDIR/env.sh
 . "$HERE/env.sh"
 
 me=tarball.sh
