@@ -44,10 +44,24 @@ compile: $(VENV)/.installed
 man: $(VENV)/.installed
 	$(BIN)/python -m softwalltime.cli.manpage build/man --config-page build/man
 
-## test-pbs: the hook inside a real OpenPBS server (root, Debian 12; ../shared/openpbs)
+## test-pbs: the hook inside a real OpenPBS server (root, Debian 12; make pbs-up first, by itself)
 .PHONY: test-pbs
-test-pbs: compile
+test-pbs: compile pbs-up
 	$(BIN)/pytest -m pbs tests/pbs
+
+# The real OpenPBS 23.06.06 the pbs tests use (tests/pbs/server/; root, Debian 12). The source
+# tarball: $$OPENPBS_TARBALL, else the cache ($$SOFTWALLTIME_CACHE_DIR, default
+# ~/.cache/softwalltime), else a download into the cache; always checked by sha256.
+PBS_HARNESS := tests/pbs/server
+## pbs-up: build OpenPBS into /opt/pbs unless it is there (a few minutes), then start it in its namespaces
+.PHONY: pbs-up pbs-down
+pbs-up:
+	$(PBS_HARNESS)/build.sh
+	$(PBS_HARNESS)/up.sh
+
+## pbs-down: stop the OpenPBS server (PURGE=1 also removes its namespaces, hosts line and route)
+pbs-down:
+	$(PBS_HARNESS)/down.sh $(if $(PURGE),--purge)
 
 ## demo: end to end on a throwaway local PostgreSQL (or $SOFTWALLTIME_DSN if set)
 demo: $(VENV)/.installed

@@ -2,8 +2,8 @@
 
 Where the commands are: ``pbs_exec`` setting, else ``PBS_EXEC`` of ``/etc/pbs.conf``
 (``$PBS_EXEC/bin``), else ``/opt/pbs``. ``pbs_command_prefix`` is put in front of every
-command (for example ``["/work/shared/openpbs/pbsx"]`` where PBS lives in a network
-namespace, or ``["sudo", "-n"]``).
+command (for example a source checkout's ``["tests/pbs/server/pbsx"]`` where PBS lives in
+a network namespace, or ``["sudo", "-n"]``).
 """
 
 from __future__ import annotations

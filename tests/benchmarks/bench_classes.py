@@ -7,7 +7,7 @@ classes to keep cycles short: once a job of a class cannot run, the rest of the 
 its error without a check of their own (fifo.cpp:990-996, check.cpp:710-714). Splitting the
 classes by rank therefore costs scheduler time in every cycle; this measures how much.
 
-Run as root with OpenPBS up (``../shared/openpbs/up.sh``). Under the machine-wide PBS lock,
+Run as root with OpenPBS up (``make pbs-up``). Under the machine-wide PBS lock,
 on the 2-cpu node: a 2-cpu blocker runs, so nothing else can; ``--jobs`` 1-cpu jobs of
 alice are queued while scheduling is off (``--walltimes`` distinct walltimes and
 ``--ranks`` distinct ranks, dealt round-robin, so without the line there are

@@ -1,6 +1,6 @@
 """qsub throughput on the real OpenPBS server: no hook, an empty hook, the softwalltime hook.
 
-Run as root with OpenPBS up (``../shared/openpbs/up.sh``): ``make bench-pbs``. It takes
+Run as root with OpenPBS up (``make pbs-up``): ``make bench-pbs``. It takes
 the machine-wide PBS lock, gives the hook a throwaway PostgreSQL on a unix socket with a
 history for ``alice``, and in each round submits ``--jobs`` held jobs per configuration,
 one ``qsub`` process per job, as ``alice`` (the loop runs in her shell and is timed there,

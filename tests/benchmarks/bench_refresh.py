@@ -1,6 +1,6 @@
 """Benchmark: ``softwalltime refresh`` over N queued jobs on the real OpenPBS server.
 
-Usage (root, OpenPBS of ../shared/openpbs up)::
+Usage (root, OpenPBS up: ``make pbs-up``)::
 
     python tests/benchmarks/bench_refresh.py [--jobs 1000]
 

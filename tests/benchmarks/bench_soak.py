@@ -1,6 +1,6 @@
 """pbs_server's memory over many hook events: the softwalltime hook against an empty hook.
 
-Run as root with OpenPBS up (``../shared/openpbs/up.sh``): ``make bench-soak``. It takes the
+Run as root with OpenPBS up (``make pbs-up``): ``make bench-soak``. It takes the
 machine-wide PBS lock, gives the hook a throwaway PostgreSQL on a unix socket with a history
 for ``alice``, turns job history off for the run (a deleted job then leaves nothing behind in
 the server), and for each configuration (an empty queuejob hook, then the softwalltime hook

@@ -1,7 +1,7 @@
 """Twin replay on the real OpenPBS server: a segment of a real trace as ``sleep`` jobs,
 against ``simulate_pbs`` of the same jobs (issue 29).
 
-Run as root with OpenPBS up (``../shared/openpbs/up.sh``): ``make bench-twin`` (KTH-SP2),
+Run as root with OpenPBS up (``make pbs-up``): ``make bench-twin`` (KTH-SP2),
 or ``python tests/benchmarks/bench_twin.py --trace CTC``. It takes the machine-wide PBS
 lock, picks ``--jobs`` consecutive jobs where they wait (of ``--candidates`` windows spread
 over the trace, the largest simulated mean wait under fcfs-bf1 with the users' walltimes),

@@ -1,7 +1,7 @@
 """A faithful fake of PBS's ``pbs`` module, for running server hooks outside pbs_server.
 
-Behaviour copied from OpenPBS (``src/modules/python/pbs/v1/_base_types.py``,
-``_svr_types.py``, ``_exc_types.py``; see ``../shared/docs/pbs-reference.md`` section 2):
+Behaviour copied from OpenPBS 23.06 (``src/modules/python/pbs/v1/_base_types.py``,
+``_svr_types.py``, ``_exc_types.py`` of the source ``make pbs-up`` builds):
 
 * ``event()`` returns the current event: ``type``, ``hook_name``, ``requestor``,
   ``requestor_host``, ``job`` and, at ``modifyjob``, ``job_o``. As seen on OpenPBS 23.06:

@@ -1,7 +1,8 @@
-"""Driving the real OpenPBS server of ``../shared/openpbs`` from tests and benchmarks.
+"""Driving the real OpenPBS server that ``make pbs-up`` starts from tests and benchmarks.
 
-PBS lives in its own network namespace: every PBS command goes through ``pbsx`` (nsenter
-into that namespace). Hooks inside pbs_server reach a database by unix socket only.
+The harness that builds, starts and stops it is ``tests/pbs/server/``. PBS lives in its own
+network namespace: every PBS command goes through ``pbsx`` (nsenter into that namespace).
+Hooks inside pbs_server reach a database by unix socket only.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from softwalltime.pbsserver.commands import parse_qmgr_list
 
 REPO = Path(__file__).resolve().parents[2]
-OPENPBS = REPO.parent / "shared" / "openpbs"
+OPENPBS = REPO / "tests" / "pbs" / "server"  # build.sh, up.sh, down.sh, pbsx
 PBSX = OPENPBS / "pbsx"
 PBS_HOME = Path("/var/spool/pbs")
 SERVER_LOGS = PBS_HOME / "server_logs"
@@ -364,11 +365,11 @@ def available() -> str | None:
     if os.geteuid() != 0:
         return "the real-PBS suite runs as root (pbsx uses nsenter)"
     if not PBSX.exists():
-        return f"{PBSX} not found: clone the repository next to shared/"
+        return f"{PBSX} not found: this checkout lacks the harness of tests/pbs/server"
     if not Path("/opt/pbs/sbin/pbs_server.bin").exists():
-        return f"OpenPBS is not installed: run {OPENPBS}/build.sh, then up.sh"
+        return "OpenPBS is not installed: run make pbs-up (root; it builds and starts it)"
     try:
         run("qstat", "-B", timeout=20)
     except (PbsError, subprocess.TimeoutExpired, OSError) as err:
-        return f"the PBS server does not answer ({err}): run {OPENPBS}/up.sh"
+        return f"the PBS server does not answer ({err}): run make pbs-up"
     return None
