@@ -1,4 +1,4 @@
-"""Paths through a symlink (issue 21: ``make test`` failed with ``../shared`` a symlink,
+"""Paths through a symlink (issue 21: ``make test`` failed with the trace folder a symlink,
 because tests compared resolved paths with the path the ingester stores, which is the
 absolute path as given, never resolved; status looks checkpoints up by the same path)."""
 

@@ -12,6 +12,7 @@ from helpers_data import DATA, EXAMPLES, PBS_SAMPLES, TRACES
 
 REPO = Path(__file__).resolve().parents[1]
 # .ci/run may point OPENPBS_TARBALL at CI's cached tarball beside the clone: its one such line.
+BESIDE = re.compile(r"\.\./shared")  # the folder CI lays beside the clone
 CI_CACHE_LINE = re.compile(r"openpbs-23\.06\.06\.tar\.gz")
 
 
@@ -29,10 +30,10 @@ def test_nothing_names_a_folder_beside_the_clone():
     assert len(files) > 100
     offenders = []
     for path in files:
-        if path.suffix in {".gz", ".so"} or path == Path(__file__).resolve():
+        if path.suffix in {".gz", ".so"}:
             continue
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            if "../shared" in line and not (
+            if BESIDE.search(line) and not (
                 path.parent.name == ".ci" and CI_CACHE_LINE.search(line)
             ):
                 offenders.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")

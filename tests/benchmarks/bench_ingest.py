@@ -2,15 +2,15 @@
 
 One command (``make bench-ingest``) that prints figures; nothing is asserted.
 
-The log is generated from the real HPC2N trace (../shared/data/traces, 202,871 jobs):
+The log is generated from the real HPC2N trace (tests/data/traces, 202,871 jobs):
 each job becomes the Q, S and E records OpenPBS 23.06 writes (same fields, order and
-trailing spaces as ../shared/data/traces/pbs_accounting/openpbs-23.06-local.log), with the
+trailing spaces as tests/data/traces/pbs_accounting/openpbs-23.06-local.log), with the
 trace's user, group, processor count, requested and actual run time. The trace is repeated
 with ids and times shifted until there are enough E records; ~3 % of jobs get an R record
 (a rerun) before their E. Files are daily, named YYYYMMDD as PBS names them.
 ``--account-fraction F`` gives that fraction of the jobs ``account="a<group>"`` on their
 Q, S, R and E records, as sites that charge allocations write it on every record (NCAR:
-../shared/data/traces/pbs_accounting/ncar_qhist_casper-pbs_testdata.log; OpenPBS always
+tests/data/traces/pbs_accounting/ncar_qhist_casper-pbs_testdata.log; OpenPBS always
 quotes it). The default, 0, keeps the log of the OpenPBS 23.06 sample (no account), so
 figures stay comparable with earlier runs.
 
