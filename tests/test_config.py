@@ -4,6 +4,7 @@ import json
 import os
 
 import pytest
+from helpers_users import as_nobody, need_root
 
 from softwalltime.core import config
 from softwalltime.core.config import libpq_dsn, load_settings, redact_dsn, require_dsn
@@ -282,37 +283,32 @@ def test_an_environment_list_is_a_comma_list_and_json_is_refused():
         load_settings(None, environ={"SOFTWALLTIME_SYS_PATH": "[]"})
 
 
-def test_the_default_file_unreadable_says_who_may_read_it(monkeypatch, tmp_path):
+def test_the_default_file_unreadable_says_who_may_read_it(public_dir, monkeypatch):
     """Issue 50 item 1: `db upgrade` run as postgres stopped at "/etc/softwalltime.json:
-    Permission denied" with no way out said."""
-    path = tmp_path / "softwalltime.json"
+    Permission denied" with no way out said. Run as user nobody on a real root-only file."""
+    need_root()
+    path = public_dir / "softwalltime.json"
     path.write_text("{}")
+    path.chmod(0o600)
+
+    def load(name: str | None) -> int:
+        try:
+            load_settings(name, environ={})
+        except ConfigError as err:
+            print(err)
+            return 1
+        return 0
+
     monkeypatch.setattr(config, "DEFAULT_CONFIG_FILE", str(path))
-    real_open = open
-
-    def denied(name, *args, **kwargs):
-        if str(name) == str(path):
-            raise PermissionError(13, "Permission denied")
-        return real_open(name, *args, **kwargs)
-
-    monkeypatch.setattr("builtins.open", denied)
-    with pytest.raises(ConfigError) as caught:
-        load_settings(None, environ={})
-    assert str(caught.value) == (
-        f"{path}: cannot read configuration file: Permission denied (readable by root and the"
-        " group softwalltime; or give another file with --config or SOFTWALLTIME_CONFIG)"
+    code, out, _ = as_nobody(lambda: load(None), {})
+    assert (code, out.strip()) == (
+        1,
+        f"{path}: cannot read configuration file: Permission denied (readable by root and"
+        " the group softwalltime; or give another file with --config or"
+        " SOFTWALLTIME_CONFIG)",
     )
-    other = tmp_path / "site.json"  # another file, named: as before
-    path.rename(other)
-    monkeypatch.setattr(config, "DEFAULT_CONFIG_FILE", str(tmp_path / "absent.json"))
-    real = open
-
-    def denied_too(name, *args, **kwargs):
-        if str(name) == str(other):
-            raise PermissionError(13, "Permission denied")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr("builtins.open", denied_too)
-    with pytest.raises(ConfigError) as caught:
-        load_settings(str(other), environ={})
-    assert str(caught.value) == f"{other}: cannot read configuration file: Permission denied"
+    other = public_dir / "site.json"  # another file, named: as before
+    other.write_text("{}")
+    other.chmod(0o600)
+    code, out, _ = as_nobody(lambda: load(str(other)), {})
+    assert (code, out.strip()) == (1, f"{other}: cannot read configuration file: Permission denied")

@@ -3,10 +3,10 @@ finished jobs: what PBS shows now becomes history with unknown starts and ends."
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from helpers_users import as_nobody, need_root, public_dir
 
 from softwalltime.wait import live, pqstar
 from softwalltime.wait.workload import WaitJob
@@ -595,42 +595,6 @@ def test_wait_with_no_database_answers_from_the_job(tmp_path, capsys, monkeypatc
     assert len(err) == 1 and "job 83.pbs01 is not queued (state R)" in err[0], err
 
 
-def _as_nobody(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
-    """``softwalltime ARGV`` run by user nobody in a forked child of this process (the
-    interpreter may sit where nobody cannot exec it: the modules it needs are imported
-    here first, by a run of the same command as root); (exit code, stdout, stderr)."""
-    import os
-    import pwd
-    import tempfile
-
-    from softwalltime.cli import main
-
-    nobody = pwd.getpwnam("nobody")
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        pid = os.fork()
-        if pid == 0:  # the child: never returns into pytest
-            code = 70
-            try:
-                os.setgroups([])
-                os.setgid(nobody.pw_gid)
-                os.setuid(nobody.pw_uid)
-                os.environ.clear()
-                os.environ.update(env)
-                os.dup2(out.fileno(), 1)
-                os.dup2(err.fileno(), 2)
-                sys.stdout = open(1, "w", closefd=False)  # not pytest's capture
-                sys.stderr = open(2, "w", closefd=False)
-                code = main(argv)
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        out.seek(0)
-        err.seek(0)
-        return os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode()
-
-
 def test_wait_as_a_user_who_may_not_read_the_config_file(tmp_path, capsys):
     """The config file with the database's password is root's (0600): an ordinary user's
     ``wait JOBID`` leaves it out and answers from the job, and prints no secret; any other
@@ -638,18 +602,14 @@ def test_wait_as_a_user_who_may_not_read_the_config_file(tmp_path, capsys):
     import json
     import os
     import shutil
-    import tempfile
     import time
 
     from softwalltime.cli import main
 
-    if os.geteuid() != 0:
-        if os.environ.get("CI"):
-            pytest.fail("CI runs as root: this test must run there")
-        pytest.skip("needs root, to run a command as user nobody")
+    need_root()
     now = int(time.time())
     jobs = {"81.pbs01": _queued_job(now, estimated={"start_time": now + 120})}
-    public = Path(tempfile.mkdtemp(prefix="swt-wait-user-"))
+    public = Path(public_dir("swt-wait-user-"))
     try:
         public.chmod(0o755)
         cfg = _fake_qstat(public, jobs)
@@ -664,11 +624,13 @@ def test_wait_as_a_user_who_may_not_read_the_config_file(tmp_path, capsys):
         # the file is left out whole: the user's PBS commands are named by the environment
         env = {"PATH": os.environ["PATH"], "SOFTWALLTIME_CONFIG": str(cfg), "LANG": "C.UTF-8"}
         env["SOFTWALLTIME_PBS_EXEC"] = str(public / "pbs")
-        code, out, err = _as_nobody(["wait", "81.pbs01"], env)
+        code, out, err = as_nobody(lambda: main(["wait", "81.pbs01"]), env)
         assert code == 0, err
         assert out.startswith("job 81.pbs01 (alice): queued for 00:0"), out
         assert "PBS's own estimate (estimated.start_time): " in out and "(in 00:0" in out
-        code, out, err = _as_nobody(["predict", "--user", "x", "--walltime", "60"], env)
+        code, out, err = as_nobody(
+            lambda: main(["predict", "--user", "x", "--walltime", "60"]), env
+        )
         assert code != 0 and "cannot read configuration file" in err, (code, out, err)
         assert all("s3cret" not in text for text in (out, err))
     finally:
