@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -221,9 +222,25 @@ def test_acl_add_without_pbs_says_so_and_succeeds(tmp_path):
 
 
 def test_hook_del_without_pbs_says_so_and_succeeds(tmp_path):
-    conf = tmp_path / "pbs.conf"
-    conf.write_text("PBS_EXEC=/nonexistent\n")
-    env = dict(os.environ, PBS_CONF_FILE=str(conf), PATH="/usr/bin:/bin")
+    """The package's own uninstall, with the admin's pbs_exec: no qmgr there, one line."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "softwalltime").symlink_to(Path(sys.executable).parent / "softwalltime")
+    cfg = tmp_path / "softwalltime.json"
+    cfg.write_text('{"pbs_exec": "/nonexistent"}')
+    env = dict(
+        os.environ,
+        PATH="/usr/bin:/bin",
+        SOFTWALLTIME_MAINT_PREFIX=str(venv),
+        SOFTWALLTIME_CONFIG=str(cfg),
+    )
     proc = subprocess.run([str(MAINT), "hook-del"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0
-    assert "PBS is not installed here (no qmgr)" in proc.stderr
+    assert "qmgr of pbs_exec /nonexistent/bin/qmgr: no such file" in proc.stderr
+
+
+def test_hook_del_without_the_package_s_command_says_what_to_run(tmp_path):
+    env = dict(os.environ, SOFTWALLTIME_MAINT_PREFIX=str(tmp_path / "gone"))
+    proc = subprocess.run([str(MAINT), "hook-del"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0
+    assert "qmgr -c 'delete hook softwalltime'" in proc.stderr
