@@ -54,6 +54,7 @@ FAKE = textwrap.dedent(
             fail("qmgr obj=" + w[2] + " svr=default: Resource busy on job")
         os.unlink(state + "/resource-" + w[2])
     elif d == "list sched":
+        has("sched-down") and fail("qmgr: Error (15031) returned from server")
         print("Sched default")
         print("    sched_host = pbshost")
         if has("formula"):
@@ -168,6 +169,16 @@ def test_uninstall_unsets_the_formula_first_and_removes_everything(capsys, tmp_p
     assert "job_sort_formula of scheduler default read softwalltime_rank: unset; it was" in err
     assert "ncpus + 10 * softwalltime_rank" in err
     assert "kept: the database softwalltime and the roles softwalltime_hook" in out
+
+
+def test_a_formula_that_cannot_be_read_is_named_with_its_command(capsys, tmp_path, server):
+    (server / "sched-down").touch()
+    code, out, err = run(capsys, "--config", config(tmp_path), "hooks", "uninstall")
+    assert code == 0, err
+    assert "job_sort_formula not read (qmgr: Error (15031) returned from server)" in err
+    assert err.rstrip().endswith(
+        f"{tmp_path}/pbs/bin/qmgr -c 'unset sched default job_sort_formula'"
+    )
 
 
 def test_keep_formula_keeps_it_and_the_resources_it_reads(capsys, tmp_path, server):

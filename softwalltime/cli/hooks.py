@@ -697,7 +697,14 @@ def uninstall(args: Any, settings: Settings) -> int:
         say(f"hook {args.name} deleted")
     else:
         say(f"hook {args.name} not installed")
-    formulas = parse_sched_formulas(_qmgr_run(qmgr, "list sched").stdout)
+    listed = _qmgr_run(qmgr, "list sched")
+    formulas = parse_sched_formulas(listed.stdout)
+    if listed.returncode != 0:
+        detail = " ".join((listed.stderr or listed.stdout).split())
+        _say_err(
+            f"job_sort_formula not read ({detail}): if it names {', '.join(RESOURCES)}, unset"
+            f" it: {_shown(qmgr, 'unset sched default job_sort_formula')}"
+        )
     unset, kept_formulas, keep = {}, {}, set()
     for sched, formula in sorted(formulas.items()):
         named = names_ours(formula)
