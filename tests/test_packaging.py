@@ -222,12 +222,21 @@ def test_acl_add_without_pbs_says_so_and_succeeds(tmp_path):
 
 
 def test_hook_del_without_pbs_says_so_and_succeeds(tmp_path):
-    conf = tmp_path / "pbs.conf"
-    conf.write_text("PBS_EXEC=/nonexistent\n")
-    env = dict(os.environ, PBS_CONF_FILE=str(conf), PATH="/usr/bin:/bin")
+    """The package's own uninstall, with the admin's pbs_exec: no qmgr there, one line."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "softwalltime").symlink_to(Path(sys.executable).parent / "softwalltime")
+    cfg = tmp_path / "softwalltime.json"
+    cfg.write_text('{"pbs_exec": "/nonexistent"}')
+    env = dict(
+        os.environ,
+        PATH="/usr/bin:/bin",
+        SOFTWALLTIME_MAINT_PREFIX=str(venv),
+        SOFTWALLTIME_CONFIG=str(cfg),
+    )
     proc = subprocess.run([str(MAINT), "hook-del"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0
-    assert "PBS is not installed here (no qmgr)" in proc.stderr
+    assert "qmgr of pbs_exec /nonexistent/bin/qmgr: no such file" in proc.stderr
 
 
 def test_postinst_compiles_the_bytecode_and_prerm_removes_it(tmp_path):
@@ -260,3 +269,10 @@ def test_postinst_compiles_the_bytecode_and_prerm_removes_it(tmp_path):
     maint("pyc-remove")
     assert not list(prefix.rglob("__pycache__")) and module.is_file()
     maint("pyc-remove")  # nothing left to remove: still done
+
+
+def test_hook_del_without_the_package_s_command_says_what_to_run(tmp_path):
+    env = dict(os.environ, SOFTWALLTIME_MAINT_PREFIX=str(tmp_path / "gone"))
+    proc = subprocess.run([str(MAINT), "hook-del"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0
+    assert "qmgr -c 'delete hook softwalltime'" in proc.stderr

@@ -22,10 +22,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import softwalltime
 
+from ..core import dsn as dsnlib
 from ..core.config import (
     RANK_OFF,
     RANKS,
@@ -39,8 +40,10 @@ from ..core.decide import MARK_RESOURCE
 from ..core.rank import DEFAULT as RANK_NAME
 from ..core.rank import RANK_RESOURCE
 from ..errors import SoftwalltimeError
+from ..pbsserver import publish as publish_lib
 from ..pbsserver import refresh as refresh_lib
-from ..pbsserver.commands import parse_qmgr_list
+from ..pbsserver.commands import DEFAULT_PBS_EXEC, parse_qmgr_list, read_pbs_conf
+from .dbgrant import HOOK_ROLE, INGEST_ROLE, PRUNE_ROLE
 
 HOOK_FILE = "softwalltime_hook.py"
 # The packages' system user: made a PBS operator by install (refresh's qalter and qstat as
@@ -86,6 +89,14 @@ RANKS_ON = tuple(r for r in RANKS if r != RANK_OFF)  # what --rank RANK may name
 # OpenPBS 23.06; a manager's qalter and a hook may set it). Jobs without it read 0 in the
 # formula (the scheduler puts every numeric resource in the formula's names, unset ones 0).
 RANK_DIRECTIVE = f"create resource {RANK_RESOURCE} type=long, flag=r"
+# Every resource the product creates: the hook's mark, the sort rank (hooks install --rank)
+# and the predicted start (wait --publish). uninstall deletes them in this order.
+RESOURCES = (MARK_RESOURCE, RANK_RESOURCE, publish_lib.RESOURCE)
+_OURS_RE = re.compile(r"\b(" + "|".join(RESOURCES) + r")\b")
+# The database's roles db grant creates (cluster-wide: DROP DATABASE leaves them) and the
+# database's name when no DSN names one (install.md's).
+DB_ROLES = (HOOK_ROLE, INGEST_ROLE, PRUNE_ROLE)
+DEFAULT_DATABASE = "softwalltime"
 # qmgr object names: letters, digits, '_' and '-' (hook names are file names in
 # server_priv/hooks, NAME.PY / NAME.CF / NAME.HK).
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
@@ -215,10 +226,20 @@ def register(sub: Any) -> None:
 
     uninst = hsub.add_parser(
         "uninstall",
-        help="delete the hook",
-        description="Delete the hook. Example: softwalltime hooks uninstall --dry-run",
+        help="delete the hook, its resources and operator, a sort formula that reads them",
+        description=(
+            "Delete the hook; unset a job_sort_formula that names "
+            f"{', '.join(RESOURCES)} (printing what it was); take refresh's user out of the"
+            " operators; delete those resources (each kept while a job, or a finished job in"
+            " the history, has it, with the command to run later). Uses pbs_command_prefix"
+            " and pbs_exec. When the server does not answer: nothing is removed, the"
+            " complete list of commands is printed (with the database's) and the exit"
+            " status is 1. Example: softwalltime hooks uninstall --dry-run"
+        ),
     )
-    uninst.add_argument("--dry-run", action="store_true", help="print the command only")
+    uninst.add_argument(
+        "--dry-run", action="store_true", help="print every command to run, change nothing"
+    )
     _common(uninst)
     _json_option(uninst, UNINSTALL_KEYS)
     uninst.add_argument(
@@ -226,6 +247,12 @@ def register(sub: Any) -> None:
         default=SERVICE_USER,
         metavar="USER",
         help=f"remove USER@this-host from the PBS operators (default: {SERVICE_USER}; '' for none)",
+    )
+    uninst.add_argument(
+        "--keep-formula",
+        action="store_true",
+        help="keep a job_sort_formula that names the product's resources, and those"
+        " resources (default: unset it and print what it was)",
     )
     uninst.set_defaults(func=uninstall)
 
@@ -246,6 +273,8 @@ UNINSTALL_KEYS = (
     ("commands", "the qmgr directives run, or in a dry run to run"),
     ("resources_deleted", "resources deleted"),
     ("resources_kept", "resources kept, each with why (a job still has it)"),
+    ("formulas_unset", "job_sort_formula unset, by scheduler: what it was"),
+    ("formulas_kept", "job_sort_formula that was kept, by scheduler"),
 )
 
 
@@ -273,26 +302,45 @@ def _usage(parser: Any) -> int:
     return 2
 
 
-def _qmgr(args: Any) -> str:
-    """The qmgr to run: ``--qmgr`` (checked before anything is done), qmgr on PATH, or
-    /opt/pbs/bin/qmgr.
+def _qmgr(args: Any, settings: Settings) -> list[str]:
+    """The qmgr command to run, as argv: the setting ``pbs_command_prefix`` (PBS in another
+    namespace or host: pbsx, sudo, ssh), then ``--qmgr`` (checked before anything is done
+    when there is no prefix), else ``pbs_exec``'s ``bin/qmgr``, else qmgr on PATH, else
+    ``PBS_EXEC`` of /etc/pbs.conf or /opt/pbs (as the other PBS commands find it).
 
     :raises SoftwalltimeError: none found, or ``--qmgr`` is no executable file
     """
-    if args.qmgr:
-        path = str(args.qmgr)
-        if not args.dry_run and not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            why = "not an executable file" if os.path.exists(path) else "no such file"
-            raise SoftwalltimeError(f"--qmgr {path}: {why}")
-        return path
-    if args.dry_run:
-        return "qmgr"
-    found = shutil.which("qmgr") or (
-        "/opt/pbs/bin/qmgr" if os.access("/opt/pbs/bin/qmgr", os.X_OK) else None
+    prefix = list(settings.pbs_command_prefix)
+    given = str(args.qmgr) if args.qmgr else ""
+    if not given and settings.pbs_exec:
+        given = os.path.join(settings.pbs_exec, "bin", "qmgr")
+    if given:
+        if not args.dry_run and not prefix and not _executable(given):
+            why = "not an executable file" if os.path.exists(given) else "no such file"
+            what = "--qmgr" if args.qmgr else "qmgr of pbs_exec"
+            raise SoftwalltimeError(f"{what} {given}: {why}")
+        return [*prefix, given]
+    if args.dry_run and not prefix:
+        return ["qmgr"]
+    conf = os.path.join(read_pbs_conf().get("PBS_EXEC") or DEFAULT_PBS_EXEC, "bin", "qmgr")
+    if prefix:  # the command runs where the prefix takes it: nothing to look for here
+        return [*prefix, conf]
+    for found in (shutil.which("qmgr"), conf, "/opt/pbs/bin/qmgr"):
+        if found and _executable(found):
+            return [found]
+    raise SoftwalltimeError(
+        "qmgr not found on PATH, in PBS_EXEC/bin or /opt/pbs/bin (PBS is not installed"
+        " here?); pass --qmgr PATH, or set pbs_exec or pbs_command_prefix"
     )
-    if not found:
-        raise SoftwalltimeError("qmgr not found on PATH or in /opt/pbs/bin; pass --qmgr PATH")
-    return found
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _shown(qmgr: Sequence[str], directive: str) -> str:
+    """The shell line that runs ``directive``."""
+    return shlex.join([*qmgr, "-c", directive])
 
 
 def _validate(args: Any) -> None:
@@ -307,29 +355,29 @@ def _validate(args: Any) -> None:
         raise SoftwalltimeError(f"--alarm must be at least 1 second, got {args.alarm}")
 
 
-def _qmgr_run(qmgr: str, directive: str) -> subprocess.CompletedProcess[str]:
+def _qmgr_run(qmgr: Sequence[str], directive: str) -> subprocess.CompletedProcess[str]:
     """``qmgr -c directive``; its exit status is the caller's to judge.
 
     :raises SoftwalltimeError: qmgr cannot be started or does not finish in 60 s
     """
     try:
         return subprocess.run(
-            [qmgr, "-c", directive], capture_output=True, text=True, check=False, timeout=60
+            [*qmgr, "-c", directive], capture_output=True, text=True, check=False, timeout=60
         )
     except OSError as err:
-        raise SoftwalltimeError(f"cannot run {qmgr}: {err.strerror}") from None
+        raise SoftwalltimeError(f"cannot run {shlex.join(qmgr)}: {err.strerror}") from None
     except subprocess.TimeoutExpired:
         raise SoftwalltimeError(f"qmgr -c {directive!r} did not finish within 60 s") from None
 
 
-def _run_qmgr(qmgr: str, directive: str) -> None:
+def _run_qmgr(qmgr: Sequence[str], directive: str) -> None:
     proc = _qmgr_run(qmgr, directive)
     if proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().replace("\n", " ")
         raise SoftwalltimeError(f"qmgr -c {directive!r} failed ({proc.returncode}): {detail}")
 
 
-def _qmgr_ok(qmgr: str, directive: str) -> bool:
+def _qmgr_ok(qmgr: Sequence[str], directive: str) -> bool:
     """Whether ``qmgr -c directive`` succeeds (``list ...``: the object exists)."""
     return _qmgr_run(qmgr, directive).returncode == 0
 
@@ -347,30 +395,51 @@ def _operator(args: Any) -> str:
     return f"{user}@{socket.getfqdn()}"
 
 
-def _operators(qmgr: str) -> list[str]:
+def _operators(qmgr: Sequence[str]) -> list[str]:
     """The server's ``operators`` (empty when unset)."""
     value = parse_qmgr_list(_qmgr_run(qmgr, "list server operators").stdout).get("operators", "")
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def _set_operator(
-    qmgr: str, entry: str, add: bool, say: Callable[[str], None] = print
+def _add_operator(
+    qmgr: Sequence[str], entry: str, say: Callable[[str], None] = print
 ) -> Optional[str]:
-    """Add ``entry`` to (or remove it from) the server's operators, once; the directive
-    run, if any."""
-    operators = _operators(qmgr)
-    if (entry in operators) == add:
+    """Add ``entry`` to the server's operators, once; the directive run, if any."""
+    if entry in _operators(qmgr):
         return None
-    directive = f"set server operators {'+' if add else '-'}= {entry}"
-    if not add and operators == [entry]:
-        # PBS 23.06 saves an attribute emptied by -= as no values (attr_fn_arst.c:291) merged
-        # into the row it had (db_svr.c:86, "attributes || hstore(...)"): the entry comes back
-        # at the next server start. Only unset deletes it from the datastore
-        # (req_manager.c:1096).
-        directive = "unset server operators"
+    directive = f"set server operators += {entry}"
     _run_qmgr(qmgr, directive)
     say(f"qmgr -c {shlex.quote(directive)}")
     return directive
+
+
+def _remove_operator(
+    qmgr: Sequence[str], entry: str, say: Callable[[str], None] = print
+) -> list[str]:
+    """Take the user of ``entry`` (``USER@host``) out of the operators on every host: the
+    host install wrote is the one PBS saw then, which a pbs_command_prefix (another
+    namespace or host) may name differently from here. The directives run."""
+    user = entry.split("@", 1)[0]
+    operators = _operators(qmgr)
+    ours = [o for o in operators if o.split("@", 1)[0] == user]
+    if not ours:
+        return []
+    # PBS 23.06 saves an attribute emptied by -= as no values (attr_fn_arst.c:291) merged
+    # into the row it had (db_svr.c:86, "attributes || hstore(...)"): the entry comes back
+    # at the next server start. Only unset deletes it from the datastore (req_manager.c:1096).
+    if len(ours) == len(operators):
+        directives = ["unset server operators"]
+    else:
+        directives = [operator_directive(o) for o in ours]
+    for directive in directives:
+        _run_qmgr(qmgr, directive)
+        say(f"qmgr -c {shlex.quote(directive)}")
+    return directives
+
+
+def operator_directive(entry: str) -> str:
+    """How uninstall takes ``entry`` out of the operators (when others remain)."""
+    return f"set server operators -= {entry}"
 
 
 def install(args: Any, settings: Settings) -> int:
@@ -389,7 +458,7 @@ def install(args: Any, settings: Settings) -> int:
             f" more than half the hook alarm ({args.alarm} s): a slow database would get jobs"
             " rejected by the alarm; lower the timeouts or raise --alarm"
         )
-    qmgr = _qmgr(args)
+    qmgr = _qmgr(args, settings)
     script = _check_path(hook_script(), "hook script")
     config = hook_config(settings, rank=bool(args.rank))
     resources = [(MARK_RESOURCE, MARK_DIRECTIVE)]
@@ -408,7 +477,7 @@ def install(args: Any, settings: Settings) -> int:
         entry = _operator(args)
         if entry:
             lines.append("# 4. refresh's user may qalter and see every job (skipped if it is one)")
-            lines.append(shlex.join([qmgr, "-c", f"set server operators += {entry}"]))
+            lines.append(_shown(qmgr, f"set server operators += {entry}"))
         if args.json:
             _print_json(INSTALL_KEYS, commands=lines, **found)
         else:
@@ -434,7 +503,7 @@ def install(args: Any, settings: Settings) -> int:
     finally:
         os.unlink(tmp)
     entry = _operator(args)
-    operator = _set_operator(qmgr, entry, True, say) if entry else None
+    operator = _add_operator(qmgr, entry, say) if entry else None
     if args.json:
         run = [d.replace(tmp, "CONFIG") for d in directives] + ([operator] if operator else [])
         _print_json(INSTALL_KEYS, **dict(found, updated=exists, commands=run))
@@ -447,7 +516,11 @@ def install(args: Any, settings: Settings) -> int:
 
 
 def _dry_run_script(
-    args: Any, qmgr: str, script: str, config: dict[str, Any], resources: list[tuple[str, str]]
+    args: Any,
+    qmgr: Sequence[str],
+    script: str,
+    config: dict[str, Any],
+    resources: list[tuple[str, str]],
 ) -> list[str]:
     """The shell script ``hooks install --dry-run`` prints, line by line."""
     shown = dict(config, dsn=redact_dsn(config["dsn"]))
@@ -465,74 +538,224 @@ def _dry_run_script(
     for name, directive in resources:
         what = "the hook's mark" if name == MARK_RESOURCE else "the sort rank"
         lines.append(f"# {step}. {what} (skipped if 'list resource {name}' finds it)")
-        lines.append(shlex.join([qmgr, "-c", directive]))
+        lines.append(_shown(qmgr, directive))
         step += 1
     lines.append(f"# {step}. the hook")
     for directive in install_commands(args.name, args.order, args.alarm, script, "CONFIG"):
-        line = shlex.join([qmgr, "-c", directive])
+        line = _shown(qmgr, directive)
         lines.append(line.replace(" CONFIG'", ' \'"$config"').replace("CONFIG", "$config"))
     lines.append('rm -f "$config"')
     return lines
 
 
-def uninstall(args: Any, settings: Settings) -> int:
-    """Print (``--dry-run``) or run ``qmgr -c "delete hook NAME"``, then delete the mark's
-    and the rank's resources (kept while jobs still have them).
+def names_ours(formula: str) -> list[str]:
+    """The product's resources a ``job_sort_formula`` names, in :data:`RESOURCES` order."""
+    found = set(_OURS_RE.findall(formula or ""))
+    return [name for name in RESOURCES if name in found]
 
-    :raises SoftwalltimeError: bad name, qmgr missing or failing
+
+def parse_sched_formulas(listing: str) -> dict[str, str]:
+    """``qmgr -c 'list sched'`` -> {scheduler: its job_sort_formula}, for those with one
+    (OpenPBS 23.06 keeps the formula on the scheduler; folded lines joined)."""
+    out: dict[str, str] = {}
+    blocks: dict[str, list[str]] = {}
+    name = ""
+    for line in listing.splitlines():
+        if line.startswith("Sched "):
+            name = line.split(None, 1)[1].strip()
+            blocks[name] = []
+        elif name:
+            blocks[name].append(line)
+    for name, lines in blocks.items():
+        formula = parse_qmgr_list("\n".join(lines)).get("job_sort_formula")
+        if formula:
+            out[name] = formula.strip().strip("'\"")
+    return out
+
+
+def database_name(dsn: Optional[str]) -> str:
+    """The database a DSN names (``dbname``), else install.md's ``softwalltime``."""
+    if not dsn:
+        return DEFAULT_DATABASE
+    try:
+        return dsnlib.parse(dsn).get("dbname") or DEFAULT_DATABASE
+    except (ValueError, SoftwalltimeError):
+        return DEFAULT_DATABASE
+
+
+def database_commands(database: str) -> list[str]:
+    """The database's removal, as PostgreSQL's superuser on its host: the database, then
+    the roles of ``db grant`` (cluster-wide, they outlive the database)."""
+    if not re.match(r"^[A-Za-z_][A-Za-z0-9_$-]{0,62}$", database):
+        database = DEFAULT_DATABASE  # a name a shell line could not carry as is: the default
+    quoted = f'"{database}"' if not re.match(r"^[a-z_][a-z0-9_]*$", database) else database
+    return [
+        f"# the database {database} and db grant's roles (as PostgreSQL's superuser on its host;"
+        " the history is lost):",
+        shlex.join(["runuser", "-u", "postgres", "--", "psql", "-c", f"DROP DATABASE {quoted}"]),
+        shlex.join(["runuser", "-u", "postgres", "--", "psql", "-c",
+                    "DROP ROLE " + ", ".join(DB_ROLES)]),
+    ]  # fmt: skip
+
+
+def removal_commands(
+    qmgr: Sequence[str],
+    hook: str,
+    operator: str,
+    formulas: Optional[Mapping[str, str]],
+    database: str,
+) -> list[str]:
+    """Everything that removes the product from a PBS server and its database, as shell
+    lines (``# ...`` comments between): what ``hooks uninstall`` prints when the server
+    does not answer and for ``--dry-run``.
+
+    :param qmgr: the qmgr argv (with pbs_command_prefix)
+    :param operator: ``USER@host`` to take out of the operators, or ""
+    :param formulas: {scheduler: job_sort_formula} as read from the server; None when it
+        could not be read (the unset line is then given for the default scheduler, with
+        the condition in a comment)
+    :param database: the database's name
+    """
+    lines = [
+        "# PBS: as root on the server host, once it answers (docs/install.md, Removal)",
+        _shown(qmgr, f"delete hook {hook}"),
+    ]
+    ours = ", ".join(RESOURCES)
+    if formulas is None:
+        lines.append(
+            f"# the sort formula, if it names {ours}"
+            f" ({_shown(qmgr, 'list sched default job_sort_formula')}): print it to restore"
+            " it later without them, then"
+        )
+        lines.append(_shown(qmgr, "unset sched default job_sort_formula"))
+    else:
+        for sched, formula in sorted(formulas.items()):
+            if names_ours(formula):
+                lines.append(f"# the sort formula reads {', '.join(names_ours(formula))}; it was:"
+                             f" {formula}")  # fmt: skip
+                lines.append(_shown(qmgr, f"unset sched {sched} job_sort_formula"))
+    if operator:
+        lines.append(
+            "# refresh's user (on whichever host qmgr -c 'list server operators' names);"
+            " 'unset server operators' instead if it is the only one"
+        )
+        lines.append(_shown(qmgr, operator_directive(operator)))
+    lines.append(
+        "# the resources, after the formula (each refused while a job, or a finished job in"
+        " the history, has it: qdel -x -Wforce those jobs, or run it again later)"
+    )
+    lines += [_shown(qmgr, f"delete resource {name}") for name in RESOURCES]
+    return lines + database_commands(database)
+
+
+def _say_err(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def uninstall(args: Any, settings: Settings) -> int:
+    """Remove the product from the PBS server: the hook, a ``job_sort_formula`` that names
+    its resources (unset, and what it was printed; ``--keep-formula`` keeps it and the
+    resources it names), refresh's user from the operators, then the resources (each kept
+    while a job has it, with the command for later). Print (``--dry-run``), or when the
+    server does not answer, the complete list of commands.
+
+    :raises SoftwalltimeError: bad name, qmgr missing or failing, the server not answering
     """
     _validate(args)
-    qmgr = _qmgr(args)
-    directive = f"delete hook {args.name}"
+    qmgr = _qmgr(args, settings)
     found: dict[str, Any] = {"hook": args.name, "dry_run": bool(args.dry_run)}
     entry = _operator(args)
+    database = database_name(settings.dsn)
     if args.dry_run:
-        deletes = [f"delete resource {name}" for name in (MARK_RESOURCE, RANK_RESOURCE)]
         if args.json:
+            deletes = [f"delete resource {name}" for name in RESOURCES]
             _print_json(
                 UNINSTALL_KEYS,
-                commands=[directive, *deletes],
+                commands=[f"delete hook {args.name}", *deletes],
                 resources_deleted=[],
                 resources_kept={},
+                formulas_unset={},
+                formulas_kept={},
                 **found,
             )
             return 0
-        print(shlex.join([qmgr, "-c", directive]))
-        if entry:
-            print(shlex.join([qmgr, "-c", f"set server operators -= {entry}"]) + "  # if it is"
-                  " one; 'unset server operators' if it is the only one")  # fmt: skip
-        for delete in deletes:
-            print(f"{shlex.join([qmgr, '-c', delete])}  # if it exists; refused while a job"
-                  " has it: kept then")  # fmt: skip
+        print("\n".join(removal_commands(qmgr, args.name, entry, None, database)))
         return 0
+    answer = _qmgr_run(qmgr, "list server")
+    if answer.returncode != 0:
+        detail = " ".join((answer.stderr or answer.stdout).split()) or f"exit {answer.returncode}"
+        for line in removal_commands(qmgr, args.name, entry, None, database):
+            _say_err(line)
+        raise SoftwalltimeError(
+            f"the PBS server does not answer ({shlex.join([*qmgr, '-c', 'list server'])}:"
+            f" {detail}): nothing removed; run the commands above once it does"
+        )
     say = (lambda line: None) if args.json else print
-    _run_qmgr(qmgr, directive)
-    say(f"hook {args.name} deleted")
-    commands, deleted, kept = [directive], [], {}
-    operator = _set_operator(qmgr, entry, False, say) if entry else None
-    if operator:
-        commands.append(operator)
-    for name in (MARK_RESOURCE, RANK_RESOURCE):
-        if _qmgr_ok(qmgr, f"list resource {name}"):
-            delete = f"delete resource {name}"
-            try:
-                _run_qmgr(qmgr, delete)
-                commands.append(delete)
-                deleted.append(name)
-                say(f"resource {name} deleted")
-            except SoftwalltimeError as err:  # jobs still carry it
-                kept[name] = str(err)
-                print(
-                    f"resource {name} kept ({err}); when no job has it:"
-                    f" {shlex.join([qmgr, '-c', delete])}",
-                    file=sys.stderr,
-                )
+    commands: list[str] = []
+    if _qmgr_ok(qmgr, f"list hook {args.name}"):
+        _run_qmgr(qmgr, f"delete hook {args.name}")
+        commands.append(f"delete hook {args.name}")
+        say(f"hook {args.name} deleted")
+    else:
+        say(f"hook {args.name} not installed")
+    listed = _qmgr_run(qmgr, "list sched")
+    formulas = parse_sched_formulas(listed.stdout)
+    if listed.returncode != 0:
+        detail = " ".join((listed.stderr or listed.stdout).split())
+        _say_err(
+            f"job_sort_formula not read ({detail}): if it names {', '.join(RESOURCES)}, unset"
+            f" it: {_shown(qmgr, 'unset sched default job_sort_formula')}"
+        )
+    unset, kept_formulas, keep = {}, {}, set()
+    for sched, formula in sorted(formulas.items()):
+        named = names_ours(formula)
+        if not named:
+            continue
+        if args.keep_formula:
+            kept_formulas[sched] = formula
+            keep.update(named)
+            _say_err(
+                f"job_sort_formula of scheduler {sched} reads {', '.join(named)}: kept"
+                " (--keep-formula), and so are those resources"
+            )
+            continue
+        directive = f"unset sched {sched} job_sort_formula"
+        _run_qmgr(qmgr, directive)
+        commands.append(directive)
+        unset[sched] = formula
+        restore = _shown(qmgr, f"set sched {sched} job_sort_formula = '{formula}'")
+        _say_err(
+            f"job_sort_formula of scheduler {sched} read {', '.join(named)}: unset; it was"
+            f" {formula} (without those names, restore it with: {restore})"
+        )
+    commands += _remove_operator(qmgr, entry, say) if entry else []
+    deleted, kept = [], {}
+    for name in RESOURCES:
+        if name in keep or not _qmgr_ok(qmgr, f"list resource {name}"):
+            continue
+        delete = f"delete resource {name}"
+        try:
+            _run_qmgr(qmgr, delete)
+            commands.append(delete)
+            deleted.append(name)
+            say(f"resource {name} deleted")
+        except SoftwalltimeError as err:  # jobs, or finished jobs in the history, have it
+            kept[name] = str(err)
+            _say_err(
+                f"resource {name} kept ({err}): a job or a finished job in the history has"
+                f" it; once none has (qdel -x -Wforce): {_shown(qmgr, delete)}"
+            )
     if args.json:
         _print_json(
             UNINSTALL_KEYS,
             commands=commands,
             resources_deleted=deleted,
             resources_kept=kept,
+            formulas_unset=unset,
+            formulas_kept=kept_formulas,
             **found,
         )
+        return 0
+    print(f"kept: the database {database} and the roles {', '.join(DB_ROLES)}; to drop them:")
+    print("\n".join(database_commands(database)[1:]))
     return 0

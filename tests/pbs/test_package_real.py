@@ -1,11 +1,15 @@
 """The .deb on the real OpenPBS host (issue 21): ``dpkg -i`` of the file ``make deb`` builds,
 the hook installed through it with the read-only role of ``db grant``, a job predicted, the
 ingester run as the package's user on the real accounting directory, a reinstall, then
-``dpkg --purge``: no hook, no file of the package, no user, the ACLs as before.
+``dpkg --purge``: no hook, no file of the package, no user, the ACLs as before. Issue 50
+item 8: before the purge a ``job_sort_formula`` reads ``softwalltime_rank``; ``hooks
+uninstall`` where PBS cannot be reached prints every command and removes nothing; the purge,
+from outside PBS's namespaces with ``pbs_command_prefix`` naming pbsx, leaves no hook,
+resource, operator or formula of the product.
 
 The package is built here, before the PBS lock is taken (``packaging/build-deb.sh``, about
-a minute; ``SOFTWALLTIME_TEST_DEB=FILE`` uses a file built already). dpkg runs inside PBS's
-namespaces (``pbsx``), as it would on a PBS server host: its scripts reach the server.
+a minute; ``SOFTWALLTIME_TEST_DEB=FILE`` uses a file built already). dpkg -i runs inside
+PBS's namespaces (``pbsx``), as it would on a PBS server host: its scripts reach the server.
 
 systemd: when it is not PID 1 (a container), the units are checked with ``systemd-analyze
 verify`` and the ingester's unit is run by hand as its ``User=`` with its
@@ -87,7 +91,18 @@ def _hooks() -> set[str]:
 
 
 def _mark_exists() -> bool:
-    return bool(pbsctl.qmgr("list resource softwalltime_set", check=False).returncode == 0)
+    return _resource_exists("softwalltime_set")
+
+
+RESOURCES = {  # each resource of the product, and how it is created
+    "softwalltime_set": "type=long, flag=r",
+    "softwalltime_rank": "type=long, flag=r",
+    "softwalltime_wait": "type=string, flag=r",
+}
+
+
+def _resource_exists(name: str) -> bool:
+    return bool(pbsctl.qmgr(f"list resource {name}", check=False).returncode == 0)
 
 
 def _installed() -> bool:
@@ -136,6 +151,8 @@ def machine(
         "acls": _acls(acl_paths),
         "acl_paths": acl_paths,
         "mark": _mark_exists(),
+        "resources": {name for name in RESOURCES if _resource_exists(name)},
+        "formula": pbsctl.sched_attribute("job_sort_formula"),
         "hooks": _hooks(),
         "operators": pbsctl.server_attribute("operators"),
     }
@@ -146,8 +163,16 @@ def machine(
             pbsctl.run("dpkg", "--purge", NAME, check=False, timeout=300)
         if NAME in _hooks():
             pbsctl.qmgr(f"delete hook {NAME}", check=False)
-        if before["mark"] and not _mark_exists():
-            pbsctl.qmgr("create resource softwalltime_set type=long, flag=r", check=False)
+        resources = before["resources"]
+        assert isinstance(resources, set)
+        for name in sorted(resources):  # the shared server as it was: purge deletes them
+            if not _resource_exists(name):
+                pbsctl.qmgr(f"create resource {name} {RESOURCES[name]}", check=False)
+        formula = before["formula"]
+        if formula is not None and pbsctl.sched_attribute("job_sort_formula") != formula:
+            pbsctl.qmgr(f"set sched job_sort_formula = '{formula}'", check=False)
+        elif formula is None:
+            pbsctl.qmgr("unset sched job_sort_formula", check=False)
         for tool, kind in (("userdel", "user"), ("groupdel", "group")):
             if _exists(kind, NAME):
                 subprocess.run([tool, NAME], check=False)
@@ -330,7 +355,6 @@ def test_deb_install_predict_every_unit_as_its_user_purge(
     # calibrate writes calibration_state, which only the database's owner may
     calibrate_env = Path("/etc/default/softwalltime-calibrate")
     calibrate_env.write_text(f"SOFTWALLTIME_DSN={admin_dsn}\n")
-    had_wait_resource = pbsctl.qmgr("list resource softwalltime_wait", check=False).returncode == 0
     socket_path = str(hook_cluster.socket_path)
     # (root too: a sandboxed root unit without CAP_DAC_OVERRIDE, wait --publish, is held to
     # the socket's permissions like anyone; a site's /run/postgresql lets everyone connect)
@@ -412,15 +436,45 @@ def test_deb_install_predict_every_unit_as_its_user_purge(
 
     # purge: jobs first (their mark would keep the resource), history too
     pbsctl.qdel(*jobs)
-    pbsctl.run("qdel", "-x", "-Wforce", *jobs, check=False)
-    if not had_wait_resource:  # wait --publish made it; the server is shared
-        pbsctl.qmgr("delete resource softwalltime_wait", check=False)
-    proc = pbsctl.run("dpkg", "--purge", NAME, timeout=300)
+    pbsctl.purge(jobs)
+    # issue 50 item 8: a sort formula that reads the rank (hooks install --rank's resource)
+    if not _resource_exists("softwalltime_rank"):
+        pbsctl.qmgr(f"create resource softwalltime_rank {RESOURCES['softwalltime_rank']}")
+    pbsctl.qmgr("set sched job_sort_formula = 'ncpus + 10 * softwalltime_rank'")
+    # the package's uninstall where PBS cannot be reached (outside its namespace, no
+    # pbs_command_prefix): nothing removed, the complete list of commands printed
+    down = subprocess.run(
+        ["/usr/bin/softwalltime", "hooks", "uninstall"], capture_output=True, text=True, check=False
+    )
+    assert down.returncode == 1 and "the PBS server does not answer" in down.stderr, down.stderr
+    wanted = [
+        f"-c 'delete hook {NAME}'",
+        "-c 'unset sched default job_sort_formula'",
+        f"-c 'set server operators -= {NAME}@",
+        "psql -c 'DROP DATABASE pkg'",
+        "psql -c 'DROP ROLE softwalltime_hook, softwalltime_ingest, softwalltime_prune'",
+    ]
+    wanted += [f"-c 'delete resource {name}'" for name in RESOURCES]
+    for line in wanted:
+        assert line in down.stderr, (line, down.stderr)
+    assert NAME in _hooks()
+    # apt-get purge outside PBS's namespace, as an admin's shell is: the prerm reaches the
+    # server through the configured pbs_command_prefix
+    config.write_text(
+        json.dumps(dict(json.loads(config.read_text()), pbs_command_prefix=[str(pbsctl.PBSX)]))
+    )
+    proc = subprocess.run(
+        ["dpkg", "--purge", NAME], capture_output=True, text=True, check=False, timeout=300
+    )
     assert not _installed(), proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "job_sort_formula of scheduler default read softwalltime_rank: unset; it was" in (
+        proc.stderr
+    )
     assert _hooks() == machine["hooks"]
     assert pbsctl.server_attribute("operators") == machine["operators"]
-    if not machine["mark"]:
-        assert not _mark_exists()
+    assert pbsctl.sched_attribute("job_sort_formula") is None
+    assert [name for name in RESOURCES if _resource_exists(name)] == [], proc.stderr
     # the user stays (sysusers.d; both distributions advise it), its home and /run folder go
     assert _exists("user", NAME) and _exists("group", NAME)
     assert not os.path.exists("/var/lib/softwalltime") and not os.path.exists("/run/softwalltime")
