@@ -25,6 +25,7 @@ SW = "softwalltime"
 ERRORS, UNITS, CORE, HOOK = f"{SW}.errors", f"{SW}.units", f"{SW}.core", f"{SW}.hook"
 ACCOUNTING, DB, REPLAY, WAIT = f"{SW}.accounting", f"{SW}.db", f"{SW}.replay", f"{SW}.wait"
 REPORT, PBSSERVER, CLI, OUTFILE = f"{SW}.report", f"{SW}.pbsserver", f"{SW}.cli", f"{SW}.outfile"
+API = f"{SW}.api"
 BASICS = {SW, ERRORS, UNITS}  # the package root (its __version__, upgraded()) and two leaves
 # unit -> the units of softwalltime it may import. A module's rule is the longest key that
 # is the module or a folder holding it; a module missing here fails. A folder and the
@@ -48,8 +49,9 @@ LAYERS = {
     PBSSERVER: BASICS | {CORE},
     f"{PBSSERVER}.refresh": BASICS | {CORE, HOOK},  # runs the hook's lookup and decision
     f"{PBSSERVER}.status": BASICS | {CORE, HOOK},  # checks the hook's database client
-    # the front ends
-    CLI: BASICS | {CORE, ACCOUNTING, OUTFILE, DB, REPLAY, WAIT, REPORT, PBSSERVER},
+    # the library API (plain values in, result objects out), then the front ends
+    API: BASICS | {CORE, ACCOUNTING, OUTFILE, DB, REPLAY, WAIT, REPORT, PBSSERVER},
+    CLI: BASICS | {CORE, ACCOUNTING, OUTFILE, DB, REPLAY, WAIT, REPORT, PBSSERVER, API},
     f"{CLI}.predict": BASICS | {CORE, HOOK, ACCOUNTING, DB},  # the hook's own lookup
     f"{SW}.__main__": {CLI},
     "ingest": BASICS | {CORE, ACCOUNTING, DB, CLI},
@@ -157,6 +159,73 @@ def test_the_layers_have_no_cycle():
         for unit in ready:
             done.add(unit)
             del left[unit]
+
+
+LIBRARY = (REPLAY, WAIT, REPORT)  # what the CLI calls through their public names only
+
+
+def _in_library(name: str) -> bool:
+    return any(name == lib or name.startswith(lib + ".") for lib in LIBRARY)
+
+
+def private_uses(path: Path, module: str = "") -> set[str]:
+    """The private names (a part starting with one underscore) of replay, wait and report
+    that a file imports: from-imports, a private module, or an attribute of a module of
+    theirs it imported (``from ..replay import pbsched``, then ``pbsched._RANK``)."""
+    module = module or module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text(), str(path))
+    modules: dict[str, str] = {}  # local name -> a module of the library
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+            prefix = ".".join(base + [node.module or ""]).strip(".") if node.level else node.module
+            for alias in node.names if prefix and _in_library(prefix) else ():
+                full = f"{prefix}.{alias.name}"
+                modules[alias.asname or alias.name] = full
+                found.add(full)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if _in_library(alias.name):
+                    found.add(alias.name)
+                    if alias.asname:
+                        modules[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id in modules:
+                found.add(f"{modules[node.value.id]}.{node.attr}")
+    return {name for name in found if any(_private(part) for part in name.split("."))}
+
+
+def _private(part: str) -> bool:
+    return part.startswith("_") and not part.startswith("__")
+
+
+@pytest.mark.parametrize(
+    "path", sorted((PACKAGE / "cli").glob("*.py")), ids=lambda p: p.name
+)  # fmt: skip
+def test_the_cli_uses_only_public_names_of_the_library(path):
+    """Issue 51: the CLI parses, calls and prints; what it calls of replay, wait and report
+    is their API, not their insides."""
+    assert not private_uses(path), f"private names: {sorted(private_uses(path))}"
+
+
+def test_the_private_name_rule_finds_them(tmp_path):
+    cli = tmp_path / "softwalltime" / "cli"
+    cli.mkdir(parents=True)
+    (cli / "x.py").write_text(
+        "from ..replay.pbsched import _RANK, parse_policy\n"
+        "from ..replay import tune\n"
+        "import softwalltime.wait._inner as inner\n"
+        "from ..report import build\n"
+        "tune._ok(1); tune.assess(2); build.public(); inner.run()\n"
+    )
+    names = private_uses(cli / "x.py", "softwalltime.cli.x")
+    assert names == {
+        "softwalltime.replay.pbsched._RANK", "softwalltime.replay.tune._ok",
+        "softwalltime.wait._inner", "softwalltime.wait._inner.run",
+    }  # fmt: skip
 
 
 def test_the_makefile_checks_the_hook_path_for_python_36():

@@ -224,12 +224,6 @@ def test_recommend_bounds_the_longest_wait_of_wide_jobs() -> None:
     assert "within the bounds (long p95 <= 0.00 h (0:00:00), wide max <= 50.0 h)" in text
 
 
-def test_the_clis_wide_bound_default_is_the_search_modules() -> None:
-    from softwalltime.cli import simulate as cli_simulate
-
-    assert cli_simulate.WIDE_MAX_FACTOR == search.WIDE_MAX_FACTOR
-
-
 @pytest.mark.slow
 def test_cli_wide_max_bound(capsys: pytest.CaptureFixture[str]) -> None:
     from softwalltime import cli

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List
 
 from ..core import registry
 from ..core.config import Settings
@@ -20,19 +20,20 @@ from .helptext import man_only, more
 
 log = logging.getLogger(__name__)
 
+# Copies of the library's values, for the options and their help: building the parser (at
+# every softwalltime invocation) imports no simulator. tests/test_api.py checks each one.
 SOURCES = registry.SIMULATED  # softwalltime.replay.simulate.SOURCE_NAMES
 DEFAULT_SOURCES = ",".join((registry.USERS, *registry.HISTORY_PREDICTORS, registry.PERFECT))
 SEARCH_SOURCES = "users,v3"  # --search: the baseline's and the hook's default predictor
-P95_TOLERANCE_PCT = 10.0  # softwalltime.replay.formula.Tolerances (a test checks)
+P95_TOLERANCE_PCT = 10.0  # softwalltime.replay.formula.Tolerances
 MAX_FACTOR = 2.0
 GOAL_PCT = 40.0  # softwalltime.replay.tune.GOAL_PCT
-CORRECTIONS = ("pbs", "simple", "power", "walltime")
+CORRECTIONS = ("pbs", "simple", "power", "walltime")  # softwalltime.replay.corrections
 BACKFILL_BY = ("estimate", "walltime")  # softwalltime.replay.pbsched.BACKFILL_BY
 CLASSES = ("pbs", "rank", "none")  # softwalltime.replay.pbsched.CLASSES
 RANK_REFRESH_S = 900  # softwalltime.replay.pbsched.DEFAULT_RANK_REFRESH_S
 RANK_BY = registry.RANKS  # softwalltime.replay.pbsched.RANK_BY
 DEFAULT_FUZZY_S = 60  # softwalltime.replay.pbsched.DEFAULT_FUZZY_S
-WIDE_MAX_FACTOR = 3  # softwalltime.replay.search.WIDE_MAX_FACTOR (a test checks)
 MAX_BOUND_H = 87600.0  # the bounds an admin sets for --policies: at most 10 years of waiting
 
 DESCRIPTION = """\
@@ -328,40 +329,41 @@ def _add_search_options(p: Any) -> None:
     )
 
 
-def _run_policy(task: Tuple[str, str, str, Dict[str, Any]]) -> Tuple[str, Any, float]:
+def _options(args: argparse.Namespace, settings: Settings) -> Any:
+    """The one :class:`~softwalltime.replay.runs.SimOptions` of the run, from the options."""
+    from ..core.predict import PredictorParams
     from ..replay import pbsched
-    from ..replay import search as srch
-    from ..replay import simulate as sim
+    from ..replay.runs import SimOptions
+    from ..replay.simulate import Refresh
 
-    path, policy, name, opts = task
-    work = _WORKLOADS[path]
-    parsed = pbsched.parse_policy(
-        policy, opts["iteration"], opts["backfill_by"], opts["classes"], opts["fuzzy"]
+    refresh = None
+    if args.refresh_every:
+        refresh = Refresh(args.refresh_every * 60, args.refresh_pct, int(args.refresh_min * 60))
+    return SimOptions(
+        params=PredictorParams.from_settings(settings),
+        target_under_pct=target_option(args.target_under_pct, settings.target_under_pct),
+        correction=args.correction,
+        backfill_depth=args.backfill_depth,
+        sjbf=args.sjbf,
+        lazy_corrections=args.lazy_corrections,
+        refresh=refresh,
+        scheduler_iteration=args.scheduler_iteration,
+        backfill_by=args.backfill_by or pbsched.ESTIMATE,
+        classes=args.classes or pbsched.CLASSES_PBS,
+        backfill_fuzzy=DEFAULT_FUZZY_S if args.backfill_fuzzy is None else args.backfill_fuzzy,
+        rank_refresh_s=RANK_REFRESH_S if args.rank_refresh is None else int(args.rank_refresh),
+        rank_by=args.rank_by or RANK_BY[0],
     )
-    ranker = None
-    if pbsched.sort_formula(parsed.job_sort_formula).reads_rank:
-        # the rank is the same for every source; perfect estimates come with a perfect rank
-        perfect = name == sim.PERFECT
-        refresh = opts["rank_refresh_s"]
-        ranker = (
-            pbsched.PerfectRanker() if perfect else pbsched.make_ranker(opts["rank_by"], refresh)
-        )
-    started = time.perf_counter()
-    result = pbsched.simulate_pbs(
-        work,
-        sim.make_source(name, opts["params"], opts["target_under_pct"]),
-        opts["procs"][path],
-        parsed,
-        opts["correction"],
-        ranker=ranker,
-    )
-    figures = srch.figures(policy, work, result, ranker.name if ranker else "")
-    return path, figures, time.perf_counter() - started
 
 
-def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) -> int:
+def _write_json(out: List[Dict[str, Any]]) -> None:
+    json.dump(out[0] if len(out) == 1 else out, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def _search(args: argparse.Namespace, names: List[str], traces: List[Any], opts: Any) -> int:
+    from .. import api
     from ..replay import pbsched
-    from ..replay import search as srch
 
     other = [
         flag
@@ -384,60 +386,13 @@ def _search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) ->
             pbsched.parse_policy(policy)
         except ValueError as err:
             raise ConfigError(f"--policies: {err}") from err
-    opts["iteration"] = args.scheduler_iteration
-    opts["backfill_by"] = args.backfill_by or pbsched.ESTIMATE
-    opts["classes"] = args.classes or pbsched.CLASSES_PBS
-    opts["fuzzy"] = _fuzzy_or_default(args)
-    refresh = opts["rank_refresh_s"] = _rank_refresh(args)
-    opts["rank_by"] = args.rank_by or RANK_BY[0]
-    tasks = [(path, pol, name, opts) for path in args.sources for pol in policies for name in names]
-    outcomes = _map(_run_policy, tasks, args.jobs)
-    out = []
-    for path in args.sources:
-        rows = [f for p, f, _e in outcomes if p == path]
-        for _p, f, elapsed in (o for o in outcomes if o[0] == path):
-            log.info("%s: %s %s: %.2f s", os.path.basename(path), f.policy, f.source, elapsed)
-        best = srch.recommend(rows, args.long_p95_bound, args.wide_max_bound)
-        rules = pbsched.parse_policy(
-            "fcfs", args.scheduler_iteration, opts["backfill_by"], opts["classes"], opts["fuzzy"]
-        )
-        if args.json:
-            limits = srch.bounds(rows, args.long_p95_bound, args.wide_max_bound)
-            obj = srch.as_json(rows, best, rules, refresh, limits)
-            obj["source"] = path
-            out.append(obj)
-        else:
-            title = f"source: {path}   machine: {opts['procs'][path]} processors"
-            bound = args.long_p95_bound
-            text = srch.format_search(title, rows, best, bound, rules, refresh, args.wide_max_bound)
-            sys.stdout.write(text)
+    bounds_h = (args.long_p95_bound, args.wide_max_bound)
+    results = api.policies(traces, policies, names, options=opts, bounds_h=bounds_h, jobs=args.jobs)
     if args.json:
-        json.dump(out[0] if len(out) == 1 else out, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        _write_json([r.as_json() for r in results])
+    else:
+        sys.stdout.write("".join(r.format() for r in results))
     return 0
-
-
-# The formula search's parts, set by the parent, inherited by forked workers.
-_TUNE: Dict[str, Any] = {}
-
-
-def _run_tune(task: Tuple[str, int, int]) -> Tuple[str, int, int, Any]:
-    from ..replay import simulate as sim
-    from ..replay import tune
-
-    path, half, k = task
-    opts = _TUNE["opts"]
-    cand = None if k < 0 else _TUNE["candidates"][k]
-    waits = tune.simulate(
-        _TUNE["halves"][path][half],
-        opts["procs"][path],
-        cand,
-        _TUNE["rules"],
-        lambda name: sim.make_source(name, opts["params"], opts["target_under_pct"]),
-        opts["rank_refresh_s"],
-        opts["correction"],
-    )
-    return path, half, k, waits
 
 
 def _progress(done: int, total: int, started: float, phase: str = "") -> None:
@@ -451,65 +406,22 @@ def _progress(done: int, total: int, started: float, phase: str = "") -> None:
         sys.stderr.flush()
 
 
-def _tune_all(
-    tasks: List[Tuple[str, int, int]], jobs: int, phase: str
-) -> List[Tuple[str, int, int, Any]]:
-    started, out = time.monotonic(), []
-    _progress(0, len(tasks), started, phase)
-    if jobs > 1 and len(tasks) > 1:
-        import multiprocessing
+def _progress_line() -> Callable[[int, int, str], None]:
+    """:func:`_progress` for each phase of the search, its clock started at the phase's 0."""
+    started = [time.monotonic()]
 
-        with multiprocessing.get_context("fork").Pool(min(jobs, len(tasks))) as pool:
-            for outcome in pool.imap_unordered(_run_tune, tasks, chunksize=1):
-                out.append(outcome)
-                _progress(len(out), len(tasks), started, phase)
-    else:
-        for task in tasks:
-            out.append(_run_tune(task))
-            _progress(len(out), len(tasks), started, phase)
-    return out
+    def show(done: int, total: int, phase: str) -> None:
+        if done == 0:
+            started[0] = time.monotonic()
+        _progress(done, total, started[0], phase)
+
+    return show
 
 
-def _tune_phases(
-    paths: List[str], grid_cands: List[Any], tol: Any, jobs: int
-) -> Tuple[Dict[Tuple[str, int, int], Any], List[Any]]:
-    # Every candidate on the first half (and the baseline on both); the first half's best
-    # again with more top jobs (tune.deeper: after the grid's, run on their path only);
-    # then those worth it (tune.checked) on the second half. The figures by (path, half,
-    # candidate; -1: the baseline), a candidate not run on a path has no key there; and
-    # the candidates, the grid's then the deeper ones.
-    from ..replay import formula as fm
-    from ..replay import tune
-
-    cands = list(grid_cands)
-    _TUNE["candidates"] = cands  # each phase's workers fork with it as it is then
-    grid = len(cands)
-    # the slowest first (a predictor, the rank), so that the pool ends together
-    order = sorted(range(grid), key=lambda k: cands[k].source == "users")
-    tasks = [(p, h, -1) for p in paths for h in (0, 1)] + [(p, 0, k) for p in paths for k in order]
-    got = {(p, h, k): w for p, h, k, w in _tune_all(tasks, jobs, "1/3")}
-    index: Dict[Any, int] = {}
-    deep = []
-    for p in paths:
-        for k in tune.deeper([got[(p, 0, k)] for k in range(grid)]):
-            cand = cands[k]._replace(depth=fm.DEEPER_DEPTH)
-            if cand not in index:
-                index[cand] = len(cands)
-                cands.append(cand)
-            deep.append((p, 0, index[cand]))
-    got.update({(p, h, k): w for p, h, k, w in _tune_all(deep, jobs, "2/3")})
-    second = []
-    for p in paths:
-        run = [k for k in range(len(cands)) if (p, 0, k) in got]
-        firsts = [got[(p, 0, k)] for k in run]
-        second += [(p, 1, run[i]) for i in tune.checked(got[(p, 0, -1)], firsts, tol)]
-    got.update({(p, h, k): w for p, h, k, w in _tune_all(second, jobs, "3/3")})
-    return got, cands
-
-
-def _formula_search(args: argparse.Namespace, names: List[str], opts: Dict[str, Any]) -> int:
-    from ..replay import formula as fm
-    from ..replay import pbsched, tune
+def _formula_search(
+    args: argparse.Namespace, names: List[str], traces: List[Any], opts: Any
+) -> int:
+    from .. import api
 
     other = [
         flag
@@ -527,67 +439,27 @@ def _formula_search(args: argparse.Namespace, names: List[str], opts: Dict[str, 
     ]
     if other:
         raise ConfigError(f"--search: not with {', '.join(other)}")
-    if args.plot:
-        from .evaluate import check_plot_dir
-
-        check_plot_dir(args.plot)
-    tol = fm.Tolerances(
-        P95_TOLERANCE_PCT if args.p95_tolerance is None else args.p95_tolerance,
-        MAX_FACTOR if args.max_factor is None else args.max_factor,
+    results = api.search(
+        traces,
+        names,
+        options=opts,
+        p95_tolerance_pct=P95_TOLERANCE_PCT if args.p95_tolerance is None else args.p95_tolerance,
+        max_factor=MAX_FACTOR if args.max_factor is None else args.max_factor,
+        goal_pct=GOAL_PCT if args.goal is None else args.goal,
+        jobs=args.jobs,
+        progress=_progress_line(),
     )
-    opts["rank_refresh_s"] = refresh = _rank_refresh(args)
-    rules = pbsched.parse_policy(
-        "fcfs-bf1",
-        args.scheduler_iteration,
-        args.backfill_by or pbsched.ESTIMATE,
-        args.classes or pbsched.CLASSES_PBS,
-        _fuzzy_or_default(args),
-    )
-    _TUNE.update(opts=opts, rules=rules)
-    _TUNE["halves"] = {path: tune.halves(_WORKLOADS[path]) for path in args.sources}
-    started = time.monotonic()
-    got, cands = _tune_phases(
-        args.sources, fm.candidates([n for n in names if n != "perfect"]), tol, args.jobs
-    )
-    log.info("search: %d simulations in %.0f s", len(got), time.monotonic() - started)
-    out = []
-    for path in args.sources:
-        procs = opts["procs"][path]
-        rows = [
-            tune.Row(c, fm.expression(c.params, procs), got[(path, 0, k)], got.get((path, 1, k)))
-            for k, c in enumerate(cands)
-            if (path, 0, k) in got
-        ]
-        goal_pct = GOAL_PCT if args.goal is None else args.goal
-        rep = tune.assess((got[(path, 0, -1)], got[(path, 1, -1)]), rows, tol, goal_pct)
-        if args.json:
-            out.append(dict(tune.as_json(rep, procs, rules, refresh), source=path))
-        else:
-            h1, h2 = _TUNE["halves"][path]
-            title = (
-                f"source: {path}   machine: {procs} processors   jobs: first half "
-                f"{len(h1.submit)}, second half {len(h2.submit)}"
-            )
-            sys.stdout.write(tune.format_report(title, rep, procs, rules, refresh))
+    for r in results:
+        if not args.json:
+            sys.stdout.write(r.format())
         if args.plot:
             where = args.plot
             if len(args.sources) > 1:
-                where = os.path.join(args.plot, os.path.basename(path.rstrip("/")))
-            log.info("wrote %s", tune.write_plot(rep, where, os.path.basename(path)))
+                where = os.path.join(args.plot, os.path.basename(r.path.rstrip("/")))
+            log.info("wrote %s", r.write_plot(where))
     if args.json:
-        json.dump(out[0] if len(out) == 1 else out, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        _write_json([r.as_json() for r in results])
     return 0
-
-
-def _fuzzy_or_default(args: argparse.Namespace) -> int:
-    value: Optional[int] = args.backfill_fuzzy
-    return DEFAULT_FUZZY_S if value is None else value
-
-
-def _rank_refresh(args: argparse.Namespace) -> int:
-    # --rank-refresh defaults to the refresh timer's 15 minutes (None: not given)
-    return RANK_REFRESH_S if args.rank_refresh is None else int(args.rank_refresh)
 
 
 def _sources(text: str) -> List[str]:
@@ -596,68 +468,6 @@ def _sources(text: str) -> List[str]:
         names.remove("users")
         names.insert(0, "users")
     return names
-
-
-# Workloads read by the parent, inherited by forked workers.
-_WORKLOADS: Dict[str, Any] = {}
-
-
-def _run_one(task: Tuple[str, str, Dict[str, Any]]) -> Tuple[str, str, Any, Any, float]:
-    from ..replay import simulate as sim
-
-    path, name, opts = task
-    work = _WORKLOADS[path]
-    refresh = None
-    if opts["refresh_every_s"]:
-        refresh = sim.Refresh(opts["refresh_every_s"], opts["refresh_pct"], opts["refresh_min_s"])
-    source = sim.make_source(name, opts["params"], opts["target_under_pct"])
-    started = time.perf_counter()
-    result = sim.simulate(
-        work,
-        source,
-        opts["procs"][path],
-        opts["correction"],
-        opts["backfill_depth"],
-        opts["sjbf"],
-        refresh,
-        opts["lazy"],
-    )
-    elapsed = time.perf_counter() - started
-    return path, name, result, sim.summarize(work, result, source), elapsed
-
-
-def _map(func: Any, tasks: List[Any], jobs: int) -> List[Any]:
-    """``func`` of each task, in order: in ``jobs`` forked processes when there are several
-    (they inherit the workloads read into :data:`_WORKLOADS`)."""
-    if jobs > 1 and len(tasks) > 1:
-        import multiprocessing
-
-        with multiprocessing.get_context("fork").Pool(min(jobs, len(tasks))) as pool:
-            return pool.map(func, tasks, chunksize=1)
-    return [func(task) for task in tasks]
-
-
-def _read_workloads(args: argparse.Namespace) -> Dict[str, int]:
-    """Read each source into :data:`_WORKLOADS`, fitted to its machine; its processors.
-
-    :raises ConfigError: no machine size, or no job left to simulate
-    """
-    from ..replay import simulate as sim
-    from ..replay.traces import InputLimits
-
-    procs: Dict[str, int] = {}
-    limits = InputLimits(args.max_input_size)  # all sources together: all are kept in memory
-    for path in args.sources:
-        work = sim.read_workload(path, limits)
-        machine: Optional[int] = args.procs or work.machine_procs
-        if machine is None:
-            raise ConfigError(f"{path}: no MaxProcs header: give the machine size with --procs N")
-        work = sim.fit_machine(work, machine)
-        if not work.submit:
-            raise ConfigError(f"{path}: no job to simulate")
-        _WORKLOADS[path] = work
-        procs[path] = machine
-    return procs
 
 
 def _refuse_scheduler_options(args: argparse.Namespace) -> None:
@@ -683,90 +493,33 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
     :raises ConfigError: bad arguments (unknown source, no processor count)
     :raises ParseError: a source cannot be read
     """
-    from ..core.predict import PredictorParams
-    from ..replay import simulate as sim
+    from .. import api
 
     names = _sources(args.estimates or (SEARCH_SOURCES if args.search else DEFAULT_SOURCES))
-    target = target_option(args.target_under_pct, settings.target_under_pct)  # before reading
+    opts = _options(args, settings)  # the target checked before reading
     if args.refresh_pct < 0 or args.refresh_min < 0:
         raise ConfigError("--refresh-pct and --refresh-min must not be negative")
     if args.plot:
         from .evaluate import check_plot_dir
 
         check_plot_dir(args.plot)  # before the simulation, not after it (was: 24 s lost)
-    procs = _read_workloads(args)
-    opts = {
-        "params": PredictorParams.from_settings(settings),
-        "target_under_pct": target,
-        "procs": procs,
-        "correction": args.correction,
-        "backfill_depth": args.backfill_depth,
-        "sjbf": args.sjbf,
-        "lazy": args.lazy_corrections,
-        "refresh_every_s": (args.refresh_every or 0) * 60,
-        "refresh_pct": args.refresh_pct,
-        "refresh_min_s": int(args.refresh_min * 60),
-    }
+    traces = api.load(args.sources, args.procs, args.max_input_size)
     if args.search:
-        return _formula_search(args, names, opts)
+        return _formula_search(args, names, traces, opts)
     if args.p95_tolerance is not None or args.max_factor is not None or args.goal is not None:
         raise ConfigError("--p95-tolerance, --max-factor, --goal: only with --search")
     if args.policies:
-        return _search(args, names, opts)
+        return _search(args, names, traces, opts)
     _refuse_scheduler_options(args)
-    outcomes = _map(
-        _run_one, [(path, name, opts) for path in args.sources for name in names], args.jobs
-    )
-    reports = [
-        _easy_report(args, path, [o for o in outcomes if o[0] == path], procs[path])
-        for path in args.sources
-    ]
-    if args.json:
-        json.dump(reports[0] if len(reports) == 1 else reports, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write("\n".join(sim.format_table(r) for r in reports))
-    return 0
-
-
-def _easy_report(
-    args: argparse.Namespace, path: str, mine: List[Any], procs: int
-) -> Dict[str, Any]:
-    """One source's report (``--json``'s object; the table's input), its plots written.
-
-    :param mine: its outcomes of :func:`_run_one`, one per estimate source
-    """
-    work = _WORKLOADS[path]
-    for _p, name, _r, _s, elapsed in mine:
-        log.info(
-            "%s: %s: %.2f s, %.0f jobs/s",
-            os.path.basename(path),
-            name,
-            elapsed,
-            len(work.submit) / elapsed if elapsed > 0 else 0.0,
-        )
-    if args.plot:
-        from ..replay.plots import write_simulation_plots
-
-        results = {name: result for _p, name, result, _s, _e in mine}
-        out = (
-            args.plot
-            if len(args.sources) == 1
-            else os.path.join(args.plot, os.path.basename(path.rstrip("/")))
-        )
-        title = os.path.basename(path.rstrip("/")) + f" ({args.correction} correction)"
-        for written in write_simulation_plots(work, results, out, title=title):
+    runs = api.simulate(traces, names, options=opts, jobs=args.jobs)
+    for run in runs if args.plot else ():
+        where = args.plot
+        if len(args.sources) > 1:
+            where = os.path.join(args.plot, os.path.basename(run.path.rstrip("/")))
+        for written in run.write_plots(where):
             log.info("wrote %s", written)
-    return {
-        "source": path,
-        "procs": procs,
-        "jobs": len(work.submit),
-        "skipped": sum(work.skipped.values()),
-        "skipped_by_reason": work.skipped,
-        "correction": args.correction,
-        "backfill_depth": args.backfill_depth,
-        "sjbf": args.sjbf,
-        "lazy_corrections": args.lazy_corrections,
-        "refresh_every_min": args.refresh_every,
-        "sources": {name: summary for _p, name, _r, summary, _e in mine},
-    }
+    if args.json:
+        _write_json([run.as_json() for run in runs])
+    else:
+        sys.stdout.write("\n".join(run.format() for run in runs))
+    return 0

@@ -1,0 +1,246 @@
+"""softwalltime as a library: what the commands do, without argparse.
+
+Each function takes plain values and returns result objects; a result's ``as_json()`` is
+what the command's ``--json`` prints and its ``format()`` the command's table. The CLI
+(:mod:`softwalltime.cli`) only parses its options, calls these and prints.
+
+- :func:`evaluate`: the predictors' accuracy on finished jobs (``softwalltime evaluate``);
+- :func:`load`: traces read and fitted to their machine, for the simulations;
+- :func:`simulate`: FCFS + EASY backfilling per estimate source (``simulate``);
+- :func:`policies`: PBS's scheduler per policy and source (``simulate --policies``);
+- :func:`search`: the job_sort_formula search (``simulate --search``).
+
+The simulations run in ``jobs`` forked processes, which get their inputs as arguments
+(:func:`softwalltime.replay.parallel.fork_map`).
+
+Example::
+
+    from softwalltime import api
+
+    [result] = api.search(["trace.swf"], jobs=2)
+    print(result.format())
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from .core import registry
+from .core.calibrated import DEFAULT_TARGET_UNDER_PCT
+from .core.predict import PredictorParams
+from .replay import evaluate as ev
+from .replay import formula as fm
+from .replay import runs, tune
+from .replay import simulate as sim
+from .replay.runs import (
+    EasyOutcome,
+    Loaded,
+    PolicyResult,
+    Progress,
+    SearchResult,
+    SimOptions,
+)
+from .replay.trace import Trace
+from .replay.traces import InputLimits, read_sources
+
+__all__ = [
+    "DEFAULT_ESTIMATES",
+    "SEARCH_ESTIMATES",
+    "Evaluation",
+    "Loaded",
+    "PolicyResult",
+    "SearchResult",
+    "SimOptions",
+    "Simulation",
+    "evaluate",
+    "load",
+    "policies",
+    "search",
+    "simulate",
+]
+
+DEFAULT_ESTIMATES = (registry.USERS, *registry.HISTORY_PREDICTORS, registry.PERFECT)
+SEARCH_ESTIMATES = (registry.USERS, "v3")  # the baseline's and the hook's default predictor
+
+Traces = Sequence[Union[str, Loaded]]
+"""Paths (an SWF trace with its MaxProcs header) or traces :func:`load` read."""
+
+
+# ---------------------------------------------------------------------------------------
+# The accuracy replay
+
+
+class Evaluation(NamedTuple):
+    """The predictors replayed on a trace (``softwalltime evaluate``)."""
+
+    report: Dict[str, Any]
+    replay: ev.Replay
+    columns: ev.ReplayColumns
+
+    def as_json(self) -> Dict[str, Any]:
+        return self.report
+
+    def format(self) -> str:
+        return ev.format_table(self.report)
+
+
+def evaluate(
+    trace: Union[Trace, Sequence[str]],
+    predictors: Sequence[str] = ev.DEFAULT_PREDICTORS,
+    *,
+    params: Optional[PredictorParams] = None,
+    target_under_pct: Optional[float] = DEFAULT_TARGET_UNDER_PCT,
+    moment: str = "submit",
+    start_from_submit: bool = False,
+    priors: Tuple[Any, Any] = (None, None),
+    consume: bool = False,
+) -> Evaluation:
+    """Replay finished jobs through ``predictors`` (of :data:`.replay.evaluate.PREDICTORS`).
+
+    :param trace: a :class:`~.replay.trace.Trace` (e.g. of
+        :func:`~.replay.traces.read_sources` or :func:`~.replay.history.read_finished_jobs`),
+        or the paths of SWF traces and PBS accounting logs to read
+    :param target_under_pct: calibrated's and learned's target (None: v3's share)
+    :param start_from_submit: paths read: a job without a start time starts at its submit
+    :param priors: the starting tables of calibrated and learned (None: empty)
+    :param consume: drop the trace's jobs as they are turned into columns (peak memory)
+    :raises ValueError: an unknown predictor or moment
+    """
+    unknown = sorted(set(predictors) - set(ev.PREDICTORS))
+    if unknown:
+        raise ValueError(f"unknown predictors: {', '.join(unknown)}")
+    if not isinstance(trace, Trace):
+        trace = read_sources(list(trace), start_from_submit=start_from_submit)
+        consume = True
+    cols, skipped = ev.columns(trace.jobs, moment, release=consume)
+    result = ev.replay_columns(
+        cols, skipped, predictors, params, moment, target_under_pct, priors[0], priors[1]
+    )
+    targeted = any(name in ev.TARGETED for name in predictors)
+    report = ev.report_dict(
+        trace.source,
+        result,
+        ev.summarize(result),
+        trace.skipped,
+        target_under_pct if targeted else None,
+        target_v3=targeted and target_under_pct is None,
+    )
+    return Evaluation(report, result, cols)
+
+
+# ---------------------------------------------------------------------------------------
+# The scheduler simulations
+
+
+def load(
+    paths: Sequence[str], procs: Optional[int] = None, max_input_bytes: Optional[int] = None
+) -> List[Loaded]:
+    """Read traces for the simulations, each fitted to its machine: ``procs`` processors,
+    else its SWF MaxProcs header (PBS accounting logs need ``procs``).
+
+    :param max_input_bytes: at most this much of them all, decompressed (None: 1 GiB)
+    :raises ConfigError: no machine size, or no job left to simulate
+    :raises ParseError: a trace cannot be read
+    """
+    limits = InputLimits() if max_input_bytes is None else InputLimits(max_input_bytes)
+    return runs.load(paths, procs, limits)
+
+
+def _loaded(traces: Traces) -> List[Loaded]:
+    paths = [t for t in traces if isinstance(t, str)]
+    read = iter(runs.load(paths) if paths else [])
+    return [next(read) if isinstance(t, str) else t for t in traces]
+
+
+def _baseline_first(names: Sequence[str]) -> List[str]:
+    """The estimate sources, the users' walltimes first (the baseline).
+
+    :raises ValueError: an unknown source
+    """
+    unknown = [n for n in names if n not in sim.SOURCE_NAMES]
+    if unknown:
+        raise ValueError(f"unknown estimate sources: {', '.join(unknown)}")
+    return sorted(dict.fromkeys(names), key=lambda n: n != registry.USERS)
+
+
+class Simulation(NamedTuple):
+    """One trace's EASY simulation, once per estimate source (``softwalltime simulate``)."""
+
+    trace: Loaded
+    outcomes: List[EasyOutcome]
+    options: SimOptions
+
+    @property
+    def path(self) -> str:
+        return self.trace.path
+
+    def as_json(self) -> Dict[str, Any]:
+        return runs.easy_report(self.trace, self.outcomes, self.options)
+
+    def format(self) -> str:
+        return sim.format_table(self.as_json())
+
+    def write_plots(self, directory: str) -> List[str]:
+        """The wait and slowdown box plots in ``directory`` (matplotlib); the files."""
+        return runs.write_easy_plots(self.trace, self.outcomes, directory, self.options.correction)
+
+
+def simulate(
+    traces: Traces,
+    estimates: Sequence[str] = DEFAULT_ESTIMATES,
+    *,
+    options: Optional[SimOptions] = None,
+    jobs: int = 1,
+) -> List[Simulation]:
+    """Simulate FCFS + EASY backfilling on each trace once per estimate source.
+
+    :raises ValueError: an unknown estimate source or a bad option
+    """
+    names, opts = _baseline_first(estimates), options or SimOptions()
+    loaded = _loaded(traces)
+    outcomes = runs.run_easy(loaded, names, opts, jobs)
+    return [Simulation(t, o, opts) for t, o in zip(loaded, outcomes)]
+
+
+def policies(
+    traces: Traces,
+    policies: Sequence[str],
+    estimates: Sequence[str] = SEARCH_ESTIMATES,
+    *,
+    options: Optional[SimOptions] = None,
+    bounds_h: Tuple[Optional[float], Optional[float]] = (None, None),
+    jobs: int = 1,
+) -> List[PolicyResult]:
+    """Simulate PBS's scheduler on each trace once per policy (``SORT[-bfK|-strict|-greedy]``)
+    and estimate source; recommend one.
+
+    :param bounds_h: the bounds of the long jobs' p95 wait and the wide jobs' longest wait,
+        hours (None: the users' walltimes' under the first policy, 3 x theirs)
+    :raises ValueError: an unknown estimate source or a bad policy
+    """
+    names = _baseline_first(estimates)
+    opts = options or SimOptions()
+    return runs.run_policies(_loaded(traces), policies, names, opts, bounds_h, jobs)
+
+
+def search(
+    traces: Traces,
+    estimates: Sequence[str] = SEARCH_ESTIMATES,
+    *,
+    options: Optional[SimOptions] = None,
+    p95_tolerance_pct: float = runs.TOLERANCES.p95_pct,
+    max_factor: float = runs.TOLERANCES.max_factor,
+    goal_pct: float = tune.GOAL_PCT,
+    jobs: int = 1,
+    progress: Optional[Progress] = None,
+) -> List[SearchResult]:
+    """Search job_sort_formulas for each trace: tuned on its first half, checked on its
+    second, against fcfs-bf1 with the users' walltimes (:mod:`.replay.tune`).
+
+    :param progress: called with (done, total, phase) as the simulations end
+    :raises ValueError: an unknown estimate source
+    """
+    names = _baseline_first(estimates)
+    tol = fm.Tolerances(p95_tolerance_pct, max_factor)
+    opts = options or SimOptions()
+    return runs.run_search(_loaded(traces), names, opts, tol, goal_pct, jobs, progress)
