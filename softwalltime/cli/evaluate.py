@@ -223,19 +223,11 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     :raises ParseError: a source cannot be read
     :raises DatabaseError: ``--db`` and the database cannot be read
     """
+    from .. import api
     from ..core.predict import PredictorParams
     from ..replay.evaluate import PREDICTORS as REPLAYED
-    from ..replay.evaluate import (
-        TARGETED,
-        columns,
-        format_table,
-        replay_columns,
-        report_dict,
-        summarize,
-    )
 
     predictors = name_list("--predictors", args.predictors, REPLAYED)
-    targeted = any(name in TARGETED for name in predictors)
     target = target_option(args.target_under_pct, settings.target_under_pct)
     if args.db and args.sources:
         raise ConfigError("give SOURCE files or --db, not both")
@@ -243,7 +235,7 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("nothing to evaluate: give SOURCE files/directories, or --db")
     if args.plot:
         check_plot_dir(args.plot)  # before the work, not after it
-    start, learned_start = _priors(args.prior, predictors)
+    priors = _priors(args.prior, predictors)
     started = time.perf_counter()
     if args.db:
         trace = _read_db(settings)
@@ -257,23 +249,24 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
             limits=InputLimits(args.max_input_size),
         )
     read_s = time.perf_counter() - started
-    params = PredictorParams.from_settings(settings)
     started = time.perf_counter()
-    # the columns hold what the replay needs: the jobs go as they are read (peak memory)
-    cols, skipped = columns(trace.jobs, args.moment, release=True)
-    result = replay_columns(
-        cols, skipped, predictors, params, args.moment, target, start, learned_start
+    # the jobs go as they are turned into columns (peak memory)
+    result = api.evaluate(
+        trace,
+        predictors,
+        params=PredictorParams.from_settings(settings),
+        target_under_pct=target,
+        moment=args.moment,
+        priors=priors,
+        consume=True,
     )
-    replay_s = time.perf_counter() - started
-    report = report_dict(
-        trace.source,
-        result,
-        summarize(result),
-        trace.skipped,
-        target if targeted else None,
-        target_v3=targeted and target is None,
+    report = result.as_json()
+    log.debug(
+        "read %.2f s, replay %.2f s (%s jobs)",
+        read_s,
+        time.perf_counter() - started,
+        report["jobs"],
     )
-    log.debug("read %.2f s, replay %.2f s (%s jobs)", read_s, replay_s, report["jobs"])
     if not report["jobs"]:
         raise ReplayError(_nothing_evaluated(trace.source, report, args.start_from_submit))
     if args.plot:
@@ -286,12 +279,13 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
             title = ", ".join(os.path.basename(p.rstrip("/")) or p for p in args.sources)
         if len(title) > 100:
             title = title[:97] + "..."
+        cols, start = result.columns, priors[0]
         sweep = sweep_calibrated(cols, start=start) if "calibrated" in predictors else None
-        for path in write_plots(result, args.plot, title=title, sweep=sweep):
+        for path in write_plots(result.replay, args.plot, title=title, sweep=sweep):
             log.info("wrote %s", path)
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(format_table(report))
+        sys.stdout.write(result.format())
     return 0
