@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from softwalltime import api, cli
+from softwalltime.replay import tune
 from softwalltime.replay.parallel import fork_map
 
 
@@ -135,3 +136,18 @@ def test_the_clis_copies_are_the_librarys() -> None:
     assert cmd.RANK_REFRESH_S == pbsched.DEFAULT_RANK_REFRESH_S == api.SimOptions().rank_refresh_s
     assert cmd.RANK_BY == pbsched.RANK_BY
     assert cmd.DEFAULT_FUZZY_S == pbsched.DEFAULT_FUZZY_S == api.SimOptions().backfill_fuzzy
+
+
+def test_the_example_of_the_development_page_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    marker = "<!-- api: run by tests/test_api.py -->"
+    page = (Path(__file__).resolve().parents[1] / "docs" / "development.md").read_text()
+    block = page.split(marker + "\n```python\n", 1)[1].split("\n```", 1)[0]
+    _trace(tmp_path / "trace.swf")
+    monkeypatch.chdir(tmp_path)
+    names: dict[str, object] = {}
+    exec(compile(block, "docs/development.md", "exec"), names)  # noqa: S102 - our own page
+    out = capsys.readouterr().out
+    assert "v3" in out and "job_sort_formula" in out
+    assert isinstance(names["report"], tune.Report)
