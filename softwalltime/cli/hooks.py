@@ -175,7 +175,8 @@ def install_commands(name: str, order: int, alarm: int, script: str, config: str
 
 
 def register(sub: Any) -> None:
-    """Add the ``hooks`` command group."""
+    """Add the ``hooks`` command group. Long because it is a table: one ``add_argument`` per
+    option."""
     hooks = sub.add_parser(
         "hooks",
         help="install or remove the PBS server hook (qmgr)",
@@ -706,12 +707,38 @@ def uninstall(args: Any, settings: Settings) -> int:
             f"job_sort_formula not read ({detail}): if it names {', '.join(RESOURCES)}, unset"
             f" it: {_shown(qmgr, 'unset sched default job_sort_formula')}"
         )
-    unset, kept_formulas, keep = {}, {}, set()
+    unset, kept_formulas, keep = _unset_formulas(qmgr, formulas, args.keep_formula, commands)
+    commands += _remove_operator(qmgr, entry, say) if entry else []
+    deleted, kept = _delete_resources(qmgr, keep, commands, say)
+    if args.json:
+        _print_json(
+            UNINSTALL_KEYS,
+            commands=commands,
+            resources_deleted=deleted,
+            resources_kept=kept,
+            formulas_unset=unset,
+            formulas_kept=kept_formulas,
+            **found,
+        )
+        return 0
+    print(f"kept: the database {database} and the roles {', '.join(DB_ROLES)}; to drop them:")
+    print("\n".join(database_commands(database)[1:]))
+    return 0
+
+
+def _unset_formulas(
+    qmgr: list[str], formulas: dict[str, str], keep_formula: bool, commands: list[str]
+) -> tuple[dict[str, str], dict[str, str], set[str]]:
+    """uninstall's job_sort_formulas that name our resources: unset (each directive added
+    to ``commands``) or, ``keep_formula``, kept; (unset, kept, the resources they keep)."""
+    unset: dict[str, str] = {}
+    kept_formulas: dict[str, str] = {}
+    keep: set[str] = set()
     for sched, formula in sorted(formulas.items()):
         named = names_ours(formula)
         if not named:
             continue
-        if args.keep_formula:
+        if keep_formula:
             kept_formulas[sched] = formula
             keep.update(named)
             _say_err(
@@ -728,8 +755,16 @@ def uninstall(args: Any, settings: Settings) -> int:
             f"job_sort_formula of scheduler {sched} read {', '.join(named)}: unset; it was"
             f" {formula} (without those names, restore it with: {restore})"
         )
-    commands += _remove_operator(qmgr, entry, say) if entry else []
-    deleted, kept = [], {}
+    return unset, kept_formulas, keep
+
+
+def _delete_resources(
+    qmgr: list[str], keep: set[str], commands: list[str], say: Callable[[str], None]
+) -> tuple[list[str], dict[str, str]]:
+    """uninstall's resources deleted (each added to ``commands``) but those in ``keep``;
+    (deleted, kept with why: a job or a finished job has it)."""
+    deleted: list[str] = []
+    kept: dict[str, str] = {}
     for name in RESOURCES:
         if name in keep or not _qmgr_ok(qmgr, f"list resource {name}"):
             continue
@@ -745,17 +780,4 @@ def uninstall(args: Any, settings: Settings) -> int:
                 f"resource {name} kept ({err}): a job or a finished job in the history has"
                 f" it; once none has (qdel -x -Wforce): {_shown(qmgr, delete)}"
             )
-    if args.json:
-        _print_json(
-            UNINSTALL_KEYS,
-            commands=commands,
-            resources_deleted=deleted,
-            resources_kept=kept,
-            formulas_unset=unset,
-            formulas_kept=kept_formulas,
-            **found,
-        )
-        return 0
-    print(f"kept: the database {database} and the roles {', '.join(DB_ROLES)}; to drop them:")
-    print("\n".join(database_commands(database)[1:]))
-    return 0
+    return deleted, kept
