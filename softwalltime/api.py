@@ -4,6 +4,7 @@ Each function takes plain values and returns result objects; a result's ``as_jso
 what the command's ``--json`` prints and its ``format()`` the command's table. The CLI
 (:mod:`softwalltime.cli`) only parses its options, calls these and prints.
 
+- :func:`predict`: a history predictor's soft walltime for a job (the hook's code);
 - :func:`evaluate`: the predictors' accuracy on finished jobs (``softwalltime evaluate``);
 - :func:`load`: traces read and fitted to their machine, for the simulations;
 - :func:`simulate`: FCFS + EASY backfilling per estimate source (``simulate``);
@@ -25,9 +26,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
+from .core import predict as core_predict
 from .core import registry
 from .core.calibrated import DEFAULT_TARGET_UNDER_PCT
-from .core.predict import PredictorParams
+from .core.predict import HistoryRow, Prediction, PredictorParams
 from .replay import evaluate as ev
 from .replay import formula as fm
 from .replay import runs, tune
@@ -48,6 +50,7 @@ __all__ = [
     "SEARCH_ESTIMATES",
     "Evaluation",
     "Loaded",
+    "Prediction",
     "PolicyResult",
     "SearchResult",
     "SimOptions",
@@ -55,6 +58,7 @@ __all__ = [
     "evaluate",
     "load",
     "policies",
+    "predict",
     "search",
     "simulate",
 ]
@@ -67,7 +71,24 @@ Traces = Sequence[Union[str, Loaded]]
 
 
 # ---------------------------------------------------------------------------------------
-# The accuracy replay
+# Predictions and the accuracy replay
+
+
+def predict(
+    walltime_s: Optional[int],
+    history: Sequence[HistoryRow],
+    predictor: str = "v3",
+    params: Optional[PredictorParams] = None,
+) -> Prediction:
+    """The soft walltime predictor v1, v2 or v3 gives a job, as the hook computes it.
+
+    :param history: the user's finished jobs, ``(runtime_s, walltime_s or None)``, most
+        recent end first
+    :raises ValueError: an unknown predictor
+    """
+    return core_predict.predict(
+        predictor, walltime_s, history, params or core_predict.DEFAULT_PARAMS
+    )
 
 
 class Evaluation(NamedTuple):

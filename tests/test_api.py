@@ -151,3 +151,14 @@ def test_the_example_of_the_development_page_runs(
     out = capsys.readouterr().out
     assert "v3" in out and "job_sort_formula" in out
     assert isinstance(names["report"], tune.Report)
+
+
+def test_a_prediction_from_python() -> None:
+    from softwalltime.core import predict as core
+
+    history = [(3000, 7200), (1800, 3600)]
+    got = api.predict(7200, history)
+    assert got == core.predict("v3", 7200, history) and got.soft_walltime_s is not None
+    assert api.predict(7200, history, "v1").predictor == "v1"
+    with pytest.raises(ValueError, match="unknown predictor"):
+        api.predict(7200, history, "v9")
