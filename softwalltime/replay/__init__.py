@@ -9,7 +9,9 @@ done out (no ``pbs``; :mod:`.history` and :mod:`.calibrate` read and write the d
 - the scheduler simulation (``softwalltime simulate``): :mod:`.simulate` (the estimate
   sources :mod:`.sources`, the jobs :mod:`.workload`), FCFS + EASY/depth-K
   (:mod:`.easy`, :mod:`.profile`, :mod:`.corrections`, compiled by :mod:`.native`), the
-  PBS scheduler model (:mod:`.pbsched`, :mod:`.rank`) and its policy search
-  (:mod:`.search`);
+  PBS scheduler model (:mod:`.pbsched`, :mod:`.rank`), its policy search (:mod:`.search`)
+  and formula search (:mod:`.formula`, :mod:`.tune`); the runs of ``simulate`` that drive
+  them (:mod:`.runs`, for the CLI and :mod:`softwalltime.api`) in worker processes that get
+  their inputs as arguments (:mod:`.parallel`);
 - their figures (:mod:`.plots`).
 """
