@@ -9,7 +9,8 @@ what the command's ``--json`` prints and its ``format()`` the command's table. T
 - :func:`load`: traces read and fitted to their machine, for the simulations;
 - :func:`simulate`: FCFS + EASY backfilling per estimate source (``simulate``);
 - :func:`policies`: PBS's scheduler per policy and source (``simulate --policies``);
-- :func:`search`: the job_sort_formula search (``simulate --search``).
+- :func:`search`: the job_sort_formula search (``simulate --search``);
+- :func:`start_times`: start-time predictions measured on a trace (``eval-start``).
 
 The simulations run in ``jobs`` forked processes, which get their inputs as arguments
 (:func:`softwalltime.replay.parallel.fork_map`).
@@ -24,12 +25,14 @@ Example::
 
 from __future__ import annotations
 
+import time
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .core import predict as core_predict
 from .core import registry
 from .core.calibrated import DEFAULT_TARGET_UNDER_PCT
 from .core.predict import HistoryRow, Prediction, PredictorParams
+from .errors import ConfigError
 from .replay import evaluate as ev
 from .replay import formula as fm
 from .replay import runs, tune
@@ -44,6 +47,8 @@ from .replay.runs import (
 )
 from .replay.trace import Trace
 from .replay.traces import InputLimits, read_sources
+from .wait import starteval as se
+from .wait.starttime import DEFAULT_SAMPLES
 
 __all__ = [
     "DEFAULT_ESTIMATES",
@@ -61,6 +66,9 @@ __all__ = [
     "predict",
     "search",
     "simulate",
+    "start_times",
+    "StartOptions",
+    "StartTimes",
 ]
 
 DEFAULT_ESTIMATES = (registry.USERS, *registry.HISTORY_PREDICTORS, registry.PERFECT)
@@ -265,3 +273,90 @@ def search(
     tol = fm.Tolerances(p95_tolerance_pct, max_factor)
     opts = options or SimOptions()
     return runs.run_search(_loaded(traces), names, opts, tol, goal_pct, jobs, progress)
+
+
+# ---------------------------------------------------------------------------------------
+# Start-time predictions
+
+
+class StartOptions(NamedTuple):
+    """What ``eval-start`` measures (the defaults are the command's)."""
+
+    policy: str = "fcfs-bf1"
+    """The site's sort and backfilling, as :func:`policies` names them (no rank sort)."""
+    estimates: str = "v3"
+    """The soft walltimes the site runs with (an estimate source, not perfect)."""
+    first: int = 10_001
+    """The first target job (1-based)."""
+    targets: int = 40_000
+    """Target jobs from ``first`` on ..."""
+    predictions: int = 2000
+    """... at most this many of them, evenly spread."""
+    samples: int = DEFAULT_SAMPLES
+    """Forward runs per prediction."""
+    seed: int = 1
+
+
+class StartTimes(NamedTuple):
+    """Start-time predictions (P50/P90, PBS's estimate) against a trace's simulated truth."""
+
+    report: Dict[str, Any]
+
+    def as_json(self) -> Dict[str, Any]:
+        return self.report
+
+    def format(self) -> str:
+        return se.format_figures(self.report)
+
+
+def start_times(
+    path: str,
+    options: StartOptions = StartOptions(),  # noqa: B008 - an immutable NamedTuple
+    *,
+    procs: Optional[int] = None,
+    max_input_bytes: Optional[int] = None,
+    progress: Optional[Any] = None,
+) -> StartTimes:
+    """Predict the start of a trace's target jobs on PBS's scheduler model and measure the
+    predictions against the simulated start times (``softwalltime eval-start``).
+
+    :param procs: the machine's processors (None: the SWF MaxProcs header)
+    :param progress: called with (predictions done, predictions)
+    :raises ValueError: a bad policy, or one that sorts by the rank
+    :raises ConfigError: no machine size, or no target job
+    """
+    from .replay import pbsched
+    from .replay import workload as wl
+    from .replay.sources import make_source
+
+    policy = pbsched.parse_policy(options.policy)
+    if pbsched.sort_formula(policy.job_sort_formula).reads_rank:
+        raise ValueError("a sort reading softwalltime_rank is not evaluated here")
+    limits = InputLimits() if max_input_bytes is None else InputLimits(max_input_bytes)
+    work = wl.read_workload(path, limits)
+    procs = procs or work.machine_procs
+    if not procs:
+        raise ConfigError(f"{path}: no machine size in the trace: give --procs")
+    work = wl.fit_machine(work, procs)
+    o = options
+    targets = se.target_jobs(len(work.submit), o.first, o.targets, o.predictions)
+    if not targets:
+        raise ConfigError(f"{path}: {len(work.submit):,} usable jobs, none from job {o.first:,} on")
+    began = time.perf_counter()
+    truth = se.ground_truth(work, make_source(o.estimates), procs, policy)
+    preds = se.predict_targets(work, truth, procs, policy, targets, o.samples, o.seed, progress)
+    preds = se.with_pqstar(preds, work, truth, procs)
+    seconds = time.perf_counter() - began
+    return StartTimes(
+        {
+            "source": path,
+            "policy": policy.name,
+            "estimates": o.estimates,
+            "procs": procs,
+            "jobs": len(work.submit),
+            "predictions": len(preds),
+            "samples": o.samples,
+            "seconds": round(seconds, 1),
+            "figures": se.figures(preds),
+        }
+    )

@@ -162,3 +162,18 @@ def test_a_prediction_from_python() -> None:
     assert api.predict(7200, history, "v1").predictor == "v1"
     with pytest.raises(ValueError, match="unknown predictor"):
         api.predict(7200, history, "v9")
+
+
+def test_start_times_from_python(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = _trace(tmp_path / "t.swf")
+    opts = api.StartOptions(first=20, targets=40, predictions=10, samples=4)
+    got = api.start_times(trace, opts)
+    assert got.report["predictions"] == 10 and "P50" in got.format()
+    out = _cli_json(
+        capsys, "eval-start", "--first", "20", "--targets", "40", "--predictions", "10",
+        "--samples", "4", "--json", trace,
+    )  # fmt: skip
+    assert isinstance(out, dict)
+    assert {**out, "seconds": 0} == {**got.as_json(), "seconds": 0}
+    with pytest.raises(ValueError, match="rank"):
+        api.start_times(trace, opts._replace(policy="sjf.rank-bf1"))

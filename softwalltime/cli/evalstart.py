@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import Any, Dict, List
 
 from ..core import registry
@@ -114,11 +113,8 @@ def run_eval_start(args: argparse.Namespace, settings: Settings) -> int:
 
     :raises ConfigError: a bad policy, no machine size, or no target job
     """
+    from .. import api
     from ..replay import pbsched
-    from ..replay import workload as wl
-    from ..replay.sources import make_source
-    from ..replay.traces import InputLimits
-    from ..wait import starteval as se
 
     try:
         policy = pbsched.parse_policy(args.policy)
@@ -126,39 +122,27 @@ def run_eval_start(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError(f"--policy: {err}") from None
     if pbsched.sort_formula(policy.job_sort_formula).reads_rank:
         raise ConfigError("--policy: a sort reading softwalltime_rank is not evaluated here")
+    options = api.StartOptions(
+        args.policy,
+        args.estimates,
+        args.first,
+        args.targets,
+        args.predictions,
+        args.samples,
+        args.seed,
+    )
     reports: List[Dict[str, Any]] = []
     for path in args.sources:
-        work = wl.read_workload(path, InputLimits(args.max_input_size))
-        procs = args.procs or work.machine_procs
-        if not procs:
-            raise ConfigError(f"{path}: no machine size in the trace: give --procs")
-        work = wl.fit_machine(work, procs)
-        targets = se.target_jobs(len(work.submit), args.first, args.targets, args.predictions)
-        if not targets:
-            raise ConfigError(
-                f"{path}: {len(work.submit):,} usable jobs, none from job {args.first:,} on"
-            )
-        began = time.perf_counter()
-        truth = se.ground_truth(work, make_source(args.estimates), procs, policy)
-        preds = se.predict_targets(
-            work, truth, procs, policy, targets, args.samples, args.seed, _progress()
+        found = api.start_times(
+            path,
+            options,
+            procs=args.procs,
+            max_input_bytes=args.max_input_size,
+            progress=_progress(),
         )
-        preds = se.with_pqstar(preds, work, truth, procs)
-        seconds = time.perf_counter() - began
-        report = {
-            "source": path,
-            "policy": policy.name,
-            "estimates": args.estimates,
-            "procs": procs,
-            "jobs": len(work.submit),
-            "predictions": len(preds),
-            "samples": args.samples,
-            "seconds": round(seconds, 1),
-            "figures": se.figures(preds),
-        }
-        reports.append(report)
+        reports.append(found.as_json())
         if not args.json:
-            print(se.format_figures(report))
+            print(found.format())
             print()
             sys.stdout.flush()
     if args.json:
