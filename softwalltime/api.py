@@ -10,7 +10,8 @@ what the command's ``--json`` prints and its ``format()`` the command's table. T
 - :func:`simulate`: FCFS + EASY backfilling per estimate source (``simulate``);
 - :func:`policies`: PBS's scheduler per policy and source (``simulate --policies``);
 - :func:`search`: the job_sort_formula search (``simulate --search``);
-- :func:`start_times`: start-time predictions measured on a trace (``eval-start``).
+- :func:`start_times`: start-time predictions measured on a trace (``eval-start``);
+- :func:`report`: what soft walltimes did, from the database (``softwalltime report``).
 
 The simulations run in ``jobs`` forked processes, which get their inputs as arguments
 (:func:`softwalltime.replay.parallel.fork_map`).
@@ -25,8 +26,9 @@ Example::
 
 from __future__ import annotations
 
+import datetime as dt
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .core import predict as core_predict
 from .core import registry
@@ -69,6 +71,8 @@ __all__ = [
     "start_times",
     "StartOptions",
     "StartTimes",
+    "Report",
+    "report",
 ]
 
 DEFAULT_ESTIMATES = (registry.USERS, *registry.HISTORY_PREDICTORS, registry.PERFECT)
@@ -360,3 +364,57 @@ def start_times(
             "figures": se.figures(preds),
         }
     )
+
+
+# ---------------------------------------------------------------------------------------
+# The report
+
+
+class Report(NamedTuple):
+    """What soft walltimes did (``softwalltime report``): the figures and their scope."""
+
+    data: Dict[str, Any]
+    meta: Dict[str, Any]
+
+    def as_json(self) -> Dict[str, Any]:
+        return {"meta": self.meta, **self.data}
+
+    def to_json(self) -> str:
+        """``report --json``'s text (times as ISO 8601)."""
+        from .report import build
+
+        return build.to_json(self.data, self.meta)
+
+    def html(self) -> str:
+        """The page ``report`` writes."""
+        from .report import html
+
+        return html.render(self.data, self.meta)
+
+
+def report(
+    dsn: str,
+    *,
+    deployed_at: Optional[dt.datetime] = None,
+    since: Optional[dt.datetime] = None,
+    until: Optional[dt.datetime] = None,
+    server: Optional[str] = None,
+    queue: Optional[str] = None,
+    check: Optional[Callable[[Any], None]] = None,
+) -> Report:
+    """Collect the report's figures from the database at ``dsn`` in one snapshot
+    (REPEATABLE READ: the figures agree with each other).
+
+    :param check: called with the connection first (e.g. that the role may create
+        temporary tables, which the report needs)
+    :raises DatabaseError: the database cannot be read
+    """
+    from .db import engine as db
+    from .report import build
+
+    with db.connect(db.make_engine(dsn), dsn) as conn:
+        conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        if check is not None:
+            check(conn)
+        data, meta = build.make_report(conn, deployed_at, since, until, server, queue)
+    return Report(data, meta)

@@ -475,3 +475,16 @@ def test_enough_jobs_are_not_greyed_and_long_names_are_cut_with_a_tooltip(conn):
     cut = user[: html.NAME_CHARS - 1] + "…"
     assert f'<td class="l" title="{user}">{cut}</td>' in page
     assert f">{user}<" not in page
+
+
+def test_the_report_from_python_is_the_commands(demo_dsn, capsys):
+    from softwalltime import api
+
+    found = api.report(demo_dsn, queue="q_2h")
+    assert {r["queue"] for r in found.data["by_queue"]} == {"q_2h"}
+    assert "<svg" in found.html() and found.as_json()["meta"] == found.meta
+    assert main(["--dsn", demo_dsn, "report", "--queue", "q_2h", "--json"]) == 0
+    printed, got = json.loads(capsys.readouterr().out), json.loads(found.to_json())
+    for one in (printed, got):
+        one["meta"].pop("generated_at")  # the second the figures were read
+    assert printed == got

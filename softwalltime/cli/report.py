@@ -93,24 +93,26 @@ def require_temporary(conn: sa.Connection) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Collect in one snapshot, then write the page (or print JSON)."""
-    from ..db import engine as db
-    from ..report import build, html
+    from .. import api
 
     dsn = require_dsn(settings)
     start = time.perf_counter()
-    with db.connect(db.make_engine(dsn), dsn) as conn:
-        # Several statements, one snapshot: the figures agree with each other.
-        conn = conn.execution_options(isolation_level="REPEATABLE READ")
-        require_temporary(conn)
-        data, meta = build.make_report(
-            conn, args.deployed_at, args.since, args.until, args.server, args.queue
-        )
+    found = api.report(
+        dsn,
+        deployed_at=args.deployed_at,
+        since=args.since,
+        until=args.until,
+        server=args.server,
+        queue=args.queue,
+        check=require_temporary,
+    )
+    data = found.data
     if args.json:
         out = args.out or outfile.STDOUT
-        outfile.write_text(out, build.to_json(data, meta) + "\n")
+        outfile.write_text(out, found.to_json() + "\n")
     else:
         out = args.out or DEFAULT_OUT
-        outfile.write_text(out, html.render(data, meta))
+        outfile.write_text(out, found.html())
     done = f"{out}: {data['totals']['jobs']} jobs, {time.perf_counter() - start:.1f} s"
     if out != outfile.STDOUT:
         print(done)
