@@ -223,7 +223,11 @@ def register(sub: Any) -> None:
         " the packages' user, when it exists; '' for none)",
     )
     inst.set_defaults(func=install)
+    _register_uninstall(hsub)
 
+
+def _register_uninstall(hsub: Any) -> None:
+    """Add ``hooks uninstall``."""
     uninst = hsub.add_parser(
         "uninstall",
         help="delete the hook, its resources and operator, a sort formula that reads them",
@@ -701,7 +705,35 @@ def uninstall(args: Any, settings: Settings) -> int:
             f"job_sort_formula not read ({detail}): if it names {', '.join(RESOURCES)}, unset"
             f" it: {_shown(qmgr, 'unset sched default job_sort_formula')}"
         )
-    unset, kept_formulas, keep = {}, {}, set()
+    unset, kept_formulas, keep = _unset_formulas(args, pbs, formulas, commands)
+    commands += _remove_operator(pbs, entry, say) if entry else []
+    deleted, kept = _delete_resources(pbs, keep, commands, say)
+    if args.json:
+        _print_json(
+            UNINSTALL_KEYS,
+            commands=commands,
+            resources_deleted=deleted,
+            resources_kept=kept,
+            formulas_unset=unset,
+            formulas_kept=kept_formulas,
+            **found,
+        )
+        return 0
+    print(f"kept: the database {database} and the roles {', '.join(DB_ROLES)}; to drop them:")
+    print("\n".join(database_commands(database)[1:]))
+    return 0
+
+
+def _unset_formulas(
+    args: Any, pbs: Pbs, formulas: Mapping[str, str], commands: list[str]
+) -> tuple[dict[str, str], dict[str, str], set[str]]:
+    """Unset each scheduler's ``job_sort_formula`` that names the product's resources
+    (``--keep-formula``: keep it, and those resources); the directives run go to
+    ``commands``. (unset {scheduler: formula}, kept {scheduler: formula}, resources kept)."""
+    qmgr = pbs.argv("qmgr")
+    unset: dict[str, str] = {}
+    kept_formulas: dict[str, str] = {}
+    keep: set[str] = set()
     for sched, formula in sorted(formulas.items()):
         named = names_ours(formula)
         if not named:
@@ -723,8 +755,18 @@ def uninstall(args: Any, settings: Settings) -> int:
             f"job_sort_formula of scheduler {sched} read {', '.join(named)}: unset; it was"
             f" {formula} (without those names, restore it with: {restore})"
         )
-    commands += _remove_operator(pbs, entry, say) if entry else []
-    deleted, kept = [], {}
+    return unset, kept_formulas, keep
+
+
+def _delete_resources(
+    pbs: Pbs, keep: set[str], commands: list[str], say: Callable[[str], None]
+) -> tuple[list[str], dict[str, str]]:
+    """Delete the product's resources but ``keep``, each kept while a job (or a finished
+    job in the history) has it; the directives run go to ``commands``. (deleted, kept
+    {resource: why})."""
+    qmgr = pbs.argv("qmgr")
+    deleted: list[str] = []
+    kept: dict[str, str] = {}
     for name in RESOURCES:
         if name in keep or not _qmgr_ok(pbs, f"list resource {name}"):
             continue
@@ -740,17 +782,4 @@ def uninstall(args: Any, settings: Settings) -> int:
                 f"resource {name} kept ({err}): a job or a finished job in the history has"
                 f" it; once none has (qdel -x -Wforce): {_shown(qmgr, delete)}"
             )
-    if args.json:
-        _print_json(
-            UNINSTALL_KEYS,
-            commands=commands,
-            resources_deleted=deleted,
-            resources_kept=kept,
-            formulas_unset=unset,
-            formulas_kept=kept_formulas,
-            **found,
-        )
-        return 0
-    print(f"kept: the database {database} and the roles {', '.join(DB_ROLES)}; to drop them:")
-    print("\n".join(database_commands(database)[1:]))
-    return 0
+    return deleted, kept
