@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 
 # Code that pbs_server's embedded Python imports: Python 3.6+, standard library only (the
-# database client is softwalltime/hook/pgwire.py; tests/test_architecture.py enforces it).
+# database client is softwalltime/hook/pgwire/; tests/test_architecture.py enforces it).
 HOOK_PATH := softwalltime/__init__.py softwalltime/errors.py softwalltime/units.py \
              softwalltime/core softwalltime/hook hooks/softwalltime_hook.py
 # The database docker-compose.yml starts (a local development password).

@@ -270,3 +270,15 @@ def test_inline_commands_found_and_synopses_left():
         (1, "softwalltime simulate --policies"),
         (2, "softwalltime db prune --keep-days 730"),
     ]
+
+
+def test_the_front_page_is_short_and_shows_the_product_at_work():
+    """Issue 51: a newcomer reads the README's front in two minutes: at most 80 lines before
+    its docs table, with a console session of the product among them."""
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    table = next(n for n, line in enumerate(lines) if line.startswith("| page |"))
+    front = lines[:table]
+    assert len(front) <= 80, f"README.md: {len(front)} lines before the docs table"
+    consoles = [b for b in BLOCKS if b.page == "README.md" and b.line <= table]
+    assert consoles, "README.md: no console session before the docs table"
+    assert any(b in RUN for b in consoles), "README.md: no console block before it is run"

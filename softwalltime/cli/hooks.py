@@ -11,12 +11,12 @@ is only read and handed to qmgr, never imported by this package.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pwd
 import re
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -42,7 +42,7 @@ from ..core.rank import RANK_RESOURCE
 from ..errors import SoftwalltimeError
 from ..pbsserver import publish as publish_lib
 from ..pbsserver import refresh as refresh_lib
-from ..pbsserver.commands import DEFAULT_PBS_EXEC, parse_qmgr_list, read_pbs_conf
+from ..pbsserver.commands import Pbs, parse_qmgr_list
 from .dbgrant import HOOK_ROLE, INGEST_ROLE, PRUNE_ROLE
 
 HOOK_FILE = "softwalltime_hook.py"
@@ -175,8 +175,7 @@ def install_commands(name: str, order: int, alarm: int, script: str, config: str
 
 
 def register(sub: Any) -> None:
-    """Add the ``hooks`` command group. Long because it is a table: one ``add_argument`` per
-    option."""
+    """Add the ``hooks`` command group."""
     hooks = sub.add_parser(
         "hooks",
         help="install or remove the PBS server hook (qmgr)",
@@ -224,7 +223,11 @@ def register(sub: Any) -> None:
         " the packages' user, when it exists; '' for none)",
     )
     inst.set_defaults(func=install)
+    _register_uninstall(hsub)
 
+
+def _register_uninstall(hsub: Any) -> None:
+    """Add ``hooks uninstall``."""
     uninst = hsub.add_parser(
         "uninstall",
         help="delete the hook, its resources and operator, a sort formula that reads them",
@@ -294,7 +297,10 @@ def _print_json(keys: Sequence[tuple[str, str]], **found: Any) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", default="softwalltime", help="hook name (default: softwalltime)")
     parser.add_argument(
-        "--qmgr", default=None, help="qmgr executable (default: qmgr on PATH, else /opt/pbs/bin)"
+        "--qmgr",
+        default=None,
+        help="qmgr executable (default: bin/qmgr of pbs_exec, else qmgr on PATH, else of"
+        " PBS_EXEC in /etc/pbs.conf or /opt/pbs: as status and refresh find it)",
     )
 
 
@@ -303,32 +309,29 @@ def _usage(parser: Any) -> int:
     return 2
 
 
-def _qmgr(args: Any, settings: Settings) -> list[str]:
-    """The qmgr command to run, as argv: the setting ``pbs_command_prefix`` (PBS in another
-    namespace or host: pbsx, sudo, ssh), then ``--qmgr`` (checked before anything is done
-    when there is no prefix), else ``pbs_exec``'s ``bin/qmgr``, else qmgr on PATH, else
-    ``PBS_EXEC`` of /etc/pbs.conf or /opt/pbs (as the other PBS commands find it).
+def _pbs(args: Any, settings: Settings) -> Pbs:
+    """The runner of install's and uninstall's qmgr: :class:`Pbs` as ``status`` and
+    ``refresh`` use it (``pbs_command_prefix``, then qmgr in the one lookup order of
+    :meth:`~softwalltime.pbsserver.commands.Pbs.path`), with ``--qmgr`` in place of it
+    when given. Without a prefix the qmgr is checked before anything is done; a
+    ``--dry-run`` without any of them names plain ``qmgr``.
 
     :raises SoftwalltimeError: none found, or ``--qmgr`` is no executable file
     """
-    prefix = list(settings.pbs_command_prefix)
-    given = str(args.qmgr) if args.qmgr else ""
-    if not given and settings.pbs_exec:
-        given = os.path.join(settings.pbs_exec, "bin", "qmgr")
-    if given:
-        if not args.dry_run and not prefix and not _executable(given):
-            why = "not an executable file" if os.path.exists(given) else "no such file"
-            what = "--qmgr" if args.qmgr else "qmgr of pbs_exec"
-            raise SoftwalltimeError(f"{what} {given}: {why}")
-        return [*prefix, given]
-    if args.dry_run and not prefix:
-        return ["qmgr"]
-    conf = os.path.join(read_pbs_conf().get("PBS_EXEC") or DEFAULT_PBS_EXEC, "bin", "qmgr")
-    if prefix:  # the command runs where the prefix takes it: nothing to look for here
-        return [*prefix, conf]
-    for found in (shutil.which("qmgr"), conf, "/opt/pbs/bin/qmgr"):
-        if found and _executable(found):
-            return [found]
+    pbs = Pbs.from_settings(settings)
+    if args.qmgr:
+        pbs = dataclasses.replace(pbs, qmgr=str(args.qmgr))
+    elif args.dry_run and not pbs.prefix and not settings.pbs_exec:
+        return dataclasses.replace(pbs, qmgr="qmgr")  # as PATH finds it where it is run
+    if args.dry_run or pbs.prefix:  # the command runs where the prefix takes it
+        return pbs
+    given = pbs.path("qmgr")
+    if _executable(given):
+        return pbs
+    if args.qmgr or settings.pbs_exec:
+        why = "not an executable file" if os.path.exists(given) else "no such file"
+        what = "--qmgr" if args.qmgr else "qmgr of pbs_exec"
+        raise SoftwalltimeError(f"{what} {given}: {why}")
     raise SoftwalltimeError(
         "qmgr not found on PATH, in PBS_EXEC/bin or /opt/pbs/bin (PBS is not installed"
         " here?); pass --qmgr PATH, or set pbs_exec or pbs_command_prefix"
@@ -356,31 +359,28 @@ def _validate(args: Any) -> None:
         raise SoftwalltimeError(f"--alarm must be at least 1 second, got {args.alarm}")
 
 
-def _qmgr_run(qmgr: Sequence[str], directive: str) -> subprocess.CompletedProcess[str]:
+# install's and uninstall's limit for one qmgr (the runner's default is 120 s)
+QMGR_TIMEOUT_S = 60.0
+
+
+def _qmgr_run(pbs: Pbs, directive: str) -> subprocess.CompletedProcess[str]:
     """``qmgr -c directive``; its exit status is the caller's to judge.
 
-    :raises SoftwalltimeError: qmgr cannot be started or does not finish in 60 s
+    :raises PbsError: qmgr cannot be started or does not finish in 60 s
     """
-    try:
-        return subprocess.run(
-            [*qmgr, "-c", directive], capture_output=True, text=True, check=False, timeout=60
-        )
-    except OSError as err:
-        raise SoftwalltimeError(f"cannot run {shlex.join(qmgr)}: {err.strerror}") from None
-    except subprocess.TimeoutExpired:
-        raise SoftwalltimeError(f"qmgr -c {directive!r} did not finish within 60 s") from None
+    return pbs.run("qmgr", "-c", directive, timeout_s=QMGR_TIMEOUT_S)
 
 
-def _run_qmgr(qmgr: Sequence[str], directive: str) -> None:
-    proc = _qmgr_run(qmgr, directive)
+def _run_qmgr(pbs: Pbs, directive: str) -> None:
+    proc = _qmgr_run(pbs, directive)
     if proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().replace("\n", " ")
         raise SoftwalltimeError(f"qmgr -c {directive!r} failed ({proc.returncode}): {detail}")
 
 
-def _qmgr_ok(qmgr: Sequence[str], directive: str) -> bool:
+def _qmgr_ok(pbs: Pbs, directive: str) -> bool:
     """Whether ``qmgr -c directive`` succeeds (``list ...``: the object exists)."""
-    return _qmgr_run(qmgr, directive).returncode == 0
+    return _qmgr_run(pbs, directive).returncode == 0
 
 
 def _operator(args: Any) -> str:
@@ -396,32 +396,28 @@ def _operator(args: Any) -> str:
     return f"{user}@{socket.getfqdn()}"
 
 
-def _operators(qmgr: Sequence[str]) -> list[str]:
+def _operators(pbs: Pbs) -> list[str]:
     """The server's ``operators`` (empty when unset)."""
-    value = parse_qmgr_list(_qmgr_run(qmgr, "list server operators").stdout).get("operators", "")
+    value = parse_qmgr_list(_qmgr_run(pbs, "list server operators").stdout).get("operators", "")
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def _add_operator(
-    qmgr: Sequence[str], entry: str, say: Callable[[str], None] = print
-) -> Optional[str]:
+def _add_operator(pbs: Pbs, entry: str, say: Callable[[str], None] = print) -> Optional[str]:
     """Add ``entry`` to the server's operators, once; the directive run, if any."""
-    if entry in _operators(qmgr):
+    if entry in _operators(pbs):
         return None
     directive = f"set server operators += {entry}"
-    _run_qmgr(qmgr, directive)
+    _run_qmgr(pbs, directive)
     say(f"qmgr -c {shlex.quote(directive)}")
     return directive
 
 
-def _remove_operator(
-    qmgr: Sequence[str], entry: str, say: Callable[[str], None] = print
-) -> list[str]:
+def _remove_operator(pbs: Pbs, entry: str, say: Callable[[str], None] = print) -> list[str]:
     """Take the user of ``entry`` (``USER@host``) out of the operators on every host: the
     host install wrote is the one PBS saw then, which a pbs_command_prefix (another
     namespace or host) may name differently from here. The directives run."""
     user = entry.split("@", 1)[0]
-    operators = _operators(qmgr)
+    operators = _operators(pbs)
     ours = [o for o in operators if o.split("@", 1)[0] == user]
     if not ours:
         return []
@@ -433,7 +429,7 @@ def _remove_operator(
     else:
         directives = [operator_directive(o) for o in ours]
     for directive in directives:
-        _run_qmgr(qmgr, directive)
+        _run_qmgr(pbs, directive)
         say(f"qmgr -c {shlex.quote(directive)}")
     return directives
 
@@ -459,7 +455,8 @@ def install(args: Any, settings: Settings) -> int:
             f" more than half the hook alarm ({args.alarm} s): a slow database would get jobs"
             " rejected by the alarm; lower the timeouts or raise --alarm"
         )
-    qmgr = _qmgr(args, settings)
+    pbs = _pbs(args, settings)
+    qmgr = pbs.argv("qmgr")
     script = _check_path(hook_script(), "hook script")
     config = hook_config(settings, rank=bool(args.rank))
     resources = [(MARK_RESOURCE, MARK_DIRECTIVE)]
@@ -491,20 +488,20 @@ def install(args: Any, settings: Settings) -> int:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(config, fh, indent=2)
         directives = install_commands(args.name, args.order, args.alarm, script, tmp)
-        exists = _qmgr_ok(qmgr, f"list hook {args.name}")
+        exists = _qmgr_ok(pbs, f"list hook {args.name}")
         if exists:
             say(f"hook {args.name} exists; updating it")
             directives = directives[2:]
         for name, directive in reversed(resources):
-            if not _qmgr_ok(qmgr, f"list resource {name}"):
+            if not _qmgr_ok(pbs, f"list resource {name}"):
                 directives.insert(0, directive)
         for directive in directives:
-            _run_qmgr(qmgr, directive)
+            _run_qmgr(pbs, directive)
             say(f"qmgr -c {shlex.quote(directive)}")
     finally:
         os.unlink(tmp)
     entry = _operator(args)
-    operator = _add_operator(qmgr, entry, say) if entry else None
+    operator = _add_operator(pbs, entry, say) if entry else None
     if args.json:
         run = [d.replace(tmp, "CONFIG") for d in directives] + ([operator] if operator else [])
         _print_json(INSTALL_KEYS, **dict(found, updated=exists, commands=run))
@@ -663,7 +660,8 @@ def uninstall(args: Any, settings: Settings) -> int:
     :raises SoftwalltimeError: bad name, qmgr missing or failing, the server not answering
     """
     _validate(args)
-    qmgr = _qmgr(args, settings)
+    pbs = _pbs(args, settings)
+    qmgr = pbs.argv("qmgr")
     found: dict[str, Any] = {"hook": args.name, "dry_run": bool(args.dry_run)}
     entry = _operator(args)
     database = database_name(settings.dsn)
@@ -682,7 +680,7 @@ def uninstall(args: Any, settings: Settings) -> int:
             return 0
         print("\n".join(removal_commands(qmgr, args.name, entry, None, database)))
         return 0
-    answer = _qmgr_run(qmgr, "list server")
+    answer = _qmgr_run(pbs, "list server")
     if answer.returncode != 0:
         detail = " ".join((answer.stderr or answer.stdout).split()) or f"exit {answer.returncode}"
         for line in removal_commands(qmgr, args.name, entry, None, database):
@@ -693,13 +691,13 @@ def uninstall(args: Any, settings: Settings) -> int:
         )
     say = (lambda line: None) if args.json else print
     commands: list[str] = []
-    if _qmgr_ok(qmgr, f"list hook {args.name}"):
-        _run_qmgr(qmgr, f"delete hook {args.name}")
+    if _qmgr_ok(pbs, f"list hook {args.name}"):
+        _run_qmgr(pbs, f"delete hook {args.name}")
         commands.append(f"delete hook {args.name}")
         say(f"hook {args.name} deleted")
     else:
         say(f"hook {args.name} not installed")
-    listed = _qmgr_run(qmgr, "list sched")
+    listed = _qmgr_run(pbs, "list sched")
     formulas = parse_sched_formulas(listed.stdout)
     if listed.returncode != 0:
         detail = " ".join((listed.stderr or listed.stdout).split())
@@ -707,9 +705,9 @@ def uninstall(args: Any, settings: Settings) -> int:
             f"job_sort_formula not read ({detail}): if it names {', '.join(RESOURCES)}, unset"
             f" it: {_shown(qmgr, 'unset sched default job_sort_formula')}"
         )
-    unset, kept_formulas, keep = _unset_formulas(qmgr, formulas, args.keep_formula, commands)
-    commands += _remove_operator(qmgr, entry, say) if entry else []
-    deleted, kept = _delete_resources(qmgr, keep, commands, say)
+    unset, kept_formulas, keep = _unset_formulas(args, pbs, formulas, commands)
+    commands += _remove_operator(pbs, entry, say) if entry else []
+    deleted, kept = _delete_resources(pbs, keep, commands, say)
     if args.json:
         _print_json(
             UNINSTALL_KEYS,
@@ -727,10 +725,12 @@ def uninstall(args: Any, settings: Settings) -> int:
 
 
 def _unset_formulas(
-    qmgr: list[str], formulas: dict[str, str], keep_formula: bool, commands: list[str]
+    args: Any, pbs: Pbs, formulas: Mapping[str, str], commands: list[str]
 ) -> tuple[dict[str, str], dict[str, str], set[str]]:
-    """uninstall's job_sort_formulas that name our resources: unset (each directive added
-    to ``commands``) or, ``keep_formula``, kept; (unset, kept, the resources they keep)."""
+    """Unset each scheduler's ``job_sort_formula`` that names the product's resources
+    (``--keep-formula``: keep it, and those resources); the directives run go to
+    ``commands``. (unset {scheduler: formula}, kept {scheduler: formula}, resources kept)."""
+    qmgr = pbs.argv("qmgr")
     unset: dict[str, str] = {}
     kept_formulas: dict[str, str] = {}
     keep: set[str] = set()
@@ -738,7 +738,7 @@ def _unset_formulas(
         named = names_ours(formula)
         if not named:
             continue
-        if keep_formula:
+        if args.keep_formula:
             kept_formulas[sched] = formula
             keep.update(named)
             _say_err(
@@ -747,7 +747,7 @@ def _unset_formulas(
             )
             continue
         directive = f"unset sched {sched} job_sort_formula"
-        _run_qmgr(qmgr, directive)
+        _run_qmgr(pbs, directive)
         commands.append(directive)
         unset[sched] = formula
         restore = _shown(qmgr, f"set sched {sched} job_sort_formula = '{formula}'")
@@ -759,18 +759,20 @@ def _unset_formulas(
 
 
 def _delete_resources(
-    qmgr: list[str], keep: set[str], commands: list[str], say: Callable[[str], None]
+    pbs: Pbs, keep: set[str], commands: list[str], say: Callable[[str], None]
 ) -> tuple[list[str], dict[str, str]]:
-    """uninstall's resources deleted (each added to ``commands``) but those in ``keep``;
-    (deleted, kept with why: a job or a finished job has it)."""
+    """Delete the product's resources but ``keep``, each kept while a job (or a finished
+    job in the history) has it; the directives run go to ``commands``. (deleted, kept
+    {resource: why})."""
+    qmgr = pbs.argv("qmgr")
     deleted: list[str] = []
     kept: dict[str, str] = {}
     for name in RESOURCES:
-        if name in keep or not _qmgr_ok(qmgr, f"list resource {name}"):
+        if name in keep or not _qmgr_ok(pbs, f"list resource {name}"):
             continue
         delete = f"delete resource {name}"
         try:
-            _run_qmgr(qmgr, delete)
+            _run_qmgr(pbs, delete)
             commands.append(delete)
             deleted.append(name)
             say(f"resource {name} deleted")

@@ -1,15 +1,22 @@
 """Run PBS's own commands (``qstat -f -F json``, ``qalter``, ``qmgr``) and read their output.
 
-Where the commands are: ``pbs_exec`` setting, else ``PBS_EXEC`` of ``/etc/pbs.conf``
-(``$PBS_EXEC/bin``), else ``/opt/pbs``. ``pbs_command_prefix`` is put in front of every
-command (for example a source checkout's ``["tests/pbs/server/pbsx"]`` where PBS lives in
-a network namespace, or ``["sudo", "-n"]``).
+One runner, :class:`Pbs`, for every command the product runs: ``hooks install`` and
+``uninstall``, ``status``, ``refresh`` and ``wait``. Where a command is, in one order
+(:meth:`Pbs.path`): ``bin/`` of the ``pbs_exec`` setting; else, with a prefix (the commands
+run where it takes them: nothing to look for here), ``bin/`` of ``PBS_EXEC`` of
+``/etc/pbs.conf`` or of ``/opt/pbs``; else the command on ``PATH``, else that ``bin/``.
+``pbs_command_prefix`` is put in front of every command (for example a source checkout's
+``["tests/pbs/server/pbsx"]`` where PBS lives in a network namespace, or ``["sudo", "-n"]``).
+Each command has a time limit: the runner's (120 s), or one a call gives (``hooks``: 60 s
+per ``qmgr``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -47,34 +54,55 @@ class Pbs:
     :param exec_dir: PBS_EXEC (commands in ``bin/``, ``sbin/``)
     :param home: PBS_HOME (``server_logs/``, ``server_priv/``)
     :param prefix: argv put before every command
-    :param timeout_s: limit for one command
+    :param timeout_s: limit for one command, unless a call gives its own
+    :param qmgr: the qmgr to run instead of ``bin/qmgr`` (``hooks --qmgr``), or ""
+    :param search_path: look for each command on ``PATH`` before ``exec_dir`` (no
+        ``pbs_exec`` setting and no prefix)
     """
 
     exec_dir: str = DEFAULT_PBS_EXEC
     home: str = "/var/spool/pbs"
     prefix: tuple[str, ...] = ()
     timeout_s: float = 120.0
+    qmgr: str = ""
+    search_path: bool = False
 
     @classmethod
     def from_settings(cls, settings: Any, conf: Mapping[str, str] | None = None) -> Pbs:
         conf = read_pbs_conf() if conf is None else conf
+        prefix = tuple(settings.pbs_command_prefix)
         return cls(
             exec_dir=settings.pbs_exec or conf.get("PBS_EXEC") or DEFAULT_PBS_EXEC,
             home=conf.get("PBS_HOME") or "/var/spool/pbs",
-            prefix=tuple(settings.pbs_command_prefix),
+            prefix=prefix,
+            search_path=not settings.pbs_exec and not prefix,
         )
 
+    def path(self, command: str) -> str:
+        """Where ``command`` is: the qmgr given, else (``search_path``) the command on
+        ``PATH``, else ``bin/`` of PBS_EXEC."""
+        if command == "qmgr" and self.qmgr:
+            return self.qmgr
+        found = shutil.which(command) if self.search_path else None
+        return found or os.path.join(self.exec_dir, "bin", command)
+
     def argv(self, command: str, *args: str) -> list[str]:
-        return [*self.prefix, os.path.join(self.exec_dir, "bin", command), *args]
+        return [*self.prefix, self.path(command), *args]
 
     def run(
-        self, command: str, *args: str, stdin: str | None = None
+        self,
+        command: str,
+        *args: str,
+        stdin: str | None = None,
+        timeout_s: float | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """Run one PBS command; its exit status is the caller's to judge.
 
+        :param timeout_s: this call's limit (default: the runner's)
         :raises PbsError: the command cannot be started or does not finish in time
         """
         argv = self.argv(command, *args)
+        limit = self.timeout_s if timeout_s is None else timeout_s
         try:
             return subprocess.run(
                 argv,
@@ -82,16 +110,19 @@ class Pbs:
                 capture_output=True,
                 text=True,
                 check=False,
-                timeout=self.timeout_s,
+                timeout=limit,
             )
-        except FileNotFoundError:
-            raise PbsError(
-                f"{argv[0]}: not found (set pbs_exec or PBS_EXEC in {PBS_CONF})"
-            ) from None
         except OSError as err:
-            raise PbsError(f"{argv[0]}: cannot run: {err.strerror}") from None
+            if isinstance(err, FileNotFoundError) and not self.prefix:
+                if not os.path.exists(argv[0]):
+                    raise PbsError(
+                        f"{argv[0]}: not found (set pbs_exec or PBS_EXEC in {PBS_CONF})"
+                    ) from None
+            program = shlex.join(argv[: len(self.prefix) + 1])
+            raise PbsError(f"cannot run {program}: {err.strerror}") from None
         except subprocess.TimeoutExpired:
-            raise PbsError(f"{command} did not finish within {self.timeout_s:.0f} s") from None
+            shown = shlex.join([command, *args])
+            raise PbsError(f"{shown} did not finish within {limit:g} s") from None
 
     def check(self, command: str, *args: str) -> str:
         """Run a command that must succeed; its stdout.
