@@ -37,7 +37,7 @@ from .core.predict import HistoryRow, Prediction, PredictorParams
 from .errors import ConfigError
 from .replay import evaluate as ev
 from .replay import formula as fm
-from .replay import runs, tune
+from .replay import formula_search, runs
 from .replay import simulate as sim
 from .replay.runs import (
     EasyOutcome,
@@ -263,12 +263,12 @@ def search(
     options: Optional[SimOptions] = None,
     p95_tolerance_pct: float = runs.TOLERANCES.p95_pct,
     max_factor: float = runs.TOLERANCES.max_factor,
-    goal_pct: float = tune.GOAL_PCT,
+    goal_pct: float = formula_search.GOAL_PCT,
     jobs: int = 1,
     progress: Optional[Progress] = None,
 ) -> List[SearchResult]:
     """Search job_sort_formulas for each trace: tuned on its first half, checked on its
-    second, against fcfs-bf1 with the users' walltimes (:mod:`.replay.tune`).
+    second, against fcfs-bf1 with the users' walltimes (:mod:`.replay.formula_search`).
 
     :param progress: called with (done, total, phase) as the simulations end
     :raises ValueError: an unknown estimate source

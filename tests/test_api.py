@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from softwalltime import api, cli
-from softwalltime.replay import tune
+from softwalltime.replay import formula_search
 from softwalltime.replay.parallel import fork_map
 
 
@@ -123,13 +123,13 @@ def test_the_clis_copies_are_the_librarys() -> None:
     """cli/simulate.py spells out the library's values it needs for its options (building
     the parser imports no simulator): each copy is checked here."""
     from softwalltime.cli import simulate as cmd
-    from softwalltime.replay import corrections, pbsched, runs, sources, tune
+    from softwalltime.replay import corrections, pbsched, runs, sources
 
     assert cmd.SOURCES == sources.SOURCE_NAMES
     assert cmd.DEFAULT_SOURCES == ",".join(api.DEFAULT_ESTIMATES)
     assert cmd.SEARCH_SOURCES == ",".join(api.SEARCH_ESTIMATES)
     assert (cmd.P95_TOLERANCE_PCT, cmd.MAX_FACTOR) == runs.TOLERANCES
-    assert cmd.GOAL_PCT == tune.GOAL_PCT
+    assert cmd.GOAL_PCT == formula_search.GOAL_PCT
     assert cmd.CORRECTIONS == corrections.CORRECTIONS
     assert cmd.BACKFILL_BY == pbsched.BACKFILL_BY
     assert cmd.CLASSES == pbsched.CLASSES
@@ -150,7 +150,7 @@ def test_the_example_of_the_development_page_runs(
     exec(compile(block, "docs/development.md", "exec"), names)  # noqa: S102 - our own page
     out = capsys.readouterr().out
     assert "v3" in out and "job_sort_formula" in out
-    assert isinstance(names["report"], tune.Report)
+    assert isinstance(names["report"], formula_search.Report)
 
 
 def test_a_prediction_from_python() -> None:

@@ -13,7 +13,7 @@ from test_simulate_reference import first_mismatch, workload
 
 from softwalltime.core import rank as hook_rank
 from softwalltime.replay import formula as fm
-from softwalltime.replay import pbsched, search
+from softwalltime.replay import pbsched, policies
 from softwalltime.replay import simulate as sim
 
 CERIT = Path(__file__).resolve().parents[1] / "softwalltime" / "data"
@@ -265,14 +265,14 @@ def test_skipping_idle_cycles_with_a_refreshed_rank_changes_nothing(policy: str)
     )
     assert first_mismatch(work, fast.start, slow.start) == ""
     assert fast.passes < slow.passes
-    assert search.figures(policy, work, fast) == search.figures(policy, work, slow)
+    assert policies.figures(policy, work, fast) == policies.figures(policy, work, slow)
 
 
 def test_recommend_skips_the_rank_without_soft_walltimes() -> None:
     # users under a .rank sort is the rank alone: the hook that publishes it also sets
     # soft walltimes, so a site cannot run it; v3 under the same sort it can.
-    def row(policy: str, source: str, bsld: float, rank: str = "") -> search.Figures:
-        return search.Figures(policy, source, 1, 2, bsld, 3, 1, 9.0, 5, 2, 1, 3, rank)
+    def row(policy: str, source: str, bsld: float, rank: str = "") -> policies.Figures:
+        return policies.Figures(policy, source, 1, 2, bsld, 3, 1, 9.0, 5, 2, 1, 3, rank)
 
     rows = [
         row("fcfs-bf1", "users", 5.0),
@@ -280,9 +280,9 @@ def test_recommend_skips_the_rank_without_soft_walltimes() -> None:
         row("xfactor.rank-bf1", "v3", 3.0, "key-mean"),
         row("xfactor.rank-bf1", "perfect", 1.0, "perfect"),
     ]
-    best = search.recommend(rows, None)
+    best = policies.recommend(rows, None)
     assert best is not None and (best.policy, best.source) == ("xfactor.rank-bf1", "v3")
-    assert search.recommend(rows[:2], None) == rows[0]
+    assert policies.recommend(rows[:2], None) == rows[0]
 
 
 # --- the CLI

@@ -4,7 +4,7 @@
 import pytest
 
 from softwalltime.replay import formula as fm
-from softwalltime.replay import pbsched, tune
+from softwalltime.replay import formula_search, pbsched
 
 
 @pytest.mark.parametrize("label", ["xf2.rank+len1-bf3", "xf2.rank+age72h+w8", "xf+age24h"])
@@ -12,7 +12,7 @@ def test_a_search_label_runs_as_the_search_runs_its_candidate(label):
     name, _, depth = label.partition("-bf")
     cand = fm.Candidate("v3", fm.parse_label(name), int(depth or 1))
     assert cand.label == label
-    want = tune.policy_of(cand, 430, pbsched.parse_policy("fcfs-bf1"))
+    want = formula_search.policy_of(cand, 430, pbsched.parse_policy("fcfs-bf1"))
     got = pbsched.parse_policy(fm.policy_text(label, 430))
     assert got == want
 

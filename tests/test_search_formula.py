@@ -1,5 +1,5 @@
 """The formula search: the family of job_sort_formulas, the tolerances, the front
-(softwalltime.replay.formula), the halves and the report (softwalltime.replay.tune) and
+(softwalltime.replay.formula), the halves and the report (softwalltime.replay.formula_search) and
 ``simulate --search``."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from softwalltime.replay import formula as fm
-from softwalltime.replay import pbsched, tune
+from softwalltime.replay import formula_search, pbsched
 from softwalltime.replay import simulate as sim
 
 
@@ -147,12 +147,14 @@ def test_front_by_hand() -> None:
     assert fm.front(points) == [0, 1, 4]  # 2 repeats 1; 3 is beaten by 0
 
 
-def _row(label_age: float, first: fm.Waits, second: fm.Waits | None) -> tune.Row:
+def _row(label_age: float, first: fm.Waits, second: fm.Waits | None) -> formula_search.Row:
     cand = fm.Candidate("users", fm.Params(age_h=label_age))
-    return tune.Row(cand, fm.expression(cand.params, 8), first, second)
+    return formula_search.Row(cand, fm.expression(cand.params, 8), first, second)
 
 
-def _three_rows(second_long_p95: float) -> tuple[tuple[fm.Waits, fm.Waits], list[tune.Row]]:
+def _three_rows(
+    second_long_p95: float,
+) -> tuple[tuple[fm.Waits, fm.Waits], list[formula_search.Row]]:
     """The baseline (both halves) and three candidates: 0 best but over long jobs' p95 on
     both halves, 1 within the tolerances on the first (long p95 on the second given), 2
     the best on the second."""
@@ -168,36 +170,38 @@ def _three_rows(second_long_p95: float) -> tuple[tuple[fm.Waits, fm.Waits], list
 
 def test_assess_recommends_the_best_within_the_tolerances_of_the_first_half() -> None:
     base, rows = _three_rows(second_long_p95=12.0)
-    rep = tune.assess(base, rows, fm.Tolerances())
+    rep = formula_search.assess(base, rows, fm.Tolerances())
     assert rep.best == 1  # row 0 is better but breaks long jobs' p95 on the first half
     assert rep.rank_first == 1 and rep.rank_second is None  # broken on the second half
     assert rep.best_second == 2
     assert rep.front == [0, 1, 2]
     procs, rules = 8, pbsched.Policy()
-    text = tune.format_report("t", rep, procs, rules, 900)
+    text = formula_search.format_report("t", rep, procs, rules, 900)
     assert "recommended: xf+age72h with users estimates" in text
     assert "tolerances on the second half: BROKEN: long p95 +20 % (10.0 -> 12.0 h)" in text
     assert "set sched job_sort_formula = '(eligible_time + 600)" in text
     assert "eligible_time_enable = True" in text
-    obj = tune.as_json(rep, procs, rules, 900)
+    obj = formula_search.as_json(rep, procs, rules, 900)
     assert obj["recommended"]["held_on_second_half"] is False
     assert len(obj["candidates"]) == 3 and obj["front"] == [0, 1, 2]
     # only the front and the best within the tolerances run on the second half
     # (9 more within the tolerances, each beaten by row 2: the best 6 of them fill the 8)
     firsts = [r.first for r in rows] + [_waits(9.0 + k / 10, 1.0, 9.0, 4.0, 60.0) for k in range(9)]
-    assert tune.TOP_CHECKED == 8
-    assert tune.checked(base[0], firsts, fm.Tolerances()) == [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    assert formula_search.TOP_CHECKED == 8
+    assert formula_search.checked(base[0], firsts, fm.Tolerances()) == [0, 1, 2, 3, 4, 5, 6, 7, 8]
     unrun = rows + [_row(8.0, _waits(9.0, 1.0, 9.0, 4.0, 60.0), None)]
-    rep2 = tune.assess(base, unrun, fm.Tolerances())
+    rep2 = formula_search.assess(base, unrun, fm.Tolerances())
     assert rep2.best == 1 and rep2.best_second == 2
-    assert "tolerances (3) run on the second" in tune.format_report("t", rep2, procs, rules, 900)
-    assert tune.as_json(rep2, procs, rules, 900)["candidates"][3]["second"] is None
+    assert "tolerances (3) run on the second" in formula_search.format_report(
+        "t", rep2, procs, rules, 900
+    )
+    assert formula_search.as_json(rep2, procs, rules, 900)["candidates"][3]["second"] is None
     # nothing within the tolerances, or nothing better than the baseline: no change
-    none = tune.assess(base, rows[:1], fm.Tolerances())
+    none = formula_search.assess(base, rows[:1], fm.Tolerances())
     assert none.best is None
-    assert "recommended: no change" in tune.format_report("t", none, procs, rules, 900)
+    assert "recommended: no change" in formula_search.format_report("t", none, procs, rules, 900)
     worse = [_row(0.0, _waits(7.0, 1.0, 9.0, 4.0, 50.0), _waits(7.0, 1.0, 9.0, 4.0, 50.0))]
-    assert tune.assess(base, worse, fm.Tolerances()).best is None
+    assert formula_search.assess(base, worse, fm.Tolerances()).best is None
 
 
 def test_near_the_same_bsld_the_pick_is_the_one_further_from_the_bounds() -> None:
@@ -209,20 +213,22 @@ def test_near_the_same_bsld_the_pick_is_the_one_further_from_the_bounds() -> Non
     assert fm.used(near, base[0], tol) == pytest.approx(11.0 / 11.1)
     assert fm.used(far, base[0], tol) == pytest.approx(60.0 / 100.1)
     rows = [_row(0.0, near, near), _row(72.0, far, far)]
-    rep = tune.assess(base, rows, tol)
+    rep = formula_search.assess(base, rows, tol)
     assert rep.best == 1 and rep.rank_first == 1 and rep.best_second == 1
-    assert tune.score(far, base[0], tol) < tune.score(near, base[0], tol)
+    assert formula_search.score(far, base[0], tol) < formula_search.score(near, base[0], tol)
     # a much lower bsld still wins near a bound: 2.0 x 1.99 < 3.1 x 1.6
     rows[0] = _row(0.0, _waits(2.0, 0.5, 11.0, 2.0, 60.0), near)
-    assert tune.assess(base, rows, tol).best == 0
+    assert formula_search.assess(base, rows, tol).best == 0
     # the pick runs on the second half though 8 others come first by score (no better
     # than the baseline) and it is off the front (a candidate past the longest-wait bound
     # beats it on bsld, long jobs' p95 and wide jobs' longest wait)
     pick = _waits(5.9, 0.5, 11.0, 2.0, 60.0)
     firsts = [_waits(6.5, 0.1, 0.1, 0.1, 1.0)] * 8 + [_waits(5.8, 0.5, 10.9, 1.9, 200.0), pick]
-    assert tune._pick(tune._by_score(firsts, base[0], tol), firsts, base[0]) == 9
-    assert 9 not in fm.front([tune._point(w) for w in firsts])
-    assert 9 in tune.checked(base[0], firsts, tol)
+    assert (
+        formula_search._pick(formula_search._by_score(firsts, base[0], tol), firsts, base[0]) == 9
+    )
+    assert 9 not in fm.front([formula_search._point(w) for w in firsts])
+    assert 9 in formula_search.checked(base[0], firsts, tol)
 
 
 def test_the_goal_says_whether_the_recommendation_reaches_it_and_which_points_do() -> None:
@@ -230,22 +236,28 @@ def test_the_goal_says_whether_the_recommendation_reaches_it_and_which_points_do
     procs, rules = 8, pbsched.Policy()
     # the recommendation (row 1) holds the tolerances on the second half at -28 %; row 2
     # gives -40 % within them; row 0 -50 % but breaks long jobs' p95
-    rep = tune.assess(base, rows, fm.Tolerances())
-    assert rep.best == 1 and rep.goal_pct == tune.GOAL_PCT == 40.0
-    assert tune.goal(rep) == (False, [2])
-    text = tune.format_report("t", rep, procs, rules, 900)
+    rep = formula_search.assess(base, rows, fm.Tolerances())
+    assert rep.best == 1 and rep.goal_pct == formula_search.GOAL_PCT == 40.0
+    assert formula_search.goal(rep) == (False, [2])
+    text = formula_search.format_report("t", rep, procs, rules, 900)
     assert (
         "goal: mean bsld -40 % on the second half within the tolerances: MISSED by the "
         "recommendation; 1 point(s) of the front below reach it there" in text
     )
-    obj = tune.as_json(rep, procs, rules, 900)["goal"]
+    obj = formula_search.as_json(rep, procs, rules, 900)["goal"]
     assert obj == {"bsld_gain_pct": 40.0, "met": False, "front_reaching": [2]}
-    met = tune.assess(base, rows, fm.Tolerances(), goal_pct=28.0)
-    assert tune.goal(met) == (True, [1, 2])
-    assert "within the tolerances: met\n" in tune.format_report("t", met, procs, rules, 900)
-    assert tune.goal(tune.assess(base, rows, fm.Tolerances(), goal_pct=60.0)) == (False, [])
+    met = formula_search.assess(base, rows, fm.Tolerances(), goal_pct=28.0)
+    assert formula_search.goal(met) == (True, [1, 2])
+    assert "within the tolerances: met\n" in formula_search.format_report(
+        "t", met, procs, rules, 900
+    )
+    assert formula_search.goal(
+        formula_search.assess(base, rows, fm.Tolerances(), goal_pct=60.0)
+    ) == (False, [])
     # the same gain beyond a tolerance is no gain reached
-    assert tune.goal(tune.assess(base, rows, fm.Tolerances(max_factor=1.1), 28.0)) == (
+    assert formula_search.goal(
+        formula_search.assess(base, rows, fm.Tolerances(max_factor=1.1), 28.0)
+    ) == (
         False,
         [],
     )
@@ -260,11 +272,11 @@ def test_halves_and_waits_by_hand() -> None:
         ("d", 30, 1000, 1000, 2),
     ]
     work = sim.make_workload("t", rows, 8)
-    first, second = tune.halves(work)
+    first, second = formula_search.halves(work)
     assert first.submit == [0, 10] and second.submit == [20, 30]
     assert second.user == ["c", "d"]
     result = sim.SimResult("users", "pbs", 8, [0, 3610, 20, 7230], [0] * 4, [-1] * 4, 0, 1)
-    w = tune.waits(work, result)
+    w = formula_search.waits(work, result)
     assert w.max_h == pytest.approx(2.0) and w.wide_max_h == pytest.approx(2.0)
     assert w.p95["long"] == 0.0
     assert w.bsld == pytest.approx((1 + 7 + 1 + 8.2) / 4)
@@ -312,7 +324,7 @@ def test_cli_formula_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     if rec is not None:
         assert any("job_sort_formula" in line for line in rec["pbs_settings"])
         fm.check_pbs_form(rec["job_sort_formula"])
-    assert (tmp_path / tune.FRONT_PNG).stat().st_size > 1000
+    assert (tmp_path / formula_search.FRONT_PNG).stat().st_size > 1000
     # the text carries the same
     argv = ["simulate", "--search", "--estimates", "users", "--p95-tolerance", "50", trace]
     assert cli.main(argv) == 0
@@ -384,10 +396,10 @@ def test_plot_without_long_jobs_draws_wide_jobs_p95(tmp_path: Path) -> None:
     # CTC-SP2 has no job over 24 h: the first panel shows wide jobs' p95 wait instead
     base = (_waits(6.0, 1.0, None, 4.0, 50.0), _waits(5.0, 1.0, None, 4.0, 50.0))
     rows = [_row(0.0, _waits(3.0, 1.0, None, 4.2, 50.0), _waits(2.5, 1.0, None, 4.1, 50.0))]
-    rep = tune.assess(base, rows, fm.Tolerances())
+    rep = formula_search.assess(base, rows, fm.Tolerances())
     assert rep.best == 0
-    path = Path(tune.write_plot(rep, str(tmp_path / "p"), "t"))
-    assert path.name == tune.FRONT_PNG and path.stat().st_size > 1000
+    path = Path(formula_search.write_plot(rep, str(tmp_path / "p"), "t"))
+    assert path.name == formula_search.FRONT_PNG and path.stat().st_size > 1000
 
 
 def test_a_time_scaled_formula_orders_compressed_jobs_as_the_full_one_does():
@@ -424,12 +436,14 @@ def test_every_label_names_its_formula_back():
 def test_deeper_takes_the_first_halfs_best_whatever_the_tolerances() -> None:
     firsts = [_waits(5.0 - k / 10, 1.0, 10.0 + k, 4.0, 50.0) for k in range(20)]
     firsts[3] = None  # not run
-    assert tune.deeper(firsts) == list(range(8, 20))  # the 12 lowest bsld
+    assert formula_search.deeper(firsts) == list(range(8, 20))  # the 12 lowest bsld
     cand = fm.Candidate("v3", fm.parse_label("xf2.rank+len1"), depth=fm.DEEPER_DEPTH)
     assert cand.label == "xf2.rank+len1-bf3"
     assert fm.Candidate("v3", cand.params).label == "xf2.rank+len1"
-    policy = tune.policy_of(cand, 8, pbsched.Policy())
+    policy = formula_search.policy_of(cand, 8, pbsched.Policy())
     assert policy.backfill_depth == 3 and policy.strict_ordering
-    assert tune.policy_of(None, 8, pbsched.Policy()).backfill_depth == 1  # the baseline
-    row = tune.Row(cand, fm.expression(cand.params, 8), firsts[0], None)
-    assert 'qmgr -c "set server backfill_depth = 3"' in tune.settings(row, 8, pbsched.Policy(), 900)
+    assert formula_search.policy_of(None, 8, pbsched.Policy()).backfill_depth == 1  # the baseline
+    row = formula_search.Row(cand, fm.expression(cand.params, 8), firsts[0], None)
+    assert 'qmgr -c "set server backfill_depth = 3"' in formula_search.settings(
+        row, 8, pbsched.Policy(), 900
+    )

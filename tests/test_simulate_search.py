@@ -1,4 +1,4 @@
-"""Policy search (softwalltime.replay.search and ``simulate --policies``)."""
+"""Policy search (softwalltime.replay.policies and ``simulate --policies``)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from softwalltime.replay import pbsched, search
+from softwalltime.replay import pbsched, policies
 from softwalltime.replay import simulate as sim
 
 CERIT = Path(__file__).resolve().parents[1] / "softwalltime" / "data"
 CERIT = CERIT / "CERIT-SC-wagap-2013.alea.swf.gz"
 
 
-def _row(policy: str, source: str, bsld: float, long95: float) -> search.Figures:
-    return search.Figures(policy, source, 1.0, 2.0, bsld, 3, 1.0, long95, 5.0, 2, 1.0, 3.0)
+def _row(policy: str, source: str, bsld: float, long95: float) -> policies.Figures:
+    return policies.Figures(policy, source, 1.0, 2.0, bsld, 3, 1.0, long95, 5.0, 2, 1.0, 3.0)
 
 
 def test_figures_by_hand() -> None:
@@ -28,7 +28,7 @@ def test_figures_by_hand() -> None:
     ]
     work = sim.make_workload("t", rows, 8)
     result = sim.SimResult("users", "pbs", 8, [0, 3600, 0, 7200], [0] * 4, [-1] * 4, 0, 1)
-    f = search.figures("fcfs-bf1", work, result)
+    f = policies.figures("fcfs-bf1", work, result)
     assert f.wait_mean_h == pytest.approx(0.75)
     assert f.long_jobs == 1 and f.long_wait_max_h == 0.0
     assert f.wide_jobs == 4 and f.wide_wait_max_h == pytest.approx(2.0)
@@ -44,12 +44,12 @@ def test_recommend_respects_the_bound_and_skips_perfect() -> None:
         _row("xfactor-bf1", "v3", 4.0, 9.0),
         _row("sjf-bf1", "perfect", 2.0, 1.0),  # not something a site can run
     ]
-    best = search.recommend(rows, None)  # bound: the baseline's 10 h
+    best = policies.recommend(rows, None)  # bound: the baseline's 10 h
     assert best is not None and (best.policy, best.source) == ("xfactor-bf1", "v3")
-    best = search.recommend(rows, 25.0)
+    best = policies.recommend(rows, 25.0)
     assert best is not None and best.policy == "sjf-bf1" and best.source == "v3"
-    assert search.recommend(rows, 0.5) is None
-    text = search.format_search("t", rows, search.recommend(rows, None), None)
+    assert policies.recommend(rows, 0.5) is None
+    text = policies.format_search("t", rows, policies.recommend(rows, None), None)
     assert "recommended: xfactor-bf1 with v3 estimates" in text
     assert "set sched job_sort_formula = '(eligible_time + " in text
 
@@ -63,9 +63,9 @@ def test_recommend_is_not_broken_by_seconds() -> None:
         _row("xfactor.rank-bf1", "v3", 1.50, 0.04972),
         _row("sjf-bf1", "v3", 1.20, 0.04944 + 0.2),  # 12 minutes over: out
     ]
-    best = search.recommend(rows, None)
+    best = policies.recommend(rows, None)
     assert best is not None and best.policy == "xfactor.rank-bf1"
-    text = search.format_search("t", rows, best, None)
+    text = policies.format_search("t", rows, best, None)
     assert "long jobs' p95 wait 0.05 h (0:02:59) <= 0.05 h (0:02:58)" in text
     assert "bounds are kept give or take 0.1 h" in text
 
@@ -179,27 +179,27 @@ def test_cli_backfill_choices_are_the_simulators() -> None:
 
 def test_format_search_names_the_backfill_rule() -> None:
     rows = [_row("fcfs-bf1", "users", 5.0, 10.0), _row("sjf-bf1", "v3", 3.0, 9.0)]
-    best = search.recommend(rows, None)
-    text = search.format_search("t", rows, best, None)
+    best = policies.recommend(rows, None)
+    text = policies.format_search("t", rows, best, None)
     assert "backfilling by estimate (PBS's rule)" in text.splitlines()[1]
     assert "equivalence classes of (processors, walltime), as PBS's" in text.splitlines()[1]
     assert "recommended: sjf-bf1 with v3 estimates, backfilling by estimate (" in text
     rules = pbsched.Policy(backfill_by="walltime", classes="none")
-    text = search.format_search("t", rows, best, None, rules)
+    text = policies.format_search("t", rows, best, None, rules)
     assert "backfilling by walltime (PBS's rule only next to" in text.splitlines()[1]
     assert "no equivalence classes" in text.splitlines()[1]
     assert text.splitlines()[1].endswith("opt_backfill_fuzzy 60 s")
     assert "with v3 estimates, backfilling by walltime (" in text
     ranked = [_row("fcfs-bf1", "users", 5.0, 10.0), _row("sjf.rank-bf1", "v3", 3.0, 9.0)]
-    text = search.format_search(
-        "t", ranked, search.recommend(ranked, None), None, pbsched.Policy(classes="rank")
+    text = policies.format_search(
+        "t", ranked, policies.recommend(ranked, None), None, pbsched.Policy(classes="rank")
     )
     assert pbsched.SCHED_RESOURCES_RANK in text  # the recommendation says how to set it
 
 
-def _wide(policy: str, source: str, bsld: float, wide_max: float) -> search.Figures:
+def _wide(policy: str, source: str, bsld: float, wide_max: float) -> policies.Figures:
     # no long jobs (as on CTC-SP2 and SDSC-SP2), two wide ones
-    return search.Figures(policy, source, 1.0, 2.0, bsld, 0, 0.0, 0.0, 0.0, 2, 1.0, wide_max)
+    return policies.Figures(policy, source, 1.0, 2.0, bsld, 0, 0.0, 0.0, 0.0, 2, 1.0, wide_max)
 
 
 def test_recommend_bounds_the_longest_wait_of_wide_jobs() -> None:
@@ -209,18 +209,18 @@ def test_recommend_bounds_the_longest_wait_of_wide_jobs() -> None:
         _wide("sjf.rank-bf1", "v3", 5.0, 2300.0),  # best bsld, wide jobs wait 95 days
         _wide("xfactor.rank-bf1", "v3", 6.0, 230.0),  # within 3 x 80 h
     ]
-    best = search.recommend(rows, None)
+    best = policies.recommend(rows, None)
     assert best is not None and best.policy == "xfactor.rank-bf1"
-    assert search.bounds(rows, None) == search.Bounds(0.0, search.WIDE_MAX_FACTOR * 80.0)
+    assert policies.bounds(rows, None) == policies.Bounds(0.0, policies.WIDE_MAX_FACTOR * 80.0)
     # the admin's bound replaces the default, either way
-    best = search.recommend(rows, None, 3000.0)
+    best = policies.recommend(rows, None, 3000.0)
     assert best is not None and best.policy == "sjf.rank-bf1"
-    best = search.recommend(rows, None, 100.0)
+    best = policies.recommend(rows, None, 100.0)
     assert best is not None and best.policy == "fcfs-bf1"
-    assert search.recommend(rows, None, 50.0) is None
-    text = search.format_search("t", rows, search.recommend(rows, None), None)
+    assert policies.recommend(rows, None, 50.0) is None
+    text = policies.format_search("t", rows, policies.recommend(rows, None), None)
     assert "wide jobs' longest wait 230.0 h <= 240.0 h" in text
-    text = search.format_search("t", rows, None, None, wide_bound_h=50.0)
+    text = policies.format_search("t", rows, None, None, wide_bound_h=50.0)
     assert "within the bounds (long p95 <= 0.00 h (0:00:00), wide max <= 50.0 h)" in text
 
 
@@ -236,7 +236,7 @@ def test_cli_wide_max_bound(capsys: pytest.CaptureFixture[str]) -> None:
     assert row["wide_jobs"] == 1
     assert out["bounds"] == {
         "long_p95_h": row["long_wait_p95_h"],
-        "wide_max_h": search.WIDE_MAX_FACTOR * row["wide_wait_max_h"],
+        "wide_max_h": policies.WIDE_MAX_FACTOR * row["wide_wait_max_h"],
     }
     assert cli.main(argv + ["--wide-max-bound", "7.5", "--json", str(CERIT)]) == 0
     assert json.loads(capsys.readouterr().out)["bounds"]["wide_max_h"] == 7.5

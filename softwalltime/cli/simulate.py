@@ -27,7 +27,7 @@ DEFAULT_SOURCES = ",".join((registry.USERS, *registry.HISTORY_PREDICTORS, regist
 SEARCH_SOURCES = "users,v3"  # --search: the baseline's and the hook's default predictor
 P95_TOLERANCE_PCT = 10.0  # softwalltime.replay.formula.Tolerances
 MAX_FACTOR = 2.0
-GOAL_PCT = 40.0  # softwalltime.replay.tune.GOAL_PCT
+GOAL_PCT = 40.0  # softwalltime.replay.formula_search.GOAL_PCT
 CORRECTIONS = ("pbs", "simple", "power", "walltime")  # softwalltime.replay.corrections
 BACKFILL_BY = ("estimate", "walltime")  # softwalltime.replay.pbsched.BACKFILL_BY
 CLASSES = ("pbs", "rank", "none")  # softwalltime.replay.pbsched.CLASSES
@@ -361,7 +361,7 @@ def _write_json(out: List[Dict[str, Any]]) -> None:
     sys.stdout.write("\n")
 
 
-def _search(args: argparse.Namespace, names: List[str], traces: List[Any], opts: Any) -> int:
+def _policies(args: argparse.Namespace, names: List[str], traces: List[Any], opts: Any) -> int:
     from .. import api
     from ..replay import pbsched
 
@@ -509,7 +509,7 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
     if args.p95_tolerance is not None or args.max_factor is not None or args.goal is not None:
         raise ConfigError("--p95-tolerance, --max-factor, --goal: only with --search")
     if args.policies:
-        return _search(args, names, traces, opts)
+        return _policies(args, names, traces, opts)
     _refuse_scheduler_options(args)
     runs = api.simulate(traces, names, options=opts, jobs=args.jobs)
     for run in runs if args.plot else ():

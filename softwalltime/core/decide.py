@@ -38,6 +38,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 from . import calibrated as cal
 from . import learned_site as ls
+from .config import Settings
 from .predict import HistoryRow, Prediction, PredictorParams, predict
 from .rank import RANK_RESOURCE, RANKERS, paid_floor
 
@@ -147,7 +148,7 @@ def _listed(name: str, allow: Sequence[str], deny: Sequence[str]) -> Optional[st
     return None
 
 
-def _excluded(job: JobEvent, settings: Any) -> Optional[str]:
+def _excluded(job: JobEvent, settings: Settings) -> Optional[str]:
     """Why rules 1 to 4 leave ``job`` alone before any history is read, or None."""
     event, user, queue = job.kind, job.user, job.queue
     if event not in EVENTS:
@@ -175,7 +176,9 @@ def _excluded(job: JobEvent, settings: Any) -> Optional[str]:
     return None
 
 
-def _existing(job: JobEvent, settings: Any, ranking: bool) -> Tuple[Optional[str], Optional[str]]:
+def _existing(
+    job: JobEvent, settings: Settings, ranking: bool
+) -> Tuple[Optional[str], Optional[str]]:
     """Rule 5 for ``job``'s soft walltime: ``(kept, leave)``. ``kept``: why it stays as it
     is while the rank is still decided (None: a prediction may replace it); ``leave``: why
     the job is left alone now, rank included (None: go on)."""
@@ -201,7 +204,7 @@ def _existing(job: JobEvent, settings: Any, ranking: bool) -> Tuple[Optional[str
 
 def _predict(
     job: JobEvent,
-    settings: Any,
+    settings: Settings,
     fetch: HistoryFetch,
     params: PredictorParams,
     site: Optional[cal.SiteFetch],
@@ -242,7 +245,7 @@ def _predict(
 
 
 def _rank(
-    job: JobEvent, settings: Any, rows: Optional[Sequence[cal.ClassRow]], own: Optional[int]
+    job: JobEvent, settings: Settings, rows: Optional[Sequence[cal.ClassRow]], own: Optional[int]
 ) -> Tuple[Optional[int], Optional[int], str]:
     """The job's rank from the rank's history ``rows`` (the rank ``learned``: ``own``, the
     predictor's; ``learned-paid``: ``own`` floored by the paid evidence of ``rows``):
@@ -271,7 +274,7 @@ def _rank(
 
 def decide(
     job: JobEvent,
-    settings: Any,
+    settings: Settings,
     fetch: HistoryFetch,
     params: Optional[PredictorParams] = None,
     site: Optional[cal.SiteFetch] = None,

@@ -23,8 +23,8 @@ from ..core.calibrated import DEFAULT_TARGET_UNDER_PCT
 from ..core.predict import PredictorParams
 from ..errors import ConfigError
 from . import formula as fm
-from . import pbsched, tune
-from . import search as srch
+from . import formula_search, pbsched
+from . import policies as srch
 from . import simulate as sim
 from .easy import Refresh, SimResult
 from .parallel import fork_map
@@ -290,13 +290,14 @@ class SearchResult(NamedTuple):
     path: str
     procs: int
     half_jobs: Tuple[int, int]
-    report: tune.Report
+    report: formula_search.Report
     rules: pbsched.Policy
     rank_refresh_s: int
 
     def as_json(self) -> Dict[str, Any]:
         return dict(
-            tune.as_json(self.report, self.procs, self.rules, self.rank_refresh_s), source=self.path
+            formula_search.as_json(self.report, self.procs, self.rules, self.rank_refresh_s),
+            source=self.path,
         )
 
     def format(self) -> str:
@@ -304,11 +305,13 @@ class SearchResult(NamedTuple):
             f"source: {self.path}   machine: {self.procs} processors   jobs: first half "
             f"{self.half_jobs[0]}, second half {self.half_jobs[1]}"
         )
-        return tune.format_report(title, self.report, self.procs, self.rules, self.rank_refresh_s)
+        return formula_search.format_report(
+            title, self.report, self.procs, self.rules, self.rank_refresh_s
+        )
 
     def write_plot(self, directory: str) -> str:
         """The front's plot (:data:`.tune.FRONT_PNG`) in ``directory``; its path."""
-        return tune.write_plot(self.report, directory, os.path.basename(self.path))
+        return formula_search.write_plot(self.report, directory, os.path.basename(self.path))
 
 
 class _Tune(NamedTuple):
@@ -328,7 +331,7 @@ def _tune_one(shared: _Tune, task: Key) -> Tuple[Key, fm.Waits]:
     i, half, k = task
     cand = None if k < 0 else shared.candidates[k]
     opts = shared.opts
-    waits = tune.simulate(
+    waits = formula_search.simulate(
         shared.halves[i][half],
         shared.procs[i],
         cand,
@@ -354,8 +357,8 @@ def _tune_phases(
     shared: _Tune, tol: fm.Tolerances, jobs: int, progress: Optional[Progress]
 ) -> Tuple[Dict[Key, fm.Waits], List[fm.Candidate]]:
     # Every candidate on the first half (and the baseline on both); the first half's best
-    # again with more top jobs (tune.deeper: after the grid's, run on their trace only);
-    # then those worth it (tune.checked) on the second half. The figures by key, a
+    # again with more top jobs (formula_search.deeper: after the grid's, run on their trace only);
+    # then those worth it (formula_search.checked) on the second half. The figures by key, a
     # candidate not run on a trace has no key there; and the candidates, the grid's then
     # the deeper ones.
     cands = list(shared.candidates)
@@ -369,7 +372,7 @@ def _tune_phases(
     index: Dict[fm.Candidate, int] = {}
     deep = []
     for p in traces:
-        for k in tune.deeper([got[(p, 0, k)] for k in range(grid)]):
+        for k in formula_search.deeper([got[(p, 0, k)] for k in range(grid)]):
             cand = cands[k]._replace(depth=fm.DEEPER_DEPTH)
             if cand not in index:
                 index[cand] = len(cands)
@@ -380,7 +383,7 @@ def _tune_phases(
     for p in traces:
         run = [k for k in range(len(cands)) if (p, 0, k) in got]
         firsts = [got[(p, 0, k)] for k in run]
-        second += [(p, 1, run[i]) for i in tune.checked(got[(p, 0, -1)], firsts, tol)]
+        second += [(p, 1, run[i]) for i in formula_search.checked(got[(p, 0, -1)], firsts, tol)]
     got.update(_phase(shared._replace(candidates=tuple(cands)), second, jobs, "3/3", progress))
     return got, cands
 
@@ -390,14 +393,14 @@ def run_search(
     names: Sequence[str],
     opts: SimOptions,
     tol: fm.Tolerances = TOLERANCES,
-    goal_pct: float = tune.GOAL_PCT,
+    goal_pct: float = formula_search.GOAL_PCT,
     jobs: int = 1,
     progress: Optional[Progress] = None,
 ) -> List[SearchResult]:
     """Each trace's formula search over the candidates of ``names`` (perfect left out),
     against fcfs-bf1 with the users' walltimes; see :mod:`.tune`."""
-    rules = opts.rules(tune.BASELINE_POLICY)
-    halves = [tune.halves(t.work) for t in traces]
+    rules = opts.rules(formula_search.BASELINE_POLICY)
+    halves = [formula_search.halves(t.work) for t in traces]
     candidates = tuple(fm.candidates([n for n in names if n != sim.PERFECT]))
     shared = _Tune(halves, [t.procs for t in traces], candidates, rules, opts)
     started = time.monotonic()
@@ -406,11 +409,13 @@ def run_search(
     out = []
     for i, trace in enumerate(traces):
         rows = [
-            tune.Row(c, fm.expression(c.params, trace.procs), got[(i, 0, k)], got.get((i, 1, k)))
+            formula_search.Row(
+                c, fm.expression(c.params, trace.procs), got[(i, 0, k)], got.get((i, 1, k))
+            )
             for k, c in enumerate(cands)
             if (i, 0, k) in got
         ]
-        rep = tune.assess((got[(i, 0, -1)], got[(i, 1, -1)]), rows, tol, goal_pct)
+        rep = formula_search.assess((got[(i, 0, -1)], got[(i, 1, -1)]), rows, tol, goal_pct)
         sizes = (len(halves[i][0].submit), len(halves[i][1].submit))
         out.append(SearchResult(trace.path, trace.procs, sizes, rep, rules, opts.rank_refresh_s))
     return out

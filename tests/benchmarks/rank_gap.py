@@ -93,7 +93,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from softwalltime.replay import pbsched, rank, search, traces
+from softwalltime.replay import pbsched, policies, rank, traces
 from softwalltime.replay import simulate as sim
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -262,7 +262,7 @@ def _make(spec: str) -> sim.EstimateSource:
 
 def run_one(
     work: sim.Workload, procs: int, policy: pbsched.Policy, soft: str, sort: Optional[str]
-) -> Tuple[search.Figures, List[int], List[int]]:
+) -> Tuple[policies.Figures, List[int], List[int]]:
     """One simulation: soft walltimes from ``soft``; the sort by the rank ``sort`` (the
     policy's ``.rank`` sort, e.g. ``xfactor.rank``; None: by the soft walltimes, the plain
     sort). Returns the figures, what the sort read for each job and the starts."""
@@ -276,7 +276,7 @@ def run_one(
             raise ValueError(f"{policy.name}: no {ranked} sort")
         policy = policy._replace(job_sort_formula=ranked)
     result = pbsched.simulate_pbs(work, _make(soft), procs, policy, ranker=ranker)
-    return search.figures(policy.name, work, result), ranker.rank, result.start
+    return policies.figures(policy.name, work, result), ranker.rank, result.start
 
 
 def simulate_table(

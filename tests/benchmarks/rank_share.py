@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from softwalltime.replay import formula as fm
-from softwalltime.replay import pbsched, search
+from softwalltime.replay import pbsched, policies
 from softwalltime.replay import simulate as sim
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -57,7 +57,7 @@ def run(
     # calibrated and learned aim at v3's under-estimate rate, as evaluate's acceptance runs
     source_ = sim.make_source(source, target_under_pct=None)
     result = pbsched.simulate_pbs(work, source_, procs, parsed, ranker=ranker)
-    return search.figures(policy, work, result).bsld_mean
+    return policies.figures(policy, work, result).bsld_mean
 
 
 def tails(work: sim.Workload, ranks: Sequence[int]) -> Tuple[float, float]:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 from ..core import rank as hook_rank
 from . import formula as fm
 from . import pbsched
-from .search import LONG_S, WIDE_FRACTION
+from .policies import LONG_S, WIDE_FRACTION
 from .simulate import BASELINE, SimResult, Workload, _pct, job_outcomes
 from .sources import EstimateSource
 
@@ -327,7 +327,7 @@ def format_report(
     title: str, rep: Report, procs: int, rules: pbsched.Policy, rank_refresh_s: int
 ) -> str:
     """The search as text: baseline, recommendation, its PBS lines and the front."""
-    from .search import rules_line
+    from .policies import rules_line
 
     base = rep.base
     lines = [title, rules_line(rules), _tolerance_line(rep.tolerances)]
