@@ -48,6 +48,7 @@ LAYERS = {
     PBSSERVER: BASICS | {CORE},
     f"{PBSSERVER}.refresh": BASICS | {CORE, HOOK},  # runs the hook's lookup and decision
     f"{PBSSERVER}.status": BASICS | {CORE, HOOK},  # checks the hook's database client
+    f"{PBSSERVER}.policy": BASICS | {CORE, HOOK},  # records the policy with that client
     # the front ends
     CLI: BASICS | {CORE, ACCOUNTING, OUTFILE, DB, REPLAY, WAIT, REPORT, PBSSERVER},
     f"{CLI}.predict": BASICS | {CORE, HOOK, ACCOUNTING, DB},  # the hook's own lookup

@@ -1,0 +1,163 @@
+"""``softwalltime policy`` (issue 48): the settings' parsing and changes (pure), the records
+in a real PostgreSQL, the CLI's label resolution and history. On the real server:
+tests/pbs/test_policy_real.py."""
+
+import argparse
+import json
+
+import pytest
+
+from softwalltime.pbsserver import policy as p
+from softwalltime.pbsserver.commands import Pbs
+from softwalltime.replay import formula as fm
+
+# As OpenPBS 23.06's sched_config has them (a tab before the prime option).
+SCHED_CONFIG = (
+    "round_robin: False\tall\n"
+    "# strict_ordering: true ALL\n"
+    "strict_ordering: false\tALL\n"
+    "fair_share: false\tALL\n"
+    "fairshare_entity: euser\n"
+)
+LIVE = {
+    "job_sort_formula": None,
+    "opt_backfill_fuzzy": None,
+    "backfill_depth": None,
+    "eligible_time_enable": "False",
+    "strict_ordering": "false ALL",
+    "fair_share": "false ALL",
+}
+
+
+def test_sched_config_lines_are_read_and_set_comments_and_other_lines_kept():
+    assert p.config_value(SCHED_CONFIG, "strict_ordering") == "false ALL"
+    assert p.config_value(SCHED_CONFIG, "fair_share") == "false ALL"
+    assert p.config_value(SCHED_CONFIG, "preemptive_sched") is None
+    text = p.with_config_value(SCHED_CONFIG, "strict_ordering", "True ALL")
+    assert text == SCHED_CONFIG.replace("strict_ordering: false\tALL", "strict_ordering: True\tALL")
+    assert p.with_config_value(text, "strict_ordering", "false ALL") == SCHED_CONFIG
+    added = p.with_config_value(SCHED_CONFIG, "backfill_prime", "false ALL")
+    assert added == SCHED_CONFIG + "backfill_prime: false\tALL\n"
+
+
+def test_a_searched_formula_sets_strict_ordering_eligible_time_and_depth():
+    expr = fm.expression(fm.parse_label("xf2.rank+len1"), 1)
+    target = p.target_of(LIVE, expr, 3)
+    assert p.plan(LIVE, target) == [
+        "job_sort_formula", "backfill_depth", "eligible_time_enable", "strict_ordering",
+    ]  # fmt: skip
+    pbs = Pbs(home="/var/spool/pbs")
+    assert p.commands(pbs, LIVE, target) == [
+        f"qmgr -c \"set sched job_sort_formula = '{expr}'\"",
+        'qmgr -c "set server backfill_depth = 3"',
+        'qmgr -c "set server eligible_time_enable = True"',
+        "sed -i 's/^strict_ordering:.*/strict_ordering: True\\tALL/'"
+        " /var/spool/pbs/sched_priv/sched_config",
+        "kill -HUP $(head -n 1 /var/spool/pbs/sched_priv/sched.lock)"
+        "  # pbs_sched reads sched_config again",
+    ]
+    # and back: unset what was unset
+    back = p.commands(pbs, target, LIVE)
+    assert back[:3] == [
+        'qmgr -c "unset sched job_sort_formula"',
+        'qmgr -c "unset server backfill_depth"',
+        'qmgr -c "set server eligible_time_enable = False"',
+    ]
+    assert p.commands(pbs, target, target) == []
+    with pytest.raises(p.PolicyError, match="quote"):
+        p.target_of(LIVE, "walltime + 'x'", 1)
+
+
+def test_describe_says_what_changed():
+    after = dict(LIVE, backfill_depth="3")
+    assert p.describe(LIVE, after) == "backfill_depth None -> 3"
+    assert p.describe(None, LIVE).startswith("first seen: job_sort_formula None, ")
+
+
+def test_a_large_search_is_stored_without_its_candidates():
+    small = {"recommended": {"label": "xf"}, "candidates": []}
+    assert p.capped_search(small) == small
+    big = dict(small, candidates=[{"label": "x" * 1000}] * 100, tolerances={"p95_pct": 10})
+    kept = p.capped_search(big)
+    assert kept["truncated"] is True and "candidates" not in kept
+    assert kept["recommended"] == {"label": "xf"} and kept["tolerances"] == {"p95_pct": 10}
+    with pytest.raises(p.PolicyError, match="JSON object"):
+        p.capped_search([1])
+
+
+def _args(label=None, **kw):
+    base = {"label": label, "formula": None, "backfill_depth": None, "procs": None}
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_labels_resolve_to_the_searchs_formula_and_depth():
+    from softwalltime.cli.policy import resolve
+    from softwalltime.errors import SoftwalltimeError
+
+    label, expr, depth = resolve(_args("xf2.rank+len1-bf3"), None)
+    assert (label, depth) == ("xf2.rank+len1-bf3", 3)
+    assert expr == fm.expression(fm.parse_label("xf2.rank+len1"), 1)
+    assert resolve(_args("xf"), None)[2] == 1
+    with pytest.raises(SoftwalltimeError, match="--procs"):
+        resolve(_args("xf+w8"), None)
+    assert resolve(_args("xf+w8", procs=64), None)[1].endswith("8 * ncpus / 64")
+    search = {
+        "recommended": {"label": "xf+w8-bf3"},
+        "candidates": [{"label": "xf+w8-bf3", "job_sort_formula": "F", "backfill_depth": 3}],
+    }
+    assert resolve(_args(), search) == ("xf+w8-bf3", "F", 3)
+    assert resolve(_args(formula="walltime", backfill_depth=2), None) == (None, "walltime", 2)
+    with pytest.raises(SoftwalltimeError, match="not a formula label"):
+        resolve(_args("fcfs"), None)
+    with pytest.raises(SoftwalltimeError, match="not both"):
+        resolve(_args("xf", formula="walltime"), None)
+    with pytest.raises(SoftwalltimeError, match="give LABEL"):
+        resolve(_args(), None)
+
+
+def test_records_observe_and_previous_policy_in_postgresql(fresh_dsn):
+    conn = p.connect(fresh_dsn)
+    try:
+        assert p.history(conn) == [] and p.previous_policy([]) is None
+        first = p.observe(conn, LIVE)
+        assert first is not None and first.action == "outside" and first.before is None
+        assert first.changed_by == p.OUTSIDE_BY and first.after == LIVE
+        assert p.observe(conn, LIVE) is None  # as recorded: nothing new
+        assert p.previous_policy(p.history(conn)) is None  # first seen: nothing before it
+        applied = dict(LIVE, backfill_depth="3")
+        search = {"recommended": {"label": "xf-bf3"}}
+        rid = p.record(conn, "apply", "root (sudo: alice)", (LIVE, applied), "xf-bf3",
+                       ["qmgr -c x"], search)  # fmt: skip
+        rows = p.history(conn)
+        assert [r.id for r in rows] == [rid, first.id] and rows[0].commands == "qmgr -c x"
+        assert rows[0].label == "xf-bf3" and rows[0].changed_at.endswith(" UTC")
+        assert p.previous_policy(rows) == LIVE
+        assert conn.query("SELECT search::text FROM policy_changes WHERE id = $1", (rid,)) == [
+            (json.dumps(search),)
+        ]
+        # qmgr directly: seen as an outside change from the newest record
+        outside = p.observe(conn, dict(applied, backfill_depth="5"))
+        assert outside is not None and outside.before == applied
+        assert p.describe(outside.before, outside.after) == "backfill_depth 3 -> 5"
+        assert [r.id for r in p.history(conn, 1)] == [outside.id]
+    finally:
+        conn.close()
+
+
+def test_cli_history_lists_the_records(fresh_dsn, capsys):
+    from softwalltime.cli import main
+
+    assert main(["--dsn", fresh_dsn, "policy", "history"]) == 0
+    assert capsys.readouterr().out == "no policy change recorded\n"
+    conn = p.connect(fresh_dsn)
+    try:
+        p.record(conn, "apply", "root", (LIVE, dict(LIVE, backfill_depth="3")), "xf-bf3")
+    finally:
+        conn.close()
+    assert main(["--dsn", fresh_dsn, "policy", "history"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("#1 ") and out[0].endswith(" apply by root [xf-bf3]")
+    assert out[1] == "    backfill_depth None -> 3"
+    assert main(["--dsn", fresh_dsn, "policy", "history", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data[0]["after"]["backfill_depth"] == "3" and data[0]["before"] == LIVE
