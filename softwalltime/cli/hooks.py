@@ -224,6 +224,11 @@ def register(sub: Any) -> None:
     )
     inst.set_defaults(func=install)
 
+    _add_uninstall(hsub)
+
+
+def _add_uninstall(hsub: Any) -> None:
+    """Add ``hooks uninstall``."""
     uninst = hsub.add_parser(
         "uninstall",
         help="delete the hook, its resources and operator, a sort formula that reads them",
@@ -698,6 +703,32 @@ def uninstall(args: Any, settings: Settings) -> int:
         say(f"hook {args.name} deleted")
     else:
         say(f"hook {args.name} not installed")
+    unset, kept_formulas, keep = _unset_formulas(args, qmgr, commands)
+    commands += _remove_operator(qmgr, entry, say) if entry else []
+    deleted, kept = _delete_resources(qmgr, keep, commands, say)
+    if args.json:
+        _print_json(
+            UNINSTALL_KEYS,
+            commands=commands,
+            resources_deleted=deleted,
+            resources_kept=kept,
+            formulas_unset=unset,
+            formulas_kept=kept_formulas,
+            **found,
+        )
+        return 0
+    print(f"kept: the database {database} and the roles {', '.join(DB_ROLES)}; to drop them:")
+    print("\n".join(database_commands(database)[1:]))
+    return 0
+
+
+def _unset_formulas(
+    args: Any, qmgr: Sequence[str], commands: list[str]
+) -> tuple[dict[str, str], dict[str, str], set[str]]:
+    """uninstall's step: unset each scheduler's job_sort_formula that names the product's
+    resources (``--keep-formula``: keep it and those resources); the directives run are
+    added to ``commands``. The formulas unset and kept, by scheduler, and the resources to
+    keep."""
     listed = _qmgr_run(qmgr, "list sched")
     formulas = parse_sched_formulas(listed.stdout)
     if listed.returncode != 0:
@@ -706,7 +737,9 @@ def uninstall(args: Any, settings: Settings) -> int:
             f"job_sort_formula not read ({detail}): if it names {', '.join(RESOURCES)}, unset"
             f" it: {_shown(qmgr, 'unset sched default job_sort_formula')}"
         )
-    unset, kept_formulas, keep = {}, {}, set()
+    unset: dict[str, str] = {}
+    kept_formulas: dict[str, str] = {}
+    keep: set[str] = set()
     for sched, formula in sorted(formulas.items()):
         named = names_ours(formula)
         if not named:
@@ -728,8 +761,16 @@ def uninstall(args: Any, settings: Settings) -> int:
             f"job_sort_formula of scheduler {sched} read {', '.join(named)}: unset; it was"
             f" {formula} (without those names, restore it with: {restore})"
         )
-    commands += _remove_operator(qmgr, entry, say) if entry else []
-    deleted, kept = [], {}
+    return unset, kept_formulas, keep
+
+
+def _delete_resources(
+    qmgr: Sequence[str], keep: set[str], commands: list[str], say: Any
+) -> tuple[list[str], dict[str, str]]:
+    """uninstall's last step on PBS: delete the product's resources but ``keep``; one a job
+    still has is kept, with why. The deleted, and the kept with why."""
+    deleted: list[str] = []
+    kept: dict[str, str] = {}
     for name in RESOURCES:
         if name in keep or not _qmgr_ok(qmgr, f"list resource {name}"):
             continue
@@ -745,17 +786,4 @@ def uninstall(args: Any, settings: Settings) -> int:
                 f"resource {name} kept ({err}): a job or a finished job in the history has"
                 f" it; once none has (qdel -x -Wforce): {_shown(qmgr, delete)}"
             )
-    if args.json:
-        _print_json(
-            UNINSTALL_KEYS,
-            commands=commands,
-            resources_deleted=deleted,
-            resources_kept=kept,
-            formulas_unset=unset,
-            formulas_kept=kept_formulas,
-            **found,
-        )
-        return 0
-    print(f"kept: the database {database} and the roles {', '.join(DB_ROLES)}; to drop them:")
-    print("\n".join(database_commands(database)[1:]))
-    return 0
+    return deleted, kept
