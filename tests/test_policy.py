@@ -161,3 +161,69 @@ def test_cli_history_lists_the_records(fresh_dsn, capsys):
     assert main(["--dsn", fresh_dsn, "policy", "history", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data[0]["after"]["backfill_depth"] == "3" and data[0]["before"] == LIVE
+
+
+def _fake_pbs(tmp_path, sched: str, server: str) -> Pbs:
+    """A PBS_EXEC whose qmgr prints recorded listings, and a PBS_HOME with sched_config:
+    status's policy check on inputs (the real server: tests/pbs/test_policy_real.py)."""
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    (tmp_path / "sched.txt").write_text(sched)
+    (tmp_path / "server.txt").write_text(server)
+    qmgr = tmp_path / "bin" / "qmgr"
+    qmgr.write_text(f'#!/bin/sh\ncase "$2" in *sched*) cat {tmp_path}/sched.txt;;'
+                    f" *) cat {tmp_path}/server.txt;; esac\n")  # fmt: skip
+    qmgr.chmod(0o755)
+    (tmp_path / "sched_priv").mkdir(exist_ok=True)
+    (tmp_path / "sched_priv" / "sched_config").write_text(SCHED_CONFIG)
+    return Pbs(exec_dir=str(tmp_path), home=str(tmp_path))
+
+
+SCHED_LIST = "Sched default\n    scheduling = True\n    job_sort_formula = walltime\n"
+SERVER_LIST = "Server pbshost\n    backfill_depth = 3\n    eligible_time_enable = False\n"
+
+
+def test_status_records_a_change_it_did_not_make(tmp_path, fresh_dsn):
+    from softwalltime.pbsserver import status as s
+
+    pbs = _fake_pbs(tmp_path, SCHED_LIST, SERVER_LIST)
+    assert p.read_live(pbs) == dict(LIVE, job_sort_formula="walltime", backfill_depth="3")
+    (first,) = s.policy_check(pbs, fresh_dsn)
+    assert (first.name, first.state) == ("policy", s.OK)
+    assert first.summary.startswith("INFO: changed outside softwalltime, recorded as #1: first")
+    (same,) = s.policy_check(pbs, fresh_dsn)
+    assert same.summary == f"as recorded (#1, outside by {p.OUTSIDE_BY})"
+    (tmp_path / "server.txt").write_text(SERVER_LIST.replace("= 3", "= 5"))
+    (moved,) = s.policy_check(pbs, fresh_dsn)
+    assert moved.summary == (
+        "INFO: changed outside softwalltime, recorded as #2: backfill_depth 3 -> 5"
+    )
+    assert moved.details["live"]["backfill_depth"] == "5"
+
+
+def test_status_without_the_table_warns_and_without_pbs_says_nothing(tmp_path, empty_dsn):
+    from softwalltime.pbsserver import status as s
+
+    (check,) = s.policy_check(_fake_pbs(tmp_path, SCHED_LIST, SERVER_LIST), empty_dsn)
+    assert check.state == s.WARNING and check.summary.startswith("cannot record: ")
+    assert check.summary.endswith("(run softwalltime db upgrade)")
+    assert s.policy_check(Pbs(exec_dir=str(tmp_path / "nopbs")), empty_dsn) == []
+
+
+def test_cli_apply_without_yes_prints_and_changes_nothing(tmp_path, fresh_dsn, capsys, monkeypatch):
+    from softwalltime.cli import main
+
+    _fake_pbs(tmp_path, SCHED_LIST, SERVER_LIST)
+    monkeypatch.setenv("PBS_HOME", str(tmp_path))
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"pbs_exec": str(tmp_path), "dsn": fresh_dsn}))
+    assert main(["--config", str(cfg), "policy", "apply", "xf-bf3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    expr = fm.expression(fm.parse_label("xf"), 1)
+    assert out[0] == f"qmgr -c \"set sched job_sort_formula = '{expr}'\""
+    assert out[-1] == "# nothing changed: pass --yes to run these and record them"
+    assert (tmp_path / "sched_priv" / "sched_config").read_text() == SCHED_CONFIG
+    assert main(["--config", str(cfg), "policy", "history"]) == 0
+    assert capsys.readouterr().out == "no policy change recorded\n"
+    # nothing recorded: nothing to go back to
+    assert main(["--config", str(cfg), "policy", "revert"]) == 1
+    assert "no previous policy recorded" in capsys.readouterr().err
