@@ -4,6 +4,7 @@ tests/pbs/test_policy_real.py."""
 
 import argparse
 import json
+import os
 
 import pytest
 
@@ -227,3 +228,30 @@ def test_cli_apply_without_yes_prints_and_changes_nothing(tmp_path, fresh_dsn, c
     # nothing recorded: nothing to go back to
     assert main(["--config", str(cfg), "policy", "revert"]) == 1
     assert "no previous policy recorded" in capsys.readouterr().err
+
+
+def test_status_with_a_read_only_role_says_which_role_may_record(tmp_path, fresh_dsn):
+    """A role that may only read (as db grant's hook role): status cannot record."""
+    import psycopg2
+    from psycopg2.extensions import make_dsn
+
+    from softwalltime.pbsserver import status as s
+
+    role = f"swt_policy_ro_{os.getpid()}"
+    admin = psycopg2.connect(fresh_dsn)
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cur:
+            cur.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'x'")
+            cur.execute(f"GRANT SELECT ON policy_changes TO {role}")
+        pbs = _fake_pbs(tmp_path, SCHED_LIST, SERVER_LIST)
+        (check,) = s.policy_check(pbs, make_dsn(fresh_dsn, user=role, password="x"))
+        assert check.state == s.WARNING and "permission denied" in check.summary
+        assert check.summary.endswith(
+            "(give status a DSN that may: the ingester's role of db grant)"
+        )
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP OWNED BY {role}")
+            cur.execute(f"DROP ROLE {role}")
+        admin.close()

@@ -839,8 +839,11 @@ def policy_check(pbs: Pbs, dsn: str) -> list[Check]:
         newest = seen or policy.history(conn, 1)[0]
     except DatabaseError as err:
         text = " ".join(str(err).split())
-        if "policy_changes" in text:
+        state = getattr(err, "sqlstate", "")
+        if state == "42P01":  # undefined_table
             text += " (run softwalltime db upgrade)"
+        elif state == "42501":  # insufficient_privilege
+            text += " (give status a DSN that may: the ingester's role of db grant)"
         return [Check("policy", WARNING, "cannot record: " + text)]
     finally:
         conn.close()
