@@ -49,6 +49,7 @@ LAYERS = {
     PBSSERVER: BASICS | {CORE},
     f"{PBSSERVER}.refresh": BASICS | {CORE, HOOK},  # runs the hook's lookup and decision
     f"{PBSSERVER}.status": BASICS | {CORE, HOOK},  # checks the hook's database client
+    f"{PBSSERVER}.policy": BASICS | {CORE, HOOK},  # records the policy with that client
     # the library API (plain values in, result objects out), then the front ends
     API: BASICS | {CORE, ACCOUNTING, OUTFILE, DB, REPLAY, WAIT, REPORT, PBSSERVER},
     CLI: BASICS | {CORE, ACCOUNTING, OUTFILE, DB, REPLAY, WAIT, REPORT, PBSSERVER, API},

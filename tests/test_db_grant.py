@@ -20,6 +20,7 @@ from psycopg2.extensions import make_dsn
 
 from softwalltime import cli
 from softwalltime.cli import dbgrant
+from softwalltime.pbsserver import policy
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "softwalltime" / "data" / "openpbs-23.06-local.log"
@@ -212,9 +213,18 @@ def test_the_ingesters_role_ingests_and_cannot_delete(roles, capsys):
         "DROP TABLE finished_jobs",
         "UPDATE calibration_state SET lam = 0",
         "DELETE FROM ingest_checkpoints",
+        "DELETE FROM policy_changes",
+        "UPDATE policy_changes SET label = 'x'",
     ):
         with pytest.raises((errors.InsufficientPrivilege, errors.DependentObjectsStillExist)):
             run_sql(roles.ingest_dsn, statement)
+    # status, run with this role, records a policy change it sees (issue 48)
+    conn = policy.connect(roles.ingest_dsn)
+    try:
+        seen = policy.observe(conn, {"backfill_depth": "3"})
+    finally:
+        conn.close()
+    assert seen is not None and seen.after == {"backfill_depth": "3"}
     assert table_privileges(roles.admin_dsn, roles.ingest) == {
         ("finished_jobs", "SELECT"),
         ("finished_jobs", "INSERT"),
@@ -229,6 +239,8 @@ def test_the_ingesters_role_ingests_and_cannot_delete(roles, capsys):
         ("live_jobs", "INSERT"),
         ("live_jobs", "UPDATE"),
         ("live_jobs", "DELETE"),
+        ("policy_changes", "SELECT"),
+        ("policy_changes", "INSERT"),
     }
 
 

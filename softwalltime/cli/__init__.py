@@ -37,6 +37,7 @@ _COMMAND_MODULES = (
     "softwalltime.cli.simulate",
     "softwalltime.cli.refresh",
     "softwalltime.cli.status",
+    "softwalltime.cli.policy",
     "softwalltime.cli.report",
 )
 _ENTRY_POINT_GROUP = "softwalltime.commands"

@@ -11,7 +11,9 @@ Three roles, each allowed what its program does and nothing more:
   ``job_reruns`` (``SELECT`` for ``ON CONFLICT``), its checkpoints, ``UPDATE`` of
   ``history_version`` (the trigger of migration 0006 runs as the writer), and ``TEMPORARY``
   on the database (its ``COPY`` staging tables); all on ``live_jobs`` (live states come and
-  go, issue 20). Never ``DELETE`` of history, ``TRUNCATE`` or DDL.
+  go, issue 20); ``SELECT, INSERT`` on ``policy_changes`` (``status`` runs with this role and
+  records a policy change it sees; ``policy apply`` records one). Never ``DELETE`` of history
+  or of the policy's records, ``TRUNCATE`` or DDL.
 - the **pruner's** role deletes history older than ``history_keep_days`` (``softwalltime db
   prune``, a daily timer): ``SELECT, DELETE`` on ``finished_jobs`` and ``job_reruns`` and
   ``UPDATE`` of ``history_version`` (the trigger moves it on every delete). Kept apart from
@@ -52,6 +54,8 @@ INGEST_GRANTS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("SELECT, UPDATE", ("history_version",)),
     # live states come and go (issue 20): the E record of a job deletes its row
     ("SELECT, INSERT, UPDATE, DELETE", ("live_jobs",)),
+    # status (run with this role) and policy record the policy's changes (issue 48)
+    ("SELECT, INSERT", ("policy_changes",)),
 )
 PRUNE_GRANTS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("SELECT, DELETE", ("finished_jobs", "job_reruns")),

@@ -8,6 +8,7 @@ Names are for people reading them in ``psql``: ``finished_jobs``, ``job_reruns``
 from __future__ import annotations
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 metadata = sa.MetaData(
     naming_convention={
@@ -269,4 +270,51 @@ live_jobs = sa.Table(
     ),
     sa.CheckConstraint("state IN ('queued', 'running', 'deleted')", name="state"),
     comment="Jobs queued or running now, from Q, S, R and D records (deleted: tombstones).",
+)
+
+# Migration 0009 (issue 48): the scheduling policy's changes, by ``softwalltime policy`` or
+# seen by ``softwalltime status``; the settings as JSON objects (pbsserver/policy.py).
+policy_changes = sa.Table(
+    "policy_changes",
+    metadata,
+    sa.Column(
+        "id",
+        sa.BigInteger,
+        sa.Identity(always=True),
+        primary_key=True,
+        comment="order of the records",
+    ),
+    sa.Column(
+        "changed_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column(
+        "changed_by",
+        sa.Text,
+        nullable=False,
+        comment="OS user (and SUDO_USER), or qmgr (seen by status)",
+    ),
+    sa.Column("action", sa.Text, nullable=False, comment="apply, revert or outside"),
+    sa.Column("label", sa.Text, nullable=True, comment="the search label applied, if any"),
+    sa.Column(
+        "before",
+        postgresql.JSONB,
+        nullable=True,
+        comment="the settings before (NULL: first seen)",
+    ),
+    sa.Column("after", postgresql.JSONB, nullable=False, comment="the settings after"),
+    sa.Column(
+        "commands",
+        sa.Text,
+        nullable=False,
+        server_default="",
+        comment="the commands run, one a line",
+    ),
+    sa.Column(
+        "search",
+        postgresql.JSONB,
+        nullable=True,
+        comment="simulate --search --json that recommended it (capped)",
+    ),
+    sa.CheckConstraint("action IN ('apply', 'revert', 'outside')", name="action"),
+    comment="The scheduling policy's changes: by softwalltime policy, or seen by status.",
 )

@@ -26,6 +26,7 @@ from ..core.locks import INGEST_LOCK_KEY
 from ..core.registry import LEARNED
 from ..errors import ConfigError, DatabaseError
 from ..hook import pgwire
+from . import policy
 from .commands import Pbs, PbsError, exported_settings
 from .refresh import leave_label, parse_qmgr_hook
 
@@ -737,7 +738,8 @@ def run_checks(pbs: Pbs, cli: Settings, opts: Options) -> list[Check]:
         return checks
     accounting = cli.accounting_dir or os.path.join(pbs.home, "server_priv", "accounting")
     predictor = (hook_settings or cli).predictor
-    return checks + _database_checks(dsn, accounting, predictor, opts.ingest_max_age_s)
+    checks += _database_checks(dsn, accounting, predictor, opts.ingest_max_age_s)
+    return checks + policy_check(pbs, dsn)
 
 
 def _hook_checks(pbs: Pbs, hook: str) -> tuple[list[Check], Optional[Settings]]:
@@ -816,6 +818,42 @@ def _database_checks(
     finally:
         conn.close()
     return checks
+
+
+def policy_check(pbs: Pbs, dsn: str) -> list[Check]:
+    """The live scheduling policy against the newest record of ``policy_changes``; a
+    difference is recorded as a change made outside softwalltime (issue 48). No check when
+    PBS cannot be asked (the hook's check says so)."""
+    try:
+        live = policy.read_live(pbs)
+    except PbsError:
+        return []
+    except policy.PolicyError as err:
+        return [Check("policy", UNKNOWN, str(err))]
+    try:
+        conn = policy.connect(dsn, "softwalltime-status")
+    except (DatabaseError, OSError, ValueError) as err:
+        return [Check("policy", WARNING, "cannot record: " + " ".join(str(err).split()))]
+    try:
+        seen = policy.observe(conn, live)
+        newest = seen or policy.history(conn, 1)[0]
+    except DatabaseError as err:
+        text = " ".join(str(err).split())
+        state = getattr(err, "sqlstate", "")
+        if state == "42P01":  # undefined_table
+            text += " (run softwalltime db upgrade)"
+        elif state == "42501":  # insufficient_privilege
+            text += " (give status a DSN that may: the ingester's role of db grant)"
+        return [Check("policy", WARNING, "cannot record: " + text)]
+    finally:
+        conn.close()
+    details = {"live": live, "record": newest.id}
+    if seen is None:
+        text = f"as recorded (#{newest.id}, {newest.action} by {newest.changed_by})"
+        return [Check("policy", OK, text, details=details)]
+    change = policy.describe(seen.before, seen.after)
+    text = f"INFO: changed outside softwalltime, recorded as #{seen.id}: {change}"
+    return [Check("policy", OK, text, details=details)]
 
 
 def worst(states: Iterable[int]) -> int:

@@ -80,6 +80,7 @@ def test_status_healthy_then_hook_disabled_then_ingester_behind(install, hook_db
         "activity": "OK",
         "ingester": "OK",
         "history": "OK",
+        "policy": "OK",
     }
     checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
     assert checks["activity"]["details"]["set"] >= 1
@@ -113,7 +114,7 @@ def test_status_healthy_then_hook_disabled_then_ingester_behind(install, hook_db
     # the Nagios form: one line, exit 0
     nagios = status(tmp_path, hook_db, directory, time.monotonic() - start, form="--nagios")
     assert nagios.returncode == 0, nagios.stdout + nagios.stderr
-    assert nagios.stdout.startswith("SOFTWALLTIME OK - 7 checks OK: hook, config, ")
+    assert nagios.stdout.startswith("SOFTWALLTIME OK - 8 checks OK: hook, config, ")
     assert nagios.stdout.count("\n") == 1 and nagios.stdout.count(" | ") == 1
 
     # a newer accounting file that was never read, while the older file's checkpoint is
