@@ -7,8 +7,8 @@ import random
 import pytest
 
 from softwalltime.replay import pbsched
+from softwalltime.replay.sim_workload import make_workload
 from softwalltime.replay.sources import PerfectSource
-from softwalltime.replay.workload import make_workload
 from softwalltime.wait import starteval as se
 from softwalltime.wait import starttime as st
 

@@ -283,7 +283,7 @@ def run_evaluate_wait(args: argparse.Namespace, settings: Settings) -> int:
     :raises ConfigError: no source has enough jobs for a target
     """
     from ..core.predict import PredictorParams
-    from ..replay.traces import InputLimits, read_sources
+    from ..replay.trace_readers import InputLimits, read_sources
     from ..wait.evaluate import evaluate_trace, format_report, machine_size
     from ..wait.pqstar import WaitParams
     from .tty import Progress

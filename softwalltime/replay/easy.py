@@ -30,8 +30,8 @@ from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 
 from . import corrections as rules
 from .profile import Profile
+from .sim_workload import Workload
 from .sources import EstimateSource
-from .workload import Workload
 
 _INF = float("inf")
 

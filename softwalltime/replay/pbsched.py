@@ -71,8 +71,8 @@ from .easy import SimResult
 from .learned_native import new_learner
 from .profile import Profile
 from .rank import Row, UserHistory
+from .sim_workload import Workload
 from .sources import EstimateSource
-from .workload import Workload
 
 FCFS = "fcfs"
 # Named sorts and the job_sort_formula that expresses each; the estimate is the job's

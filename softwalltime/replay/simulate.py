@@ -53,6 +53,14 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from .corrections import CORRECTIONS
 from .easy import Easy, Refresh, SimResult
 from .evaluate import CLASSES, format_figure, runtime_class, target_text
+from .sim_workload import (
+    SKIP_PROCS,
+    SKIP_TOO_WIDE,
+    Workload,
+    fit_machine,
+    make_workload,
+    read_workload,
+)
 from .sources import (
     BASELINE,
     CALIBRATED,
@@ -67,14 +75,6 @@ from .sources import (
     PredictorSource,
     WalltimeSource,
     make_source,
-)
-from .workload import (
-    SKIP_PROCS,
-    SKIP_TOO_WIDE,
-    Workload,
-    fit_machine,
-    make_workload,
-    read_workload,
 )
 
 # The workload, the estimate sources, the correction rules and the result are re-exported:

@@ -15,7 +15,7 @@ from ..core import learned, registry
 from ..core.predict import PREDICTORS as HOOK_PREDICTORS
 from ..core.predict import PredictorParams, predict
 from .learned_native import new_learner
-from .workload import Workload
+from .sim_workload import Workload
 
 BASELINE = registry.USERS
 FIXED10 = registry.FIXED10

@@ -29,8 +29,8 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 from ..replay import pbsched
 from ..replay.rank import UserHistory
+from ..replay.sim_workload import Workload
 from ..replay.sources import EstimateSource
-from ..replay.workload import Workload
 from .pqstar import WaitParams, replay_waits
 from .starttime import (
     DEFAULT_SAMPLES,

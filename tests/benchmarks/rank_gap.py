@@ -93,7 +93,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from softwalltime.replay import pbsched, policies, rank, traces
+from softwalltime.replay import pbsched, policies, rank, trace_readers
 from softwalltime.replay import simulate as sim
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -124,7 +124,7 @@ def read(path: str) -> Tuple[sim.Workload, List[int], int]:
     skipped: Dict[str, int] = {}
     keep = []
     for k, (user, submit, wait, run, alloc, req_p, req_s) in enumerate(
-        traces.swf_rows(path, skipped, traces.SwfHeader())
+        trace_readers.swf_rows(path, skipped, trace_readers.SwfHeader())
     ):
         p = alloc if alloc is not None and alloc > 0 else req_p
         if not req_s or req_s <= 0 or run is None or run < 0 or not user or submit is None:

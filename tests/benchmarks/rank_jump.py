@@ -38,7 +38,7 @@ from softwalltime.core import rank as hook_rank
 from softwalltime.replay import formula as fm
 from softwalltime.replay import pbsched, rank
 from softwalltime.replay import simulate as sim
-from softwalltime.replay.workload import Workload
+from softwalltime.replay.sim_workload import Workload
 
 sys.path.insert(0, str(Path(__file__).parent))
 from rank_gaming import learned_table  # noqa: E402  (the benchmark beside this one)

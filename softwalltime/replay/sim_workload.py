@@ -1,6 +1,6 @@
 """The jobs a simulation replays: one trace read into parallel lists (pure).
 
-:func:`read_workload` reads SWF traces and PBS accounting logs through :mod:`.traces`, the
+:func:`read_workload` reads SWF traces and PBS accounting logs through :mod:`.trace_readers`, the
 reader of ``evaluate`` (same limits, same skip reasons), with each job's processors.
 """
 
@@ -12,7 +12,7 @@ from ..errors import ParseError
 from .trace import SKIP_RUNTIME, SKIP_TIMES, SKIP_USER, SKIP_WALLTIME
 
 if TYPE_CHECKING:
-    from .traces import InputLimits
+    from .trace_readers import InputLimits
 
 SKIP_PROCS = "no processor count"
 SKIP_TOO_WIDE = "more processors than the machine"
@@ -100,7 +100,7 @@ def read_workload(path: str, limits: Optional[InputLimits] = None) -> Workload:
 
     SWF: processors = field 5 (allocated), else field 8 (requested); ``; MaxProcs:`` gives
     the machine. PBS: ``ncpus`` of the ``E`` records (the machine must be given). The readers
-    of ``evaluate`` (:mod:`.traces`) read it: same limits, same skip reasons (malformed
+    of ``evaluate`` (:mod:`.trace_readers`) read it: same limits, same skip reasons (malformed
     lines, duplicates, values beyond :mod:`.bounds`).
 
     :param limits: shared by the sources of one command (default: a fresh one)
@@ -108,22 +108,22 @@ def read_workload(path: str, limits: Optional[InputLimits] = None) -> Workload:
     """
     import os
 
-    from . import traces
+    from . import trace_readers
 
     if limits is None:
-        limits = traces.InputLimits()
+        limits = trace_readers.InputLimits()
     if os.path.isdir(path) or (
-        os.path.exists(path) and traces.sniff_format(path, limits) == traces.PBS
+        os.path.exists(path) and trace_readers.sniff_format(path, limits) == trace_readers.PBS
     ):
-        trace = traces.read_pbs([path], limits=limits)
+        trace = trace_readers.read_pbs([path], limits=limits)
         rows = [(j.user, j.submit_s, j.walltime_s, j.runtime_s, j.ncpus) for j in trace.jobs]
         return make_workload(path, rows, None, trace.skipped)
     if not os.path.exists(path):
         raise ParseError(f"{path}: no such file or directory")
-    header = traces.SwfHeader()
+    header = trace_readers.SwfHeader()
     skipped: Dict[str, int] = {}
     rows = []
-    for user, submit_s, _wait, run_s, alloc, req_procs, req_s in traces.swf_rows(
+    for user, submit_s, _wait, run_s, alloc, req_procs, req_s in trace_readers.swf_rows(
         path, skipped, header, limits
     ):
         procs = alloc if alloc is not None and alloc > 0 else req_procs
