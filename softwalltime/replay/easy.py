@@ -30,7 +30,7 @@ from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 
 from . import corrections as rules
 from .profile import Profile
-from .sim_workload import Workload
+from .sim_workload import SimWorkload
 from .sources import EstimateSource
 
 _INF = float("inf")
@@ -120,7 +120,7 @@ class Easy:
 
     def __init__(
         self,
-        work: Workload,
+        work: SimWorkload,
         source: EstimateSource,
         procs_total: int,
         correction: str = rules.PBS,

@@ -28,7 +28,7 @@ from . import policies as srch
 from . import simulate as sim
 from .easy import Refresh, SimResult
 from .parallel import fork_map
-from .sim_workload import Workload
+from .sim_workload import SimWorkload
 from .trace_readers import InputLimits
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class Loaded(NamedTuple):
     """A trace read and fitted to its machine."""
 
     path: str
-    work: Workload
+    work: SimWorkload
     procs: int
 
 
@@ -316,7 +316,7 @@ class SearchResult(NamedTuple):
 
 class _Tune(NamedTuple):
     # what a formula search's workers share: each phase's candidates as they are then
-    halves: List[Tuple[Workload, Workload]]
+    halves: List[Tuple[SimWorkload, SimWorkload]]
     procs: List[int]
     candidates: Tuple[fm.Candidate, ...]
     rules: pbsched.Policy

@@ -18,7 +18,7 @@ SKIP_PROCS = "no processor count"
 SKIP_TOO_WIDE = "more processors than the machine"
 
 
-class Workload(NamedTuple):
+class SimWorkload(NamedTuple):
     """Jobs to simulate, in FCFS order (submit time, then trace order): parallel lists."""
 
     source: str
@@ -40,8 +40,8 @@ def make_workload(
     ],
     machine_procs: Optional[int] = None,
     skipped: Optional[Dict[str, int]] = None,
-) -> Workload:
-    """Build a :class:`Workload` from ``(user, submit_s, walltime_s, runtime_s, procs)`` rows.
+) -> SimWorkload:
+    """Build a :class:`SimWorkload` from ``(user, submit_s, walltime_s, runtime_s, procs)`` rows.
 
     Rows are in trace order; unusable rows are skipped and counted by reason.
     """
@@ -64,7 +64,7 @@ def make_workload(
             continue
         keep.append((submit, k, user, min(run, wall), wall, procs))  # type: ignore[type-var]
     keep.sort(key=lambda r: (r[0], r[1]))
-    return Workload(
+    return SimWorkload(
         source=source,
         user=[r[2] for r in keep],  # type: ignore[misc]
         submit=[r[0] for r in keep],  # type: ignore[misc]
@@ -76,7 +76,7 @@ def make_workload(
     )
 
 
-def fit_machine(work: Workload, procs_total: int) -> Workload:
+def fit_machine(work: SimWorkload, procs_total: int) -> SimWorkload:
     """Drop jobs wider than the machine (counted as skipped)."""
     wide = [k for k, p in enumerate(work.procs) if p > procs_total]
     if not wide:
@@ -95,7 +95,7 @@ def fit_machine(work: Workload, procs_total: int) -> Workload:
     )
 
 
-def read_workload(path: str, limits: Optional[InputLimits] = None) -> Workload:
+def read_workload(path: str, limits: Optional[InputLimits] = None) -> SimWorkload:
     """Read one SOURCE (SWF trace, PBS accounting file or directory) with processor counts.
 
     SWF: processors = field 5 (allocated), else field 8 (requested); ``; MaxProcs:`` gives

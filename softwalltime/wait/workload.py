@@ -32,7 +32,7 @@ class WaitJob(NamedTuple):
     user: str
 
 
-class Workload(NamedTuple):
+class WaitWorkload(NamedTuple):
     """Jobs in submit order (ties: trace order) and the machine's processors."""
 
     source: str
@@ -80,7 +80,7 @@ def build(
     ert: str = "walltime",
     machine_procs: Optional[int] = None,
     params: Optional[PredictorParams] = None,
-) -> Workload:
+) -> WaitWorkload:
     """Turn a trace into a wait workload.
 
     Jobs the soft-walltime replay cannot use (no walltime, run time, user or times) and
@@ -127,7 +127,7 @@ def build(
             )
         )
     procs = machine_procs if machine_procs else peak_procs(jobs) if jobs else 1
-    return Workload(trace.source, jobs, procs, skipped)
+    return WaitWorkload(trace.source, jobs, procs, skipped)
 
 
 def large_job_procs(machine_procs: int) -> int:
