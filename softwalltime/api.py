@@ -48,7 +48,7 @@ from .replay.runs import (
     SimOptions,
 )
 from .replay.trace import Trace
-from .replay.traces import InputLimits, read_sources
+from .replay.trace_readers import InputLimits, read_sources
 from .wait import starteval as se
 from .wait.starttime import DEFAULT_SAMPLES
 
@@ -131,7 +131,7 @@ def evaluate(
     """Replay finished jobs through ``predictors`` (of :data:`.replay.evaluate.PREDICTORS`).
 
     :param trace: a :class:`~.replay.trace.Trace` (e.g. of
-        :func:`~.replay.traces.read_sources` or :func:`~.replay.history.read_finished_jobs`),
+        :func:`~.replay.trace_readers.read_sources` or :func:`~.replay.history.read_finished_jobs`),
         or the paths of SWF traces and PBS accounting logs to read
     :param target_under_pct: calibrated's and learned's target (None: v3's share)
     :param start_from_submit: paths read: a job without a start time starts at its submit
@@ -330,7 +330,7 @@ def start_times(
     :raises ConfigError: no machine size, or no target job
     """
     from .replay import pbsched
-    from .replay import workload as wl
+    from .replay import sim_workload as wl
     from .replay.sources import make_source
 
     policy = pbsched.parse_policy(options.policy)

@@ -8,7 +8,9 @@ from typing import List
 from softwalltime.replay import simulate as sim
 
 
-def reference(work: sim.Workload, source: sim.EstimateSource, total: int, policy: str) -> List[int]:
+def reference(
+    work: sim.SimWorkload, source: sim.EstimateSource, total: int, policy: str
+) -> List[int]:
     n = len(work.submit)
     source.bind(work)
     est = [0] * n

@@ -27,7 +27,7 @@ from softwalltime.replay.evaluate import (
 )
 from softwalltime.replay.prior import load_prior
 from softwalltime.replay.trace import TraceJob
-from softwalltime.replay.traces import read_pbs, read_sources
+from softwalltime.replay.trace_readers import read_pbs, read_sources
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "softwalltime" / "data" / "cesnet-openpbs-testserver.log"

@@ -10,7 +10,7 @@ import pytest
 
 from softwalltime.core import calibrated as cal
 from softwalltime.replay import evaluate as ev
-from softwalltime.replay.traces import read_sources
+from softwalltime.replay.trace_readers import read_sources
 
 _PATH = Path(__file__).resolve().parent / "benchmarks" / "calibrated_ceiling.py"
 _SPEC = importlib.util.spec_from_file_location("calibrated_ceiling", _PATH)

@@ -19,7 +19,7 @@ from softwalltime.replay.prior import (
     prior_table,
 )
 from softwalltime.replay.trace import TraceJob
-from softwalltime.replay.traces import read_pbs
+from softwalltime.replay.trace_readers import read_pbs
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "softwalltime" / "data" / "cesnet-openpbs-testserver.log"

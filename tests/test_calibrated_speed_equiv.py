@@ -12,13 +12,13 @@ from helpers_data import TRACES
 
 from softwalltime.core import calibrated as cal
 from softwalltime.replay import simulate as sim
-from softwalltime.replay.simulate import Workload
+from softwalltime.replay.simulate import SimWorkload
 
 KTH = TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
 
 
 @pytest.fixture(scope="module")
-def kth() -> Workload:
+def kth() -> SimWorkload:
     return sim.fit_machine(sim.read_workload(str(KTH)), 100)
 
 
@@ -26,7 +26,7 @@ class Reference(sim.CalibratedSource):
     """The slow path: ``Calibration.predict`` on the user's whole history list at every
     question, a history of its own, ``update`` with the job's last Choice at its end."""
 
-    def bind(self, work: Workload) -> None:
+    def bind(self, work: SimWorkload) -> None:
         super().bind(work)
         self.rows: Dict[str, List[Tuple[int, int, int]]] = {}
         self.last: Dict[int, cal.Choice] = {}
@@ -50,7 +50,7 @@ class Reference(sim.CalibratedSource):
 class Answers(sim.CalibratedSource):
     """The source as the simulation runs it, recording every answer and the ends before it."""
 
-    def bind(self, work: Workload) -> None:
+    def bind(self, work: SimWorkload) -> None:
         super().bind(work)
         self.answers: List[Tuple[int, int, int]] = []
         self.ends_before: List[int] = []
@@ -68,7 +68,7 @@ class Answers(sim.CalibratedSource):
 
 
 class ReferenceAnswers(Reference):
-    def bind(self, work: Workload) -> None:
+    def bind(self, work: SimWorkload) -> None:
         super().bind(work)
         self.answers: List[Tuple[int, int, int]] = []
 
@@ -81,7 +81,7 @@ class ReferenceAnswers(Reference):
 @pytest.mark.slow
 @pytest.mark.parametrize("target", [cal.DEFAULT_TARGET_UNDER_PCT, None])
 def test_the_source_answers_and_learns_what_the_hooks_functions_do(
-    kth: Workload, target: Optional[float]
+    kth: SimWorkload, target: Optional[float]
 ) -> None:
     fast, slow = Answers(target), ReferenceAnswers(target)
     a = sim.simulate(kth, fast, 100, "pbs")

@@ -9,7 +9,7 @@ import pytest
 
 from softwalltime import cli
 from softwalltime.replay import simulate as sim
-from softwalltime.replay import traces
+from softwalltime.replay import trace_readers
 
 
 @pytest.fixture()
@@ -20,7 +20,7 @@ def no_work(monkeypatch):
         raise AssertionError("the run started before --plot was checked")
 
     monkeypatch.setattr(sim, "read_workload", refuse)
-    monkeypatch.setattr(traces, "read_sources", refuse)
+    monkeypatch.setattr(trace_readers, "read_sources", refuse)
 
 
 @pytest.mark.parametrize("command", ["simulate", "evaluate"])

@@ -132,7 +132,7 @@ def test_pass_with_two_reservations_protects_both() -> None:
 # Easy on real states: stepping through KTH-SP2
 
 
-def _kth(source: str, correction: str, jobs: int = 1500) -> sim.Workload:
+def _kth(source: str, correction: str, jobs: int = 1500) -> sim.SimWorkload:
     work = workload("kth")
     return work._replace(
         **{f: getattr(work, f)[:jobs] for f in ("user", "submit", "run", "wall", "procs")}

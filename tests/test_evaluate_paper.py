@@ -13,7 +13,7 @@ from helpers_data import TRACES
 
 from softwalltime.replay.bounds import RUNTIME
 from softwalltime.replay.evaluate import replay, summarize
-from softwalltime.replay.traces import read_sources
+from softwalltime.replay.trace_readers import read_sources
 
 CERIT = TRACES / "CERIT-SC-wagap-2013.alea.swf.gz"
 

@@ -18,7 +18,7 @@ from softwalltime.errors import DatabaseError, ParseError
 from softwalltime.replay.evaluate import replay, report_dict, summarize
 from softwalltime.replay.history import read_finished_jobs
 from softwalltime.replay.trace import SKIP_WALLTIME, TraceJob
-from softwalltime.replay.traces import (
+from softwalltime.replay.trace_readers import (
     SKIP_DUPLICATE,
     SKIP_MALFORMED,
     read_pbs,
@@ -220,7 +220,7 @@ def test_pbs_bad_records_are_counted_not_fatal(pbs_file, tmp_path):
 
 def test_one_pbs_line_is_a_finished_job_nothing_or_an_error():
     from softwalltime.accounting import FINISHED_JOB_COLUMNS
-    from softwalltime.replay.traces import _finished_row
+    from softwalltime.replay.trace_readers import _finished_row
 
     row = _finished_row(pbs_e_line(5, "alice", 0, 60, 3600, 7200) + "\r\n")
     got = dict(zip(FINISHED_JOB_COLUMNS, row))

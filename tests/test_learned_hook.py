@@ -25,7 +25,7 @@ from softwalltime.replay.calibrate_learned import cells_of, learner_from_rows
 from softwalltime.replay.evaluate import columns, replay_learned
 from softwalltime.replay.history import read_finished_jobs
 from softwalltime.replay.prior import load_learned_prior
-from softwalltime.replay.traces import read_sources
+from softwalltime.replay.trace_readers import read_sources
 
 REPO = Path(__file__).resolve().parents[1]
 CERIT = REPO / "softwalltime" / "data" / "CERIT-SC-wagap-2013.alea.swf.gz"

@@ -14,7 +14,7 @@ from softwalltime.core import learned
 from softwalltime.replay import learned_native, native
 from softwalltime.replay.evaluate import columns, replay_learned
 from softwalltime.replay.prior import load_learned_prior
-from softwalltime.replay.traces import read_sources
+from softwalltime.replay.trace_readers import read_sources
 
 N = learned.N_RULES
 

@@ -22,12 +22,12 @@ CERIT = CERIT / "CERIT-SC-wagap-2013.alea.swf.gz"
 Row = Tuple[str, int, int, int, int]  # (user, submit, walltime, run time, processors)
 
 
-def _work(rows: Sequence[Row], procs: int) -> sim.Workload:
+def _work(rows: Sequence[Row], procs: int) -> sim.SimWorkload:
     return sim.make_workload("t", list(rows), procs)
 
 
 def _starts(
-    work: sim.Workload,
+    work: sim.SimWorkload,
     policy: str,
     ranker: Optional[pbsched.Ranker],
     skip: bool = True,
@@ -372,7 +372,7 @@ def test_key_mean_paid_ranks_by_the_hooks_paid_floor_from_the_jobs_ended() -> No
 # --- the rank learned
 
 
-def _spaced(n: int) -> sim.Workload:
+def _spaced(n: int) -> sim.SimWorkload:
     # 1 processor, job k submitted at 1000 k and run at once (the previous one has ended):
     # users a and b, walltimes 1000 and 2000, run times that vary
     rows = [("ab"[k % 2], 1000 * k, 1000 + 1000 * (k % 3 == 0), (k * 37) % 900 + 1, 1)

@@ -27,7 +27,7 @@ from softwalltime.errors import ParseError
 from softwalltime.replay import bounds
 from softwalltime.replay import simulate as sim
 from softwalltime.replay.history import read_finished_jobs
-from softwalltime.replay.traces import (
+from softwalltime.replay.trace_readers import (
     DEFAULT_MAX_INPUT_BYTES,
     MAX_LINE_BYTES,
     SKIP_MALFORMED,

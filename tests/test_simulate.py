@@ -11,7 +11,7 @@ import pytest
 from helpers_data import TRACES
 
 from softwalltime.replay import simulate as sim
-from softwalltime.replay.simulate import EstimateSource, PredictorSource, Workload
+from softwalltime.replay.simulate import EstimateSource, PredictorSource, SimWorkload
 
 KTH = TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
 CERIT = (
@@ -85,7 +85,7 @@ EXPECTED: Dict[str, List[int]] = {
 EXPECTED_CORRECTIONS = {"pbs": 4, "simple": 2, "power": 4, "walltime": 1}
 
 
-def hand_workload() -> Workload:
+def hand_workload() -> SimWorkload:
     rows = [(f"u{k}", s, w, r, p) for k, (s, p, r, w, _e) in enumerate(HAND)]
     return sim.make_workload("hand", rows, 5)
 
@@ -118,7 +118,7 @@ def test_pbs_degenerate_estimate_in_closed_form() -> None:
     assert result.passes < 10
 
 
-def _check_invariants(work: Workload, result: sim.SimResult, procs_total: int) -> None:
+def _check_invariants(work: SimWorkload, result: sim.SimResult, procs_total: int) -> None:
     # No job starts before its submit time; processors in use never exceed the machine.
     events = []
     for j, s in enumerate(result.start):
@@ -134,12 +134,12 @@ def _check_invariants(work: Workload, result: sim.SimResult, procs_total: int) -
 
 
 @pytest.fixture(scope="module")
-def cerit() -> Workload:
+def cerit() -> SimWorkload:
     return sim.fit_machine(sim.read_workload(str(CERIT)), CERIT_PROCS)
 
 
 @pytest.fixture(scope="module")
-def kth() -> Workload:
+def kth() -> SimWorkload:
     work = sim.read_workload(str(KTH))
     assert work.machine_procs == 100
     return sim.fit_machine(work, 100)
@@ -148,14 +148,14 @@ def kth() -> Workload:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["users", "v1", "v3", "perfect", "fixed10"])
 @pytest.mark.parametrize("policy", sim.CORRECTIONS)
-def test_invariants_on_cerit(cerit: Workload, name: str, policy: str) -> None:
+def test_invariants_on_cerit(cerit: SimWorkload, name: str, policy: str) -> None:
     result = sim.simulate(cerit, sim.make_source(name), CERIT_PROCS, policy)
     _check_invariants(cerit, result, CERIT_PROCS)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["users", "v1", "v2", "v3", "calibrated", "learned", "perfect"])
-def test_invariants_on_kth(kth: Workload, name: str) -> None:
+def test_invariants_on_kth(kth: SimWorkload, name: str) -> None:
     result = sim.simulate(kth, sim.make_source(name), 100, "pbs")
     _check_invariants(kth, result, 100)
     again = sim.simulate(kth, sim.make_source(name), 100, "pbs")
@@ -164,13 +164,13 @@ def test_invariants_on_kth(kth: Workload, name: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("depth,sjbf", [(1, True), (3, False), (2, True)])
-def test_invariants_other_schedulers(kth: Workload, depth: int, sjbf: bool) -> None:
+def test_invariants_other_schedulers(kth: SimWorkload, depth: int, sjbf: bool) -> None:
     result = sim.simulate(kth, sim.make_source("v3"), 100, "pbs", depth, sjbf)
     _check_invariants(kth, result, 100)
 
 
 @pytest.mark.slow
-def test_refresh_invariants_and_changes(kth: Workload) -> None:
+def test_refresh_invariants_and_changes(kth: SimWorkload) -> None:
     result = sim.simulate(kth, sim.make_source("v1"), 100, "pbs", refresh=sim.Refresh(600))
     _check_invariants(kth, result, 100)
     assert result.refresh_changes > 0
@@ -196,7 +196,7 @@ def test_perfect_head_never_starts_after_its_reservation(
 class RecordingSource(PredictorSource):
     """v1, recording what each prediction at submit could see."""
 
-    def bind(self, work: Workload) -> None:
+    def bind(self, work: SimWorkload) -> None:
         super().bind(work)
         self.ended_at: Dict[int, int] = {}
         self.seen: List[tuple] = []
@@ -214,7 +214,7 @@ class RecordingSource(PredictorSource):
 
 
 @pytest.mark.slow
-def test_prediction_at_submit_uses_only_jobs_ended_earlier(kth: Workload) -> None:
+def test_prediction_at_submit_uses_only_jobs_ended_earlier(kth: SimWorkload) -> None:
     source = RecordingSource("v1")
     result = sim.simulate(kth, source, 100, "pbs")
     ends = [s + r for s, r in zip(result.start, kth.run)]
@@ -238,7 +238,7 @@ def test_prediction_at_submit_uses_only_jobs_ended_earlier(kth: Workload) -> Non
     assert checked > 1000
 
 
-def _ends(work: Workload, result: sim.SimResult) -> Tuple[List[int], Dict[str, List[int]]]:
+def _ends(work: SimWorkload, result: sim.SimResult) -> Tuple[List[int], Dict[str, List[int]]]:
     """The simulated ends, sorted, and per user."""
     ends = [s + r for s, r in zip(result.start, work.run)]
     per_user: Dict[str, List[int]] = {}
@@ -250,7 +250,7 @@ def _ends(work: Workload, result: sim.SimResult) -> Tuple[List[int], Dict[str, L
 class RecordingCalibrated(sim.CalibratedSource):
     """Records, at each submit, how many jobs the site table and the history had seen."""
 
-    def bind(self, work: Workload) -> None:
+    def bind(self, work: SimWorkload) -> None:
         super().bind(work)
         self.seen: List[Tuple[int, int, int, int]] = []
 
@@ -262,7 +262,7 @@ class RecordingCalibrated(sim.CalibratedSource):
 
 
 @pytest.mark.slow
-def test_calibrated_learns_only_from_jobs_ended_in_the_simulation(kth: Workload) -> None:
+def test_calibrated_learns_only_from_jobs_ended_in_the_simulation(kth: SimWorkload) -> None:
     source = RecordingCalibrated(3.0)
     result = sim.simulate(kth, source, 100, "pbs")
     ends, per_user = _ends(kth, result)
@@ -279,7 +279,7 @@ class RecordingLearned(sim.LearnedSource):
     """Records, at each submit, the jobs the site table learned, the user's rows and the
     newest end among them."""
 
-    def bind(self, work: Workload) -> None:
+    def bind(self, work: SimWorkload) -> None:
         super().bind(work)
         self.seen: List[Tuple[int, int, int, int, int]] = []
 
@@ -292,7 +292,7 @@ class RecordingLearned(sim.LearnedSource):
 
 
 @pytest.mark.slow
-def test_learned_learns_only_from_jobs_ended_in_the_simulation(kth: Workload) -> None:
+def test_learned_learns_only_from_jobs_ended_in_the_simulation(kth: SimWorkload) -> None:
     source = RecordingLearned(None)
     result = sim.simulate(kth, source, 100, "pbs")
     ends, per_user = _ends(kth, result)
@@ -334,7 +334,7 @@ class AskingTable(sim.CalibratedSource):
 
 
 @pytest.mark.slow
-def test_calibrated_memo_answers_what_the_table_predicts(kth: Workload) -> None:
+def test_calibrated_memo_answers_what_the_table_predicts(kth: SimWorkload) -> None:
     # The source reuses a user's outcome until their history changes (the answer at start,
     # a burst of equal jobs); every answer must be the table's own prediction then.
     plain, memo = AskingTable(memo=False), AskingTable(memo=True)
@@ -346,7 +346,7 @@ def test_calibrated_memo_answers_what_the_table_predicts(kth: Workload) -> None:
 
 
 @pytest.mark.slow
-def test_summary_and_table(kth: Workload) -> None:
+def test_summary_and_table(kth: SimWorkload) -> None:
     result = sim.simulate(kth, sim.make_source("users"), 100, "pbs")
     summary = sim.summarize(kth, result)
     assert summary["jobs"] == len(kth.submit)
@@ -394,7 +394,7 @@ def test_same_schedule_as_the_naive_reference(name: str, policy: str) -> None:
 
 
 @pytest.mark.slow
-def test_lazy_corrections_invariants_and_fewer_passes(kth: Workload) -> None:
+def test_lazy_corrections_invariants_and_fewer_passes(kth: SimWorkload) -> None:
     eager = sim.simulate(kth, sim.make_source("v1"), 100, "pbs")
     lazy = sim.simulate(kth, sim.make_source("v1"), 100, "pbs", lazy_corrections=True)
     _check_invariants(kth, lazy, 100)

@@ -38,10 +38,10 @@ SAMPLE = {
     ("kth", "v2", "walltime"),
 }
 
-_WORKLOADS: Dict[str, sim.Workload] = {}
+_WORKLOADS: Dict[str, sim.SimWorkload] = {}
 
 
-def workload(name: str) -> sim.Workload:
+def workload(name: str) -> sim.SimWorkload:
     if name not in _WORKLOADS:
         work = sim.read_workload(str(KTH if name == "kth" else CTC))
         assert work.machine_procs is not None
@@ -58,7 +58,7 @@ def _cases() -> List[Tuple[str, str, str]]:
     ]
 
 
-def first_mismatch(work: sim.Workload, got: List[int], want: List[int]) -> str:
+def first_mismatch(work: sim.SimWorkload, got: List[int], want: List[int]) -> str:
     """The earliest differing start, described (or '' when none differs)."""
     bad = [k for k in range(len(want)) if got[k] != want[k]]
     if not bad:

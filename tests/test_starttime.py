@@ -7,8 +7,8 @@ import random
 import pytest
 
 from softwalltime.replay import pbsched
+from softwalltime.replay.sim_workload import make_workload
 from softwalltime.replay.sources import PerfectSource
-from softwalltime.replay.workload import make_workload
 from softwalltime.wait import starteval as se
 from softwalltime.wait import starttime as st
 
@@ -16,7 +16,7 @@ FCFS = pbsched.parse_policy("fcfs-bf1")
 
 
 def snap(running, queued, target, procs=4, now=100):
-    return st.Snapshot(now, procs, running, queued, target)
+    return st.QueueSnapshot(now, procs, running, queued, target)
 
 
 def test_pbs_estimate_waits_for_the_running_jobs_soft_walltime():
@@ -179,7 +179,7 @@ def _random_snapshot(rng, n_queued, procs=32):
         queued.append(
             st.QueuedJob(now - 5000 + k, rng.randint(0, wall), wall, p, rng.randint(0, 3))
         )
-    return st.Snapshot(now, procs, running, queued, rng.randrange(n_queued))
+    return st.QueueSnapshot(now, procs, running, queued, rng.randrange(n_queued))
 
 
 @pytest.mark.parametrize(

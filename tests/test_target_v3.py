@@ -186,7 +186,7 @@ class AtStart(sim.EstimateSource):
         self.name = inner.name
         self.refreshable = inner.refreshable
 
-    def bind(self, work: sim.Workload) -> None:
+    def bind(self, work: sim.SimWorkload) -> None:
         self.inner.bind(work)
         self.work = work
         self.started: List[Optional[int]] = [None] * len(work.submit)

@@ -36,7 +36,7 @@ def test_segment_users_are_capped_with_a_clear_error() -> None:
         tl.segment_users([str(u) for u in range(tl.MAX_USERS + 1)])
 
 
-def _work() -> sim.Workload:
+def _work() -> sim.SimWorkload:
     rows = [
         ("1", 0, 1000, 500, 2),  # user 1, ends long before the segment
         ("9", 100, 1000, 500, 1),  # user 9 has no job in the segment

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from helpers_data import TRACES
 
-from softwalltime.replay.traces import read_sources
+from softwalltime.replay.trace_readers import read_sources
 from softwalltime.wait import pqstar
 from softwalltime.wait.pqstar import FAR, IBL, MID, NEAR, WaitParams, replay_waits
 from softwalltime.wait.workload import build, large_job_procs

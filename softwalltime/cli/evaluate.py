@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 # The same values as softwalltime.replay.evaluate.MOMENTS; the replay code is imported only when
 # the command runs, so that building the parser (every softwalltime invocation) stays cheap.
 MOMENTS = ("submit", "start")
-# softwalltime.replay.traces.DEFAULT_MAX_INPUT_BYTES, as the option's help says it.
+# softwalltime.replay.trace_readers.DEFAULT_MAX_INPUT_BYTES, as the option's help says it.
 MAX_INPUT_DEFAULT = "1gb"
 
 
@@ -240,7 +240,7 @@ def run_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     if args.db:
         trace = _read_db(settings)
     else:
-        from ..replay.traces import InputLimits, read_sources
+        from ..replay.trace_readers import InputLimits, read_sources
 
         trace = read_sources(
             args.sources,

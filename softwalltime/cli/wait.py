@@ -283,7 +283,7 @@ def run_evaluate_wait(args: argparse.Namespace, settings: Settings) -> int:
     :raises ConfigError: no source has enough jobs for a target
     """
     from ..core.predict import PredictorParams
-    from ..replay.traces import InputLimits, read_sources
+    from ..replay.trace_readers import InputLimits, read_sources
     from ..wait.evaluate import evaluate_trace, format_report, machine_size
     from ..wait.pqstar import WaitParams
     from .tty import Progress
@@ -343,7 +343,7 @@ def _hms(seconds: int) -> str:
 class _Snapshot(NamedTuple):
     """What one prediction reads: finished jobs, live jobs, and how old the data is."""
 
-    work: Any  # wait.workload.Workload of the finished jobs
+    work: Any  # wait.workload.WaitWorkload of the finished jobs
     trace: Any  # replay.trace.Trace they came from
     live: List[Any]  # wait.live.LiveJob: queued and running
     left: Dict[str, int]  # live jobs not counted, by reason (qstat)

@@ -68,7 +68,7 @@ class RefreshError(SoftwalltimeError):
 
 
 @dataclass(frozen=True)
-class QueuedJob:
+class RefreshJob:
     """What refresh needs of one job, from ``qstat -f -F json``."""
 
     job_id: str
@@ -85,8 +85,8 @@ class QueuedJob:
     rank_s: Optional[int] = None  # softwalltime_rank
 
 
-def job_from_qstat(job_id: str, attrs: dict[str, Any]) -> QueuedJob:
-    """Build a :class:`QueuedJob` from one entry of qstat's ``Jobs`` object.
+def job_from_qstat(job_id: str, attrs: dict[str, Any]) -> RefreshJob:
+    """Build a :class:`RefreshJob` from one entry of qstat's ``Jobs`` object.
 
     The mark is kept as text of what qstat printed (a number in its JSON).
     """
@@ -97,7 +97,7 @@ def job_from_qstat(job_id: str, attrs: dict[str, Any]) -> QueuedJob:
     since = qstat_time(attrs.get("qtime")) or qstat_time(attrs.get("ctime")) or 0
     rank = res.get(RANK_RESOURCE) if isinstance(res, dict) else None
     ncpus = calibrated.ncpus_of({"ncpus": res.get("ncpus"), "select": res.get("select")})
-    return QueuedJob(
+    return RefreshJob(
         job_id=job_id,
         state=str(attrs.get("job_state") or ""),
         user=str(user),
@@ -121,7 +121,7 @@ def _long(value: Any) -> Optional[int]:
         return None
 
 
-def is_ours(job: QueuedJob) -> bool:
+def is_ours(job: RefreshJob) -> bool:
     """The hook set this job's soft walltime (its mark equals the value)."""
     if job.soft_s is None or job.mark is None:
         return False
@@ -145,7 +145,7 @@ def significant(old_s: int, new_s: int, min_change_pct: float, min_change_s: int
 class Plan:
     """What to do with one job: ``action`` is ``change``, ``unchanged`` or ``skip``."""
 
-    job: QueuedJob
+    job: RefreshJob
     action: str
     reason: str
     new_s: Optional[int] = None
@@ -175,7 +175,7 @@ def leave_label(text: str) -> str:
     return why.split(";")[0].split("(")[0].split("[")[0].strip()
 
 
-def plan_job(job: QueuedJob, settings: Settings, fetch: Fetch) -> Plan:
+def plan_job(job: RefreshJob, settings: Settings, fetch: Fetch) -> Plan:
     """Decide what refresh does with one job (pure apart from ``fetch``).
 
     :param settings: the hook's settings, plus the ``refresh_*`` thresholds
@@ -541,7 +541,7 @@ def refresh(
         _probe_database(settings)
     fetchers: dict[str, _Memo] = {}
 
-    def fetch_for(job: QueuedJob) -> Fetch:
+    def fetch_for(job: RefreshJob) -> Fetch:
         """History as the hook reads it for this job: with ``history_scope`` ``server``,
         only the jobs of the server in its id (123.pbs01 -> pbs01), as the hook does."""
         server = job.job_id.partition(".")[2]
@@ -588,7 +588,7 @@ def _probe_database(settings: Settings) -> None:
         raise RefreshError(str(error)) from None
 
 
-def _queued_jobs(pbs: Pbs) -> list[QueuedJob]:
+def _queued_jobs(pbs: Pbs) -> list[RefreshJob]:
     """The queued jobs, the oldest predictions first.
 
     :raises RefreshError: PBS cannot be asked for its jobs
@@ -606,9 +606,9 @@ def _queued_jobs(pbs: Pbs) -> list[QueuedJob]:
 
 
 def _plan_all(
-    jobs: list[QueuedJob],
+    jobs: list[RefreshJob],
     settings: Settings,
-    fetch_for: Callable[[QueuedJob], Fetch],
+    fetch_for: Callable[[RefreshJob], Fetch],
     summary: Summary,
     bounds: tuple[float, int],
     show: Callable[[Plan], None],

@@ -30,8 +30,8 @@ from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 
 from . import corrections as rules
 from .profile import Profile
+from .sim_workload import SimWorkload
 from .sources import EstimateSource
-from .workload import Workload
 
 _INF = float("inf")
 
@@ -120,7 +120,7 @@ class Easy:
 
     def __init__(
         self,
-        work: Workload,
+        work: SimWorkload,
         source: EstimateSource,
         procs_total: int,
         correction: str = rules.PBS,

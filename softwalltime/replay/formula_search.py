@@ -23,7 +23,7 @@ from ..core import rank as hook_rank
 from . import formula as fm
 from . import pbsched
 from .policies import LONG_S, WIDE_FRACTION
-from .simulate import BASELINE, SimResult, Workload, _pct, job_outcomes
+from .simulate import BASELINE, SimResult, SimWorkload, _pct, job_outcomes
 from .sources import EstimateSource
 
 SHORT_S = 2 * 3600  # "short" as in evaluate's classes: run time <= 2 h
@@ -32,11 +32,11 @@ FRONT_PNG = "formula_front.png"
 TOP_CHECKED = 8  # the first half's best within the tolerances also run on the second half
 
 
-def halves(work: Workload) -> Tuple[Workload, Workload]:
+def halves(work: SimWorkload) -> Tuple[SimWorkload, SimWorkload]:
     """The trace's first and second half by job count (submit order)."""
     n = len(work.submit) // 2
 
-    def part(lo: int, hi: int) -> Workload:
+    def part(lo: int, hi: int) -> SimWorkload:
         return work._replace(
             user=work.user[lo:hi],
             submit=work.submit[lo:hi],
@@ -48,7 +48,7 @@ def halves(work: Workload) -> Tuple[Workload, Workload]:
     return part(0, n), part(n, len(work.submit))
 
 
-def waits(work: Workload, result: SimResult) -> fm.Waits:
+def waits(work: SimWorkload, result: SimResult) -> fm.Waits:
     """The figures the search reads from one simulation."""
     w_s, bslds = job_outcomes(work, result)
     h = [w / 3600.0 for w in w_s]
@@ -90,7 +90,7 @@ def deeper(firsts: Sequence[Optional[fm.Waits]]) -> List[int]:
 
 
 def simulate(
-    work: Workload,
+    work: SimWorkload,
     procs: int,
     cand: Optional[fm.Candidate],
     rules: pbsched.Policy,

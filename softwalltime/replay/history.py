@@ -1,6 +1,6 @@
 """The ``--db`` workload source: finished jobs from the history table (SQLAlchemy Core).
 
-Kept apart from :mod:`.evaluate` and :mod:`.traces` so that those stay free of any
+Kept apart from :mod:`.evaluate` and :mod:`.trace_readers` so that those stay free of any
 database code.
 """
 

@@ -19,7 +19,7 @@ PACKAGE = "softwalltime.replay"
 MODULES = ("corrections", "profile", "easy")
 # The modules whose types the compiled code is built against: a change to any of them
 # makes the extensions stale.
-INPUTS = MODULES + ("sources", "workload")
+INPUTS = MODULES + ("sources", "sim_workload")
 GROUP = PACKAGE + ".native"  # mypyc's shared library: native__mypyc.*.so beside them
 LIBRARY = "native__mypyc"
 # learned's table loops, written in C (KERNEL.c beside it), built by the same command

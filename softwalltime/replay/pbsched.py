@@ -71,8 +71,8 @@ from .easy import SimResult
 from .learned_native import new_learner
 from .profile import Profile
 from .rank import Row, UserHistory
+from .sim_workload import SimWorkload
 from .sources import EstimateSource
-from .workload import Workload
 
 FCFS = "fcfs"
 # Named sorts and the job_sort_formula that expresses each; the estimate is the job's
@@ -446,7 +446,7 @@ class Ranker:
             raise ValueError("refresh_s must be >= 0")
         self.refresh_s = refresh_s
 
-    def bind(self, work: Workload) -> None:
+    def bind(self, work: SimWorkload) -> None:
         """Start a simulation of ``work`` (called by :func:`simulate_pbs`)."""
         n = len(work.submit)
         self.work = work
@@ -550,7 +550,7 @@ class LearnedRanker(Ranker):
         self.paid = paid
         self.name = RANK_LEARNED_PAID if paid else RANK_LEARNED
 
-    def bind(self, work: Workload) -> None:
+    def bind(self, work: SimWorkload) -> None:
         super().bind(work)
         self.table = new_learner()
         self.rows: Dict[str, List[learned.Row]] = {}  # per user, newest end first
@@ -690,7 +690,7 @@ class _Machine:
     extensions due (each running job has one entry there while it can still be extended)."""
 
     def __init__(
-        self, work: Workload, procs_total: int, correction: str, strictly_past: bool = False
+        self, work: SimWorkload, procs_total: int, correction: str, strictly_past: bool = False
     ) -> None:
         n = len(work.submit)
         self.work = work
@@ -783,7 +783,7 @@ class _Machine:
 
 
 def _classes(
-    classes: str, work: Workload, rank: Sequence[int]
+    classes: str, work: SimWorkload, rank: Sequence[int]
 ) -> Optional[Callable[[int], Hashable]]:
     # A job's equivalence class: its processors (the select) and walltime, and its current
     # rank with the rank on sched_config's resources: line (job_info.cpp:2283-2288).
@@ -800,7 +800,7 @@ def _order(
     queue: List[int],
     formula: SortFormula,
     now: int,
-    work: Workload,
+    work: SimWorkload,
     est: Sequence[int],
     keys: Dict[int, Tuple[float, int]],
     rank: Sequence[int],
@@ -835,7 +835,7 @@ class _Run:
 
     def __init__(
         self,
-        work: Workload,
+        work: SimWorkload,
         source: EstimateSource,
         procs_total: int,
         policy: Policy,
@@ -924,7 +924,7 @@ class _Run:
 
 
 def simulate_pbs(
-    work: Workload,
+    work: SimWorkload,
     source: EstimateSource,
     procs_total: int,
     policy: Policy,

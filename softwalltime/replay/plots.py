@@ -330,7 +330,7 @@ def plot_simulation_by_class(
     shows the share that waited and how long, and the means with intervals show whether
     two sources differ at all.
 
-    :param work: the simulated workload (:class:`softwalltime.replay.simulate.Workload`)
+    :param work: the simulated workload (:class:`softwalltime.replay.simulate.SimWorkload`)
     :param results: estimate source -> :class:`softwalltime.replay.simulate.SimResult`
     :param metric: ``"wait"`` or ``"bsld"``
     """

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from ..core import rank as hook_rank
 from . import pbsched
 from .formula import SLACK_H, hours
-from .simulate import BASELINE, PERFECT, SimResult, Workload, _pct, job_outcomes
+from .simulate import BASELINE, PERFECT, SimResult, SimWorkload, _pct, job_outcomes
 
 LONG_S = 24 * 3600  # "long" as in evaluate's classes: run time > 24 h
 WIDE_FRACTION = 0.125  # "wide": at least 1/8 of the machine's processors
@@ -43,7 +43,7 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def figures(policy: str, work: Workload, result: SimResult, rank: str = "") -> Figures:
+def figures(policy: str, work: SimWorkload, result: SimResult, rank: str = "") -> Figures:
     """The search's figures of one simulation (waits in hours; ``rank``: the ranker's
     name if the sort read one)."""
     waits, bslds = job_outcomes(work, result)

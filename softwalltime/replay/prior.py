@@ -128,7 +128,7 @@ def _read(path: Path) -> Any:
 def main(argv: Optional[List[str]] = None) -> int:
     """Build the prior from SWF traces given on the command line; print it as JSON."""
     from .evaluate import columns
-    from .traces import read_sources
+    from .trace_readers import read_sources
 
     paths = sys.argv[1:] if argv is None else argv
     build = build_prior

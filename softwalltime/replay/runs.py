@@ -28,8 +28,8 @@ from . import policies as srch
 from . import simulate as sim
 from .easy import Refresh, SimResult
 from .parallel import fork_map
-from .traces import InputLimits
-from .workload import Workload
+from .sim_workload import SimWorkload
+from .trace_readers import InputLimits
 
 log = logging.getLogger(__name__)
 
@@ -78,14 +78,14 @@ class Loaded(NamedTuple):
     """A trace read and fitted to its machine."""
 
     path: str
-    work: Workload
+    work: SimWorkload
     procs: int
 
 
 def load(paths: Sequence[str], procs: Optional[int] = None, limits: Any = None) -> List[Loaded]:
     """Read each trace, fitted to its machine (``procs``, else its MaxProcs header).
 
-    :param limits: an :class:`~.traces.InputLimits` for all of them together (they are all
+    :param limits: an :class:`~.trace_readers.InputLimits` for all of them together (they are all
         kept in memory); None: its defaults
     :raises ConfigError: no machine size, or no job left to simulate
     :raises ParseError: a trace cannot be read
@@ -316,7 +316,7 @@ class SearchResult(NamedTuple):
 
 class _Tune(NamedTuple):
     # what a formula search's workers share: each phase's candidates as they are then
-    halves: List[Tuple[Workload, Workload]]
+    halves: List[Tuple[SimWorkload, SimWorkload]]
     procs: List[int]
     candidates: Tuple[fm.Candidate, ...]
     rules: pbsched.Policy

@@ -53,6 +53,14 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from .corrections import CORRECTIONS
 from .easy import Easy, Refresh, SimResult
 from .evaluate import CLASSES, format_figure, runtime_class, target_text
+from .sim_workload import (
+    SKIP_PROCS,
+    SKIP_TOO_WIDE,
+    SimWorkload,
+    fit_machine,
+    make_workload,
+    read_workload,
+)
 from .sources import (
     BASELINE,
     CALIBRATED,
@@ -67,14 +75,6 @@ from .sources import (
     PredictorSource,
     WalltimeSource,
     make_source,
-)
-from .workload import (
-    SKIP_PROCS,
-    SKIP_TOO_WIDE,
-    Workload,
-    fit_machine,
-    make_workload,
-    read_workload,
 )
 
 # The workload, the estimate sources, the correction rules and the result are re-exported:
@@ -99,7 +99,7 @@ __all__ = [
     "SimResult",
     "Stats",
     "WalltimeSource",
-    "Workload",
+    "SimWorkload",
     "fit_machine",
     "format_table",
     "job_outcomes",
@@ -119,7 +119,7 @@ BSLD_BOUND_S = 600
 
 
 def simulate(
-    work: Workload,
+    work: SimWorkload,
     source: EstimateSource,
     procs_total: int,
     correction: str = "pbs",
@@ -191,7 +191,7 @@ def stats(waits: Sequence[int], bslds: Sequence[float]) -> Stats:
     )
 
 
-def job_outcomes(work: Workload, result: SimResult) -> Tuple[List[int], List[float]]:
+def job_outcomes(work: SimWorkload, result: SimResult) -> Tuple[List[int], List[float]]:
     """Per job: wait (s) and bounded slowdown (10-minute bound)."""
     waits = [s - sub for s, sub in zip(result.start, work.submit)]
     bslds = [max(1.0, (w + r) / max(r, BSLD_BOUND_S)) for w, r in zip(waits, work.run)]
@@ -199,7 +199,7 @@ def job_outcomes(work: Workload, result: SimResult) -> Tuple[List[int], List[flo
 
 
 def summarize(
-    work: Workload, result: SimResult, source: Optional[EstimateSource] = None
+    work: SimWorkload, result: SimResult, source: Optional[EstimateSource] = None
 ) -> Dict[str, Any]:
     """Metrics of one simulation as a JSON-ready dict.
 

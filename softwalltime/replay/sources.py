@@ -15,7 +15,7 @@ from ..core import learned, registry
 from ..core.predict import PREDICTORS as HOOK_PREDICTORS
 from ..core.predict import PredictorParams, predict
 from .learned_native import new_learner
-from .workload import Workload
+from .sim_workload import SimWorkload
 
 BASELINE = registry.USERS
 FIXED10 = registry.FIXED10
@@ -34,7 +34,7 @@ class EstimateSource:
     name = "?"
     refreshable = False
 
-    def bind(self, work: Workload) -> None:
+    def bind(self, work: SimWorkload) -> None:
         self.work = work
 
     def on_submit(self, j: int, now: int) -> int:
@@ -90,7 +90,7 @@ class PredictorSource(EstimateSource):
         self.name = name
         self.params = params or PredictorParams.create()
 
-    def bind(self, work: Workload) -> None:
+    def bind(self, work: SimWorkload) -> None:
         self.work = work
         self.keep = max(self.params.history_jobs(self.name), 1)
         self.history: Dict[str, Deque[Tuple[int, int]]] = {}
@@ -142,7 +142,7 @@ class CalibratedSource(EstimateSource):
     def __init__(self, target_under_pct: Optional[float] = cal.DEFAULT_TARGET_UNDER_PCT) -> None:
         self.target = None if target_under_pct is None else float(target_under_pct)
 
-    def bind(self, work: Workload) -> None:
+    def bind(self, work: SimWorkload) -> None:
         self.work = work
         self.users = work.user
         self.walls = work.wall
@@ -268,7 +268,7 @@ class LearnedSource(EstimateSource):
         self.target = None if target_under_pct is None else float(target_under_pct) / 100.0
         self.target_pct = None if target_under_pct is None else float(target_under_pct)
 
-    def bind(self, work: Workload) -> None:
+    def bind(self, work: SimWorkload) -> None:
         self.work = work
         self.table = new_learner()
         self.rows: Dict[str, List[learned.Row]] = {}  # per user, newest end first

@@ -1,6 +1,6 @@
 """A workload as the trace readers give it: :class:`Trace` of :class:`TraceJob` (pure).
 
-The readers (:mod:`.traces`: SWF and PBS accounting; :mod:`.history`: the finished_jobs
+The readers (:mod:`.trace_readers`: SWF and PBS accounting; :mod:`.history`: the finished_jobs
 table) build these; the replays (:mod:`.evaluate`, :mod:`.simulate`, :mod:`softwalltime.wait`)
 read them. :func:`skip_reason` says which jobs none of them can use.
 """

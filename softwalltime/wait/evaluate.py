@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..core.predict import PredictorParams
 from ..replay.trace import Trace
-from ..replay.traces import SWF, InputLimits, read_sources, sniff_format
+from ..replay.trace_readers import SWF, InputLimits, read_sources, sniff_format
 from .metrics import measure_all
 from .pqstar import METHODS, RULES, WaitParams, replay_waits
 from .workload import ERT_SOURCES, build, large_job_procs, swf_max_procs

@@ -1,5 +1,5 @@
 """A live job's start time (issue 35): the queue and running jobs now, as a
-:class:`.starttime.Snapshot`, and the finished jobs' histories to draw run times from (pure:
+:class:`.starttime.QueueSnapshot`, and the finished jobs' histories to draw run times from (pure:
 the caller reads the database or qstat).
 """
 
@@ -15,9 +15,9 @@ from .starttime import (
     DEFAULT_SAMPLES,
     SITE_RATIOS,
     QueuedJob,
+    QueueSnapshot,
     RunningJob,
     RunSampler,
-    Snapshot,
     StartAnswer,
     all_quantiles,
     start_quantiles,
@@ -67,7 +67,7 @@ def _running(live: Sequence[LiveJob]) -> List[LiveJob]:
     return [j for j in live if not j.queued and j.start_s is not None]
 
 
-def snapshot(live: Sequence[LiveJob], now: int, procs_total: int, target: LiveJob) -> Snapshot:
+def snapshot(live: Sequence[LiveJob], now: int, procs_total: int, target: LiveJob) -> QueueSnapshot:
     """The running and queued jobs of ``live`` at ``now``; ``target`` is one of the queued
     (by id), or a job not submitted (queued last)."""
     running = [
@@ -77,7 +77,7 @@ def snapshot(live: Sequence[LiveJob], now: int, procs_total: int, target: LiveJo
     waiting = _waiting(live, target)
     queued = [QueuedJob(j.submit_s, j.soft_s or 0, _wall(j), max(1, j.ncpus)) for j in waiting]
     index = next(i for i, j in enumerate(waiting) if j.job_id == target.job_id)
-    return Snapshot(now, procs_total, running, queued, index)
+    return QueueSnapshot(now, procs_total, running, queued, index)
 
 
 def predict_start(

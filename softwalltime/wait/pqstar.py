@@ -111,7 +111,7 @@ class WaitPredictions(NamedTuple):
     rank, ``E`` ERT rank, ``F`` free nodes (e.g. ``"SF"``); ``""`` for the others."""
 
 
-class Snapshot(NamedTuple):
+class TargetView(NamedTuple):
     """What PQStar reads of the system at a target's submit time (for tests and ``wait``)."""
 
     near_start: int

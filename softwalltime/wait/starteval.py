@@ -3,7 +3,7 @@
 The ground truth is the PBS scheduler model (:func:`..replay.pbsched.simulate_pbs`) run on
 the whole trace with the real run times and the site's soft walltimes (an estimate source
 such as v3). At the submit of each target job, the queue and the running jobs of that run
-(:class:`.starttime.Snapshot`) and the histories of the jobs ended by then are handed to
+(:class:`.starttime.QueueSnapshot`) and the histories of the jobs ended by then are handed to
 the predictors, which know nothing later:
 
 * ``PBS``: PBS's method (:func:`.starttime.pbs_estimate`), every job runs its soft walltime;
@@ -29,17 +29,17 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 from ..replay import pbsched
 from ..replay.rank import UserHistory
+from ..replay.sim_workload import SimWorkload
 from ..replay.sources import EstimateSource
-from ..replay.workload import Workload
 from .pqstar import WaitParams, replay_waits
 from .starttime import (
     DEFAULT_SAMPLES,
     SITE_RATIOS,
     Lazy,
     QueuedJob,
+    QueueSnapshot,
     RunningJob,
     RunSampler,
-    Snapshot,
     Widening,
     forward_start,
     start_quantiles,
@@ -62,7 +62,7 @@ class RecordingSource(EstimateSource):
         self.name = inner.name
         self.refreshable = inner.refreshable
 
-    def bind(self, work: Workload) -> None:
+    def bind(self, work: SimWorkload) -> None:
         self.work = work
         self.inner.bind(work)
         self.at_submit = [0] * len(work.submit)
@@ -92,7 +92,7 @@ class Truth(NamedTuple):
 
 
 def ground_truth(
-    work: Workload, source: EstimateSource, procs_total: int, policy: pbsched.Policy
+    work: SimWorkload, source: EstimateSource, procs_total: int, policy: pbsched.Policy
 ) -> Truth:
     """Run PBS's scheduler model on the whole workload with the real run times.
 
@@ -120,7 +120,7 @@ class _Sweep:
     """The queue, running jobs and ended-job histories of the ground truth, advanced in
     submit order (targets must come in increasing index order)."""
 
-    def __init__(self, work: Workload, truth: Truth) -> None:
+    def __init__(self, work: SimWorkload, truth: Truth) -> None:
         self.work = work
         self.truth = truth
         self.end = [s + r for s, r in zip(truth.start, work.run)]
@@ -156,14 +156,14 @@ class _Sweep:
                 self.site.append(w.run[j] / w.wall[j])
         return now
 
-    def snapshot(self, k: int, procs_total: int) -> Snapshot:
+    def snapshot(self, k: int, procs_total: int) -> QueueSnapshot:
         w, t = self.work, self.truth
         queued = list(self.pending)
         running = [
             RunningJob(t.start[j], t.est_start[j], w.wall[j], w.procs[j]) for j in self.running
         ]
         waiting = [QueuedJob(w.submit[j], t.est_submit[j], w.wall[j], w.procs[j]) for j in queued]
-        return Snapshot(w.submit[k], procs_total, running, waiting, queued.index(k))
+        return QueueSnapshot(w.submit[k], procs_total, running, waiting, queued.index(k))
 
     def kind(self, j: int, sampler: RunSampler) -> List[int]:
         """The run times job ``j``'s kind took (:meth:`.starttime.RunSampler.runs_of`)."""
@@ -187,7 +187,7 @@ class Prediction(NamedTuple):
 
 
 def predict_targets(
-    work: Workload,
+    work: SimWorkload,
     truth: Truth,
     procs_total: int,
     policy: pbsched.Policy,
@@ -237,7 +237,7 @@ def _predict(
 
 
 def with_pqstar(
-    preds: Sequence[Prediction], work: Workload, truth: Truth, procs_total: int
+    preds: Sequence[Prediction], work: SimWorkload, truth: Truth, procs_total: int
 ) -> List[Prediction]:
     """``preds`` with PQStar's and IBL's answers (:func:`.pqstar.replay_waits` on the ground
     truth's starts, estimated run times the soft walltimes at submit), for the same jobs."""

@@ -3,7 +3,7 @@
 PBS answers with ``estimated.start_time``: its calendar places the queued jobs as if every
 job ran exactly its soft walltime. This module runs the same scheduler model
 (:func:`..replay.pbsched.schedule_cycle`: the site's sort, backfill depth, strict ordering
-and equivalence classes) forward from a :class:`Snapshot` of the queue and the running jobs,
+and equivalence classes) forward from a :class:`QueueSnapshot` of the queue and the running jobs,
 with run times given per job, and returns the target job's start:
 
 * :func:`pbs_estimate`: every job runs its soft walltime (PBS's own method);
@@ -79,7 +79,7 @@ class RunningJob(NamedTuple):
     procs: int
 
 
-class Snapshot(NamedTuple):
+class QueueSnapshot(NamedTuple):
     """The queue (in submit order) and the running jobs at ``now``; ``target`` indexes
     ``queued``."""
 
@@ -101,7 +101,9 @@ def _class_key(
     return lambda j: (queued[j].procs, queued[j].wall)
 
 
-def _order(queue: List[int], snap: Snapshot, formula: pbsched.SortFormula, now: int) -> List[int]:
+def _order(
+    queue: List[int], snap: QueueSnapshot, formula: pbsched.SortFormula, now: int
+) -> List[int]:
     value = formula.value
     if value is None:
         return queue
@@ -118,7 +120,7 @@ class _Cycles:
     """The queue between cycles, and one cycle (:func:`..replay.pbsched.schedule_cycle`):
     the order sorted anew at each cycle. Jobs are indices into ``snap.queued``."""
 
-    def __init__(self, snap: Snapshot, policy: pbsched.Policy, est: List[int]) -> None:
+    def __init__(self, snap: QueueSnapshot, policy: pbsched.Policy, est: List[int]) -> None:
         self.snap = snap
         self.policy = policy
         self.formula = pbsched.sort_formula(policy.job_sort_formula)
@@ -159,7 +161,7 @@ class _ClassCycles(_Cycles):
     ``tests/test_starttime.py`` checks the two against each other on random queues.
     """
 
-    def __init__(self, snap: Snapshot, policy: pbsched.Policy, est: List[int]) -> None:
+    def __init__(self, snap: QueueSnapshot, policy: pbsched.Policy, est: List[int]) -> None:
         super().__init__(snap, policy, est)
         order = _order(self.queue, snap, self.formula, snap.now)
         self.pos = [0] * len(order)
@@ -249,7 +251,7 @@ class _ClassCycles(_Cycles):
         return started
 
 
-def _cycles(snap: Snapshot, policy: pbsched.Policy, est: List[int], fast: bool) -> _Cycles:
+def _cycles(snap: QueueSnapshot, policy: pbsched.Policy, est: List[int], fast: bool) -> _Cycles:
     formula = pbsched.sort_formula(policy.job_sort_formula)
     one_top = policy.backfill_depth <= 1 or not policy.strict_ordering
     if fast and one_top and not formula.time_dependent:
@@ -258,7 +260,7 @@ def _cycles(snap: Snapshot, policy: pbsched.Policy, est: List[int], fast: bool) 
 
 
 def forward_start(
-    snap: Snapshot,
+    snap: QueueSnapshot,
     policy: pbsched.Policy,
     queued_run: Runs,
     running_end: Sequence[int],
@@ -280,7 +282,7 @@ def forward_start(
 
 
 def forward_starts(
-    snap: Snapshot,
+    snap: QueueSnapshot,
     policy: pbsched.Policy,
     queued_run: Runs,
     running_end: Sequence[int],
@@ -326,7 +328,7 @@ def forward_starts(
     return start
 
 
-def pbs_estimate(snap: Snapshot, policy: pbsched.Policy) -> int:
+def pbs_estimate(snap: QueueSnapshot, policy: pbsched.Policy) -> int:
     """PBS's method: every job runs exactly its soft walltime (its walltime when it has
     none); a running job past it ends at once."""
     runs = [job.est or job.wall for job in snap.queued]
@@ -395,7 +397,7 @@ class Lazy(Generic[T]):
 
 
 def _sampled_runs(
-    snap: Snapshot,
+    snap: QueueSnapshot,
     policy: pbsched.Policy,
     sampler: RunSampler,
     queued_kinds: Callable[[int], Sequence[int]],
@@ -417,7 +419,7 @@ def _sampled_runs(
 
 
 def start_quantiles(
-    snap: Snapshot,
+    snap: QueueSnapshot,
     policy: pbsched.Policy,
     sampler: RunSampler,
     queued_kinds: Callable[[int], Sequence[int]],
@@ -440,7 +442,7 @@ def start_quantiles(
 
 
 def all_quantiles(
-    snap: Snapshot,
+    snap: QueueSnapshot,
     policy: pbsched.Policy,
     sampler: RunSampler,
     queued_kinds: Callable[[int], Sequence[int]],

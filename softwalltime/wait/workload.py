@@ -1,7 +1,7 @@
 """The jobs a wait replay needs: submit, start, end, processors and an estimated run time.
 
 A workload is built from a :class:`softwalltime.replay.trace.Trace` (SWF or PBS
-accounting, read by :mod:`softwalltime.replay.traces`). The estimated run time (ERT) is
+accounting, read by :mod:`softwalltime.replay.trace_readers`). The estimated run time (ERT) is
 what the scheduler plans with: the user's requested walltime, or the soft walltime the v3
 predictor gives at submit time (replayed exactly as ``softwalltime evaluate`` does).
 """
@@ -13,9 +13,9 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..core.predict import PredictorParams
 from ..replay.evaluate import replay
+from ..replay.sim_workload import SKIP_PROCS
 from ..replay.trace import Trace, TraceJob, skip_reason
-from ..replay.traces import InputLimits, read_lines
-from ..replay.workload import SKIP_PROCS
+from ..replay.trace_readers import InputLimits, read_lines
 
 ERT_SOURCES = ("walltime", "soft")
 
@@ -32,7 +32,7 @@ class WaitJob(NamedTuple):
     user: str
 
 
-class Workload(NamedTuple):
+class WaitWorkload(NamedTuple):
     """Jobs in submit order (ties: trace order) and the machine's processors."""
 
     source: str
@@ -80,7 +80,7 @@ def build(
     ert: str = "walltime",
     machine_procs: Optional[int] = None,
     params: Optional[PredictorParams] = None,
-) -> Workload:
+) -> WaitWorkload:
     """Turn a trace into a wait workload.
 
     Jobs the soft-walltime replay cannot use (no walltime, run time, user or times) and
@@ -127,7 +127,7 @@ def build(
             )
         )
     procs = machine_procs if machine_procs else peak_procs(jobs) if jobs else 1
-    return Workload(trace.source, jobs, procs, skipped)
+    return WaitWorkload(trace.source, jobs, procs, skipped)
 
 
 def large_job_procs(machine_procs: int) -> int:

@@ -44,7 +44,7 @@ from softwalltime.core import learned
 from softwalltime.replay import evaluate
 from softwalltime.replay.evaluate import PREDICTORS, columns, replay, replay_learned, summarize
 from softwalltime.replay.learned_native import NativeLearner, kernel, new_learner
-from softwalltime.replay.traces import read_sources
+from softwalltime.replay.trace_readers import read_sources
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 DEFAULT = [

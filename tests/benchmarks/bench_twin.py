@@ -145,7 +145,7 @@ class Segment(NamedTuple):
     procs: int
     factor: float
     about: str
-    work: sim.Workload
+    work: sim.SimWorkload
     first: int
 
 

@@ -30,7 +30,7 @@ from typing import List, Sequence
 
 from softwalltime.replay import pbsched
 from softwalltime.replay.trace import Trace
-from softwalltime.replay.traces import read_sources
+from softwalltime.replay.trace_readers import read_sources
 from softwalltime.wait.evaluate import machine_size
 from softwalltime.wait.live import DEFAULT_FINISHED_KEPT, LiveJob, predict_live
 from softwalltime.wait.livestart import predict_start

@@ -93,7 +93,7 @@ import numpy as np
 from softwalltime.core import calibrated as cal
 from softwalltime.core.predict import PredictorParams
 from softwalltime.replay import evaluate as ev
-from softwalltime.replay.traces import read_sources
+from softwalltime.replay.trace_readers import read_sources
 
 REPO = Path(__file__).resolve().parents[2]
 TRACES = REPO / "tests" / "data" / "traces"

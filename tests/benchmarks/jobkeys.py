@@ -34,7 +34,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from softwalltime.core import calibrated as cal
 from softwalltime.core.predict import PredictorParams, predict
 from softwalltime.replay import evaluate as ev
-from softwalltime.replay import traces as tr
+from softwalltime.replay import trace_readers as tr
 from softwalltime.replay.bounds import implausible
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -82,7 +82,7 @@ class KeyedTrace(NamedTuple):
 
 
 def read_keyed(path: str, start_from_submit: bool) -> KeyedTrace:
-    """Read an SWF trace as ``traces.read_swf`` does, plus fields 14 and 15.
+    """Read an SWF trace as ``trace_readers.read_swf`` does, plus fields 14 and 15.
 
     The jobs are checked equal to ``read_sources([path])``'s, so the keys line up.
     """
@@ -124,7 +124,7 @@ def read_keyed(path: str, start_from_submit: bool) -> KeyedTrace:
             queues.append(None if queue < 0 else queue)
     reference = tr.read_sources([path], start_from_submit=start_from_submit)
     if reference.jobs != jobs:
-        raise SystemExit(f"{path}: this reader disagrees with traces.read_swf")
+        raise SystemExit(f"{path}: this reader disagrees with trace_readers.read_swf")
     return KeyedTrace(reference, execs, queues)
 
 

@@ -31,7 +31,7 @@ from typing import Callable, List, Tuple
 
 from softwalltime.core import learned
 from softwalltime.replay.evaluate import columns, metrics, replay_learned
-from softwalltime.replay.traces import read_sources
+from softwalltime.replay.trace_readers import read_sources
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 DEFAULT = [

@@ -28,7 +28,7 @@ from softwalltime.core import learned
 from softwalltime.replay.evaluate import Metrics, ReplayColumns, columns, metrics, replay_learned
 from softwalltime.replay.learned_native import new_learner
 from softwalltime.replay.prior import build_learned_prior, learned_prior_table
-from softwalltime.replay.traces import read_sources
+from softwalltime.replay.trace_readers import read_sources
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 TRAINING = [

@@ -42,7 +42,7 @@ class Recording(sim.EstimateSource):
         self.name = inner.name
         self.refreshable = inner.refreshable
 
-    def bind(self, work: sim.Workload) -> None:
+    def bind(self, work: sim.SimWorkload) -> None:
         self.inner.bind(work)
         self.work = work
         self.at_submit: List[Optional[int]] = [None] * len(work.submit)

@@ -35,7 +35,7 @@ from softwalltime.core import rank as hook_rank
 from softwalltime.replay import rank
 from softwalltime.replay.evaluate import columns, replay_learned
 from softwalltime.replay.prior import load_learned_prior
-from softwalltime.replay.traces import read_sources
+from softwalltime.replay.trace_readers import read_sources
 
 H = 3600
 WALL = 24 * H

@@ -93,7 +93,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from softwalltime.replay import pbsched, policies, rank, traces
+from softwalltime.replay import pbsched, policies, rank, trace_readers
 from softwalltime.replay import simulate as sim
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -113,7 +113,7 @@ PAIRS = 200_000
 # Reading: the simulator's workload, and each job's end in the trace
 
 
-def read(path: str) -> Tuple[sim.Workload, List[int], int]:
+def read(path: str) -> Tuple[sim.SimWorkload, List[int], int]:
     """The workload as ``simulate`` reads it (fitted to the machine), each job's trace end
     (submit + wait + run time; an unknown wait counts 0), and the machine's processors."""
     work = sim.read_workload(path)
@@ -124,7 +124,7 @@ def read(path: str) -> Tuple[sim.Workload, List[int], int]:
     skipped: Dict[str, int] = {}
     keep = []
     for k, (user, submit, wait, run, alloc, req_p, req_s) in enumerate(
-        traces.swf_rows(path, skipped, traces.SwfHeader())
+        trace_readers.swf_rows(path, skipped, trace_readers.SwfHeader())
     ):
         p = alloc if alloc is not None and alloc > 0 else req_p
         if not req_s or req_s <= 0 or run is None or run < 0 or not user or submit is None:
@@ -190,7 +190,7 @@ class CandidateSource(sim.EstimateSource):
         self.name = name
         self.index = rank.CANDIDATES.index(name)
 
-    def bind(self, work: sim.Workload) -> None:
+    def bind(self, work: sim.SimWorkload) -> None:
         self.work = work
         self.history = rank.UserHistory()
 
@@ -211,7 +211,7 @@ class NoisyPerfect(sim.EstimateSource):
         self.seed = seed
         self.name = f"perfect*e^N(0,{sigma:g})"
 
-    def bind(self, work: sim.Workload) -> None:
+    def bind(self, work: sim.SimWorkload) -> None:
         rng = random.Random(self.seed)
         self.value = [max(1, int(r * math.exp(rng.gauss(0.0, self.sigma)))) for r in work.run]
 
@@ -235,7 +235,7 @@ class CandidateRanker(pbsched.Ranker):
         elif spec != "perfect":
             self.index = rank.CANDIDATES.index({"users": "walltime"}.get(spec, spec))
 
-    def bind(self, work: sim.Workload) -> None:
+    def bind(self, work: sim.SimWorkload) -> None:
         super().bind(work)
         if self.noisy is not None:
             self.noisy.bind(work)
@@ -261,7 +261,7 @@ def _make(spec: str) -> sim.EstimateSource:
 
 
 def run_one(
-    work: sim.Workload, procs: int, policy: pbsched.Policy, soft: str, sort: Optional[str]
+    work: sim.SimWorkload, procs: int, policy: pbsched.Policy, soft: str, sort: Optional[str]
 ) -> Tuple[policies.Figures, List[int], List[int]]:
     """One simulation: soft walltimes from ``soft``; the sort by the rank ``sort`` (the
     policy's ``.rank`` sort, e.g. ``xfactor.rank``; None: by the soft walltimes, the plain

@@ -38,7 +38,7 @@ from softwalltime.core import rank as hook_rank
 from softwalltime.replay import formula as fm
 from softwalltime.replay import pbsched, rank
 from softwalltime.replay import simulate as sim
-from softwalltime.replay.workload import Workload
+from softwalltime.replay.sim_workload import SimWorkload
 
 sys.path.insert(0, str(Path(__file__).parent))
 from rank_gaming import learned_table  # noqa: E402  (the benchmark beside this one)
@@ -75,7 +75,7 @@ class FixedRanker(pbsched.Ranker):
         return self.rank_s if j == self.fixed else super().value(j)
 
 
-def window(work: Workload, at: int, width: int) -> Tuple[Workload, int]:
+def window(work: SimWorkload, at: int, width: int) -> Tuple[SimWorkload, int]:
     """The jobs submitted by ``at + AFTER_S``, with the gamer's job submitted at ``at`` (after
     the others of that second); its index."""
     keep = [k for k, s in enumerate(work.submit) if s <= at + AFTER_S]
@@ -90,7 +90,7 @@ def window(work: Workload, at: int, width: int) -> Tuple[Workload, int]:
     return work._replace(**cols), g
 
 
-def wait_at(work: Workload, procs: int, policy: pbsched.Policy, at: int, rank_s: int) -> int:
+def wait_at(work: SimWorkload, procs: int, policy: pbsched.Policy, at: int, rank_s: int) -> int:
     """The gamer's wait, in seconds, submitted at ``at`` with rank ``rank_s``."""
     win, g = window(work, at, min(MAX_WIDTH, procs // 2))
     source = sim.make_source("v3", target_under_pct=None)
@@ -111,7 +111,7 @@ def hook_ranks() -> List[Tuple[str, Ranker]]:
     ]
 
 
-def instants(work: Workload, count: int) -> List[int]:
+def instants(work: SimWorkload, count: int) -> List[int]:
     s = work.submit
     return [s[int(len(s) * (0.2 + 0.7 * i / max(1, count - 1)))] for i in range(count)]
 

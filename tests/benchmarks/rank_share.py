@@ -50,7 +50,7 @@ LONG_RANK_S = 3600
 
 
 def run(
-    work: sim.Workload, procs: int, policy: str, source: str, ranker: Optional[pbsched.Ranker]
+    work: sim.SimWorkload, procs: int, policy: str, source: str, ranker: Optional[pbsched.Ranker]
 ) -> float:
     """The mean bsld of one simulation as ``simulate --policies`` runs it."""
     parsed = pbsched.parse_policy(fm.policy_text(policy, procs))
@@ -60,7 +60,7 @@ def run(
     return policies.figures(policy, work, result).bsld_mean
 
 
-def tails(work: sim.Workload, ranks: Sequence[int]) -> Tuple[float, float]:
+def tails(work: sim.SimWorkload, ranks: Sequence[int]) -> Tuple[float, float]:
     """Of the jobs of <= 10 min, the share ranked > 1 h; of those of > 1 h, ranked <= 10 min."""
     short = [k for k, r in enumerate(work.run) if r <= SHORT_S]
     long = [k for k, r in enumerate(work.run) if r > LONG_RANK_S]

@@ -51,7 +51,7 @@ def segment() -> tuple[list[twin.TwinJob], int, float]:
     return jobs, procs, factor
 
 
-def segment_of_trace() -> tuple[list[twin.TwinJob], int, float, sim.Workload, int]:
+def segment_of_trace() -> tuple[list[twin.TwinJob], int, float, sim.SimWorkload, int]:
     work = sim.read_workload(str(TRACE))
     procs = work.machine_procs
     assert procs == 100

@@ -64,7 +64,7 @@ def scaled(seconds: int, factor: float) -> int:
     return max(1, math.ceil(seconds / factor))
 
 
-def scale(work: sim.Workload, first: int, n: int, factor: float, margin: int) -> list[TwinJob]:
+def scale(work: sim.SimWorkload, first: int, n: int, factor: float, margin: int) -> list[TwinJob]:
     """Jobs ``first`` .. ``first + n - 1`` of ``work`` compressed by ``factor``; walltimes at
     least ``margin`` s over the run times. Submit times count from the first job's
     (``math.floor``: jobs submitted together stay together)."""
@@ -77,7 +77,7 @@ def scale(work: sim.Workload, first: int, n: int, factor: float, margin: int) ->
     return out
 
 
-def segment_work(work: sim.Workload, first: int, n: int) -> sim.Workload:
+def segment_work(work: sim.SimWorkload, first: int, n: int) -> sim.SimWorkload:
     """Jobs ``first`` .. ``first + n - 1`` of ``work``, unscaled, submit times from 0."""
     end = min(first + n, len(work.submit))
     t0 = work.submit[first]
@@ -89,7 +89,7 @@ def segment_work(work: sim.Workload, first: int, n: int) -> sim.Workload:
 
 
 def choose_segment(
-    work: sim.Workload, procs: int, n: int, candidates: int, policy: pbsched.Policy
+    work: sim.SimWorkload, procs: int, n: int, candidates: int, policy: pbsched.Policy
 ) -> tuple[int, float, int]:
     """Among ``candidates`` windows of ``n`` jobs evenly spread over the trace, the one
     with the largest simulated mean wait (users' walltimes under ``policy``; first on a

@@ -97,7 +97,7 @@ class PastJob(NamedTuple):
 
 
 def history(
-    work: sim.Workload, first: int, n: int, count: int, factor: float, origin: int
+    work: sim.SimWorkload, first: int, n: int, count: int, factor: float, origin: int
 ) -> list[PastJob]:
     """Of the ``count`` trace jobs before the segment (jobs ``first`` .. ``first + n -
     1``), those of the segment's users, compressed by ``factor`` around ``origin`` (the
@@ -210,7 +210,7 @@ class GivenRanker(pbsched.Ranker):
         self.first = list(first)
         self.moves = sorted(moves)  # (time, job, rank)
 
-    def bind(self, work: sim.Workload) -> None:
+    def bind(self, work: sim.SimWorkload) -> None:
         super().bind(work)
         self.due = 0
 

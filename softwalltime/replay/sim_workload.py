@@ -1,6 +1,6 @@
 """The jobs a simulation replays: one trace read into parallel lists (pure).
 
-:func:`read_workload` reads SWF traces and PBS accounting logs through :mod:`.traces`, the
+:func:`read_workload` reads SWF traces and PBS accounting logs through :mod:`.trace_readers`, the
 reader of ``evaluate`` (same limits, same skip reasons), with each job's processors.
 """
 
@@ -12,13 +12,13 @@ from ..errors import ParseError
 from .trace import SKIP_RUNTIME, SKIP_TIMES, SKIP_USER, SKIP_WALLTIME
 
 if TYPE_CHECKING:
-    from .traces import InputLimits
+    from .trace_readers import InputLimits
 
 SKIP_PROCS = "no processor count"
 SKIP_TOO_WIDE = "more processors than the machine"
 
 
-class Workload(NamedTuple):
+class SimWorkload(NamedTuple):
     """Jobs to simulate, in FCFS order (submit time, then trace order): parallel lists."""
 
     source: str
@@ -40,8 +40,8 @@ def make_workload(
     ],
     machine_procs: Optional[int] = None,
     skipped: Optional[Dict[str, int]] = None,
-) -> Workload:
-    """Build a :class:`Workload` from ``(user, submit_s, walltime_s, runtime_s, procs)`` rows.
+) -> SimWorkload:
+    """Build a :class:`SimWorkload` from ``(user, submit_s, walltime_s, runtime_s, procs)`` rows.
 
     Rows are in trace order; unusable rows are skipped and counted by reason.
     """
@@ -64,7 +64,7 @@ def make_workload(
             continue
         keep.append((submit, k, user, min(run, wall), wall, procs))  # type: ignore[type-var]
     keep.sort(key=lambda r: (r[0], r[1]))
-    return Workload(
+    return SimWorkload(
         source=source,
         user=[r[2] for r in keep],  # type: ignore[misc]
         submit=[r[0] for r in keep],  # type: ignore[misc]
@@ -76,7 +76,7 @@ def make_workload(
     )
 
 
-def fit_machine(work: Workload, procs_total: int) -> Workload:
+def fit_machine(work: SimWorkload, procs_total: int) -> SimWorkload:
     """Drop jobs wider than the machine (counted as skipped)."""
     wide = [k for k, p in enumerate(work.procs) if p > procs_total]
     if not wide:
@@ -95,12 +95,12 @@ def fit_machine(work: Workload, procs_total: int) -> Workload:
     )
 
 
-def read_workload(path: str, limits: Optional[InputLimits] = None) -> Workload:
+def read_workload(path: str, limits: Optional[InputLimits] = None) -> SimWorkload:
     """Read one SOURCE (SWF trace, PBS accounting file or directory) with processor counts.
 
     SWF: processors = field 5 (allocated), else field 8 (requested); ``; MaxProcs:`` gives
     the machine. PBS: ``ncpus`` of the ``E`` records (the machine must be given). The readers
-    of ``evaluate`` (:mod:`.traces`) read it: same limits, same skip reasons (malformed
+    of ``evaluate`` (:mod:`.trace_readers`) read it: same limits, same skip reasons (malformed
     lines, duplicates, values beyond :mod:`.bounds`).
 
     :param limits: shared by the sources of one command (default: a fresh one)
@@ -108,22 +108,22 @@ def read_workload(path: str, limits: Optional[InputLimits] = None) -> Workload:
     """
     import os
 
-    from . import traces
+    from . import trace_readers
 
     if limits is None:
-        limits = traces.InputLimits()
+        limits = trace_readers.InputLimits()
     if os.path.isdir(path) or (
-        os.path.exists(path) and traces.sniff_format(path, limits) == traces.PBS
+        os.path.exists(path) and trace_readers.sniff_format(path, limits) == trace_readers.PBS
     ):
-        trace = traces.read_pbs([path], limits=limits)
+        trace = trace_readers.read_pbs([path], limits=limits)
         rows = [(j.user, j.submit_s, j.walltime_s, j.runtime_s, j.ncpus) for j in trace.jobs]
         return make_workload(path, rows, None, trace.skipped)
     if not os.path.exists(path):
         raise ParseError(f"{path}: no such file or directory")
-    header = traces.SwfHeader()
+    header = trace_readers.SwfHeader()
     skipped: Dict[str, int] = {}
     rows = []
-    for user, submit_s, _wait, run_s, alloc, req_procs, req_s in traces.swf_rows(
+    for user, submit_s, _wait, run_s, alloc, req_procs, req_s in trace_readers.swf_rows(
         path, skipped, header, limits
     ):
         procs = alloc if alloc is not None and alloc > 0 else req_procs
