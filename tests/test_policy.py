@@ -255,3 +255,22 @@ def test_status_with_a_read_only_role_says_which_role_may_record(tmp_path, fresh
             cur.execute(f"DROP OWNED BY {role}")
             cur.execute(f"DROP ROLE {role}")
         admin.close()
+
+
+def test_sched_config_is_replaced_whole_with_its_mode_and_owner(tmp_path):
+    """pbs_sched must never read half a sched_config: the new text is a new file renamed
+    over the old one (the old inode keeps the old text), with the old one's mode and owner."""
+    path = tmp_path / "sched_config"
+    path.write_text(SCHED_CONFIG)
+    path.chmod(0o640)
+    owner = (1, 1) if os.geteuid() == 0 else (os.getuid(), os.getgid())  # daemon's, as root
+    os.chown(path, *owner)
+    before = os.stat(path)
+    with open(path, encoding="utf-8") as reader:  # open, as a pbs_sched reading it would be
+        p._replace(str(path), "strict_ordering: True\tALL\n")
+        assert reader.read() == SCHED_CONFIG
+    after = os.stat(path)
+    assert path.read_text() == "strict_ordering: True\tALL\n"
+    assert after.st_ino != before.st_ino
+    assert (after.st_mode & 0o777, after.st_uid, after.st_gid) == (0o640, *owner)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["sched_config"]

@@ -22,6 +22,8 @@ import os
 import pwd
 import re
 import signal
+import stat
+import tempfile
 import time
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
@@ -172,13 +174,30 @@ def execute(pbs: Pbs, live: Policy, target: Policy) -> None:
             text = fh.read()
         for name in edits:
             text = with_config_value(text, name, str(target[name]))
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        _replace(path, text)
         with open(os.path.join(pbs.home, "sched_priv", "sched.lock"), encoding="ascii") as fh:
             pid = int(fh.read().split()[0])
         os.kill(pid, signal.SIGHUP)
     except (OSError, ValueError, IndexError) as err:
         raise PolicyError(f"cannot change {path} or signal pbs_sched: {err}") from None
+
+
+def _replace(path: str, text: str) -> None:
+    """``path``'s content made ``text`` at once (a new file renamed over it, with its mode and
+    owner): pbs_sched never reads half a sched_config, even if this process dies meanwhile."""
+    st = os.stat(path)
+    fd, tmp = tempfile.mkstemp(prefix=".sched_config.", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, stat.S_IMODE(st.st_mode))
+        os.chown(tmp, st.st_uid, st.st_gid)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def who() -> str:
