@@ -25,7 +25,7 @@ SW = "softwalltime"
 ERRORS, UNITS, CORE, HOOK = f"{SW}.errors", f"{SW}.units", f"{SW}.core", f"{SW}.hook"
 ACCOUNTING, DB, REPLAY, WAIT = f"{SW}.accounting", f"{SW}.db", f"{SW}.replay", f"{SW}.wait"
 REPORT, PBSSERVER, CLI, OUTFILE = f"{SW}.report", f"{SW}.pbsserver", f"{SW}.cli", f"{SW}.outfile"
-API = f"{SW}.api"
+API, SITE = f"{SW}.api", f"{SW}.site_file"
 BASICS = {SW, ERRORS, UNITS}  # the package root (its __version__, upgraded()) and two leaves
 # unit -> the units of softwalltime it may import. A module's rule is the longest key that
 # is the module or a folder holding it; a module missing here fails. A folder and the
@@ -42,17 +42,18 @@ LAYERS = {
     # the library (Python 3.9+, any dependency)
     ACCOUNTING: {ERRORS, UNITS},
     OUTFILE: {ERRORS},
+    SITE: {ERRORS},  # the site file: vnodes, queues, limits, sort (pure data)
     DB: BASICS | {CORE},
-    REPLAY: BASICS | {CORE, ACCOUNTING, DB},
-    WAIT: BASICS | {CORE, DB, REPLAY},
+    REPLAY: BASICS | {CORE, ACCOUNTING, DB, SITE},
+    WAIT: BASICS | {CORE, DB, REPLAY, SITE},
     REPORT: BASICS | {CORE, DB},
-    PBSSERVER: BASICS | {CORE},
+    PBSSERVER: BASICS | {CORE, SITE},
     f"{PBSSERVER}.refresh": BASICS | {CORE, HOOK},  # runs the hook's lookup and decision
     f"{PBSSERVER}.status": BASICS | {CORE, HOOK},  # checks the hook's database client
     f"{PBSSERVER}.policy": BASICS | {CORE, HOOK},  # records the policy with that client
     # the library API (plain values in, result objects out), then the front ends
-    API: BASICS | {CORE, ACCOUNTING, OUTFILE, DB, REPLAY, WAIT, REPORT, PBSSERVER},
-    CLI: BASICS | {CORE, ACCOUNTING, OUTFILE, DB, REPLAY, WAIT, REPORT, PBSSERVER, API},
+    API: BASICS | {CORE, ACCOUNTING, OUTFILE, DB, REPLAY, WAIT, REPORT, PBSSERVER, SITE},
+    CLI: BASICS | {CORE, ACCOUNTING, OUTFILE, DB, REPLAY, WAIT, REPORT, PBSSERVER, API, SITE},
     f"{CLI}.predict": BASICS | {CORE, HOOK, ACCOUNTING, DB},  # the hook's own lookup
     f"{SW}.__main__": {CLI},
     "ingest": BASICS | {CORE, ACCOUNTING, DB, CLI},

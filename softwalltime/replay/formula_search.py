@@ -23,6 +23,7 @@ from ..core import rank as hook_rank
 from . import formula as fm
 from . import pbsched
 from .policies import LONG_S, WIDE_FRACTION
+from .sim_workload import take
 from .simulate import BASELINE, SimResult, SimWorkload, _pct, job_outcomes
 from .sources import EstimateSource
 
@@ -37,13 +38,7 @@ def halves(work: SimWorkload) -> Tuple[SimWorkload, SimWorkload]:
     n = len(work.submit) // 2
 
     def part(lo: int, hi: int) -> SimWorkload:
-        return work._replace(
-            user=work.user[lo:hi],
-            submit=work.submit[lo:hi],
-            run=work.run[lo:hi],
-            wall=work.wall[lo:hi],
-            procs=work.procs[lo:hi],
-        )
+        return take(work, range(lo, hi))
 
     return part(0, n), part(n, len(work.submit))
 

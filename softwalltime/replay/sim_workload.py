@@ -18,6 +18,20 @@ SKIP_PROCS = "no processor count"
 SKIP_TOO_WIDE = "more processors than the machine"
 
 
+class SiteColumns(NamedTuple):
+    """Per-job columns for a site-shaped replay (issue 46), parallel to the workload's:
+    the job's ``Resource_List.select`` (e.g. ``"2:ncpus=8:mem=4gb+1:ncpus=1:brno=True"``; a
+    legacy ``nodes=`` spec is converted by :mod:`.nodes`), ``place`` (``""``: PBS's default
+    ``free``), the execution queue it ran in (``""``: the site's default routing), its group
+    and account (``""``: none)."""
+
+    select: List[str]
+    place: List[str]
+    queue: List[str]
+    group: List[str]
+    account: List[str]
+
+
 class SimWorkload(NamedTuple):
     """Jobs to simulate, in FCFS order (submit time, then trace order): parallel lists."""
 
@@ -31,6 +45,8 @@ class SimWorkload(NamedTuple):
     machine_procs: Optional[int]
     """Processors of the machine from the trace header (SWF ``MaxProcs``), if any."""
     skipped: Dict[str, int]
+    site: Optional[SiteColumns] = None
+    """What a site-shaped replay needs of each job (None: a pool trace: ``procs`` cpus)."""
 
 
 def make_workload(
@@ -76,23 +92,31 @@ def make_workload(
     )
 
 
-def fit_machine(work: SimWorkload, procs_total: int) -> SimWorkload:
-    """Drop jobs wider than the machine (counted as skipped)."""
-    wide = [k for k, p in enumerate(work.procs) if p > procs_total]
-    if not wide:
-        return work
-    drop = set(wide)
-    keep = [k for k in range(len(work.procs)) if k not in drop]
-    skipped = dict(work.skipped)
-    skipped[SKIP_TOO_WIDE] = skipped.get(SKIP_TOO_WIDE, 0) + len(wide)
+def take(work: SimWorkload, keep: Sequence[int]) -> SimWorkload:
+    """The jobs ``keep`` (indices, in order) of ``work``, every column (site ones too)."""
+    site = work.site
+    if site is not None:
+        site = SiteColumns(*([col[k] for k in keep] for col in site))
     return work._replace(
         user=[work.user[k] for k in keep],
         submit=[work.submit[k] for k in keep],
         run=[work.run[k] for k in keep],
         wall=[work.wall[k] for k in keep],
         procs=[work.procs[k] for k in keep],
-        skipped=skipped,
+        site=site,
     )
+
+
+def fit_machine(work: SimWorkload, procs_total: int) -> SimWorkload:
+    """Drop jobs wider than the machine (counted as skipped)."""
+    wide = [k for k, p in enumerate(work.procs) if p > procs_total]
+    if not wide:
+        return work
+    drop = set(wide)
+    skipped = dict(work.skipped)
+    skipped[SKIP_TOO_WIDE] = skipped.get(SKIP_TOO_WIDE, 0) + len(wide)
+    keep = [k for k in range(len(work.procs)) if k not in drop]
+    return take(work, keep)._replace(skipped=skipped)
 
 
 def read_workload(path: str, limits: Optional[InputLimits] = None) -> SimWorkload:
