@@ -63,3 +63,30 @@ def run_export(args: argparse.Namespace, settings: Settings) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def add_site_option(p: Any) -> None:
+    """``--site FILE`` (simulate, wait, eval-start)."""
+    p.add_argument(
+        "--site",
+        metavar="FILE",
+        help="the site file (softwalltime site export; softwalltime/data/sites/): for now "
+        "modelled as one pool of its cpus",
+    )
+
+
+def load_site(args: argparse.Namespace) -> Any:
+    """The ``--site`` file (None without it), and the line that says how it is modelled
+    (stdout, or stderr with --json).
+
+    :raises ParseError: not a site file
+    """
+    if not getattr(args, "site", None):
+        return None
+    site = site_file.load(args.site)
+    line = (
+        f"site {site.name}: {len(site.vnodes)} vnodes, {len(site.queues)} queues, modelled as "
+        f"one pool of {site.ncpus} cpus (its nodes, queues and limits are not modelled yet)"
+    )
+    print(line, file=sys.stderr if getattr(args, "json", False) else sys.stdout)
+    return site

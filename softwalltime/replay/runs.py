@@ -19,9 +19,11 @@ import os
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from ..core import registry
 from ..core.calibrated import DEFAULT_TARGET_UNDER_PCT
 from ..core.predict import PredictorParams
 from ..errors import ConfigError
+from . import fit as fit_mod
 from . import formula as fm
 from . import formula_search, pbsched
 from . import policies as srch
@@ -207,11 +209,18 @@ class PolicyResult(NamedTuple):
     rank_refresh_s: int
     long_p95_bound_h: Optional[float]
     wide_max_bound_h: Optional[float]
+    fit: Optional[fit_mod.Fit] = None
+    """The fit of the site's current policy to the real starts, if the trace has them."""
+    withheld: str = ""
+    """Why the recommendation's PBS settings are not printed ("": they are)."""
 
     def as_json(self) -> Dict[str, Any]:
         limits = srch.bounds(self.rows, self.long_p95_bound_h, self.wide_max_bound_h)
-        obj = srch.as_json(self.rows, self.best, self.rules, self.rank_refresh_s, limits)
+        obj = srch.as_json(
+            self.rows, self.best, self.rules, self.rank_refresh_s, limits, self.withheld
+        )
         obj["source"] = self.path
+        obj["fit"] = None if self.fit is None else self.fit.as_json()
         return obj
 
     def format(self) -> str:
@@ -224,6 +233,7 @@ class PolicyResult(NamedTuple):
             self.rules,
             self.rank_refresh_s,
             self.wide_max_bound_h,
+            self.withheld,
         )
 
 
@@ -281,6 +291,28 @@ def run_policies(
 
 
 # ---------------------------------------------------------------------------------------
+# The fit to real starts
+
+
+def run_fit(trace: Loaded, policy: str, opts: SimOptions, model: str = "") -> Optional[fit_mod.Fit]:
+    """The site's current ``policy`` replayed with the users' walltimes against the trace's
+    real starts (:mod:`.fit`); None when the trace records no start.
+
+    :raises ValueError: not a policy
+    """
+    work = trace.work
+    if work.real_start is None or all(s < 0 for s in work.real_start):
+        return None
+    rules = opts.rules(policy)
+    result = pbsched.simulate_pbs(
+        work, opts.source(registry.USERS), trace.procs, rules, opts.correction
+    )
+    queue = work.site.queue if work.site is not None else None
+    model = model or f"one pool of {trace.procs} cpus"
+    return fit_mod.measure(rules.name, model, work.submit, work.real_start, result.start, queue)
+
+
+# ---------------------------------------------------------------------------------------
 # The formula search
 
 
@@ -293,12 +325,16 @@ class SearchResult(NamedTuple):
     report: formula_search.Report
     rules: pbsched.Policy
     rank_refresh_s: int
+    fit: Optional[fit_mod.Fit] = None
+    """The fit of the site's current policy to the real starts, if the trace has them."""
+    withheld: str = ""
+    """Why the recommendation's PBS settings are not printed ("": they are)."""
 
     def as_json(self) -> Dict[str, Any]:
-        return dict(
-            formula_search.as_json(self.report, self.procs, self.rules, self.rank_refresh_s),
-            source=self.path,
+        rep = formula_search.as_json(
+            self.report, self.procs, self.rules, self.rank_refresh_s, self.withheld
         )
+        return dict(rep, source=self.path, fit=None if self.fit is None else self.fit.as_json())
 
     def format(self) -> str:
         title = (
@@ -306,7 +342,7 @@ class SearchResult(NamedTuple):
             f"{self.half_jobs[0]}, second half {self.half_jobs[1]}"
         )
         return formula_search.format_report(
-            title, self.report, self.procs, self.rules, self.rank_refresh_s
+            title, self.report, self.procs, self.rules, self.rank_refresh_s, self.withheld
         )
 
     def write_plot(self, directory: str) -> str:

@@ -47,6 +47,10 @@ class SimWorkload(NamedTuple):
     skipped: Dict[str, int]
     site: Optional[SiteColumns] = None
     """What a site-shaped replay needs of each job (None: a pool trace: ``procs`` cpus)."""
+    real_start: Optional[List[int]] = None
+    """When each job really started (SWF: submit + field 3's wait; PBS: the ``start`` of
+    its E record), -1 where the trace does not say; None: no job's is known. What
+    :mod:`.fit` measures the model against."""
 
 
 def make_workload(
@@ -56,10 +60,13 @@ def make_workload(
     ],
     machine_procs: Optional[int] = None,
     skipped: Optional[Dict[str, int]] = None,
+    starts: Optional[Sequence[Optional[int]]] = None,
 ) -> SimWorkload:
     """Build a :class:`SimWorkload` from ``(user, submit_s, walltime_s, runtime_s, procs)`` rows.
 
     Rows are in trace order; unusable rows are skipped and counted by reason.
+
+    :param starts: each row's real start (None: unknown), parallel to ``rows``
     """
     skipped = dict(skipped or {})
     keep = []
@@ -80,6 +87,9 @@ def make_workload(
             continue
         keep.append((submit, k, user, min(run, wall), wall, procs))  # type: ignore[type-var]
     keep.sort(key=lambda r: (r[0], r[1]))
+    real_start = None
+    if starts is not None and any(x is not None for x in starts):
+        real_start = [_or_unknown(starts[r[1]]) for r in keep]
     return SimWorkload(
         source=source,
         user=[r[2] for r in keep],  # type: ignore[misc]
@@ -89,7 +99,12 @@ def make_workload(
         procs=[r[5] for r in keep],  # type: ignore[misc]
         machine_procs=machine_procs,
         skipped=skipped,
+        real_start=real_start,
     )
+
+
+def _or_unknown(value: Optional[int]) -> int:
+    return -1 if value is None else value
 
 
 def take(work: SimWorkload, keep: Sequence[int]) -> SimWorkload:
@@ -104,6 +119,7 @@ def take(work: SimWorkload, keep: Sequence[int]) -> SimWorkload:
         wall=[work.wall[k] for k in keep],
         procs=[work.procs[k] for k in keep],
         site=site,
+        real_start=None if work.real_start is None else [work.real_start[k] for k in keep],
     )
 
 
@@ -141,17 +157,19 @@ def read_workload(path: str, limits: Optional[InputLimits] = None) -> SimWorkloa
     ):
         trace = trace_readers.read_pbs([path], limits=limits)
         rows = [(j.user, j.submit_s, j.walltime_s, j.runtime_s, j.ncpus) for j in trace.jobs]
-        return make_workload(path, rows, None, trace.skipped)
+        return make_workload(path, rows, None, trace.skipped, [j.start_s for j in trace.jobs])
     if not os.path.exists(path):
         raise ParseError(f"{path}: no such file or directory")
     header = trace_readers.SwfHeader()
     skipped: Dict[str, int] = {}
     rows = []
-    for user, submit_s, _wait, run_s, alloc, req_procs, req_s in trace_readers.swf_rows(
+    starts: List[Optional[int]] = []
+    for user, submit_s, wait_s, run_s, alloc, req_procs, req_s in trace_readers.swf_rows(
         path, skipped, header, limits
     ):
         procs = alloc if alloc is not None and alloc > 0 else req_procs
         rows.append(
             (user, submit_s, req_s, run_s, procs if procs is not None and procs > 0 else None)
         )
-    return make_workload(path, rows, header.max_procs, skipped)
+        starts.append(None if submit_s is None or wait_s is None else submit_s + wait_s)
+    return make_workload(path, rows, header.max_procs, skipped, starts)
