@@ -193,19 +193,21 @@ def load(
     site: Optional[Site] = None,
 ) -> List[Loaded]:
     """Read traces for the simulations, each fitted to its machine: ``site``'s cpus, else
-    ``procs`` processors, else its SWF MaxProcs header (PBS accounting logs need one).
+    ``procs`` processors, else its SWF MaxProcs header (PBS accounting logs need one). With
+    a site, each job's queue and request too, where the trace has them (CERIT-SC's Alea
+    columns); a job whose request no PBS select can say is then skipped, counted by reason.
 
     :param max_input_bytes: at most this much of them all, decompressed (None: 1 GiB)
     :raises ConfigError: no machine size, or no job left to simulate
     :raises ParseError: a trace cannot be read
     """
     limits = InputLimits() if max_input_bytes is None else InputLimits(max_input_bytes)
-    return runs.load(paths, pool_of(site, procs), limits)
+    return runs.load(paths, pool_of(site, procs), limits, site_columns=site is not None)
 
 
 def _loaded(traces: Traces, site: Optional[Site] = None) -> List[Loaded]:
     paths = [t for t in traces if isinstance(t, str)]
-    read = iter(runs.load(paths, pool_of(site)) if paths else [])
+    read = iter(runs.load(paths, pool_of(site), site_columns=site is not None) if paths else [])
     return [next(read) if isinstance(t, str) else t for t in traces]
 
 
@@ -394,7 +396,7 @@ def start_times(
     if pbsched.sort_formula(policy.job_sort_formula).reads_rank:
         raise ValueError("a sort reading softwalltime_rank is not evaluated here")
     limits = InputLimits() if max_input_bytes is None else InputLimits(max_input_bytes)
-    work = wl.read_workload(path, limits)
+    work = wl.read_workload(path, limits, site_columns=site is not None)
     procs = pool_of(site, procs) or work.machine_procs
     if not procs:
         raise ConfigError(f"{path}: no machine size in the trace: give --procs")

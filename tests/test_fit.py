@@ -7,13 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers_data import TRACES
 
 from softwalltime import cli
+from softwalltime import site_file as sf
 from softwalltime.replay import fit, pbsched
 from softwalltime.replay import simulate as sim
 from softwalltime.replay.sim_workload import make_workload
 
 H = 3600
+SITES = Path(__file__).resolve().parents[1] / "softwalltime" / "data" / "sites"
 
 
 def test_a_model_that_is_the_real_schedule_fits_good() -> None:
@@ -182,3 +185,75 @@ def test_current_names_the_replayed_policy_and_is_refused_alone(tmp_path, capsys
     code, _out, err = _cli(capsys, "simulate", "--policies", "fcfs-bf1", "--current", "nope-x",
                            trace)  # fmt: skip
     assert code != 0 and "--current" in err
+
+
+# ---------------------------------------------------------------------------------------
+# --site on simulate, eval-start and wait: one pool of the site's cpus for now
+
+
+def _site_file(tmp_path: Path, cpus: list[int]) -> str:
+    site = sf.Site(
+        "tsite", tuple(sf.Vnode(f"n{k}", f"n{k}", c) for k, c in enumerate(cpus)),
+        (sf.Queue("workq"),), "workq",
+        scheduler=sf.Scheduler(job_sort_formula="walltime", backfill_depth=2, strict_ordering=True),
+    )  # fmt: skip
+    path = tmp_path / "site.json"
+    path.write_text(sf.dump(site))
+    return str(path)
+
+
+def test_simulate_models_a_site_as_one_pool_of_its_cpus_and_says_so(tmp_path, capsys) -> None:
+    trace = str(_swf(tmp_path / "t.swf", [0] * len(JOBS)))  # MaxProcs 8
+    site = _site_file(tmp_path, [4, 4, 4])  # 12 cpus
+    code, out, _ = _cli(capsys, "simulate", "--policies", "fcfs-bf1", "--estimates", "users",
+                        "--site", site, trace)  # fmt: skip
+    assert code == 0
+    first, second = out.splitlines()[:2]
+    assert first == (
+        "site tsite: 3 vnodes, 1 queues, modelled as one pool of 12 cpus (its nodes, queues "
+        "and limits are not modelled yet)"
+    )
+    # the current policy is the site's: its formula, strict_ordering, backfill_depth 2
+    assert second == (
+        "fit to real starts: walltime-bf2 with the users' walltimes on tsite's 12 cpus as one pool"
+    )
+    assert "machine: 12 processors" in out
+    code, _out, err = _cli(capsys, "simulate", "--procs", "8", "--site", site, trace)
+    assert code != 0 and "--procs 8 and the site's 12 cpus: give one" in err
+    code, out, err = _cli(
+        capsys, "simulate", "--estimates", "users", "--json", "--site", site, trace
+    )
+    assert code == 0 and "modelled as one pool of 12 cpus" in err
+    assert json.loads(out)["procs"] == 12
+
+
+def test_a_bad_site_file_is_refused_with_its_key(tmp_path, capsys) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": sf.FORMAT, "vnodes": [{"name": "n", "ncpus": -1}]}))
+    trace = str(_swf(tmp_path / "t.swf", [0] * len(JOBS)))
+    code, _out, err = _cli(capsys, "simulate", "--site", str(bad), trace)
+    assert code != 0 and f"{bad}: site file: vnodes[0].ncpus must be an integer >= 0" in err
+
+
+def test_eval_start_and_wait_take_the_site(tmp_path, capsys) -> None:
+    trace = str(_swf(tmp_path / "t.swf", [0] * len(JOBS)))
+    site = _site_file(tmp_path, [4, 4, 4])
+    code, out, _ = _cli(capsys, "eval-start", "--first", "1", "--targets", "20", "--predictions",
+                        "3", "--samples", "2", "--json", "--site", site, trace)  # fmt: skip
+    assert code == 0 and json.loads(out)["procs"] == 12
+    code, _out, err = _cli(capsys, "wait", "--ncpus", "2", "--walltime", "1:00:00",
+                           "--machine-procs", "8", "--site", site)  # fmt: skip
+    assert code != 0 and "--procs 8 and the site's 12 cpus" in err
+
+
+def test_cerit_with_its_site_file_is_fitted_per_queue(capsys) -> None:
+    trace = str(TRACES / "CERIT-SC-wagap-2013.alea.swf.gz")
+    code, out, _ = _cli(capsys, "simulate", "--policies", "fcfs-bf1", "--estimates", "users",
+                        "--json", "--site", str(SITES / "cerit-sc-2013.json"), trace)  # fmt: skip
+    assert code == 0
+    found = json.loads(out)["fit"]
+    assert found["overall"]["jobs"] == 17778 and found["verdict"] == "poor"
+    queues = {q["name"]: q for q in found["queues"]}
+    assert {"q_1d", "q_2h", "q_1w", "q_2d"} <= set(queues)
+    assert queues["q_2d"]["real_mean_h"] > 40 > queues["q_4h"]["real_mean_h"]  # the issue's
+    assert sum(q["jobs"] for q in found["queues"]) == 17778

@@ -37,7 +37,7 @@ def test_the_rich_capture_reads_as_configured() -> None:
     assert site.queue("route") == sf.Queue("route", kind="route", destinations=("q_2h", "q_1d"))
     assert site.queue("q_2h") == sf.Queue(
         "q_2h", priority=50, walltime_max=7200, max_run="[u:PBS_GENERIC=2]",
-        max_run_res={"ncpus": "[o:PBS_ALL=4]"},
+        max_run_res={"ncpus": "[o:PBS_ALL=4]"}, default_chunk={"Qlist": "q_2h"},
     )  # fmt: skip
     assert site.queue("q_1d") == sf.Queue("q_1d", started=False, walltime_min=7201,
                                           walltime_max=86400)  # fmt: skip

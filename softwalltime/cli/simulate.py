@@ -142,6 +142,21 @@ PCT is the gain to check for: mean bsld PCT % under the baseline's on the second
 within the tolerances; the output says whether the recommendation reaches it, and which
 points of the front do.
 
+Fit to real starts (--policies, --search): when the trace records when its jobs really
+started (SWF field 3, the wait; PBS accounting's start), the site's current policy
+(--current POLICY; default: the --site file's job_sort_formula, backfill_depth and
+strict_ordering, else fcfs-bf1) is first replayed with the users' walltimes and compared
+with the real starts, overall and per queue (with --site, where the trace names queues):
+mean and p95 wait, the share of co-queued job pairs (the later submitted while the earlier
+waited, real starts over 60 s apart; a seeded sample of 20,000 when there are more) started
+in the real order, and the share of jobs started within 10 min and 1 h of their real
+start. The verdict is poor when the model's mean wait is off by more than 2x (and 0.25 h)
+or under 80 % of the pairs are in order, good within 1.25x and from 90 %, else fair. On a
+poor fit the recommendation's qmgr and sched_config lines are withheld (--force prints
+them), with what the model lacks. --site FILE: the site file (softwalltime site export,
+or softwalltime/data/sites/); until the node and queue model lands it is one pool of the
+site's cpus, which the command says.
+
 The rank (softwalltime_rank, read by the *.rank sorts; 0 in other formulas): the mean run
 time of the user's 10 newest similar jobs (key-mean, the hook's code), computed at submit
 from the user's jobs that have ended in the simulation and, for queued jobs whose user had
@@ -295,13 +310,12 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--current",
         metavar="POLICY",
-        help="--policies/--search: the site's current policy, replayed against the real "
-        "starts first (default: the --site file's settings, else fcfs-bf1)",
+        help="the site's policy, fitted to real starts first",
     )
     p.add_argument(
         "--force",
         action="store_true",
-        help="--policies/--search: print the PBS settings even when the fit is poor",
+        help="print PBS settings even when the fit is poor",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--plot", metavar="DIR", help="also write PNG box plots into DIR (matplotlib)")
@@ -332,13 +346,13 @@ def _add_search_options(p: Any) -> None:
         "--goal",
         type=bounded_number(0, 100),
         metavar="PCT",
-        help=f"formula search: the gain in mean bsld to check for (default: {GOAL_PCT:g})",
+        help=f"formula search: mean bsld gain to check (default: {GOAL_PCT:g})",
     )
     p.add_argument(
         "--max-factor",
         type=bounded_number(1, 100),
         metavar="X",
-        help=f"formula search: longest wait's tolerance, x (default: {MAX_FACTOR:g})",
+        help=f"formula search: longest wait tolerance (default: {MAX_FACTOR:g}x)",
     )
 
 

@@ -70,8 +70,7 @@ def add_site_option(p: Any) -> None:
     p.add_argument(
         "--site",
         metavar="FILE",
-        help="the site file (softwalltime site export; softwalltime/data/sites/): for now "
-        "modelled as one pool of its cpus",
+        help="site export's file (for now: one pool of its cpus)",
     )
 
 

@@ -8,7 +8,8 @@ real OpenPBS 23.06 server):
   as a custom one: ``arch`` too, since chunks may ask for it) and their ``queue``;
 - ``qmgr -c 'print server'`` (:func:`parse_qmgr_print`): the queues (type, priority,
   enabled, started, ``resources_min``/``resources_max.walltime``, ``route_destinations``,
-  ``max_run``, ``max_run_res.*``), the server's ``default_queue``, ``backfill_depth``,
+  ``max_run``, ``max_run_res.*``, ``resources_default.place``, ``default_chunk.*``: a
+  ``Qlist``-style node pool), the server's ``default_queue``, ``backfill_depth``,
   ``max_run``, ``max_run_res.*`` and, on older servers, ``job_sort_formula``;
   ``qmgr -c 'print sched'`` (same parser): ``job_sort_formula`` and ``opt_backfill_fuzzy``
   (23.06 keeps both on the scheduler) and ``sched_priv``, where ``sched_config`` is;
@@ -234,6 +235,12 @@ def _queue(name: str, attrs: Dict[str, str], where: str) -> sf.Queue:
         destinations=tuple(d.strip() for d in dest.split(",") if d.strip()),
         max_run=attrs.get("max_run"),
         max_run_res=_limits(attrs),
+        default_place=attrs.get("resources_default.place"),
+        default_chunk={
+            k.split(".", 1)[1]: _node_value(v)
+            for k, v in attrs.items()
+            if k.startswith("default_chunk.")
+        },
     )
 
 

@@ -84,8 +84,15 @@ class Loaded(NamedTuple):
     procs: int
 
 
-def load(paths: Sequence[str], procs: Optional[int] = None, limits: Any = None) -> List[Loaded]:
-    """Read each trace, fitted to its machine (``procs``, else its MaxProcs header).
+def load(
+    paths: Sequence[str],
+    procs: Optional[int] = None,
+    limits: Any = None,
+    site_columns: bool = False,
+) -> List[Loaded]:
+    """Read each trace, fitted to its machine (``procs``, else its MaxProcs header); with
+    ``site_columns``, each job's queue and request where the trace has them
+    (:func:`.sim_workload.read_workload`).
 
     :param limits: an :class:`~.trace_readers.InputLimits` for all of them together (they are all
         kept in memory); None: its defaults
@@ -95,7 +102,7 @@ def load(paths: Sequence[str], procs: Optional[int] = None, limits: Any = None) 
     limits = InputLimits() if limits is None else limits
     out = []
     for path in paths:
-        work = sim.read_workload(path, limits)
+        work = sim.read_workload(path, limits, site_columns)
         machine: Optional[int] = procs or work.machine_procs
         if machine is None:
             raise ConfigError(f"{path}: no MaxProcs header: give the machine size with --procs N")

@@ -61,12 +61,14 @@ def make_workload(
     machine_procs: Optional[int] = None,
     skipped: Optional[Dict[str, int]] = None,
     starts: Optional[Sequence[Optional[int]]] = None,
+    site_rows: Optional[Sequence[Tuple[str, str, str]]] = None,
 ) -> SimWorkload:
     """Build a :class:`SimWorkload` from ``(user, submit_s, walltime_s, runtime_s, procs)`` rows.
 
     Rows are in trace order; unusable rows are skipped and counted by reason.
 
     :param starts: each row's real start (None: unknown), parallel to ``rows``
+    :param site_rows: each row's ``(select, place, queue)``, parallel to ``rows``
     """
     skipped = dict(skipped or {})
     keep = []
@@ -90,6 +92,12 @@ def make_workload(
     real_start = None
     if starts is not None and any(x is not None for x in starts):
         real_start = [_or_unknown(starts[r[1]]) for r in keep]
+    site = None
+    if site_rows is not None:
+        cols = [site_rows[r[1]] for r in keep]
+        blank = [""] * len(cols)
+        site = SiteColumns([c[0] for c in cols], [c[1] for c in cols], [c[2] for c in cols],
+                           blank, list(blank))  # fmt: skip
     return SimWorkload(
         source=source,
         user=[r[2] for r in keep],  # type: ignore[misc]
@@ -99,6 +107,7 @@ def make_workload(
         procs=[r[5] for r in keep],  # type: ignore[misc]
         machine_procs=machine_procs,
         skipped=skipped,
+        site=site,
         real_start=real_start,
     )
 
@@ -135,7 +144,9 @@ def fit_machine(work: SimWorkload, procs_total: int) -> SimWorkload:
     return take(work, keep)._replace(skipped=skipped)
 
 
-def read_workload(path: str, limits: Optional[InputLimits] = None) -> SimWorkload:
+def read_workload(
+    path: str, limits: Optional[InputLimits] = None, site_columns: bool = False
+) -> SimWorkload:
     """Read one SOURCE (SWF trace, PBS accounting file or directory) with processor counts.
 
     SWF: processors = field 5 (allocated), else field 8 (requested); ``; MaxProcs:`` gives
@@ -144,6 +155,10 @@ def read_workload(path: str, limits: Optional[InputLimits] = None) -> SimWorkloa
     lines, duplicates, values beyond :mod:`.bounds`).
 
     :param limits: shared by the sources of one command (default: a fresh one)
+    :param site_columns: read the columns of a site-shaped replay (:class:`SiteColumns`)
+        where the trace has them (Alea's: queue and node spec); a job whose node spec no
+        PBS select can say is then skipped, counted by reason. False: a pool's workload,
+        every job with a processor count (the figures of the pool model stay as they were)
     :raises ParseError: the source cannot be read or is beyond the limits
     """
     import os
@@ -164,12 +179,38 @@ def read_workload(path: str, limits: Optional[InputLimits] = None) -> SimWorkloa
     skipped: Dict[str, int] = {}
     rows = []
     starts: List[Optional[int]] = []
+    extra: List[List[str]] = []
     for user, submit_s, wait_s, run_s, alloc, req_procs, req_s in trace_readers.swf_rows(
-        path, skipped, header, limits
+        path, skipped, header, limits, extra
     ):
         procs = alloc if alloc is not None and alloc > 0 else req_procs
         rows.append(
             (user, submit_s, req_s, run_s, procs if procs is not None and procs > 0 else None)
         )
         starts.append(None if submit_s is None or wait_s is None else submit_s + wait_s)
+    if site_columns and extra and all(len(x) >= 3 and x[0].startswith("{") for x in extra):
+        keep, site_rows = alea_requests(extra, skipped)
+        rows, starts = [rows[k] for k in keep], [starts[k] for k in keep]
+        return make_workload(path, rows, header.max_procs, skipped, starts, site_rows)
     return make_workload(path, rows, header.max_procs, skipped, starts)
+
+
+def alea_requests(
+    extra: Sequence[Sequence[str]], skipped: Dict[str, int]
+) -> Tuple[List[int], List[Tuple[str, str, str]]]:
+    """The rows whose Alea node spec (column 21) a PBS select can say, and their
+    ``(select, place, queue)``; the others are counted in ``skipped`` by reason
+    (:mod:`.alea`)."""
+    from . import alea
+
+    keep: List[int] = []
+    out: List[Tuple[str, str, str]] = []
+    for k, cols in enumerate(extra):
+        try:
+            req = alea.to_select(cols[2])
+        except alea.Unreadable as err:
+            skipped[str(err)] = skipped.get(str(err), 0) + 1
+            continue
+        keep.append(k)
+        out.append((req.select, req.place, cols[1]))
+    return keep, out

@@ -33,6 +33,7 @@ QUEUES = [  # (directive) in order; the route last, its destinations existing
     "set queue q_2h resources_max.walltime = 02:00:00",
     'set queue q_2h max_run = "[u:PBS_GENERIC=2]"',
     'set queue q_2h max_run_res.ncpus = "[o:PBS_ALL=4]"',
+    "set queue q_2h default_chunk.Qlist = q_2h",
     "set queue q_2h enabled = True",
     "set queue q_2h started = True",
     "create queue q_1d queue_type = execution",
@@ -139,6 +140,7 @@ def test_export_reads_back_what_the_site_configured(pbs_server, tmp_path):
         walltime_max=7200,
         max_run="[u:PBS_GENERIC=2]",
         max_run_res={"ncpus": "[o:PBS_ALL=4]"},
+        default_chunk={"Qlist": "q_2h"},
     )
     assert q1d == sf.Queue("q_1d", started=False, walltime_min=7201, walltime_max=86400)
     assert site.default_queue == "route"
