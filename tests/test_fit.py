@@ -257,3 +257,12 @@ def test_cerit_with_its_site_file_is_fitted_per_queue(capsys) -> None:
     assert {"q_1d", "q_2h", "q_1w", "q_2d"} <= set(queues)
     assert queues["q_2d"]["real_mean_h"] > 40 > queues["q_4h"]["real_mean_h"]  # the issue's
     assert sum(q["jobs"] for q in found["queues"]) == 17778
+
+
+def test_pbs_accounting_starts_are_the_real_ones() -> None:
+    from softwalltime import api
+
+    log = TRACES / "pbs_accounting" / "fairshareSim_OpenPBS_cesnet-torque1-testserver.log"
+    [f] = api.fit(api.load([str(log)], procs=64))
+    assert f is not None and f.overall.jobs == 200 and f.unknown == 0
+    assert f.policy == "fcfs-bf1" and f.model == "one pool of 64 cpus"

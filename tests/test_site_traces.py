@@ -26,6 +26,11 @@ def test_the_committed_site_files_are_what_the_traces_give() -> None:
     for name, site in derived.items():
         assert committed[name] == site, f"{name}: run python packaging/make_sites.py"
         assert (SITES / f"{name}.json").read_text() == sf.dump(site)
+    # the SWF traces' schedulers backfilled: their current policy is fcfs-bf1, not greedy
+    kth = committed["kth-sp2"].scheduler
+    assert (kth.strict_ordering, kth.backfill_depth, kth.job_sort_formula) == (True, 1, None)
+    blue = committed["sdsc-blue"]
+    assert blue.ncpus == 1152 and blue.queues[0].default_place == "excl"
 
 
 def test_cerit_has_both_node_types_the_route_and_overlapping_pools() -> None:

@@ -242,4 +242,7 @@ def swf_site(name: str, nodes: int, cpus_per_node: int, excl: bool, source: str)
         sf.Vnode(f"n{k:0{width}d}", f"n{k:0{width}d}", cpus_per_node) for k in range(1, nodes + 1)
     )
     queue = sf.Queue("workq", default_place="excl" if excl else None)
-    return sf.Site(name, vnodes, (queue,), "workq", source=source)
+    # The traces' schedulers backfilled (KTH's header: EASY; CTC: EASY-LoadLeveler; HPC2N:
+    # Maui): fcfs with strict_ordering and backfill_depth 1, the model's baseline.
+    sched = sf.Scheduler(strict_ordering=True, backfill_depth=1)
+    return sf.Site(name, vnodes, (queue,), "workq", scheduler=sched, source=source)
