@@ -266,3 +266,30 @@ def test_pbs_accounting_starts_are_the_real_ones() -> None:
     [f] = api.fit(api.load([str(log)], procs=64))
     assert f is not None and f.overall.jobs == 200 and f.unknown == 0
     assert f.policy == "fcfs-bf1" and f.model == "one pool of 64 cpus"
+
+
+def test_the_replay_plans_with_the_soft_walltimes_the_jobs_had() -> None:
+    from softwalltime import api
+    from softwalltime.replay import runs
+    from softwalltime.replay.sources import RecordedSource
+
+    log = TRACES / "pbs_accounting" / "openpbs-23.06-local.log"
+    [f] = api.fit(api.load([str(log)], procs=2))
+    assert f is not None and f.estimates == "recorded"
+    assert f.format().startswith("fit to real starts: fcfs-bf1 with the soft walltimes the jobs")
+    # 2 cpus: a 1-cpu job runs 1 h; a 2-cpu job waits for it; a 1-cpu job of walltime 2 h,
+    # soft 10 min, backfills only if planned with its soft walltime (ends before the 1 h mark)
+    rows = [("a", 0, 3600, 3600, 1), ("b", 10, 3600, 600, 2), ("c", 20, 7200, 300, 1)]
+    real = [0, 3600, 20]
+    plain = make_workload("t", rows, 2, starts=real)
+    soft = make_workload("t", rows, 2, starts=real, softs=[None, None, 600])
+    assert plain.recorded_soft is None and soft.recorded_soft == [-1, -1, 600]
+    source = RecordedSource()
+    source.bind(soft)
+    assert [source.on_submit(j, 0) for j in range(3)] == [3600, 3600, 600]
+    with_users = runs.run_fit(runs.Loaded("t", plain, 2), "fcfs-bf1", runs.SimOptions())
+    with_soft = runs.run_fit(runs.Loaded("t", soft, 2), "fcfs-bf1", runs.SimOptions())
+    assert with_users is not None and with_soft is not None
+    assert (with_users.estimates, with_soft.estimates) == ("users", "recorded")
+    assert with_soft.overall.within_10min_pct == 100.0  # c backfills at once, as it did
+    assert with_users.overall.within_10min_pct < 100.0  # c waits behind b's reservation

@@ -2,8 +2,9 @@
 
 When a workload records when its jobs really started (SWF field 3, the wait; a PBS E
 record's ``start``), ``simulate --policies`` and ``--search`` first replay the site's
-current policy on the model with the jobs' real run times and the users' walltimes and
-compare, overall and per queue (:func:`measure`):
+current policy on the model with the jobs' real run times and the users' walltimes (the
+soft walltimes the jobs had, where the records have them: ``Resource_List.soft_walltime``)
+and compare, overall and per queue (:func:`measure`):
 
 - mean and p95 wait, model against real;
 - **pair order**: the share of *co-queued* job pairs the model starts in the real order.
@@ -78,6 +79,9 @@ class Fit(NamedTuple):
     queues: List[Figures]
     verdict: str
     reasons: List[str]
+    estimates: str = "users"
+    """What the replay planned with: ``users`` (the walltimes) or ``recorded`` (the soft
+    walltimes the jobs had, where the trace records them, else the walltimes)."""
 
     def as_json(self) -> Dict[str, Any]:
         out = self._asdict()
@@ -228,6 +232,12 @@ def verdict(f: Figures) -> Tuple[str, List[str]]:
                   f"pair order {_pct(f.pair_order_pct)}"]  # fmt: skip
 
 
+def _planned(estimates: str) -> str:
+    if estimates == "recorded":
+        return "the soft walltimes the jobs had (else their walltimes)"
+    return "the users' walltimes"
+
+
 def _pct(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.1f} %"
 
@@ -283,7 +293,7 @@ def format_fit(fit: Fit) -> str:
         else f"{o.pairs:,}"
     )
     lines = [
-        f"fit to real starts: {fit.policy} with the users' walltimes on {fit.model}"
+        f"fit to real starts: {fit.policy} with {_planned(fit.estimates)} on {fit.model}"
         + (f" ({fit.unknown:,} jobs without a real start left out)" if fit.unknown else ""),
         f"  pair order: co-queued job pairs ({sample} overall) the model starts in the real order",
         "  {:<14}{:>8}{:>10}{:>10}{:>10}{:>10}{:>8}{:>8}{:>8}".format(

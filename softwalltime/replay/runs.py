@@ -31,6 +31,7 @@ from . import simulate as sim
 from .easy import Refresh, SimResult
 from .parallel import fork_map
 from .sim_workload import SimWorkload
+from .sources import RecordedSource
 from .trace_readers import InputLimits
 
 log = logging.getLogger(__name__)
@@ -302,8 +303,9 @@ def run_policies(
 
 
 def run_fit(trace: Loaded, policy: str, opts: SimOptions, model: str = "") -> Optional[fit_mod.Fit]:
-    """The site's current ``policy`` replayed with the users' walltimes against the trace's
-    real starts (:mod:`.fit`); None when the trace records no start.
+    """The site's current ``policy`` replayed with the users' walltimes (the soft walltimes
+    the jobs had, where the trace records them) against the trace's real starts
+    (:mod:`.fit`); None when the trace records no start.
 
     :raises ValueError: not a policy
     """
@@ -311,12 +313,12 @@ def run_fit(trace: Loaded, policy: str, opts: SimOptions, model: str = "") -> Op
     if work.real_start is None or all(s < 0 for s in work.real_start):
         return None
     rules = opts.rules(policy)
-    result = pbsched.simulate_pbs(
-        work, opts.source(registry.USERS), trace.procs, rules, opts.correction
-    )
+    source = RecordedSource() if work.recorded_soft is not None else opts.source(registry.USERS)
+    result = pbsched.simulate_pbs(work, source, trace.procs, rules, opts.correction)
     queue = work.site.queue if work.site is not None else None
     model = model or f"one pool of {trace.procs} cpus"
-    return fit_mod.measure(rules.name, model, work.submit, work.real_start, result.start, queue)
+    fit = fit_mod.measure(rules.name, model, work.submit, work.real_start, result.start, queue)
+    return fit._replace(estimates=source.name)
 
 
 # ---------------------------------------------------------------------------------------

@@ -51,6 +51,10 @@ class SimWorkload(NamedTuple):
     """When each job really started (SWF: submit + field 3's wait; PBS: the ``start`` of
     its E record), -1 where the trace does not say; None: no job's is known. What
     :mod:`.fit` measures the model against."""
+    recorded_soft: Optional[List[int]] = None
+    """The soft walltime each job had on the site (a PBS E record's
+    ``Resource_List.soft_walltime``), -1 where none; None: no job had one. :mod:`.fit`
+    replays the site's policy with them."""
 
 
 def make_workload(
@@ -62,6 +66,7 @@ def make_workload(
     skipped: Optional[Dict[str, int]] = None,
     starts: Optional[Sequence[Optional[int]]] = None,
     site_rows: Optional[Sequence[Tuple[str, str, str]]] = None,
+    softs: Optional[Sequence[Optional[int]]] = None,
 ) -> SimWorkload:
     """Build a :class:`SimWorkload` from ``(user, submit_s, walltime_s, runtime_s, procs)`` rows.
 
@@ -69,6 +74,7 @@ def make_workload(
 
     :param starts: each row's real start (None: unknown), parallel to ``rows``
     :param site_rows: each row's ``(select, place, queue)``, parallel to ``rows``
+    :param softs: each row's recorded soft walltime (None: none), parallel to ``rows``
     """
     skipped = dict(skipped or {})
     keep = []
@@ -92,6 +98,9 @@ def make_workload(
     real_start = None
     if starts is not None and any(x is not None for x in starts):
         real_start = [_or_unknown(starts[r[1]]) for r in keep]
+    recorded_soft = None
+    if softs is not None and any(x is not None and x > 0 for x in softs):
+        recorded_soft = [_or_unknown(softs[r[1]]) for r in keep]
     site = None
     if site_rows is not None:
         cols = [site_rows[r[1]] for r in keep]
@@ -109,6 +118,7 @@ def make_workload(
         skipped=skipped,
         site=site,
         real_start=real_start,
+        recorded_soft=recorded_soft,
     )
 
 
@@ -129,6 +139,7 @@ def take(work: SimWorkload, keep: Sequence[int]) -> SimWorkload:
         procs=[work.procs[k] for k in keep],
         site=site,
         real_start=None if work.real_start is None else [work.real_start[k] for k in keep],
+        recorded_soft=None if work.recorded_soft is None else [work.recorded_soft[k] for k in keep],
     )
 
 
@@ -172,7 +183,9 @@ def read_workload(
     ):
         trace = trace_readers.read_pbs([path], limits=limits)
         rows = [(j.user, j.submit_s, j.walltime_s, j.runtime_s, j.ncpus) for j in trace.jobs]
-        return make_workload(path, rows, None, trace.skipped, [j.start_s for j in trace.jobs])
+        pbs_starts = [j.start_s for j in trace.jobs]
+        softs = [j.soft_walltime_s for j in trace.jobs]
+        return make_workload(path, rows, None, trace.skipped, pbs_starts, softs=softs)
     if not os.path.exists(path):
         raise ParseError(f"{path}: no such file or directory")
     header = trace_readers.SwfHeader()

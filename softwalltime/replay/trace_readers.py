@@ -508,7 +508,7 @@ def read_pbs(
     key_of = operator.itemgetter(col["server"], col["job_id"], col["ctime"])
     job_of = operator.itemgetter(
         *(col[name] for name in ("username", "ctime", "started_at", "ended_at")),
-        *(col[name] for name in ("walltime_s", "runtime_s", "ncpus")),
+        *(col[name] for name in ("walltime_s", "runtime_s", "ncpus", "soft_walltime_s")),
     )
     i_seq = col["job_seq"]
     files: List[str] = []
@@ -538,14 +538,15 @@ def read_pbs(
             if key in seen:
                 dup += 1
                 continue
-            user, ctime, start, end, wall, run, ncpus = job_of(row)
+            user, ctime, start, end, wall, run, ncpus, soft = job_of(row)
             wait = start - ctime if start is not None and ctime is not None else None
             reason = implausible(ctime, wait, run, wall, ncpus)
             if reason is not None:
                 _count_implausible(skipped, reason, path, lineno)
                 seen[key] = None
                 continue
-            seen[key] = (row[i_seq], TraceJob(user or None, ctime, start, end, wall, run, ncpus))
+            job = TraceJob(user or None, ctime, start, end, wall, run, ncpus, soft)
+            seen[key] = (row[i_seq], job)
     if bad > _MAX_WARNINGS:
         log.warning("%s malformed accounting records skipped in all", bad)
     # Trace order = submission order (ctime, then job number), as SWF lines are.
