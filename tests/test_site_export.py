@@ -145,3 +145,11 @@ def test_pbsnodes_bad_values_name_the_key(monkeypatch) -> None:
     monkeypatch.setattr(sf, "MAX_VNODES", 1)
     with pytest.raises(ParseError, match="2 vnodes, more than 1"):
         ex.parse_pbsnodes('{"nodes": {"a": {}, "b": {}}}')
+
+
+def test_an_output_larger_than_the_cap_is_refused(monkeypatch) -> None:
+    monkeypatch.setattr(ex, "MAX_TEXT_BYTES", 10)
+    with pytest.raises(ParseError, match="sched_config: larger than 10 bytes"):
+        ex.parse_sched_config("strict_ordering: true ALL\n")
+    with pytest.raises(ParseError, match="qmgr print: larger than 10 bytes"):
+        ex.parse_qmgr_print("set server scheduling = True\n")

@@ -41,7 +41,9 @@ from ..errors import ParseError
 from ..units import parse_duration, parse_size
 from .commands import Pbs
 
-MAX_TEXT_BYTES = 16 * 1024 * 1024  # one command's output or one file: far above a real site's
+# One command's output or one file: pbsnodes -F json prints about 1 kB per vnode, so this
+# holds site_file.MAX_VNODES (100,000) of them; sched_config and qmgr's are far smaller.
+MAX_TEXT_BYTES = 128 * 1024 * 1024
 PRIME_OPTIONS = ("all", "prime", "non_prime", "none")
 _BOOL = {"true": True, "false": False, "1": True, "0": False, "t": True, "f": False}
 _STD_NODE = ("ncpus", "mem", "ngpus", "host", "vnode")
