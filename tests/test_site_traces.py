@@ -47,6 +47,7 @@ def test_cerit_has_both_node_types_the_route_and_overlapping_pools() -> None:
     assert site.queue("backfill") is not None and "backfill" not in route.destinations
     pools = [set(str(v.resources.get("Qlist", "")).split(",")) for v in site.vnodes]
     assert sum("q_2h" in p and "q_1d" in p for p in pools) >= 10  # pools overlap
+    assert "Qlist" in site.scheduler.resources  # else the scheduler ignores the pools
     zewura = [v for v in site.vnodes if v.resources.get("cl_zewura")]
     assert len(zewura) == 20 and all(v.ncpus == 80 for v in zewura)
 

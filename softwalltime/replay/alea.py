@@ -205,7 +205,11 @@ def cerit_site(jobs: Iterable[AleaJob], machines: Sequence[Machine], name: str) 
         vnodes=tuple(vnodes),
         queues=_queues(wall),
         default_queue="route",
-        scheduler=sf.Scheduler(strict_ordering=True, fair_share=True),
+        # Qlist on sched_config's resources line: the scheduler matches chunks on it
+        # (tests/pbs/test_site_real.py shows a pool keeping another queue's job out)
+        scheduler=sf.Scheduler(
+            strict_ordering=True, fair_share=True, resources=sf.Scheduler().resources + (POOL,)
+        ),
         source=(
             "derived from the trace's Alea columns and .machines by "
             "packaging/make_sites.py: node properties and queue pools from where jobs ran, "

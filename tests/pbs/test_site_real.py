@@ -159,3 +159,47 @@ def test_export_of_the_server_as_it_is_has_its_one_queue_and_node(pbs_server, tm
     assert [v.name for v in site.vnodes] == [pbsctl.NODE]
     assert site.queue("workq") is not None and site.default_queue == "workq"
     assert not any(q.name in ("route", "q_2h", "q_1d") for q in site.queues)
+
+
+@contextmanager
+def qlist_pools() -> Iterator[list[str]]:
+    """Queues q_a and q_b whose chunks ask for their name in ``Qlist`` (default_chunk), the
+    node in q_a's pool only, ``Qlist`` on sched_config's resources line; the jobs the block
+    adds to the list, and every setting, gone afterwards."""
+    node = f"node {pbsctl.NODE}"
+    jobs: list[str] = []
+    config = pbsctl.SCHED_CONFIG.read_text()
+    resources = next(ln for ln in config.splitlines() if ln.startswith("resources:"))
+    with_qlist = resources.rstrip().rstrip('"') + ', Qlist"'
+    try:
+        pbsctl.qmgr("create resource Qlist type = string_array, flag = h")
+        for q in ("q_a", "q_b"):
+            pbsctl.qmgr(f"create queue {q} queue_type = execution")
+            pbsctl.qmgr(f"set queue {q} default_chunk.Qlist = {q}")
+            pbsctl.qmgr(f"set queue {q} enabled = True")
+            pbsctl.qmgr(f"set queue {q} started = True")
+        pbsctl.qmgr(f"set {node} resources_available.Qlist = q_a")
+        with pbsctl.sched_config({"resources": with_qlist}):
+            yield jobs
+    finally:
+        pbsctl.purge(jobs)
+        pbsctl.qmgr(f"unset {node} resources_available.Qlist", check=False)
+        for q in ("q_a", "q_b"):
+            pbsctl.qmgr(f"delete queue {q}", check=False)
+        pbsctl.qmgr("delete resource Qlist", check=False)
+
+
+def test_a_qlist_pool_keeps_a_queues_chunks_on_its_nodes(pbs_server):
+    """What the CERIT-SC site file's pools rest on: a queue's default_chunk.Qlist sends its
+    chunks only to nodes whose Qlist names the queue (the node's queue attribute could name
+    one queue only)."""
+    with qlist_pools() as jobs:
+        outside = pbsctl.qsub("-q q_b -l select=1:ncpus=1 -l walltime=60", "sleep 30")
+        jobs.append(outside)
+        inside = pbsctl.qsub("-q q_a -l select=1:ncpus=1 -l walltime=60", "sleep 30")
+        jobs.append(inside)
+        pbsctl.wait_state(inside, "R", timeout=30)  # a cycle ran after both were queued
+        info = pbsctl.job(outside)
+        assert info["job_state"] == "Q"
+        assert "Qlist" in info.get("comment", ""), info.get("comment")
+        assert "Qlist=q_b" in info["schedselect"]  # the queue's default_chunk, per chunk
