@@ -219,8 +219,9 @@ def fit(
     site: Optional[Site] = None,
 ) -> List[Optional[Fit]]:
     """Each trace's fit to its real starts (:mod:`.replay.fit`): ``policy`` (None: the
-    site's settings, else fcfs-bf1) replayed with the users' walltimes; None for a trace
-    that records no start.
+    site's settings, else fcfs-bf1) replayed with the users' walltimes (the soft walltimes
+    the jobs had, where PBS accounting records them); None for a trace that records no
+    start.
 
     :raises ValueError: a bad policy (the site's formula one the model cannot read)
     """
@@ -280,6 +281,7 @@ def simulate(
 ) -> List[Simulation]:
     """Simulate FCFS + EASY backfilling on each trace once per estimate source.
 
+    :param site: the site (:mod:`.site_file`; for now one pool of its cpus)
     :raises ValueError: an unknown estimate source or a bad option
     """
     names, opts = _baseline_first(estimates), options or SimOptions()
@@ -303,6 +305,7 @@ def policies(
 
     :param bounds_h: the bounds of the long jobs' p95 wait and the wide jobs' longest wait,
         hours (None: the users' walltimes' under the first policy, 3 x theirs)
+    :param site: the site (:mod:`.site_file`; for now one pool of its cpus)
     :raises ValueError: an unknown estimate source or a bad policy
     """
     names = _baseline_first(estimates)

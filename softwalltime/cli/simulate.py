@@ -145,8 +145,9 @@ points of the front do.
 Fit to real starts (--policies, --search): when the trace records when its jobs really
 started (SWF field 3, the wait; PBS accounting's start), the site's current policy
 (--current POLICY; default: the --site file's job_sort_formula, backfill_depth and
-strict_ordering, else fcfs-bf1) is first replayed with the users' walltimes and compared
-with the real starts, overall and per queue (with --site, where the trace names queues):
+strict_ordering, else fcfs-bf1) is first replayed with the users' walltimes (the soft
+walltimes the jobs had, where PBS accounting records them) and compared with the real
+starts, overall and per queue (with --site, where the trace names queues):
 mean and p95 wait, the share of co-queued job pairs (the later submitted while the earlier
 waited, real starts over 60 s apart; a seeded sample of 20,000 when there are more) started
 in the real order, and the share of jobs started within 10 min and 1 h of their real

@@ -61,7 +61,8 @@ class Figures(NamedTuple):
     pairs: int
     """Co-queued pairs compared (after sampling)."""
     pairs_total: int
-    """Co-queued pairs there are (``pairs`` < it: a sample)."""
+    """Co-queued pairs there are (``pairs`` < it: a sample, and this an estimate from the
+    draws: the windows' pairs less the share of ties among the drawn ones)."""
     pair_order_pct: Optional[float]
     within_10min_pct: float
     within_1h_pct: float
@@ -288,7 +289,7 @@ def format_fit(fit: Fit) -> str:
     """The fit as text: a table, then the verdict."""
     o = fit.overall
     sample = (
-        f"a sample of {o.pairs:,} of {o.pairs_total:,}"
+        f"a sample of {o.pairs:,} of about {o.pairs_total:,}"
         if o.pairs < o.pairs_total
         else f"{o.pairs:,}"
     )
