@@ -282,6 +282,22 @@ def test_cycle_class_members_may_still_become_top_jobs() -> None:
     assert started == [] and [j for j, _s in top] == [0, 1]
 
 
+def test_the_machine_model_adds_to_the_class_key() -> None:
+    # PBS adds the user to the key where limits count users (resresv_set_use_user,
+    # job_info.cpp:2160): jobs alike but for their user are two classes, while the pool
+    # (class_part None) keeps PBS's processors and walltime.
+    rows = [("u", 0, 600, 6, 2), ("v", 0, 600, 3, 2), ("u", 0, 600, 8, 2)]
+    work = sim.make_workload("t", rows)
+    assert PoolModel(4, work.procs).class_part is None
+    plain = pbsched.class_keys(pbsched.CLASSES_PBS, work, [0, 0, 0])
+    assert plain is not None and plain(0) == plain(1) == plain(2)
+    by_user = pbsched.class_keys(pbsched.CLASSES_PBS, work, [0, 0, 0], work.user.__getitem__)
+    assert by_user is not None and by_user(0) == by_user(2) != by_user(1)
+    ranked = pbsched.class_keys(pbsched.CLASSES_RANK, work, [1, 1, 2], work.user.__getitem__)
+    assert ranked is not None and len({ranked(0), ranked(1), ranked(2)}) == 3
+    assert pbsched.class_keys(pbsched.CLASSES_NONE, work, [0, 0, 0], work.user.__getitem__) is None
+
+
 def test_rank_classes_split_by_rank() -> None:
     # The pair of issue 29 with equal walltimes: under PBS's classes J3 waits with J2;
     # with softwalltime_rank on the resources: line (ranks 8 and 3) it backfills at once.

@@ -34,7 +34,7 @@ jobs already running (:meth:`MachineModel.hold`)."""
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, Tuple
+from typing import Callable, Hashable, Optional, Protocol, Sequence, Tuple
 
 OK = 0  # can start now
 NO_RESOURCES = 1  # not enough free now, or would delay a reservation: may be a top job
@@ -76,6 +76,14 @@ class CycleResources(Protocol):
 
 class MachineModel(Protocol):
     """The machine between cycles: which jobs run where."""
+
+    class_part: Optional[Callable[[int], Hashable]]
+    """What the machine adds to job ``j``'s equivalence class key, beside its processors
+    and walltime (:func:`.pbsched.class_keys`), or None: nothing. PBS's key
+    (``create_resresv_set_by_resresv``, job_info.cpp:2309-2342) holds the select and
+    place, the queue where it has nodes or limits (``resresv_set_use_queue``, :2223), and
+    the user, group or project where limits count them (``resresv_set_use_user``, :2160;
+    ``_grp``, :2178). Read once per job and run."""
 
     def can_ever_run(self, j: int) -> bool:
         """Whether job ``j`` fits the machine when it is empty (else it never starts)."""

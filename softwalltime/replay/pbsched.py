@@ -813,14 +813,23 @@ class JobColumns(Protocol):
 
 
 def class_keys(
-    classes: str, cols: JobColumns, rank: Sequence[int]
+    classes: str,
+    cols: JobColumns,
+    rank: Sequence[int],
+    part: Optional[Callable[[int], Hashable]] = None,
 ) -> Optional[Callable[[int], Hashable]]:
     """A job's equivalence class (:attr:`Policy.classes`; None: no classes): its processors
-    (the select) and walltime (job_info.cpp:2283-2288), and its current ``rank[j]`` with the
-    rank on sched_config's ``resources:`` line."""
+    (the select) and walltime (job_info.cpp:2283-2288), what the machine model adds
+    (``part``, :attr:`.machine.MachineModel.class_part`), and its current ``rank[j]`` with
+    the rank on sched_config's ``resources:`` line."""
     if classes == CLASSES_NONE:
         return None
     procs, wall = cols.procs, cols.wall
+    if part is not None:
+        parts = [part(j) for j in range(len(procs))]
+        if classes == CLASSES_RANK:
+            return lambda j: (procs[j], wall[j], parts[j], rank[j])
+        return list(zip(procs, wall, parts)).__getitem__
     if classes == CLASSES_RANK:
         return lambda j: (procs[j], wall[j], rank[j])
     keys = list(zip(procs, wall))
@@ -885,7 +894,7 @@ class _Run:
         self.rank = ranker.rank if ranker is not None else [0] * n
         self.model = model
         self.machine = _Machine(work, model, correction, policy.extension_strictly_past)
-        self.cls = class_keys(policy.classes, work, self.rank)
+        self.cls = class_keys(policy.classes, work, self.rank, model.class_part)
         self.queue: List[int] = []
         self.queued_est = self.machine.est  # a queued job's estimate: its submit-time one
         self.next_arrival = 0  # the next job to arrive

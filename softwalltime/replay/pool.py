@@ -13,7 +13,7 @@ for a machine whose only resource is a count of processors.
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import Callable, Hashable, List, Optional, Sequence, Tuple
 
 from .machine import NEVER, NO_RESOURCES, OK
 from .profile import Profile
@@ -66,6 +66,8 @@ class PoolCycle:
 class PoolModel:
     """``total`` processors, each job needing ``procs[j]`` of them anywhere (a
     :class:`.machine.MachineModel`)."""
+
+    class_part: Optional[Callable[[int], Hashable]] = None  # processors: in the key already
 
     def __init__(self, total: int, procs: Sequence[int]) -> None:
         if total < 1:

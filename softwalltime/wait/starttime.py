@@ -122,7 +122,7 @@ class _Cycles:
         self.formula = pbsched.sort_formula(policy.job_sort_formula)
         self.est = est
         self.hard = self.cols.wall if policy.backfill_by == pbsched.WALLTIME else None
-        self.cls = pbsched.class_keys(policy.classes, self.cols, self.rank)
+        self.cls = pbsched.class_keys(policy.classes, self.cols, self.rank, model.class_part)
         self.keys: Dict[int, Tuple[float, int]] = {}  # time-independent sort keys
         self.queue = list(range(len(q)))
 
