@@ -3,7 +3,7 @@ against the naive reference and its own slow path."""
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, List, Set, Tuple
 
 import pytest
 from simulate_reference import reference
@@ -12,6 +12,7 @@ from test_simulate_reference import SLOW, first_mismatch, workload
 
 from softwalltime.replay import corrections, pbsched
 from softwalltime.replay import simulate as sim
+from softwalltime.replay.machine import LIMITED
 from softwalltime.replay.pool import PoolCycle, PoolModel
 from softwalltime.replay.profile import Profile
 
@@ -280,6 +281,34 @@ def test_cycle_class_members_may_still_become_top_jobs() -> None:
     cls = [(9, 600), (9, 600)].__getitem__
     started, top = pbsched.schedule_cycle(0, [0, 1], pool(procs), est, 2, True, None, None, cls)
     assert started == [] and [j for j, _s in top] == [0, 1]
+
+
+class _Held(PoolCycle):
+    """The pool with some jobs held by a run limit (max_run...): check says LIMITED."""
+
+    def __init__(self, cycle: PoolCycle, held: Set[int]) -> None:
+        super().__init__(cycle.model, 0, [])
+        self.profile, self.held = cycle.profile, held
+
+    def check(self, j: int, now: int, end: int) -> int:
+        return LIMITED if j in self.held else super().check(j, now, end)
+
+
+def test_a_job_held_by_a_run_limit_may_be_a_top_job_and_marks_its_class() -> None:
+    # should_backfill_with_job (fifo.cpp:1603-1663) never reads the error: a job held by a
+    # limit (NOT_RUN, limits.cpp:1006) is added to the calendar as a job short of cpus is,
+    # and its class is marked (fifo.cpp:990-996). J0 (2 procs) is held; J1, of its class,
+    # copies its error; J2 (1 proc, another class) starts beside the reservation.
+    procs, est = [2, 2, 1], [50, 50, 50]
+    cls = [(2, 60), (2, 60), (1, 60)].__getitem__
+    for depth, tops in ((1, [0]), (2, [0, 1])):
+        res = _Held(pool(procs), {0})
+        started, top = pbsched.schedule_cycle(0, [0, 1, 2], res, est, depth, True, None, None, cls)
+        assert started == [2] and [j for j, _s in top] == tops
+    # a job that can never run (11 procs of 10) is no top job: the next blocked one is
+    procs = [11, 9, 1]
+    started, top = pbsched.schedule_cycle(0, [0, 1, 2], pool(procs), [50, 1000, 50], 1, True)
+    assert started == [2] and top == [(1, 200)]
 
 
 def test_the_machine_model_adds_to_the_class_key() -> None:
