@@ -1,0 +1,12 @@
+"""The machine at node level (issue 46): a job's select chunks and place (:mod:`.spec`),
+where they fit on a site's vnodes as PBS searches them (:mod:`.placement`), and the
+machine model with PBS's calendar that the scheduler core runs on (:mod:`.model`)."""
+
+from .model import NodeCycle, NodeModel, queue_pool
+from .placement import View, place
+from .spec import Chunk, Place, Request, parse_nodes, parse_place, parse_request, parse_select
+
+__all__ = [
+    "Chunk", "NodeCycle", "NodeModel", "Place", "Request", "View", "parse_nodes",
+    "parse_place", "parse_request", "parse_select", "place", "queue_pool",
+]  # fmt: skip

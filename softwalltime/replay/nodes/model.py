@@ -1,0 +1,327 @@
+"""The machine at node level: a site's vnodes, the jobs' chunks on them, and PBS's calendar
+(pure, issue 46). :class:`NodeModel` is a :class:`.machine.MachineModel`; its cycles
+(:class:`NodeCycle`) are :class:`.machine.CycleResources`.
+
+- **Running jobs** hold their parts (vnode, ncpus, mem, ngpus) until they end; an
+  ``excl`` job holds its vnodes whole (:mod:`.placement`).
+- **A job that may start now** (``check``): its chunks are placed (:func:`.placement.place`)
+  on the vnodes as free now and as they stay free until its end (its soft walltime, or
+  what the caller passes) given the top jobs reserved earlier in this cycle: PBS's
+  ``check_resources_for_node`` walks the calendar's run and end events up to the job's
+  end, frees what ends and takes what starts on the vnode, and takes the least it saw
+  (node_info.cpp:3440-3520); a vnode where a job starts before this job's end is none of
+  this job's when either is exclusive (node_info.cpp:3497-3498).
+- **A top job's start** (``reserve``): PBS's ``calc_run_time`` (simulate.cpp:714-790)
+  tries the job now and, while it does not fit, runs the calendar forward (running jobs
+  end, top jobs start and end, ``simulate_events``) in the windows of ``opt_backfill_fuzzy``
+  (simulate.cpp:190-214), trying it again after each; where it fits it is placed, and its
+  parts are held from its start to its end for the rest of the cycle (a run and an end
+  event on the calendar, simulate.cpp:770-783). The window arithmetic is
+  :meth:`.profile.Profile.earliest`'s. A job that fits nowhere even once every event has
+  passed (wider than its node pool) is given the last event and holds nothing (PBS:
+  "Can't find start time estimate", simulate.cpp:758-764).
+
+On a site of one vnode holding every cpu, with every job one chunk of its processors, this
+is the pool of :mod:`.pool` (``tests/test_nodes.py`` checks the two give the same
+simulation).
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+
+from ...site_file import Site
+from ..machine import NO_RESOURCES, OK
+from ..sim_workload import SimWorkload
+from .placement import Alloc, View, place
+from .spec import Request, parse_request
+
+NodeFilter = Callable[[int], Sequence[int]]
+"""The vnodes (indices into the site's, in order) job ``j`` may use: its queue's pool."""
+
+_END, _RUN = 0, 1  # at one instant, ends before starts (the start is placed on what ended)
+
+
+def queue_pool(site: Site, work: SimWorkload) -> NodeFilter:
+    """PBS's node pool of a job's queue: the vnodes whose ``queue`` is that queue, if it
+    has any (queue_info.cpp:300-310, 169-171; check.cpp:1614-1621), else the vnodes with no
+    queue (``unassoc_nodes``, server_info.cpp:258-262; check.cpp:1622-1623). A job with no
+    queue is in the site's default queue."""
+    by_queue: Dict[Optional[str], List[int]] = {}
+    for v, node in enumerate(site.vnodes):
+        by_queue.setdefault(node.queue, []).append(v)
+    free = by_queue.get(None, [])
+    queues = work.site.queue if work.site is not None else None
+
+    def pool(j: int) -> Sequence[int]:
+        name = (queues[j] if queues is not None else "") or site.default_queue
+        return by_queue.get(name, free) if name is not None else free
+
+    return pool
+
+
+class _Job:
+    """What the model keeps of one job: its request, hosts of its pool, and the vnodes of
+    the pool each chunk kind's other resources allow."""
+
+    __slots__ = ("req", "hosts", "ok")
+
+    def __init__(self, req: Request, hosts: List[List[int]], ok: List[Set[int]]) -> None:
+        self.req, self.hosts, self.ok = req, hosts, ok
+
+
+class NodeModel:
+    """A site's vnodes between cycles: free resources, running jobs' parts (module
+    docstring). ``node_filter``: each job's vnodes (default :func:`queue_pool`)."""
+
+    def __init__(self, site: Site, work: SimWorkload,
+                 node_filter: Optional[NodeFilter] = None) -> None:  # fmt: skip
+        self.site, self.work = site, work
+        self.filter = node_filter or queue_pool(site, work)
+        vn = site.vnodes
+        line = set(site.scheduler.resources)
+        self.checked = ("ncpus" in line, "mem" in line, "ngpus" in line)
+        self.strings = line  # non-boolean custom resources compared (check.cpp:1243)
+        self.fc = [v.ncpus for v in vn]
+        self.fm = [v.mem_kb for v in vn]
+        self.fg = [v.ngpus for v in vn]
+        self.free_cpus = sum(self.fc)
+        self.njobs = [0] * len(vn)
+        self.xheld = [0] * len(vn)
+        self.parts: Dict[int, Alloc] = {}
+        self.held: Dict[int, Tuple[int, ...]] = {}
+        self.jobs: Dict[int, _Job] = {}
+        self.names = frozenset(v.name for v in vn)
+        self._reqs: Dict[Tuple[str, str], Request] = {}
+
+    # -- a job's request and pool ---------------------------------------------------
+    def request(self, j: int) -> Request:
+        """Job ``j``'s chunks and place: its site columns, else one chunk of its
+        processors (PBS turns ``-l ncpus=P`` into ``select=1:ncpus=P``)."""
+        w = self.work
+        key = (w.site.select[j], w.site.place[j]) if w.site is not None else (
+            f"1:ncpus={w.procs[j]}", "")  # fmt: skip
+        req = self._reqs.get(key)
+        if req is None:
+            req = self._reqs[key] = parse_request(key[0], key[1], self.names)
+        return req
+
+    def _matches(self, v: int, name: str, want: object) -> bool:
+        node = self.site.vnodes[v]
+        if name == "host":
+            have: object = node.host
+        elif name == "vnode":
+            have = node.name
+        else:
+            have = node.resources.get(name, False if isinstance(want, bool) else None)
+        if isinstance(want, bool):
+            return have is want or (have is None and not want)
+        if name not in self.strings:
+            return True  # not on the resources: line: not checked (check.cpp:1243-1244)
+        if isinstance(want, int) and isinstance(have, int) and not isinstance(have, bool):
+            return want <= have
+        return have is not None and str(want) in str(have).split(",")
+
+    def job(self, j: int) -> _Job:
+        info = self.jobs.get(j)
+        if info is None:
+            req = self.request(j)
+            pool = list(self.filter(j))
+            ok = [{v for v in pool if all(self._matches(v, n, x) for n, x in c.other)}
+                  for c in req.chunks]  # fmt: skip
+            hosts: Dict[str, List[int]] = {}
+            for v in pool:
+                hosts.setdefault(self.site.vnodes[v].host, []).append(v)
+            info = self.jobs[j] = _Job(req, list(hosts.values()), ok)
+        return info
+
+    # -- MachineModel ---------------------------------------------------------------
+    def can_ever_run(self, j: int) -> bool:
+        info = self.job(j)
+        vn = self.site.vnodes
+        c, m, g = [v.ncpus for v in vn], [v.mem_kb for v in vn], [v.ngpus for v in vn]
+        return (
+            place(info.req, info.hosts, View(c, m, g, c, m, g, info.ok), self.checked) is not None
+        )
+
+    def cycle(self, now: int, ends: Sequence[Tuple[int, int]]) -> NodeCycle:
+        return NodeCycle(self, now, ends)
+
+    def hold(self, j: int, parts: Alloc, held: Tuple[int, ...]) -> None:
+        """Job ``j`` runs on ``parts``, ``held`` exclusively."""
+        self.parts[j], self.held[j] = parts, held
+        self._add(parts, held, -1)
+
+    def release(self, j: int) -> None:
+        self._add(self.parts.pop(j), self.held.pop(j), 1)
+        self.jobs.pop(j, None)
+
+    def _add(self, parts: Alloc, held: Tuple[int, ...], sign: int) -> None:
+        for v, c, m, g in parts:
+            self.fc[v] += sign * c
+            self.fm[v] += sign * m
+            self.fg[v] += sign * g
+            self.free_cpus += sign * c
+        for v in {v for v, *_ in parts}:
+            self.njobs[v] -= sign
+        for v in held:
+            self.xheld[v] -= sign
+
+
+class _State:
+    """The vnodes at one instant of a cycle's calendar: free resources, jobs on each and
+    exclusive holds (the model's own lists at ``now``, copies when run forward)."""
+
+    def __init__(self, fc: List[int], fm: List[int], fg: List[int], njobs: List[int],
+                 xheld: List[int]) -> None:  # fmt: skip
+        self.fc, self.fm, self.fg, self.njobs, self.xheld = fc, fm, fg, njobs, xheld
+
+    def copy(self) -> _State:
+        return _State(list(self.fc), list(self.fm), list(self.fg), list(self.njobs),
+                      list(self.xheld))  # fmt: skip
+
+    def apply(self, parts: Alloc, held: Tuple[int, ...], sign: int) -> None:
+        """``sign`` 1: a job ends (frees ``parts``); -1: it starts."""
+        for v, c, m, g in parts:
+            self.fc[v] += sign * c
+            self.fm[v] += sign * m
+            self.fg[v] += sign * g
+        for v in {v for v, *_ in parts}:
+            self.njobs[v] -= sign
+        for v in held:
+            self.xheld[v] -= sign
+
+
+class _Top(NamedTuple):
+    """A top job reserved in this cycle: from ``start`` to ``end`` on ``parts``."""
+
+    start: int
+    end: int
+    parts: Alloc
+    held: Tuple[int, ...]
+    excl: bool
+
+
+class NodeCycle:
+    """The vnodes during one cycle at ``now`` (module docstring): the model's free
+    resources, the running jobs' estimated ends and the top jobs reserved so far."""
+
+    def __init__(self, model: NodeModel, now: int, ends: Sequence[Tuple[int, int]]) -> None:
+        self.m, self.now = model, now
+        self.ends = [(e if e > now else now, j) for e, j in ends]
+        self.tops: List[_Top] = []
+        self.state = _State(model.fc, model.fm, model.fg, model.njobs, model.xheld)
+        self.last: Optional[Tuple[int, Optional[Tuple[Alloc, Tuple[int, ...]]]]] = None
+
+    def _least(self, view_of: List[int], runs: List[_Top], state: _State, t: int,
+               until: int) -> Dict[int, Tuple[int, int, int]]:  # fmt: skip
+        """The least free on each vnode ``view_of`` at the starts of ``runs`` before
+        ``until``, from ``state`` at ``t``, the calendar's ends and starts applied in time
+        order (node_info.cpp:3463-3516)."""
+        touched = set(view_of)
+        events: List[Tuple[int, int, int, Alloc]] = []
+        parts_of = self.m.parts
+        for e, j in self.ends:
+            if t < e < until:
+                events.append((e, _END, j, parts_of[j]))
+        for k, top in enumerate(self.tops):
+            if t < top.start < until:
+                events.append((top.start, _RUN, k, top.parts))
+            if t < top.end < until:
+                events.append((top.end, _END, -1 - k, top.parts))
+        cur = {v: [state.fc[v], state.fm[v], state.fg[v]] for v in touched}
+        least = {v: tuple(x) for v, x in cur.items()}
+        for _, kind, _, parts in sorted(events):
+            sign = -1 if kind == _RUN else 1
+            for v, c, m, g in parts:
+                x = cur.get(v)
+                if x is not None:
+                    x[0] += sign * c
+                    x[1] += sign * m
+                    x[2] += sign * g
+            if kind == _RUN:
+                for v, *_ in parts:
+                    if v in cur:
+                        lo, x = least[v], cur[v]
+                        least[v] = (min(lo[0], x[0]), min(lo[1], x[1]), min(lo[2], x[2]))
+        return least  # type: ignore[return-value]
+
+    def _view(self, j: int, state: _State, t: int, until: int, applied: bool) -> View:
+        """Job ``j``'s view of the vnodes at ``t`` for a run until ``until``; ``applied``:
+        the calendar's events at ``t`` are already in ``state``."""
+        info = self.m.job(j)
+        excl = info.req.place.excl
+        lo = t + 1 if applied else t  # the starts at t are in ``state`` already
+        runs = [top for top in self.tops if lo <= top.start < until]
+        ac, am, ag = state.fc, state.fm, state.fg
+        blocked: Set[int] = set()
+        if runs:
+            touched = sorted({v for top in runs for v, *_ in top.parts})
+            for top in runs:
+                if excl or top.excl:  # node_info.cpp:3497-3498
+                    blocked.update(v for v, *_ in top.parts)
+            least = self._least(touched, runs, state, t - (not applied), until)
+            ac, am, ag = list(ac), list(am), list(ag)
+            for v, (c, m, g) in least.items():
+                ac[v], am[v], ag[v] = c, m, g
+        nj, xh = state.njobs, state.xheld
+        ok = [{v for v in kind if not xh[v] and not (excl and nj[v]) and v not in blocked}
+              for kind in info.ok]  # fmt: skip
+        return View(state.fc, state.fm, state.fg, ac, am, ag, ok)
+
+    def _place(self, j: int, view: View) -> Optional[Tuple[Alloc, Tuple[int, ...]]]:
+        info = self.m.job(j)
+        return place(info.req, info.hosts, view, self.m.checked)
+
+    # -- CycleResources --------------------------------------------------------------
+    def check(self, j: int, now: int, end: int) -> int:
+        found = self._place(j, self._view(j, self.state, now, end, False))
+        self.last = (j, found)
+        return OK if found is not None else NO_RESOURCES
+
+    def start(self, j: int, now: int, d: int) -> None:
+        if self.last is None or self.last[0] != j:
+            self.check(j, now, now + d)
+        assert self.last is not None
+        found = self.last[1]
+        if found is None:
+            raise ValueError(f"job {j} started where its chunks do not fit")
+        self.last = None
+        self.m.hold(j, found[0], found[1])
+        bisect.insort(self.ends, (now + d, j))
+
+    def reserve(self, j: int, d: int, window: int, epoch: int) -> int:
+        self.last = None
+        events: List[Tuple[int, int, int, Alloc, Tuple[int, ...]]] = []
+        m = self.m
+        for e, k in self.ends:
+            events.append((e, _END, k, m.parts[k], m.held[k]))
+        for k, top in enumerate(self.tops):
+            events.append((top.start, _RUN, k, top.parts, top.held))
+            events.append((top.end, _END, -1 - k, top.parts, top.held))
+        events.sort()
+        times = sorted({self.now} | {e[0] for e in events if e[0] > self.now})
+        state, done, k, last = self.state.copy(), 0, 0, len(times) - 1
+        while True:
+            t = times[k]
+            while done < len(events) and events[done][0] <= t:
+                _, kind, _, parts, held = events[done]
+                state.apply(parts, held, -1 if kind == _RUN else 1)
+                done += 1
+            found = self._place(j, self._view(j, state, t, t + d, True))
+            if found is not None or k == last:
+                break
+            if window <= 0:
+                k += 1
+            else:  # Profile.earliest's windows (simulate.cpp:198-214)
+                e = times[k + 1] + epoch
+                boundary = (e + window) // window * window - epoch
+                k = bisect.bisect_right(times, boundary) - 1
+        if found is not None:
+            excl = m.job(j).req.place.excl
+            self.tops.append(_Top(t, t + d, found[0], found[1], excl))
+        return t
+
+    def full(self) -> bool:
+        return self.m.checked[0] and self.m.free_cpus <= 0
