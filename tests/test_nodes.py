@@ -8,11 +8,14 @@ import random
 
 import pytest
 
-from softwalltime.replay.machine import NO_RESOURCES, OK
+from softwalltime.replay import pbsched
+from softwalltime.replay.machine import NEVER, NO_RESOURCES, OK
 from softwalltime.replay.nodes import NodeModel, parse_nodes, parse_place, parse_select
 from softwalltime.replay.nodes.spec import Chunk, Place, parse_size_kb
+from softwalltime.replay.pool import PoolModel
 from softwalltime.replay.profile import Profile
-from softwalltime.replay.sim_workload import SimWorkload, SiteColumns
+from softwalltime.replay.sim_workload import SimWorkload, SiteColumns, make_workload
+from softwalltime.replay.sources import PerfectSource, WalltimeSource
 from softwalltime.site_file import Queue, Site, Vnode
 
 
@@ -96,7 +99,7 @@ def test_nodes_spec_converted_as_the_server_converts_it() -> None:
 def _started(model: NodeModel, j: int, end: int = 100) -> tuple:
     cycle = model.cycle(0, [])
     assert cycle.check(j, 0, end) == OK
-    cycle.start(j, 0, end)
+    cycle.start(j, 0, end, end)
     return model.parts[j]
 
 
@@ -104,6 +107,7 @@ def test_a_chunk_lies_on_one_host() -> None:
     w = work([("1:ncpus=6", ""), ("2:ncpus=3", "")])
     two = NodeModel(TWO_HOSTS, w)
     assert not two.can_ever_run(0)  # 6 cpus on no one host of 4
+    assert two.cycle(0, []).check(0, 0, 100) == NEVER  # never a top job (fifo.cpp:1647)
     assert _started(two, 1) == ((0, 3, 0, 0), (1, 3, 0, 0))
     one = NodeModel(ONE_HOST, w)  # two vnodes of one host pool their cpus for a chunk
     assert one.can_ever_run(0)
@@ -178,9 +182,9 @@ def test_a_backfill_candidate_avoids_the_top_jobs_vnodes() -> None:
     m = NodeModel(TWO_HOSTS, w)
     c = m.cycle(0, [])
     c.check(0, 0, 50)
-    c.start(0, 0, 50)
+    c.start(0, 0, 50, 50)
     c.check(2, 0, 80)
-    c.start(2, 0, 80)  # b: busy until 80
+    c.start(2, 0, 80, 80)  # b: busy until 80
     assert c.check(1, 0, 10) == NO_RESOURCES
     assert c.reserve(1, 10, 0, 0) == 50 and c.tops[0].parts == ((0, 4, 0, 0),)
     assert c.check(3, 0, 40) == NO_RESOURCES  # no cpu free now
@@ -196,12 +200,12 @@ def test_excl_top_job_keeps_backfill_off_its_vnode_for_the_whole_run() -> None:
     one = NodeModel(site(Vnode("a", "a", 4)), w)
     c = one.cycle(0, [])
     c.check(0, 0, 30)
-    c.start(0, 0, 30)
+    c.start(0, 0, 30, 30)
     assert c.check(1, 0, 10) == NO_RESOURCES  # a job runs on a
     assert c.reserve(1, 10, 0, 0) == 30
     assert c.check(2, 0, 30) == OK  # ends by the exclusive top job's start
     assert c.check(3, 0, 31) == NO_RESOURCES  # would share a with it: excluded (3497)
-    c.start(2, 0, 30)
+    c.start(2, 0, 30, 30)
 
 
 def _pool_reference(free: int, ends: list[tuple[int, int]], tops: list[tuple[int, int]],
@@ -237,7 +241,60 @@ def test_one_vnode_reserves_as_the_pool_does(seed: int) -> None:
     c = m.cycle(0, [])
     for j, (_p, e) in enumerate(running):
         assert c.check(j, 0, e) == OK
-        c.start(j, 0, e)
+        c.start(j, 0, e, e)
     ends = sorted((e, p) for p, e in running)
     got = [c.reserve(len(running) + k, d, window, epoch) for k, (_, d) in enumerate(tops)]
     assert got == _pool_reference(cpus - used, ends, tops, window, epoch)
+
+
+# --- the simulation: a one-vnode site is the pool ---------------------------------------
+
+
+def _random_work(seed: int, n: int, cpus: int) -> SimWorkload:
+    rng = random.Random(seed)
+    rows, t = [], 0
+    for _ in range(n):
+        t += rng.choice([0, 0, 5, 30, 200, 900])
+        wall = rng.choice([60, 600, 3600, 7200])
+        procs = rng.choice([1, 1, 2, 4, cpus // 2, cpus])
+        rows.append((rng.choice("abc"), t, wall, rng.randint(1, wall), procs))
+    return make_workload("random", rows)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("policy", ["fcfs-bf1", "sjf-bf1", "xfactor-greedy", "fcfs-strict"])
+def test_one_vnode_site_simulates_as_the_pool(seed: int, policy: str) -> None:
+    cpus = 16
+    work = _random_work(seed, 150, cpus)
+    pol = pbsched.parse_policy(policy, scheduler_iteration=300)
+    for source in (WalltimeSource(), PerfectSource()):
+        pool = pbsched.simulate_pbs(work, source, cpus, pol)
+        model = NodeModel(site(Vnode("pool", "pool", cpus)), work)  # select=1:ncpus=procs
+        nodes = pbsched.simulate_pbs(work, source, cpus, pol, model=model)
+        assert nodes.start == pool.start, (policy, source.name)
+        assert nodes.reservation == pool.reservation
+
+
+def test_two_top_jobs_a_job_ending_before_the_later_one_passes_unlike_the_pool() -> None:
+    # 17 cpus: A (8) runs until 100, B (8) until 300, 1 cpu free. T1 (17 cpus) is reserved
+    # at 300, T2 (8 cpus, 10 s) at 100. C (1 cpu) ends at 200: free beside T2 at 100, and
+    # gone before T1. PBS checks a job against the calendar's starts before its end only
+    # (node_info.cpp:3463-3465 here; simulate_resmin's te->event_time < end,
+    # simulate.cpp:1798, for the pool's resources), so C starts. The pool's reservation
+    # keeps the least free from T2's start on, T1's 0 included, and refuses C: at
+    # backfill_depth >= 2 the pool is the stricter (test_one_vnode_site_simulates_as_the_pool
+    # runs depth 1).
+    specs = [("1:ncpus=8", ""), ("1:ncpus=8", ""), ("1:ncpus=17", ""), ("1:ncpus=8", ""),
+             ("1:ncpus=1", "")]  # fmt: skip
+    w = work(specs)
+    m = NodeModel(site(Vnode("pool", "pool", 17)), w)
+    pool = PoolModel(17, [8, 8, 17, 8, 1])
+    results = []
+    for model in (m, pool):
+        c = model.cycle(0, [])
+        for j, end in ((0, 100), (1, 300)):
+            assert c.check(j, 0, end) == OK
+            c.start(j, 0, end, end)
+        assert (c.reserve(2, 10, 0, 0), c.reserve(3, 10, 0, 0)) == (300, 100)
+        results.append(c.check(4, 0, 200))
+    assert results == [OK, NO_RESOURCES]

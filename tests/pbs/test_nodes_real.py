@@ -18,7 +18,8 @@ import vnodes
 from softwalltime.replay import pbsched
 from softwalltime.replay import simulate as sim
 from softwalltime.replay.nodes import NodeModel
-from softwalltime.replay.sim_workload import SiteColumns
+from softwalltime.replay.nodes.spec import parse_select
+from softwalltime.replay.sim_workload import SiteColumns, take
 from softwalltime.replay.sources import WalltimeSource
 from softwalltime.site_file import Queue, Site, Vnode
 from softwalltime.units import qstat_time
@@ -34,20 +35,33 @@ def _site(names: list[str]) -> Site:
     return Site("real", tuple(nodes), (Queue("workq"),), "workq")
 
 
-def _predicted(jobs: list[tuple[str, str, int]], names: list[str], nodes: bool) -> list[int]:
-    """The simulated starts of ``jobs`` (select, place, sleep s), all submitted at 0: on the
-    vnodes (``nodes``) or on the pool of their cpus; -1: never started."""
-    rows = [(pbsctl.USER, 0, WALLTIME_S, run, 1) for _, _, run in jobs]
-    work = sim.make_workload("real", rows)
+def _work(jobs: list[tuple[str, str, int]]) -> sim.SimWorkload:
+    """``jobs`` (select, place, sleep s), all submitted at 0, with their site columns; a
+    job's processors are its chunks' cpus (what the pool asks)."""
+    cpus = [sum(c.n * c.ncpus for c in parse_select(s)) for s, _, _ in jobs]
+    rows = [(pbsctl.USER, 0, WALLTIME_S, run, p) for (_, _, run), p in zip(jobs, cpus)]
     n = len(jobs)
-    work = work._replace(site=SiteColumns([s for s, _, _ in jobs], [p for _, p, _ in jobs],
-                                          ["workq"] * n, [""] * n, [""] * n))  # fmt: skip
+    cols = SiteColumns([s for s, _, _ in jobs], [p for _, p, _ in jobs], ["workq"] * n,
+                       [""] * n, [""] * n)  # fmt: skip
+    return sim.make_workload("real", rows)._replace(site=cols)
+
+
+def _predicted(jobs: list[tuple[str, str, int]], names: list[str], nodes: bool) -> list[int]:
+    """The simulated starts of ``jobs`` on the vnodes (``nodes``) or on the pool of their
+    cpus, -1 for a job that can never start (simulated without it)."""
+    work = _work(jobs)
     procs = sum(VNODE_CPUS)
-    if nodes:
-        model = NodeModel(_site(names), work)
-        return pbsched.simulate_pbs(work, WalltimeSource(), procs, GREEDY, model=model).start
-    cpus = [int(s.split("ncpus=")[1].split(":")[0]) * int(s.split(":")[0]) for s, _, _ in jobs]
-    return pbsched.simulate_pbs(work._replace(procs=cpus), WalltimeSource(), procs, GREEDY).start
+    if not nodes:
+        return pbsched.simulate_pbs(work, WalltimeSource(), procs, GREEDY).start
+    never = NodeModel(_site(names), work)
+    keep = [j for j in range(len(jobs)) if never.can_ever_run(j)]
+    kept = take(work, keep)
+    model = NodeModel(_site(names), kept)
+    start = pbsched.simulate_pbs(kept, WalltimeSource(), procs, GREEDY, model=model).start
+    out = [-1] * len(jobs)
+    for k, j in enumerate(keep):
+        out[j] = start[k]
+    return out
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ import bisect
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ...site_file import Site
-from ..machine import NO_RESOURCES, OK
+from ..machine import NEVER, NO_RESOURCES, OK
 from ..sim_workload import SimWorkload
 from .placement import Alloc, View, place
 from .spec import Request, parse_request
@@ -94,6 +94,7 @@ class NodeModel:
         self.jobs: Dict[int, _Job] = {}
         self.names = frozenset(v.name for v in vn)
         self._reqs: Dict[Tuple[str, str], Request] = {}
+        self.ever: Dict[int, bool] = {}
 
     # -- a job's request and pool ---------------------------------------------------
     def request(self, j: int) -> Request:
@@ -138,6 +139,13 @@ class NodeModel:
 
     # -- MachineModel ---------------------------------------------------------------
     def can_ever_run(self, j: int) -> bool:
+        """Whether job ``j``'s chunks fit its node pool when no job runs."""
+        ever = self.ever.get(j)
+        if ever is None:
+            ever = self.ever[j] = self._fits_empty(j)
+        return ever
+
+    def _fits_empty(self, j: int) -> bool:
         info = self.job(j)
         vn = self.site.vnodes
         c, m, g = [v.ncpus for v in vn], [v.mem_kb for v in vn], [v.ngpus for v in vn]
@@ -148,14 +156,30 @@ class NodeModel:
     def cycle(self, now: int, ends: Sequence[Tuple[int, int]]) -> NodeCycle:
         return NodeCycle(self, now, ends)
 
-    def hold(self, j: int, parts: Alloc, held: Tuple[int, ...]) -> None:
+    def take(self, j: int, parts: Alloc, held: Tuple[int, ...]) -> None:
         """Job ``j`` runs on ``parts``, ``held`` exclusively."""
         self.parts[j], self.held[j] = parts, held
         self._add(parts, held, -1)
 
+    def hold(self, j: int) -> None:
+        """Job ``j`` runs already (a queue snapshot's): placed where it fits now.
+
+        :raises ValueError: it does not fit what is free
+        """
+        cycle = self.cycle(0, [])
+        if cycle.check(j, 0, 0) != OK:
+            raise ValueError(f"running job {j} does not fit the free vnodes")
+        cycle.start(j, 0, 0, 0)
+
+    def full(self) -> bool:
+        """No cpu free on any vnode (every job asks for one: a chunk's ncpus is at least
+        the server's ``default_chunk.ncpus``, 1)."""
+        return self.checked[0] and self.free_cpus <= 0
+
     def release(self, j: int) -> None:
         self._add(self.parts.pop(j), self.held.pop(j), 1)
         self.jobs.pop(j, None)
+        self.ever.pop(j, None)
 
     def _add(self, parts: Alloc, held: Tuple[int, ...], sign: int) -> None:
         for v, c, m, g in parts:
@@ -276,19 +300,21 @@ class NodeCycle:
 
     # -- CycleResources --------------------------------------------------------------
     def check(self, j: int, now: int, end: int) -> int:
+        if not self.m.can_ever_run(j):
+            return NEVER
         found = self._place(j, self._view(j, self.state, now, end, False))
         self.last = (j, found)
         return OK if found is not None else NO_RESOURCES
 
-    def start(self, j: int, now: int, d: int) -> None:
+    def start(self, j: int, now: int, end: int, d: int) -> None:
         if self.last is None or self.last[0] != j:
-            self.check(j, now, now + d)
+            self.check(j, now, end)
         assert self.last is not None
         found = self.last[1]
         if found is None:
             raise ValueError(f"job {j} started where its chunks do not fit")
         self.last = None
-        self.m.hold(j, found[0], found[1])
+        self.m.take(j, found[0], found[1])
         bisect.insort(self.ends, (now + d, j))
 
     def reserve(self, j: int, d: int, window: int, epoch: int) -> int:
@@ -324,4 +350,4 @@ class NodeCycle:
         return t
 
     def full(self) -> bool:
-        return self.m.checked[0] and self.m.free_cpus <= 0
+        return self.m.full()
