@@ -65,10 +65,11 @@ class _Job:
     """What the model keeps of one job: its request, hosts of its pool, and the vnodes of
     the pool each chunk kind's other resources allow."""
 
-    __slots__ = ("req", "hosts", "ok")
+    __slots__ = ("req", "hosts", "ok", "flat")
 
     def __init__(self, req: Request, hosts: List[List[int]], ok: List[Set[int]]) -> None:
         self.req, self.hosts, self.ok = req, hosts, ok
+        self.flat = all(len(h) == 1 for h in hosts)
 
 
 class NodeModel:
@@ -89,6 +90,7 @@ class NodeModel:
         self.free_cpus = sum(self.fc)
         self.njobs = [0] * len(vn)
         self.xheld = [0] * len(vn)
+        self.on: List[Set[int]] = [set() for _ in vn]  # the running jobs on each vnode
         self.parts: Dict[int, Alloc] = {}
         self.held: Dict[int, Tuple[int, ...]] = {}
         self.jobs: Dict[int, _Job] = {}
@@ -160,6 +162,8 @@ class NodeModel:
         """Job ``j`` runs on ``parts``, ``held`` exclusively."""
         self.parts[j], self.held[j] = parts, held
         self._add(parts, held, -1)
+        for v in {v for v, *_ in parts}:
+            self.on[v].add(j)
 
     def hold(self, j: int) -> None:
         """Job ``j`` runs already (a queue snapshot's): placed where it fits now.
@@ -177,7 +181,10 @@ class NodeModel:
         return self.checked[0] and self.free_cpus <= 0
 
     def release(self, j: int) -> None:
-        self._add(self.parts.pop(j), self.held.pop(j), 1)
+        parts = self.parts.pop(j)
+        self._add(parts, self.held.pop(j), 1)
+        for v in {v for v, *_ in parts}:
+            self.on[v].discard(j)
         self.jobs.pop(j, None)
         self.ever.pop(j, None)
 
@@ -234,6 +241,7 @@ class NodeCycle:
     def __init__(self, model: NodeModel, now: int, ends: Sequence[Tuple[int, int]]) -> None:
         self.m, self.now = model, now
         self.ends = [(e if e > now else now, j) for e, j in ends]
+        self.end_of = {j: e for e, j in self.ends}
         self.tops: List[_Top] = []
         self.state = _State(model.fc, model.fm, model.fg, model.njobs, model.xheld)
         self.last: Optional[Tuple[int, Optional[Tuple[Alloc, Tuple[int, ...]]]]] = None
@@ -245,9 +253,10 @@ class NodeCycle:
         order (node_info.cpp:3463-3516)."""
         touched = set(view_of)
         events: List[Tuple[int, int, int, Alloc]] = []
-        parts_of = self.m.parts
-        for e, j in self.ends:
-            if t < e < until:
+        parts_of, end_of, on = self.m.parts, self.end_of, self.m.on
+        for j in {j for v in touched for j in on[v]}:
+            e = end_of.get(j)
+            if e is not None and t < e < until:
                 events.append((e, _END, j, parts_of[j]))
         for k, top in enumerate(self.tops):
             if t < top.start < until:
@@ -290,13 +299,16 @@ class NodeCycle:
             for v, (c, m, g) in least.items():
                 ac[v], am[v], ag[v] = c, m, g
         nj, xh = state.njobs, state.xheld
-        ok = [{v for v in kind if not xh[v] and not (excl and nj[v]) and v not in blocked}
-              for kind in info.ok]  # fmt: skip
+        if not excl and not blocked and not any(xh):
+            ok = info.ok  # nothing but the job's own pool and properties to apply
+        else:
+            ok = [{v for v in kind if not xh[v] and not (excl and nj[v]) and v not in blocked}
+                  for kind in info.ok]  # fmt: skip
         return View(state.fc, state.fm, state.fg, ac, am, ag, ok)
 
     def _place(self, j: int, view: View) -> Optional[Tuple[Alloc, Tuple[int, ...]]]:
         info = self.m.job(j)
-        return place(info.req, info.hosts, view, self.m.checked)
+        return place(info.req, info.hosts, view, self.m.checked, info.flat)
 
     # -- CycleResources --------------------------------------------------------------
     def check(self, j: int, now: int, end: int) -> int:
@@ -316,6 +328,7 @@ class NodeCycle:
         self.last = None
         self.m.take(j, found[0], found[1])
         bisect.insort(self.ends, (now + d, j))
+        self.end_of[j] = now + d
 
     def reserve(self, j: int, d: int, window: int, epoch: int) -> int:
         self.last = None
