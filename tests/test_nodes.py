@@ -10,11 +10,13 @@ import pytest
 
 from softwalltime.replay import pbsched
 from softwalltime.replay.machine import NEVER, NO_RESOURCES, OK
-from softwalltime.replay.nodes import NodeModel, parse_nodes, parse_place, parse_select
+from softwalltime.replay.nodes import (
+    NodeModel, View, parse_nodes, parse_place, parse_request, parse_select, place,
+)  # fmt: skip
 from softwalltime.replay.nodes.spec import Chunk, Place, parse_size_kb
 from softwalltime.replay.pool import PoolModel
 from softwalltime.replay.profile import Profile
-from softwalltime.replay.sim_workload import SimWorkload, SiteColumns, make_workload
+from softwalltime.replay.sim_workload import SimWorkload, SiteColumns, make_workload, take
 from softwalltime.replay.sources import PerfectSource, WalltimeSource
 from softwalltime.site_file import Queue, Site, Vnode
 
@@ -298,3 +300,80 @@ def test_two_top_jobs_a_job_ending_before_the_later_one_passes_unlike_the_pool()
         assert (c.reserve(2, 10, 0, 0), c.reserve(3, 10, 0, 0)) == (300, 100)
         results.append(c.check(4, 0, 200))
     assert results == [OK, NO_RESOURCES]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_one_chunk_fast_path_is_the_general_search(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randint(1, 12)
+    fc = [rng.randint(0, 16) for _ in range(n)]
+    fm = [rng.randint(0, 1 << 20) for _ in range(n)]
+    ac = [min(c, rng.randint(0, 16)) for c in fc]  # the calendar's least, at most now
+    am = [min(m, rng.randint(0, 1 << 20)) for m in fm]
+    g = [0] * n
+    ok = {v for v in range(n) if rng.random() < 0.8}
+    hosts = [[v] for v in range(n)]
+    for _ in range(10):
+        select = f"1:ncpus={rng.randint(1, 16)}:mem={rng.randint(0, 1 << 20)}kb"
+        req = parse_request(select, rng.choice(["", "pack", "scatter", "excl", "vscatter"]))
+        view = View(fc, fm, g, ac, am, g, [ok])
+        assert place(req, hosts, view, flat=True) == place(req, hosts, view, flat=False)
+
+
+def _site_work(seed: int) -> tuple[Site, SimWorkload]:
+    rng = random.Random(seed)
+    vnodes = []
+    for h in range(rng.randint(2, 5)):
+        for k in range(rng.randint(1, 3)):
+            props = {"fast": True} if h % 2 else {}
+            vnodes.append(Vnode(f"h{h}v{k}", f"h{h}", rng.choice([2, 4, 8]), resources=props))
+    specs, rows, t = [], [], 0
+    for _ in range(80):
+        t += rng.choice([0, 10, 100])
+        kinds = [f"{rng.randint(1, 2)}:ncpus={rng.choice([1, 2, 3])}"
+                 for _ in range(rng.randint(1, 2))]  # fmt: skip
+        if rng.random() < 0.2:
+            kinds[0] += ":fast=True"
+        specs.append(("+".join(kinds), rng.choice(["", "", "pack", "scatter", "excl"])))
+        wall = rng.choice([60, 600])
+        rows.append(("u", t, wall, rng.randint(1, wall), 1))
+    base = make_workload("random", rows)
+    n = len(specs)
+    cols = SiteColumns([s for s, _ in specs], [p for _, p in specs], [""] * n, [""] * n,
+                       [""] * n)  # fmt: skip
+    return site(*vnodes), base._replace(site=cols)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("policy", ["fcfs-bf1", "sjf-bf2", "fcfs-greedy"])
+def test_no_vnode_is_ever_oversubscribed(seed: int, policy: str) -> None:
+    s, work = _site_work(seed)
+    probe = NodeModel(s, work)
+    keep = [j for j in range(len(work.submit)) if probe.can_ever_run(j)]
+    work = take(work, keep)
+    model = NodeModel(s, work)
+    parts: dict[int, tuple] = {}
+    held: dict[int, tuple] = {}
+    taken = model.take
+
+    def record(j: int, p: tuple, h: tuple) -> None:
+        parts[j], held[j] = p, h
+        taken(j, p, h)
+
+    model.take = record  # type: ignore[method-assign]
+    pol = pbsched.parse_policy(policy, scheduler_iteration=0)
+    res = pbsched.simulate_pbs(work, PerfectSource(), s.ncpus, pol, model=model)
+    assert all(x >= work.submit[j] for j, x in enumerate(res.start))
+    assert set(parts) == set(range(len(work.submit)))  # every job ran
+    instants = sorted(set(res.start))
+    for t in instants:
+        running = [j for j, x in enumerate(res.start) if x <= t < x + work.run[j]]
+        use = [0] * len(s.vnodes)
+        for j in running:
+            for v, c, *_ in parts[j]:
+                use[v] += c
+            assert sum(c for _, c, *_ in parts[j]) == model.request(j).ncpus
+        assert all(u <= v.ncpus for u, v in zip(use, s.vnodes)), (t, use)
+        for j in running:  # nothing beside an exclusive job
+            for v in held[j]:
+                assert [k for k in running if any(p[0] == v for p in parts[k])] == [j]
