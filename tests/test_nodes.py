@@ -11,7 +11,13 @@ import pytest
 from softwalltime.replay import pbsched
 from softwalltime.replay.machine import NEVER, NO_RESOURCES, OK
 from softwalltime.replay.nodes import (
-    NodeModel, View, parse_nodes, parse_place, parse_request, parse_select, place,
+    NodeModel,
+    View,
+    parse_nodes,
+    parse_place,
+    parse_request,
+    parse_select,
+    place,
 )  # fmt: skip
 from softwalltime.replay.nodes.spec import Chunk, Place, parse_size_kb
 from softwalltime.replay.pool import PoolModel
