@@ -288,7 +288,7 @@ def test_two_top_jobs_a_job_ending_before_the_later_one_passes_unlike_the_pool()
     # at 300, T2 (8 cpus, 10 s) at 100. C (1 cpu) ends at 200: free beside T2 at 100, and
     # gone before T1. PBS checks a job against the calendar's starts before its end only
     # (node_info.cpp:3463-3465 here; simulate_resmin's te->event_time < end,
-    # simulate.cpp:1798, for the pool's resources), so C starts. The pool's reservation
+    # simulate.cpp:1802, for the pool's resources), so C starts. The pool's reservation
     # keeps the least free from T2's start on, T1's 0 included, and refuses C: at
     # backfill_depth >= 2 the pool is the stricter (test_one_vnode_site_simulates_as_the_pool
     # runs depth 1).

@@ -11,15 +11,15 @@
   end, frees what ends and takes what starts on the vnode, and takes the least it saw
   (node_info.cpp:3440-3520); a vnode where a job starts before this job's end is none of
   this job's when either is exclusive (node_info.cpp:3497-3498).
-- **A top job's start** (``reserve``): PBS's ``calc_run_time`` (simulate.cpp:714-790)
+- **A top job's start** (``reserve``): PBS's ``calc_run_time`` (simulate.cpp:714-825)
   tries the job now and, while it does not fit, runs the calendar forward (running jobs
   end, top jobs start and end, ``simulate_events``) in the windows of ``opt_backfill_fuzzy``
   (simulate.cpp:190-214), trying it again after each; where it fits it is placed, and its
   parts are held from its start to its end for the rest of the cycle (a run and an end
-  event on the calendar, simulate.cpp:770-783). The window arithmetic is
+  event on the calendar, simulate.cpp:801-817). The window arithmetic is
   :meth:`.profile.Profile.earliest`'s. A job that fits nowhere even once every event has
   passed (wider than its node pool) is given the last event and holds nothing (PBS:
-  "Can't find start time estimate", simulate.cpp:758-764).
+  "Can't find start time estimate", simulate.cpp:783-790).
 
 On a site of one vnode holding every cpu, with every job one chunk of its processors, this
 is the pool of :mod:`.pool` (``tests/test_nodes.py`` checks the two give the same
@@ -45,8 +45,8 @@ _END, _RUN = 0, 1  # at one instant, ends before starts (the start is placed on 
 
 def queue_pool(site: Site, work: SimWorkload) -> NodeFilter:
     """PBS's node pool of a job's queue: the vnodes whose ``queue`` is that queue, if it
-    has any (queue_info.cpp:300-310, 169-171; check.cpp:1614-1621), else the vnodes with no
-    queue (``unassoc_nodes``, server_info.cpp:258-262; check.cpp:1622-1623). A job with no
+    has any (queue_info.cpp:305-310, 169-171; check.cpp:1614-1618), else the vnodes with no
+    queue (``unassoc_nodes``, server_info.cpp:258-262; check.cpp:1621-1622). A job with no
     queue is in the site's default queue."""
     by_queue: Dict[Optional[str], List[int]] = {}
     for v, node in enumerate(site.vnodes):

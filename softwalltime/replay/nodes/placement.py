@@ -6,17 +6,17 @@ OpenPBS 23.06's node search, for the parts modelled (node_info.cpp of the 23.06.
   hosts in the order of their first vnode, vnodes in pbsnodes order (``eval_placement``'s
   host sets, node_info.cpp:2271-2290, made by node_partition.cpp:1110-1125, sorted only
   with a ``node_sort_key``, which is not modelled). On each host in turn (node_info.cpp:
-  2296):
+  2286):
 
-  - ``pack``: the whole select on this one host, else the next (node_info.cpp:2317-2330);
+  - ``pack``: the whole select on this one host, else the next (node_info.cpp:2315-2331);
   - ``scatter``: at most one chunk on this host, the first chunk kind still wanted that fits
-    (node_info.cpp:2384-2420);
-  - ``vscatter``: as many chunks as fit, at most one per vnode (node_info.cpp:2336-2378);
+    (node_info.cpp:2391-2445);
+  - ``vscatter``: as many chunks as fit, at most one per vnode (node_info.cpp:2333-2390);
   - ``free``: as many chunks of each kind, in select order, as the host still holds
-    (node_info.cpp:2436-2500), the host's resources decreasing as chunks take them.
+    (node_info.cpp:2447-2525), the host's resources decreasing as chunks take them.
 
   The search is greedy: chunks placed on a host stay there (node_info.cpp:2527-2538); it
-  succeeds when every chunk is placed (node_info.cpp:2548). With ``exclhost`` the job holds
+  succeeds when every chunk is placed (node_info.cpp:2546). With ``exclhost`` the job holds
   its hosts' other vnodes too (``alloc_rest_nodepart``, node_info.cpp:2527-2535).
 - **One chunk** (``eval_simple_selspec``, node_info.cpp:2722-2960): the first vnode, in
   order, that is eligible and holds the whole chunk. On a host a chunk may be split over
@@ -79,7 +79,7 @@ class Need(NamedTuple):
 
 class _Search:
     """One placement: the view, and what this job's placed chunks took so far on each
-    vnode (PBS adds them to its copy of the vnodes' ``assigned``, node_info.cpp:2456-2470)."""
+    vnode (PBS adds them to its copy of the vnodes' ``assigned``, node_info.cpp:2473-2483)."""
 
     def __init__(self, view: View) -> None:
         self.view = view
@@ -137,7 +137,7 @@ def _needs(req: Request, checked: Tuple[bool, bool, bool]) -> List[Need]:
 
 def _on_host(search: _Search, req: Request, needs: List[Need], left: List[int],
              host: Sequence[int]) -> List[Tuple[int, int, int, int]]:  # fmt: skip
-    """The chunks the place puts on one host (node_info.cpp:2296-2510); ``left`` (chunks
+    """The chunks the place puts on one host (node_info.cpp:2286-2540); ``left`` (chunks
     still wanted per kind) is decreased."""
     ok, how, got = search.view.ok, req.place.arrangement, []
     if how == PACK:

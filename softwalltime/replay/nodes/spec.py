@@ -1,7 +1,7 @@
 """A job's resource request as PBS reads it: select chunks and place (pure, issue 46).
 
 - ``Resource_List.select`` (:func:`parse_select`): ``N:res=value:...`` chunks joined by
-  ``+``; ``N`` defaults to 1 (the scheduler's ``parse_selspec``, node_info.cpp:3664), a chunk
+  ``+``; ``N`` defaults to 1 (the scheduler's ``parse_selspec``, node_info.cpp:3672), a chunk
   without ``ncpus`` gets the server's ``default_chunk.ncpus = 1`` (PBS's default server
   configuration; ``qmgr -c 'print server'`` on the test server). ``mem`` is a PBS size:
   a number with ``b``, ``w`` (8-byte words), ``kb``, ``mb``, ``gb``, ``tb`` or ``pb``, no
@@ -16,7 +16,7 @@
   (``cvt_nodespec_to_select``, node_manager.c:5505-5770): each ``+`` part ``N:prop:ppn=P``
   becomes ``N:ncpus=P*C`` (``cpp=C``/``ncpus=C``, default 1) with ``prop=True`` per property,
   or ``host=prop`` when the property names a vnode (node_manager.c:5717-5737); a ``#mod``
-  after the spec is added to every part (``mod_spec``, node_manager.c:5541-5575) except
+  after the spec is added to every part (``mod_spec``, node_manager.c:5545-5579) except
   ``#excl`` and ``#shared``, which make the place ``scatter:excl`` or ``scatter:share``,
   else ``scatter`` (svr_jobfunc.c:1811-1817). A property must start with a letter or digit
   (``property``, node_manager.c:5265-5269): Torque's exclusions (``^node``) are refused, as
