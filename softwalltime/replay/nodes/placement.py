@@ -38,10 +38,12 @@ OpenPBS 23.06's node search, for the parts modelled (node_info.cpp of the 23.06.
   ``job-exclusive``). The vnodes' ``sharing`` attribute is not modelled (PBS's default,
   ``default_shared``).
 
-Where PBS takes another path, the result may differ in *which* vnodes, not in whether a
-request fits (issue 46's tests): a site whose hosts have one vnode each runs
-``eval_complex_selspec`` (node_info.cpp:2261-2264), first-fit by chunk kind over all
-vnodes, and an ``excl`` job there the bucket path (buckets.cpp:881-925), whole free vnodes.
+On a server whose hosts have one vnode each PBS takes another path (node_info.cpp:
+2261-2264): ``eval_complex_selspec`` (node_info.cpp:2575-2700) places chunk after chunk in
+select order, each on the first vnode that holds it; ``tests/test_nodes.py`` checks on
+random requests that it finds the same vnodes as the host-by-host search. An ``excl`` job
+there takes the bucket path (buckets.cpp:881-925), whole free vnodes, which may be other
+vnodes than the first free ones, never fewer.
 """
 
 from __future__ import annotations
