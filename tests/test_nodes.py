@@ -420,3 +420,16 @@ def test_one_vnode_hosts_place_as_pbss_other_path(seed: int) -> None:
         view = View(cpus, zero, zero, cpus, zero, zero, [set(range(n))] * len(req.chunks))
         found = place(req, hosts, view, flat=False)
         assert (None if found is None else sorted(found[0])) == _complex_selspec(req, hosts, view)
+
+
+def test_hold_places_a_running_job_and_release_frees_it() -> None:
+    m = NodeModel(TWO_HOSTS, work([("1:ncpus=4", ""), ("1:ncpus=3", "excl"), ("1:ncpus=2", "")]))
+    m.hold(0)
+    m.hold(1)
+    assert (m.parts[0], m.parts[1], m.held[1]) == (((0, 4, 0, 0),), ((1, 3, 0, 0),), (1,))
+    assert m.full() is False and m.free_cpus == 1
+    with pytest.raises(ValueError, match="running job 2"):
+        m.hold(2)  # 1 cpu left, on the exclusive job's vnode
+    m.release(1)
+    m.hold(2)
+    assert m.parts[2] == ((1, 2, 0, 0),) and m.fc == [0, 2] and m.xheld == [0, 0]
