@@ -189,15 +189,8 @@ class NodeModel:
         self.ever.pop(j, None)
 
     def _add(self, parts: Alloc, held: Tuple[int, ...], sign: int) -> None:
-        for v, c, m, g in parts:
-            self.fc[v] += sign * c
-            self.fm[v] += sign * m
-            self.fg[v] += sign * g
-            self.free_cpus += sign * c
-        for v in {v for v, *_ in parts}:
-            self.njobs[v] -= sign
-        for v in held:
-            self.xheld[v] -= sign
+        _State(self.fc, self.fm, self.fg, self.njobs, self.xheld).apply(parts, held, sign)
+        self.free_cpus += sign * sum(c for _, c, _, _ in parts)
 
 
 class _State:
