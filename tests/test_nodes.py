@@ -433,3 +433,13 @@ def test_hold_places_a_running_job_and_release_frees_it() -> None:
     m.release(1)
     m.hold(2)
     assert m.parts[2] == ((1, 2, 0, 0),) and m.fc == [0, 2] and m.xheld == [0, 0]
+
+
+def test_a_job_without_select_is_one_chunk_of_its_processors() -> None:
+    w = work([("", ""), ("1:ncpus=2", "bogus")])._replace(procs=[3, 1])
+    m = NodeModel(TWO_HOSTS, w)
+    assert m.request(0).chunks == (Chunk(1, 3),)
+    with pytest.raises(ValueError, match="place 'bogus'"):
+        m.request(1)
+    pool_only = NodeModel(TWO_HOSTS, w._replace(site=None))
+    assert pool_only.request(1).chunks == (Chunk(1, 1),)

@@ -100,11 +100,16 @@ class NodeModel:
 
     # -- a job's request and pool ---------------------------------------------------
     def request(self, j: int) -> Request:
-        """Job ``j``'s chunks and place: its site columns, else one chunk of its
-        processors (PBS turns ``-l ncpus=P`` into ``select=1:ncpus=P``)."""
+        """Job ``j``'s chunks and place: its site columns; without a select, one chunk of
+        its processors (the server makes ``select=1:ncpus=P`` of a job's ``-l ncpus=P``,
+        svr_jobfunc.c:1819-1860).
+
+        :raises ValueError: its select or place is not one PBS reads (naming it)
+        """
         w = self.work
-        key = (w.site.select[j], w.site.place[j]) if w.site is not None else (
-            f"1:ncpus={w.procs[j]}", "")  # fmt: skip
+        select = w.site.select[j] if w.site is not None else ""
+        place = w.site.place[j] if w.site is not None else ""
+        key = (select or f"1:ncpus={w.procs[j]}", place)
         req = self._reqs.get(key)
         if req is None:
             req = self._reqs[key] = parse_request(key[0], key[1], self.names)
