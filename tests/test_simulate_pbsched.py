@@ -240,6 +240,19 @@ def test_simulate_pbs_backfills_by_the_soft_walltime_by_default() -> None:
         starts(pbsched.Policy(classes="queue"))
 
 
+def test_a_job_that_can_never_run_on_the_model_is_refused_by_its_index() -> None:
+    # The pool of 4 processors: the 5-processor job (index 1 in submit order) never fits
+    # (PBS: can_never_run, check.cpp:795-799); the run is refused rather than left waiting.
+    rows = [("a", 0, 100, 10, 2), ("b", 1, 100, 10, 5)]
+    work = sim.make_workload("t", rows)
+    with pytest.raises(ValueError, match=r"job 1 \(in submit order, from 0\) needs more"):
+        pbsched.simulate_pbs(work, sim.make_source("perfect"), 4, pbsched.Policy())
+    # the model decides, not procs_total: on a pool of 5 both run
+    pool = PoolModel(5, work.procs)
+    result = pbsched.simulate_pbs(work, sim.make_source("perfect"), 4, pbsched.Policy(), model=pool)
+    assert result.start == [0, 10] and pool.free == 5
+
+
 # --- equivalence classes
 
 

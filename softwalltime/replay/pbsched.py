@@ -72,7 +72,6 @@ from typing import (
     Optional,
     Protocol,
     Sequence,
-    Set,
     Tuple,
 )
 
@@ -81,7 +80,7 @@ from ..core import rank as hook_rank
 from .corrections import CORRECTIONS, PBS, SIMPLE_MARGIN_S, extended_estimate
 from .easy import SimResult
 from .learned_native import new_learner
-from .machine import NEVER, NO_RESOURCES, OK, CycleResources, MachineModel
+from .machine import NEVER, OK, CycleResources, MachineModel
 from .pool import PoolModel
 from .rank import Row, UserHistory
 from .sim_workload import SimWorkload
@@ -662,24 +661,37 @@ def schedule_cycle(
     check, start, reserve, full = res.check, res.start, res.reserve, res.full
     top: List[Tuple[int, int]] = []
     started: List[int] = []
-    cannot: Set[Hashable] = set()  # the classes marked can't-run in this cycle
+    # the classes marked can't-run in this cycle, with the error their later jobs copy
+    cannot: Dict[Hashable, int] = {}
+    tops = strict_ordering and backfill_depth > 0  # whether top jobs may still be made
+    # Nothing can start: the first job is still tried (it may become a top job). Only a
+    # start or a reservation changes what is free, so full() is asked after them only.
+    stop = full()
     for j in order:
+        key = None if cls is None else cls(j)
+        code = OK if key is None else cannot.get(key, OK)
+        if code != OK and not tops:
+            continue  # a marked class's job, and no top job left to make: nothing to do
         d = est[j]
         end = now + (d if hard is None else hard[j])  # by when it must be gone
-        key = None if cls is None else cls(j)
-        code = NO_RESOURCES if key in cannot else check(j, now, end)
         if code == OK:
-            start(j, now, end, d if on_start is None else on_start(j))
-            started.append(j)
-        else:
+            code = check(j, now, end)
+            if code == OK:
+                start(j, now, end, d if on_start is None else on_start(j))
+                started.append(j)
+                if full():
+                    break
+                continue
             if key is not None:
-                cannot.add(key)  # fifo.cpp:990-996
-            if strict_ordering:
-                if backfill_depth == 0:
-                    break  # strict order without backfilling: nothing passes this job
-                if len(top) < backfill_depth and code != NEVER:  # fifo.cpp:1637-1638
-                    top.append((j, reserve(j, d, window, epoch)))
-        if full():
+                cannot[key] = code  # fifo.cpp:990-996
+        if strict_ordering:
+            if backfill_depth == 0:
+                break  # strict order without backfilling: nothing passes this job
+            if tops and code != NEVER:  # fifo.cpp:1637-1638; can_never_run: 1647-1649
+                top.append((j, reserve(j, d, window, epoch)))
+                tops = len(top) < backfill_depth
+                stop = stop or full()
+        if stop:
             break
     return started, top
 

@@ -23,22 +23,24 @@ class PoolCycle:
     """One cycle on the pool (a :class:`.machine.CycleResources`): the free processors, the
     calendar and the reservations made so far."""
 
-    __slots__ = ("model", "procs", "free", "profile", "resv")
+    __slots__ = ("model", "procs", "total", "free", "profile", "resv")
 
     def __init__(self, model: PoolModel, now: int, ends: Sequence[Tuple[int, int]]) -> None:
         self.model = model
         procs = self.procs = model.procs
+        self.total = model.total
         self.free = model.free
         self.profile = Profile(now, model.free, [(e, procs[j]) for e, j in ends])
         self.resv: List[List[int]] = []  # [start, extra] of each top job, in order
 
     def check(self, j: int, now: int, end: int) -> int:
         p = self.procs[j]
-        if p > self.model.total:
-            return NEVER
-        if p <= self.free and all(end <= s or p <= x for s, x in self.resv):
-            return OK
-        return NO_RESOURCES
+        if p > self.free:
+            return NEVER if p > self.total else NO_RESOURCES
+        for s, x in self.resv:  # ends by the top job's start, or fits beside it
+            if end > s and p > x:
+                return NO_RESOURCES
+        return OK
 
     def start(self, j: int, now: int, end: int, d: int) -> None:
         p = self.procs[j]

@@ -30,19 +30,21 @@ from typing import (
     Deque,
     Dict,
     Generic,
+    Hashable,
     List,
     NamedTuple,
     Optional,
     Protocol,
     Sequence,
+    Set,
     Tuple,
     TypeVar,
 )
 
 from ..core import calibrated as cal
 from ..replay import pbsched
-from ..replay.machine import MachineModel
-from ..replay.pool import PoolModel
+from ..replay.machine import NEVER, OK, MachineModel
+from ..replay.pool import PoolCycle, PoolModel
 
 MAX_EVENTS = 100_000  # ends simulated for one prediction (each frees processors)
 DEFAULT_SAMPLES = 9
@@ -140,22 +142,171 @@ class _Cycles:
         return started
 
 
+class _PoolClassCycles(_Cycles):
+    """The same cycles on the pool (:class:`..replay.pool.PoolModel`), faster for an order
+    that does not change between cycles (no ``eligible_time`` in the sort) and at most one
+    top job: the queue kept as FIFOs of its equivalence classes, so that a cycle costs the
+    classes that fit the free processors, not the whole queue (on a 5,000-job queue,
+    ``make bench-wait``'s start times take 9x the CPU through :class:`_Cycles`).
+
+    Not a second scheduler: every decision (does a job fit now and pass the reservation,
+    where the top job's reservation lies, what a start takes) is the pool's
+    (:class:`..replay.pool.PoolCycle`'s ``check``, ``start`` and ``reserve``, which
+    :func:`..replay.pbsched.schedule_cycle` asks); this class only chooses which jobs to ask,
+    and skips the ones whose answer is known. Why the answers are the same: within a cycle,
+    once a job of a class cannot start, no later job of the class starts (PBS marks the
+    class, fifo.cpp:990-996; with ``classes none`` every job is a class of its own); so the
+    jobs of a class start in order, and a cycle is a merge of the classes' first jobs by
+    their place in the order. The first job that cannot start and can ever run becomes the
+    top job; after it, free processors and the reservation's extra ones only shrink, so a
+    class whose first job does not fit then (or needs more processors than are free) cannot
+    start a job in this cycle and is not looked at again. ``tests/test_starttime.py`` checks
+    the two against each other on random queues.
+    """
+
+    model: PoolModel
+
+    def __init__(
+        self, snap: QueueSnapshot, policy: pbsched.Policy, est: List[int], model: PoolModel
+    ) -> None:
+        super().__init__(snap, policy, est, model)
+        order = pbsched.order_queue(
+            self.queue, self.formula, snap.now, self.cols, est, self.keys, self.rank
+        )
+        procs = self.cols.procs
+        self.pos = [0] * len(order)
+        fifos: Dict[Hashable, Deque[int]] = {}
+        for i, j in enumerate(order):
+            self.pos[j] = i
+            fifos.setdefault(j if self.cls is None else self.cls(j), deque()).append(j)
+        self.fifos = sorted(fifos.values(), key=lambda f: procs[f[0]])
+        self.fifo_procs = [procs[f[0]] for f in self.fifos]
+        self.heads = [(self.pos[f[0]], c) for c, f in enumerate(self.fifos)]
+        heapq.heapify(self.heads)  # (place of a class's first job, class); stale ones skipped
+
+    def _first(self) -> Optional[Tuple[int, int]]:
+        heads, fifos = self.heads, self.fifos
+        while heads:
+            i, c = heads[0]
+            if fifos[c] and self.pos[fifos[c][0]] == i:
+                return heads[0]
+            heapq.heappop(heads)
+        return None
+
+    def _end(self, now: int, j: int) -> int:
+        return now + (self.est[j] if self.hard is None else self.hard[j])
+
+    def _start(self, res: PoolCycle, now: int, c: int) -> int:
+        j = self.fifos[c].popleft()
+        if self.fifos[c]:
+            heapq.heappush(self.heads, (self.pos[self.fifos[c][0]], c))
+        res.start(j, now, self._end(now, j), self.est[j])
+        return j
+
+    def cycle(self, now: int, ends: Sequence[Tuple[int, int]]) -> List[int]:
+        res = self.model.cycle(now, ends)
+        started: List[int] = []
+        marked: Set[int] = set()  # classes that cannot start a job in this cycle
+        passed: List[Tuple[int, int]] = []  # heads of classes that can never run, set aside
+        if not res.full() and self._in_order(res, now, started, marked, passed):
+            self._backfill(res, now, started, marked)
+        for head in passed:
+            heapq.heappush(self.heads, head)
+        return started
+
+    def _in_order(
+        self,
+        res: PoolCycle,
+        now: int,
+        started: List[int],
+        marked: Set[int],
+        passed: List[Tuple[int, int]],
+    ) -> bool:
+        """Start jobs in order until one cannot start: it becomes the top job. Whether jobs
+        may still pass it."""
+        policy = self.policy
+        while True:
+            first = self._first()
+            if first is None:
+                return False
+            c = first[1]
+            j = self.fifos[c][0]
+            code = res.check(j, now, self._end(now, j))
+            if code == OK:
+                started.append(self._start(res, now, c))
+                if res.full():
+                    return False
+                continue
+            marked.add(c)
+            if not policy.strict_ordering:
+                return True
+            if policy.backfill_depth == 0:
+                return False  # nothing passes it (fifo.cpp:1008-1017)
+            if code != NEVER:  # a job that can never run is no top job (fifo.cpp:1647-1649)
+                res.reserve(j, self.est[j], policy.fuzzy_window, 0)
+                return not res.full()
+            passed.append(heapq.heappop(self.heads))
+
+    def _backfill(self, res: PoolCycle, now: int, started: List[int], marked: Set[int]) -> None:
+        """After the top job: the classes whose first job fits now, merged in order."""
+        fits: List[Tuple[int, int]] = []
+        pos, fifos, fifo_procs, check = self.pos, self.fifos, self.fifo_procs, res.check
+        est = self.est if self.hard is None else self.hard
+        for c, f in enumerate(fifos):
+            if fifo_procs[c] > res.free:
+                break
+            if f and c not in marked and check(f[0], now, now + est[f[0]]) == OK:
+                fits.append((pos[f[0]], c))
+        heapq.heapify(fits)
+        while fits:
+            _, c = heapq.heappop(fits)
+            j = fifos[c][0]
+            if res.check(j, now, self._end(now, j)) != OK:
+                continue  # the class cannot start a job in this cycle
+            started.append(self._start(res, now, c))
+            if res.full():
+                return
+            if fifos[c]:
+                heapq.heappush(fits, (pos[fifos[c][0]], c))
+
+
+def _cycles(
+    snap: QueueSnapshot,
+    policy: pbsched.Policy,
+    est: List[int],
+    model: Optional[MachineModel],
+    fast: bool,
+) -> _Cycles:
+    nq = len(snap.queued)
+    if model is not None:
+        return _Cycles(snap, policy, est, model)
+    procs = [job.procs for job in snap.queued] + [r.procs for r in snap.running]
+    pool = PoolModel(snap.procs_total, procs)
+    formula = pbsched.sort_formula(policy.job_sort_formula)
+    one_top = policy.backfill_depth <= 1 or not policy.strict_ordering
+    if fast and one_top and not formula.time_dependent and nq:
+        return _PoolClassCycles(snap, policy, est, pool)
+    return _Cycles(snap, policy, est, pool)
+
+
 def forward_start(
     snap: QueueSnapshot,
     policy: pbsched.Policy,
     queued_run: Runs,
     running_end: Sequence[int],
+    fast: bool = True,
 ) -> int:
     """The target's start when queued job ``j`` runs ``queued_run[j]`` seconds and running
     job ``i`` ends at ``running_end[i]`` (both clamped to the walltime; an end at or before
-    ``now`` counts as ``now + 1``).
+    ``now`` counts as ``now + 1``). ``fast``: use :class:`_PoolClassCycles` where it
+    applies.
 
     :raises ValueError: the target needs more processors than the machine has, or
         :data:`MAX_EVENTS` ends pass without it starting
     """
     if snap.queued[snap.target].procs > snap.procs_total:
         raise ValueError("the job needs more processors than the machine has")
-    start = forward_starts(snap, policy, queued_run, running_end, snap.target)
+    start = forward_starts(snap, policy, queued_run, running_end, fast, snap.target)
     if start[snap.target] < 0:
         raise ValueError(f"no start within {MAX_EVENTS} job ends")
     return start[snap.target]
@@ -166,6 +317,7 @@ def forward_starts(
     policy: pbsched.Policy,
     queued_run: Runs,
     running_end: Sequence[int],
+    fast: bool = True,
     until: Optional[int] = None,
     model: Optional[MachineModel] = None,
 ) -> List[int]:
@@ -183,10 +335,8 @@ def forward_starts(
     period = policy.scheduler_iteration if formula.time_dependent else 0
     est = [job.est or job.wall for job in q]
     # the jobs of the model: the queued ones, then the running ones (nq + i)
-    if model is None:
-        procs = [job.procs for job in q] + [r.procs for r in snap.running]
-        model = PoolModel(snap.procs_total, procs)
-    cycles = _Cycles(snap, policy, est, model)
+    cycles = _cycles(snap, policy, est, model, fast)
+    model = cycles.model
     start = [-1] * nq
     left = sum(1 for j in range(nq) if model.can_ever_run(j))
     planned: Dict[int, int] = {}  # running job -> its estimated end, for the scheduler
@@ -298,7 +448,7 @@ def _sampled_runs(
     for _ in range(samples):
         runs = Lazy(len(snap.queued), lambda j: sampler.queued_run(kinds[j]))
         ends = [sampler.running_end(job, snap.now, r) for job, r in zip(snap.running, running_runs)]
-        out.append(forward_starts(snap, policy, runs, ends, until))
+        out.append(forward_starts(snap, policy, runs, ends, True, until))
     return out
 
 
