@@ -11,8 +11,10 @@ import pytest
 from softwalltime.replay import pbsched
 from softwalltime.replay.machine import NEVER, NO_RESOURCES, OK
 from softwalltime.replay.nodes import (
+    SKIP_NEVER_FITS,
     NodeModel,
     View,
+    fit_site,
     parse_nodes,
     parse_place,
     parse_request,
@@ -443,3 +445,11 @@ def test_a_job_without_select_is_one_chunk_of_its_processors() -> None:
         m.request(1)
     pool_only = NodeModel(TWO_HOSTS, w._replace(site=None))
     assert pool_only.request(1).chunks == (Chunk(1, 1),)
+
+
+def test_fit_site_drops_what_no_pool_holds_and_counts_it() -> None:
+    w = work([("1:ncpus=6", ""), ("2:ncpus=3", ""), ("1:ncpus=1:gpu=True", "")])
+    fitted = fit_site(w, TWO_HOSTS)
+    assert fitted.site is not None and fitted.site.select == ["2:ncpus=3"]
+    assert fitted.skipped == {SKIP_NEVER_FITS: 2}
+    assert fit_site(fitted, TWO_HOSTS) is fitted  # nothing to drop

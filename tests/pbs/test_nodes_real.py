@@ -17,9 +17,9 @@ import vnodes
 
 from softwalltime.replay import pbsched
 from softwalltime.replay import simulate as sim
-from softwalltime.replay.nodes import NodeModel
+from softwalltime.replay.nodes import NodeModel, fit_site
 from softwalltime.replay.nodes.spec import parse_select
-from softwalltime.replay.sim_workload import SiteColumns, take
+from softwalltime.replay.sim_workload import SiteColumns
 from softwalltime.replay.sources import EstimateSource, PerfectSource, WalltimeSource
 from softwalltime.site_file import Queue, Site, Vnode
 from softwalltime.units import qstat_time
@@ -56,15 +56,12 @@ def _predicted(
     procs = sum(VNODE_CPUS)
     if not nodes:
         return pbsched.simulate_pbs(work, source(), procs, policy).start
-    never = NodeModel(_site(names), work)
-    keep = [j for j in range(len(jobs)) if never.can_ever_run(j)]
-    kept = take(work, keep)
+    kept = fit_site(work, _site(names))  # a job no host holds never starts
     model = NodeModel(_site(names), kept)
-    start = pbsched.simulate_pbs(kept, source(), procs, policy, model=model).start
-    out = [-1] * len(jobs)
-    for k, j in enumerate(keep):
-        out[j] = start[k]
-    return out
+    start = iter(pbsched.simulate_pbs(kept, source(), procs, policy, model=model).start)
+    assert kept.site is not None
+    fits = set(kept.site.select)
+    return [next(start) if s in fits else -1 for s, _, _ in jobs]
 
 
 @pytest.fixture(scope="module")

@@ -33,13 +33,14 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tu
 
 from ...site_file import Site
 from ..machine import NEVER, NO_RESOURCES, OK
-from ..sim_workload import SimWorkload
+from ..sim_workload import SimWorkload, take
 from .placement import Alloc, View, place
 from .spec import Request, parse_request
 
 NodeFilter = Callable[[int], Sequence[int]]
 """The vnodes (indices into the site's, in order) job ``j`` may use: its queue's pool."""
 
+SKIP_NEVER_FITS = "chunks no vnode pool holds"  # the sites' fit_machine reason
 _END, _RUN = 0, 1  # at one instant, ends before starts (the start is placed on what ended)
 
 
@@ -59,6 +60,25 @@ def queue_pool(site: Site, work: SimWorkload) -> NodeFilter:
         return by_queue.get(name, free) if name is not None else free
 
     return pool
+
+
+def fit_site(
+    work: SimWorkload, site: Site, node_filter: Optional[NodeFilter] = None
+) -> SimWorkload:
+    """Drop the jobs whose chunks their node pool can never hold (counted as skipped): PBS
+    leaves them queued for ever ("Not Running: Insufficient amount of resource"), and
+    :func:`.pbsched.simulate_pbs` refuses a job that can never run, as
+    :func:`.sim_workload.fit_machine` drops jobs wider than the pool.
+
+    :raises ValueError: a job's select or place is not one PBS reads (naming it)
+    """
+    model = NodeModel(site, work, node_filter)
+    keep = [j for j in range(len(work.submit)) if model.can_ever_run(j)]
+    if len(keep) == len(work.submit):
+        return work
+    skipped = dict(work.skipped)
+    skipped[SKIP_NEVER_FITS] = skipped.get(SKIP_NEVER_FITS, 0) + len(work.submit) - len(keep)
+    return take(work, keep)._replace(skipped=skipped)
 
 
 class _Job:
