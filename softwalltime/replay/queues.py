@@ -17,10 +17,11 @@ server.
   job's list against the minimum, attr_fn_resc.c:394-409), so it goes to the first enabled
   destination. A destination that is a routing queue takes the job and routes it in turn.
   A job no destination accepts is not queued anywhere the scheduler looks:
-  - when every destination refused it for good (limits, unknown queue), ``qsub`` itself is
-    rejected: the server tries the route once at submission (req_quejob.c:1821-1828) and
-    purges the job on ``PBSE_ROUTEREJ`` (job_route.c:190-193); a job already in the queue
-    is aborted the same way (``queue_route``, job_route.c:357-358);
+  - when every destination refused it for good (limits, unknown queue), the job is gone:
+    the server tries the route once at submission (req_quejob.c:1821-1828) and purges the
+    job on ``PBSE_ROUTEREJ`` (job_route.c:190-193; on the real server qsub has printed the
+    job id by then, and the server logs "Job rejected by all possible destinations"); a
+    job already in the queue is aborted the same way (``queue_route``, job_route.c:357-358);
   - when a destination was only disabled (``PBSE_QUNOENB`` is a retry error,
     ``should_retry_route``, svr_movejob.c:1063), the job stays queued in the routing queue
     and is retried every ``route_retry_time``; the site file's queues do not change, so it

@@ -1,0 +1,293 @@
+"""Queues and run limits against the real PBS server (``make test-pbs``, issue 46).
+
+Each test configures the server from a :class:`~softwalltime.site_file.Site` (queues,
+their limits and node pool, the server's limits), submits a few ``sleep`` jobs while
+``scheduling`` is off, lets the real scheduler run them, and checks that the site model
+(:mod:`softwalltime.replay.queues`, :mod:`softwalltime.replay.limits`) predicts what PBS
+did where the one-pool model (:func:`softwalltime.replay.pbsched.simulate_pbs`) does not.
+
+A second user: the harness makes one ordinary user (alice) and has no hook for another, so
+the other user's jobs are root's, which PBS runs once the server's ``acl_roots`` names
+root (without it: "qsub: Bad UID for job execution"). Everything a test creates or
+changes (queues, server and node attributes, jobs) is put back by :class:`ServerChanges`,
+also when the test fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pbsctl
+import pytest
+
+from softwalltime.replay import pbsched
+from softwalltime.replay import simulate as sim
+from softwalltime.replay.limits import JobEntity, Limits
+from softwalltime.replay.machine import LIMITED, OK
+from softwalltime.replay.queues import queue_order, route, vnodes_for
+from softwalltime.site_file import Queue, Site, Vnode
+from softwalltime.units import qstat_time
+
+NODE = pbsctl.NODE
+NODE_CPUS = 2
+ROOT = "root"
+FCFS = pbsched.parse_policy("fcfs-greedy")  # PBS's defaults: no formula, no strict order
+
+
+class ServerChanges:
+    """What a test changes on the server, undone in reverse order by :meth:`undo`: jobs
+    purged first (a queue with jobs cannot be deleted), then the node's queue, the
+    queues, the attributes."""
+
+    def __init__(self) -> None:
+        self.jobs: list[str] = []
+        self.queues: list[str] = []
+        self.attributes: list[tuple[str, str, str | None]] = []  # (object, name, before)
+        self.node_queue = False
+
+    def set(self, obj: str, name: str, value: str) -> None:
+        """``qmgr set obj name = value``, its value before noted once."""
+        if not any(o == obj and n == name for o, n, _ in self.attributes):
+            listing = pbsctl.run("qmgr", "-c", f"list {obj} {name}").stdout
+            before = pbsctl.parse_qmgr_list(listing).get(name)
+            self.attributes.append((obj, name, before))
+        pbsctl.qmgr(f'set {obj} {name} = "{value}"')
+
+    def queue(self, q: Queue) -> None:
+        """Create queue ``q`` as the site file describes it."""
+        pbsctl.qmgr(f"create queue {q.name}")
+        self.queues.append(q.name)
+        obj = f"queue {q.name}"
+        kind = "Execution" if q.kind == "execution" else "Route"
+        pbsctl.qmgr(f"set {obj} queue_type = {kind}")
+        pbsctl.qmgr(f"set {obj} priority = {q.priority}")
+        for name, value in (
+            ("resources_min.walltime", q.walltime_min),
+            ("resources_max.walltime", q.walltime_max),
+            ("max_run", q.max_run),
+            ("max_run_res.ncpus", q.max_run_res.get("ncpus")),
+        ):
+            if value is not None:
+                pbsctl.qmgr(f'set {obj} {name} = "{value}"')
+        if q.destinations:
+            pbsctl.qmgr(f'set {obj} route_destinations = "{",".join(q.destinations)}"')
+        pbsctl.qmgr(f"set {obj} enabled = {q.enabled}")
+        pbsctl.qmgr(f"set {obj} started = {q.started}")
+
+    def site(self, site: Site) -> None:
+        """Configure the server as ``site``: its new queues, its limits, the node's queue."""
+        for q in site.queues:
+            if q.name != "workq":
+                self.queue(q)
+        if site.max_run is not None:
+            self.set("server", "max_run", site.max_run)
+        for res, value in site.max_run_res.items():
+            self.set("server", f"max_run_res.{res}", value)
+        workq = site.queue("workq")
+        if workq is not None and workq.max_run is not None:
+            self.set("queue workq", "max_run", workq.max_run)
+        if site.vnodes[0].queue is not None:
+            pbsctl.qmgr(f"set node {NODE} queue = {site.vnodes[0].queue}")
+            self.node_queue = True
+
+    def undo(self) -> None:
+        pbsctl.purge(self.jobs)
+        if self.node_queue:
+            pbsctl.qmgr(f"unset node {NODE} queue", check=False)
+        for name in reversed(self.queues):
+            pbsctl.qmgr(f"delete queue {name}", check=False)
+        for obj, name, before in reversed(self.attributes):
+            pbsctl.set_attribute(obj, name, before)
+
+
+@pytest.fixture()
+def server(pbs_server: None) -> Iterator[ServerChanges]:
+    """Scheduling off while a test submits; root may run jobs (the second user)."""
+    changes = ServerChanges()
+    try:
+        changes.set("server", "acl_roots", ROOT)
+        changes.set("server", "scheduling", "False")
+        yield changes
+    finally:
+        changes.undo()
+
+
+def submit(changes: ServerChanges, options: str, script: str, user: str = pbsctl.USER) -> str:
+    """A job as ``user`` (alice, or root for the second user), noted for the purge."""
+    if user == ROOT:
+        out = pbsctl.run("qsub", *options.split(), stdin=script + "\n").stdout.strip()
+    else:
+        out = pbsctl.qsub(options, script)
+    changes.jobs.append(out)
+    return out
+
+
+def starts(jobs: list[str]) -> list[int]:
+    """The jobs' real start times, once all have finished, relative to the first."""
+    for jobid in jobs:
+        pbsctl.wait_state(jobid, "F", timeout=120)
+    real = []
+    for jobid in jobs:
+        stime = qstat_time(pbsctl.job(jobid)["stime"])
+        assert stime is not None
+        real.append(stime)
+    return [r - min(real) for r in real]
+
+
+def pool_starts(jobs: list[tuple[str, int, int, int]]) -> list[int]:
+    """The one-pool model's starts of ``(user, ncpus, sleep s, walltime s)``, all submitted
+    at 0, on the node's cpus."""
+    rows = [(user, 0, wall, run, cpus) for user, cpus, run, wall in jobs]
+    work = sim.make_workload("real", rows, NODE_CPUS)
+    return pbsched.simulate_pbs(work, sim.WalltimeSource(), NODE_CPUS, FCFS).start
+
+
+def _queue_of(jobid: str) -> str:
+    return str(pbsctl.job(jobid)["queue"])
+
+
+# ---------------------------------------------------------------------------------------
+# Routing by walltime
+
+M = 60
+ROUTED = Site(
+    "routed",
+    (Vnode(NODE, NODE, NODE_CPUS),),
+    (
+        Queue("workq"),
+        Queue("swt_short", walltime_max=10 * M),
+        Queue("swt_long", walltime_min=10 * M + 1, walltime_max=60 * M),
+        Queue("swt_off", enabled=False),
+        Queue("swt_route", kind="route", destinations=("swt_short", "swt_long")),
+        Queue("swt_route_off", kind="route", destinations=("swt_off", "swt_long")),
+    ),
+)
+
+
+def test_a_routing_queue_places_jobs_by_walltime_where_the_model_says(
+    server: ServerChanges,
+) -> None:
+    server.site(ROUTED)
+    walltimes = [5 * M, 10 * M, 10 * M + 1, 60 * M, None]
+    expected = [route(ROUTED, "swt_route", w) for w in walltimes]
+    assert expected == ["swt_short", "swt_short", "swt_long", "swt_long", "swt_short"]
+    for w, queue in zip(walltimes, expected):
+        options = "-q swt_route" + ("" if w is None else f" -l walltime={w}")
+        assert _queue_of(submit(server, options, "sleep 1")) == queue, w
+    # beyond every destination: the job is purged at once (PBSE_ROUTEREJ), though qsub,
+    # already answered, printed its id
+    assert route(ROUTED, "swt_route", 2 * 60 * M) is None
+    log = pbsctl.ServerLog()
+    gone = submit(server, "-q swt_route -l walltime=7200", "sleep 1")
+    assert pbsctl.run("qstat", "-x", gone, check=False).returncode != 0
+    assert any(gone in ln and "rejected by all possible destinations" in ln for ln in log.lines())
+    # a disabled destination is retried: the job waits in the routing queue
+    assert route(ROUTED, "swt_route_off", 5 * M) is None
+    assert (
+        _queue_of(submit(server, "-q swt_route_off -l walltime=300", "sleep 1")) == "swt_route_off"
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# A queue's node pool
+
+POOLED = Site(
+    "pooled",
+    (Vnode(NODE, NODE, NODE_CPUS, queue="swt_pool"),),
+    (Queue("workq"), Queue("swt_pool")),
+)
+
+
+def test_a_queue_without_vnodes_cannot_run_while_the_only_node_is_another_queues(
+    server: ServerChanges,
+) -> None:
+    assert vnodes_for(POOLED, "workq") == [] and vnodes_for(POOLED, "swt_pool") == [0]
+    assert pool_starts([(pbsctl.USER, 1, 2, 60), (pbsctl.USER, 1, 2, 60)]) == [0, 0]
+    server.site(POOLED)
+    first = submit(server, "-q workq -l walltime=60", "sleep 2")  # first in FCFS order
+    pooled = submit(server, "-q swt_pool -l walltime=60", "sleep 2")
+    pbsctl.qmgr("set server scheduling = True")
+    pbsctl.wait_state(pooled, "F")
+    # a cycle after that one: a job submitted to the pool starts and ends, while the
+    # earlier workq job, considered first in every cycle, still waits
+    sentinel = submit(server, "-q swt_pool -l walltime=60", "sleep 0")
+    pbsctl.wait_state(sentinel, "F")
+    info = pbsctl.job(first)
+    assert info["job_state"] == "Q", info.get("comment")
+
+
+# ---------------------------------------------------------------------------------------
+# Run limits: a user's second job waits while another user's starts
+
+# (user, ncpus, sleep s, walltime s), in FCFS order
+LIMITED_JOBS = [(pbsctl.USER, 1, 4, 60), (pbsctl.USER, 1, 4, 60), (ROOT, 1, 4, 60)]
+PER_USER = "[u:PBS_GENERIC=1]"
+LIMIT_SITES = {
+    "server max_run": Site(
+        "s", (Vnode(NODE, NODE, NODE_CPUS),), (Queue("workq"),), max_run=PER_USER
+    ),
+    "queue max_run": Site(
+        "q", (Vnode(NODE, NODE, NODE_CPUS),), (Queue("workq", max_run=PER_USER),)
+    ),
+    "server max_run_res.ncpus": Site(
+        "r", (Vnode(NODE, NODE, NODE_CPUS),), (Queue("workq"),), max_run_res={"ncpus": PER_USER}
+    ),
+}
+
+
+def _model_first_cycle(site: Site) -> list[int]:
+    # The jobs the site model starts in the first cycle: FCFS, each if the limits let it
+    # and a cpu is free (the cycle itself is the core's; this is its answer for 3 jobs).
+    entities = [
+        JobEntity("workq", u, u, "_pbs_project_default", c) for u, c, _r, _w in LIMITED_JOBS
+    ]
+    limits = Limits(site, entities)
+    free, started = NODE_CPUS, []
+    for j, (_u, cpus, _r, _w) in enumerate(LIMITED_JOBS):
+        if limits.check(j) == OK and cpus <= free:
+            limits.start(j)
+            free -= cpus
+            started.append(j)
+    assert limits.check(1) == LIMITED
+    return started
+
+
+@pytest.mark.parametrize("where", sorted(LIMIT_SITES))
+def test_a_run_limit_holds_a_users_second_job_and_lets_another_user_start(
+    server: ServerChanges, where: str
+) -> None:
+    site = LIMIT_SITES[where]
+    assert _model_first_cycle(site) == [0, 2]
+    assert pool_starts(LIMITED_JOBS) == [0, 0, 4]  # the pool starts alice's two first
+    server.site(site)
+    ids = [submit(server, f"-l select=1:ncpus={c} -l walltime={w}", f"sleep {r}", u)
+           for u, c, r, w in LIMITED_JOBS]  # fmt: skip
+    pbsctl.qmgr("set server scheduling = True")
+    real = starts(ids)
+    assert real[0] == 0 and real[2] <= 1, real  # alice's first and root's at once
+    assert real[1] >= 3, real  # alice's second after her first (4 s)
+
+
+# ---------------------------------------------------------------------------------------
+# Queue priority with by_queue
+
+PRIORITIES = Site(
+    "prio",
+    (Vnode(NODE, NODE, NODE_CPUS),),
+    (Queue("workq"), Queue("swt_low", priority=10), Queue("swt_high", priority=100)),
+)
+
+
+def test_by_queue_starts_the_high_priority_queues_job_before_an_earlier_low_one(
+    server: ServerChanges,
+) -> None:
+    # two 2-cpu jobs: the low queue's first in FCFS order
+    priority = {q.name: q.priority for q in PRIORITIES.queues}
+    assert queue_order([0, 1], ["swt_low", "swt_high"], priority) == [1, 0]
+    assert pool_starts([(pbsctl.USER, 2, 3, 60), (pbsctl.USER, 2, 3, 60)]) == [0, 3]
+    server.site(PRIORITIES)
+    low = submit(server, "-q swt_low -l select=1:ncpus=2 -l walltime=60", "sleep 3")
+    high = submit(server, "-q swt_high -l select=1:ncpus=2 -l walltime=60", "sleep 3")
+    pbsctl.qmgr("set server scheduling = True")
+    real = starts([low, high])
+    assert real[1] == 0 and real[0] >= 2, real
