@@ -291,3 +291,29 @@ def test_by_queue_starts_the_high_priority_queues_job_before_an_earlier_low_one(
     pbsctl.qmgr("set server scheduling = True")
     real = starts([low, high])
     assert real[1] == 0 and real[0] >= 2, real
+
+
+# ---------------------------------------------------------------------------------------
+# A job held by a limit is a top job (strict_ordering): its reservation keeps another
+# user's job from starting
+
+# (user, ncpus, sleep s, walltime s) on 3 cpus, FCFS: alice's second job (2 cpus) fits
+# now but is held by max_run; as the top job it is reserved at her first job's end (10 s
+# by walltime), which root's 2-cpu job (to 600 s) would delay: root's waits. Were a held
+# job no top job, root's would start at once.
+TOP_JOBS = [(pbsctl.USER, 1, 5, 10), (pbsctl.USER, 2, 2, 60), (ROOT, 2, 2, 600)]
+
+
+def test_a_job_held_by_a_run_limit_is_a_top_job_under_strict_ordering(
+    server: ServerChanges,
+) -> None:
+    site = LIMIT_SITES["server max_run"]
+    server.set(f"node {NODE}", "resources_available.ncpus", "3")
+    server.set("server", "backfill_depth", "1")
+    server.site(site)
+    with pbsctl.sched_config({"strict_ordering": "strict_ordering: True\tALL"}):
+        ids = [submit(server, f"-l select=1:ncpus={c} -l walltime={w}", f"sleep {r}", u)
+               for u, c, r, w in TOP_JOBS]  # fmt: skip
+        pbsctl.qmgr("set server scheduling = True")
+        real = starts(ids)
+    assert real[0] == 0 and real[1] >= 4 and real[2] >= real[1] + 1, real
