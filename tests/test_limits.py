@@ -10,10 +10,11 @@ from softwalltime.replay.limits import (
     JobEntity,
     Limits,
     LimitSet,
+    SiteLimits,
     entity_limit,
     parse_limits,
 )
-from softwalltime.replay.machine import LIMITED, OK
+from softwalltime.replay.machine import LIMITED, NO_RESOURCES, OK
 from softwalltime.site_file import Queue, Site, Vnode
 
 
@@ -127,3 +128,58 @@ def test_the_class_key_holds_what_the_limits_tell_apart():
 def test_limits_on_other_resources_are_refused():
     with pytest.raises(ParseError, match="max_run_res.mem"):
         Limits(_site(max_run_res={"mem": "[u:PBS_GENERIC=4gb]"}), [])
+
+
+class _Pool:
+    """The one pool of cpus as a machine model, with a top job placed at the first end
+    that frees enough cpus, no earlier than ``after``: enough to see the limits compose."""
+
+    def __init__(self, cpus, need):
+        self.free, self.need, self.ends = cpus, need, []
+
+    def can_ever_run(self, j):
+        return True
+
+    def cycle(self, now, ends):
+        self.ends = [(e, self.need[k]) for e, k in ends]
+        return self
+
+    def check(self, j, now, end):
+        return OK if self.need[j] <= self.free else NO_RESOURCES
+
+    def start(self, j, now, d):
+        self.free -= self.need[j]
+        self.ends = sorted(self.ends + [(now + d, self.need[j])])
+
+    def reserve(self, j, d, window, epoch, after=0):
+        free = self.free
+        for e, p in self.ends:
+            free += p
+            if free >= self.need[j] and e >= after:
+                return e
+        return after
+
+    def full(self):
+        return self.free == 0
+
+    def release(self, j):
+        self.free += self.need[j]
+
+
+def test_site_limits_hold_before_the_resources_and_reserve_when_the_limit_frees():
+    jobs = _jobs(("a", "alice", 1), ("a", "alice", 1), ("a", "bob", 1), ("a", "bob", 9))
+    need = [job.ncpus for job in jobs]
+    model = SiteLimits(_Pool(4, need), Limits(_site(max_run="[u:PBS_GENERIC=1]"), jobs))
+    assert model.can_ever_run(3)  # the pool decides that, and the limits allow it
+    cycle = model.cycle(0, [])
+    assert cycle.check(0, 0, 10) == OK
+    cycle.start(0, 0, 10)
+    assert cycle.check(1, 0, 10) == LIMITED  # cpus free, alice's limit reached
+    assert cycle.reserve(1, 10, 0, 0) == 10  # when her first job ends
+    assert cycle.check(2, 0, 5) == OK
+    cycle.start(2, 0, 5)
+    model.release(0)
+    assert model.cycle(10, [(5, 2)]).check(1, 10, 20) == OK
+    never = SiteLimits(_Pool(4, need), Limits(_site(max_run="[u:alice=0]"), jobs))
+    assert never.cycle(0, []).reserve(0, 10, 0, 0) == -1
+    assert not never.can_ever_run(0) and never.class_key(0) == ("alice",)

@@ -50,8 +50,9 @@ the counts at that start are checked too (limits.cpp:818-936).
 
 from __future__ import annotations
 
+import bisect
 import re
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Set, Tuple
 
 from ..errors import ParseError
 from ..site_file import Site
@@ -301,3 +302,80 @@ def _limit(lim: LimitSet, kind: str, name: str) -> Optional[int]:
     if kind == "o":
         return lim.overall
     return entity_limit({"u": lim.user, "g": lim.group, "p": lim.project}[kind], name)
+
+
+# ---------------------------------------------------------------------------------------
+# The limits around a machine model
+
+
+class ReservesAfter(Protocol):
+    """A cycle's resources that can place a top job no earlier than a given time (what a
+    job held by a limit needs: ``calc_run_time`` takes the first event at which both its
+    resources and its limits let it run, simulate.cpp:752-771)."""
+
+    def check(self, j: int, now: int, end: int) -> int: ...
+
+    def start(self, j: int, now: int, d: int) -> None: ...
+
+    def reserve(self, j: int, d: int, window: int, epoch: int, after: int = ...) -> int: ...
+
+    def full(self) -> bool: ...
+
+
+class _LimitedCycle:
+    """One cycle of :class:`SiteLimits`: the inner model's resources behind the limits."""
+
+    def __init__(
+        self, inner: ReservesAfter, limits: Limits, now: int, ends: Sequence[Tuple[int, int]]
+    ) -> None:
+        self.inner, self.limits, self.now = inner, limits, now
+        self.ends = list(ends)  # and the jobs this cycle starts: they free the counts too
+
+    def check(self, j: int, now: int, end: int) -> int:
+        """:data:`.machine.LIMITED` before the resources are asked."""
+        if self.limits.check(j) != OK:
+            return LIMITED
+        return self.inner.check(j, now, end)
+
+    def start(self, j: int, now: int, d: int) -> None:
+        self.inner.start(j, now, d)
+        self.limits.start(j)
+        bisect.insort(self.ends, (now + d, j))
+
+    def reserve(self, j: int, d: int, window: int, epoch: int) -> int:
+        """The top job's start: the inner model's, no earlier than the limits let it run;
+        -1 when they never will (no reservation: ``calc_run_time`` finds no start and the
+        job is not added to the calendar, simulate.cpp:784-789, fifo.cpp:1733)."""
+        after = self.limits.free_at(j, self.ends, self.now)
+        if after is None:
+            return -1
+        if after <= self.now:
+            return self.inner.reserve(j, d, window, epoch)
+        return self.inner.reserve(j, d, window, epoch, after=after)
+
+    def full(self) -> bool:
+        return self.inner.full()
+
+
+class SiteLimits:
+    """A machine model (:class:`.machine.MachineModel`) with the site's run limits in front:
+    a job a limit holds is :data:`.machine.LIMITED` before its resources are asked; the
+    counts follow the starts and ends. A site without limits changes nothing (use the
+    inner model as it is: :meth:`Limits.any`)."""
+
+    def __init__(self, inner: Any, limits: Limits) -> None:
+        self.inner, self.limits = inner, limits
+
+    def can_ever_run(self, j: int) -> bool:
+        return bool(self.inner.can_ever_run(j)) and self.limits.can_ever_run(j)
+
+    def cycle(self, now: int, ends: Sequence[Tuple[int, int]]) -> _LimitedCycle:
+        # ends: (estimated end, job) sorted, the order the limits free in
+        return _LimitedCycle(self.inner.cycle(now, ends), self.limits, now, ends)
+
+    def release(self, j: int) -> None:
+        self.inner.release(j)
+        self.limits.release(j)
+
+    def class_key(self, j: int) -> Tuple[str, ...]:
+        return self.limits.class_key(j)
