@@ -9,7 +9,7 @@ that tree); ``tests/pbs/test_queues_real.py`` shows them on the real server.
   ``[p:name=N]``, comma-separated, names optionally quoted, as PBS parses them
   (``entlim_parse_one``, entlim_parse.c:172-297: ``o`` only with ``PBS_ALL``, the others
   never with it, no negative value). The old attributes (``max_user_run``...) are the same
-  limits with other names (limits.cpp:353-358) and are not read here.
+  limits with other names (limits.cpp:350-355) and are not read here.
 - **Counts**: the running jobs and their ncpus per user, group, project and overall, on the
   server and in each queue (``update_server_on_run``/``..._on_end``, server_info.cpp;
   ``update_queue_on_run``, queue_info.cpp). :meth:`Limits.start` and
@@ -18,9 +18,9 @@ that tree); ``tests/pbs/test_queues_real.py`` shows them on the real server.
   of ``limfuncs``, limits.cpp:288-305): a job is held (:data:`.machine.LIMITED`) when, on
   the server or in its queue, a run limit is already reached, ``max <= used``
   (``check_server_max_user_run``, limits.cpp:1181-1190; ``check_server_max_run``,
-  limits.cpp:1818-1826), or a resource limit would be passed, ``used + request > max``
+  limits.cpp:1813-1819), or a resource limit would be passed, ``used + request > max``
   (``check_max_user_res``, limits.cpp:2759-2768; ``check_queue_max_res``,
-  limits.cpp:1700-1706). A limit on the named user (group, project) replaces the generic
+  limits.cpp:1688-1692). A limit on the named user (group, project) replaces the generic
   one for that entity, even when higher ("ignore a generic limit", limits.cpp:1181-1186,
   2759-2763).
 - **A job that can never satisfy a limit** (its ncpus above a ``max_run_res.ncpus`` that
@@ -37,7 +37,7 @@ that tree); ``tests/pbs/test_queues_real.py`` shows them on the real server.
   (``update_server_on_end``, server_info.cpp:1713-1724). :meth:`Limits.free_at` gives that
   time for the limits alone.
 - **Equivalence classes**: a held job marks its class like any job that cannot run
-  (fifo.cpp:985-996); with limits the class key includes the queue (when the queue has
+  (fifo.cpp:989-997); with limits the class key includes the queue (when the queue has
   limits or its own vnodes, ``resresv_set_use_queue``, job_info.cpp:2223-2233) and the
   user, group or project when a limit of that kind exists on the server or that queue
   (job_info.cpp:2158-2203). :meth:`Limits.class_key` is that part of the key.
@@ -345,7 +345,7 @@ class _LimitedCycle:
     def reserve(self, j: int, d: int, window: int, epoch: int) -> int:
         """The top job's start: the inner model's, no earlier than the limits let it run;
         -1 when they never will (no reservation: ``calc_run_time`` finds no start and the
-        job is not added to the calendar, simulate.cpp:784-789, fifo.cpp:1733)."""
+        job is not added to the calendar, simulate.cpp:784-789, fifo.cpp:1734)."""
         after = self.limits.free_at(j, self.ends, self.now)
         if after is None:
             return -1

@@ -13,7 +13,7 @@ server.
   bounds included (``chk_resc_limits``, svr_jobfunc.c:1045-1056: a minimum above the job's
   value or a maximum below it rejects, equality passes). A job without a walltime is
   compared with neither bound: only the resources the job has are compared
-  (``chk_svr_resc_limit`` walks the job's list, svr_jobfunc.c:839-866; ``comp_resc`` the
+  (``chk_svr_resc_limit`` walks the job's list, svr_jobfunc.c:834-864; ``comp_resc`` the
   job's list against the minimum, attr_fn_resc.c:394-409), so it goes to the first enabled
   destination. A destination that is a routing queue takes the job and routes it in turn.
   A job no destination accepts is not queued anywhere the scheduler looks:
@@ -26,12 +26,12 @@ server.
     ``should_retry_route``, svr_movejob.c:1063), the job stays queued in the routing queue
     and is retried every ``route_retry_time``; the site file's queues do not change, so it
     stays there for the whole replay;
-  - a routing queue that is not started routes nothing (job_route.c:289-290).
+  - a routing queue that is not started routes nothing (job_route.c:294-295).
   Not modelled: queue and server ``resources_default.walltime`` (applied before the check,
   svr_jobfunc.c:1228-1229), the server's ``resources_max`` (used when the queue has none,
-  svr_jobfunc.c:845-853), ACLs, ``max_queued``.
+  svr_jobfunc.c:839-848), ACLs, ``max_queued``.
 - **Node pool** (:func:`vnodes_for`). A queue some vnode names in its ``queue`` attribute
-  (the server then sets the queue's ``hasnodes``, queue_info.cpp:304-311) places its jobs
+  (the server then sets the queue's ``hasnodes``, queue_info.cpp:305-311) places its jobs
   on those vnodes only (``node_queue_cmp``, queue_info.cpp:169-174, 850-856; check.cpp:
   1614-1617); every other queue's jobs go on the vnodes with no ``queue`` set
   (``is_unassoc_node``, server_info.cpp:258-262, 2388-2394; check.cpp:1621-1622).
@@ -43,7 +43,7 @@ server.
   ``round_robin`` the queues of one priority take turns, one job each, before the next
   lower priority (fifo.cpp:2040-2111; the queues grouped by priority at
   server_info.cpp:282-292). With neither, all jobs form one list in the job sort
-  (fifo.cpp:2131-2138). In every mode the jobs of an *express* queue (priority at least the
+  (fifo.cpp:2136-2143). In every mode the jobs of an *express* queue (priority at least the
   scheduler's ``preempt_queue_prio``, default 150, with sched_config's default
   ``preemptive_sched: true``) come first, the higher queue priority first: their preempt
   priority is the first sort key (``set_preempt_prio``, job_info.cpp:3606-3608, 3633-3643;
