@@ -42,7 +42,9 @@ server.
   fifo.cpp:2112-2130; ``sort_jobs`` sorts within each queue, sort.cpp:1165-1169). With
   ``round_robin`` the queues of one priority take turns, one job each, before the next
   lower priority (fifo.cpp:2040-2111; the queues grouped by priority at
-  server_info.cpp:282-292). With neither, all jobs form one list in the job sort
+  server_info.cpp:282-292); the turns start again from the first queue at every cycle
+  (``next_job``'s INITIALIZE, fifo.cpp:2005-2010), so the order is a cycle's, of the jobs
+  queued then. With neither, all jobs form one list in the job sort
   (fifo.cpp:2136-2143). In every mode the jobs of an *express* queue (priority at least the
   scheduler's ``preempt_queue_prio``, default 150, with sched_config's default
   ``preemptive_sched: true``) come first, the higher queue priority first: their preempt

@@ -278,19 +278,53 @@ PRIORITIES = Site(
 )
 
 
+@pytest.mark.parametrize("by_queue", [True, False])
 def test_by_queue_starts_the_high_priority_queues_job_before_an_earlier_low_one(
-    server: ServerChanges,
+    server: ServerChanges, by_queue: bool
 ) -> None:
-    # two 2-cpu jobs: the low queue's first in FCFS order
+    # two 2-cpu jobs, the low queue's first in FCFS order; without by_queue (and no
+    # express queue) the queues' priorities do not order jobs: the control
     priority = {q.name: q.priority for q in PRIORITIES.queues}
-    assert queue_order([0, 1], ["swt_low", "swt_high"], priority) == [1, 0]
+    expected = queue_order([0, 1], ["swt_low", "swt_high"], priority, by_queue)
+    assert expected == ([1, 0] if by_queue else [0, 1])
     assert pool_starts([(pbsctl.USER, 2, 3, 60), (pbsctl.USER, 2, 3, 60)]) == [0, 3]
     server.site(PRIORITIES)
-    low = submit(server, "-q swt_low -l select=1:ncpus=2 -l walltime=60", "sleep 3")
-    high = submit(server, "-q swt_high -l select=1:ncpus=2 -l walltime=60", "sleep 3")
-    pbsctl.qmgr("set server scheduling = True")
-    real = starts([low, high])
-    assert real[1] == 0 and real[0] >= 2, real
+    line = f"by_queue: {by_queue}\tALL"
+    with pbsctl.sched_config({"by_queue": line}):
+        low = submit(server, "-q swt_low -l select=1:ncpus=2 -l walltime=60", "sleep 3")
+        high = submit(server, "-q swt_high -l select=1:ncpus=2 -l walltime=60", "sleep 3")
+        pbsctl.qmgr("set server scheduling = True")
+        real = starts([low, high])
+    first, second = expected
+    assert real[first] == 0 and real[second] >= 2, real
+
+
+# Two queues of one priority, three 1-cpu jobs on the 2 cpus: A and B in the first queue,
+# C in the second, in FCFS order A, B, C. The turns are within a cycle (``next_job``
+# starts again from the first queue at each cycle's INITIALIZE, fifo.cpp:2005-2010): in
+# the first cycle round_robin starts A and C, by_queue (and the pool) A and B.
+TURNS = Site(
+    "turns",
+    (Vnode(NODE, NODE, NODE_CPUS),),
+    (Queue("workq"), Queue("swt_a", priority=10), Queue("swt_b", priority=10)),
+)
+
+
+def test_round_robin_takes_one_job_of_each_queue_in_turn(server: ServerChanges) -> None:
+    priority = {q.name: q.priority for q in TURNS.queues}
+    queues = ["swt_a", "swt_a", "swt_b"]
+    expected = queue_order([0, 1, 2], queues, priority, by_queue=False, round_robin=True)
+    assert expected == [0, 2, 1]  # the first two fill the node
+    assert queue_order([0, 1, 2], queues, priority) == [0, 1, 2]  # by_queue: A, B, C
+    assert pool_starts([(pbsctl.USER, 1, 3, 60)] * 3) == [0, 0, 3]
+    server.site(TURNS)
+    lines = {"round_robin": "round_robin: True\tALL", "by_queue": "by_queue: False\tALL"}
+    with pbsctl.sched_config(lines):
+        ids = [submit(server, f"-q {q} -l select=1:ncpus=1 -l walltime=60", "sleep 3")
+               for q in queues]  # fmt: skip
+        pbsctl.qmgr("set server scheduling = True")
+        real = starts(ids)
+    assert real[0] == 0 and real[2] <= 1 and real[1] >= 2, real
 
 
 # ---------------------------------------------------------------------------------------
