@@ -9,9 +9,12 @@ A cycle (PBS's ``main_sched_loop``, fifo.cpp) asks, for each job in sort order:
 
 - :meth:`CycleResources.check`: can the job start now, ending by ``end`` (now + its soft
   walltime, or walltime), without delaying a reservation made earlier in this cycle? The
-  answer says why not, because PBS treats the reasons differently: a job short of
-  resources may become a *top job* (a reservation on the calendar); a job held by a run
-  limit (``max_run``...) may not (``should_backfill_with_job``, fifo.cpp);
+  answer says why not: a job short of resources and a job held by a run limit
+  (``max_run``...) may both become a *top job* (``should_backfill_with_job``,
+  fifo.cpp:1603-1663, does not ask why), reserved where its resources and its limits
+  both let it run (``calc_run_time``, simulate.cpp:752-771; :class:`.limits.SiteLimits`;
+  ``tests/pbs/test_queues_real.py`` shows a held job's reservation on the real server);
+  a job that can never run is never one;
 - :meth:`CycleResources.start`: the job starts, holding its allocation for ``d`` seconds;
 - :meth:`CycleResources.reserve`: the job becomes a top job: its earliest start on the
   calendar, and its resources held from then on for the rest of the cycle.
@@ -23,7 +26,7 @@ from typing import Protocol, Sequence, Tuple
 
 OK = 0  # can start now
 NO_RESOURCES = 1  # not enough free now, or would delay a reservation: may be a top job
-LIMITED = 2  # held by a run limit (max_run, max_run_res): not a top job
+LIMITED = 2  # held by a run limit (max_run, max_run_res): a top job once the limit frees
 NEVER = 3  # can never run on this machine (wider than any pool it may use)
 
 
