@@ -12,6 +12,7 @@ from softwalltime.replay.limits import (
     LimitSet,
     SiteLimits,
     entity_limit,
+    job_entities,
     parse_limits,
 )
 from softwalltime.replay.machine import LIMITED, NO_RESOURCES, OK
@@ -183,3 +184,10 @@ def test_site_limits_hold_before_the_resources_and_reserve_when_the_limit_frees(
     never = SiteLimits(_Pool(4, need), Limits(_site(max_run="[u:alice=0]"), jobs))
     assert never.cycle(0, []).reserve(0, 10, 0, 0) == -1
     assert not never.can_ever_run(0) and never.class_key(0) == ("alice",)
+
+
+def test_job_entities_from_the_workload_columns():
+    got = job_entities(["a", "b"], ["alice", "bob"], ["g1", ""], [1, 4])
+    assert got[1] == JobEntity("b", "bob", "", "_pbs_project_default", 4)
+    lim = Limits(_site(max_run="[g:g1=0]"), got)
+    assert not lim.can_ever_run(0) and lim.can_ever_run(1)

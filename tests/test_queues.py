@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from softwalltime.replay.queues import accepts, queue_order, route, vnodes_for
+from softwalltime.replay.queues import accepts, execution_queues, queue_order, route, vnodes_for
 from softwalltime.site_file import Queue, Site, Vnode
 
 H = 3600
@@ -97,3 +97,12 @@ def test_without_by_queue_only_express_queues_come_first():
 def test_a_job_of_an_unknown_queue_is_an_error():
     with pytest.raises(ValueError, match="nowhere"):
         queue_order([0], ["nowhere"], PRIO)
+
+
+def test_execution_queues_route_each_job_from_its_queue_or_the_default():
+    got = execution_queues(SITE, ["", "", "long", "via"], [H, 3 * H, 3 * H, 3 * H])
+    assert got == ["short", "long", "long", None]
+    with pytest.raises(ValueError, match="nope"):
+        execution_queues(SITE, ["nope"], [H])
+    with pytest.raises(ValueError, match="no default_queue"):
+        execution_queues(SITE._replace(default_queue=None), [""], [H])

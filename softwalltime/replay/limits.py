@@ -379,3 +379,14 @@ class SiteLimits:
 
     def class_key(self, j: int) -> Tuple[str, ...]:
         return self.limits.class_key(j)
+
+
+def job_entities(
+    queues: Sequence[str], users: Sequence[str], groups: Sequence[str], ncpus: Sequence[int]
+) -> List[JobEntity]:
+    """The :class:`JobEntity` of each job from the workload's columns (its execution
+    queue, user, group: ``""`` for none, ncpus); the project is PBS's default one (the
+    traces record none)."""
+    return [
+        JobEntity(q, u, g, DEFAULT_PROJECT, p) for q, u, g, p in zip(queues, users, groups, ncpus)
+    ]

@@ -56,7 +56,7 @@ server.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..site_file import Queue, Site
 
@@ -162,4 +162,28 @@ def _round_robin(
         k += len(level)
         for turn in range(max(len(jobs[q]) for q in level)):
             out.extend(jobs[q][turn] for q in level if turn < len(jobs[q]))
+    return out
+
+
+def execution_queues(
+    site: Site, queues: Sequence[str], walltimes: Sequence[Optional[int]]
+) -> List[Optional[str]]:
+    """Each job's execution queue: :func:`route` from the queue it was submitted to
+    (``""``: the site's ``default_queue``), None for a job that lands in none.
+
+    :raises ValueError: a job names a queue the site lacks, or names none and the site has
+        no default queue
+    """
+    if len(queues) != len(walltimes):
+        raise ValueError("one queue and one walltime per job")
+    seen: Dict[Tuple[str, Optional[int]], Optional[str]] = {}
+    out: List[Optional[str]] = []
+    for k, (queue, wall) in enumerate(zip(queues, walltimes)):
+        name = queue or site.default_queue
+        if not name:
+            raise ValueError(f"job {k} names no queue and site {site.name!r} has no default_queue")
+        key = (name, wall)
+        if key not in seen:
+            seen[key] = route(site, name, wall)
+        out.append(seen[key])
     return out
