@@ -16,6 +16,7 @@ from softwalltime.replay.limits import (
     parse_limits,
 )
 from softwalltime.replay.machine import LIMITED, NO_RESOURCES, OK
+from softwalltime.replay.profile import Profile
 from softwalltime.site_file import Queue, Site, Vnode
 
 
@@ -191,3 +192,12 @@ def test_job_entities_from_the_workload_columns():
     assert got[1] == JobEntity("b", "bob", "", "_pbs_project_default", 4)
     lim = Limits(_site(max_run="[g:g1=0]"), got)
     assert not lim.can_ever_run(0) and lim.can_ever_run(1)
+
+
+def test_a_reservation_no_earlier_than_the_limit_frees():
+    ends = [(100, 4), (130, 4), (200, 2)]  # 10 processors, none free now
+    assert Profile(0, 0, ends).earliest(4, 50) == 100
+    assert Profile(0, 0, ends).earliest(4, 50, after=130) == 130
+    assert Profile(0, 0, ends).earliest(4, 50, after=110) == 110  # between two ends
+    assert Profile(0, 0, ends).earliest(6, 50, after=110) == 130  # 6 fit from 130 only
+    assert Profile(0, 0, ends).earliest(4, 50, 60, 0, after=110) == 110
