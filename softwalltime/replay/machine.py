@@ -47,7 +47,10 @@ class CycleResources(Protocol):
     changed by the jobs the cycle starts and reserves."""
 
     def check(self, j: int, now: int, end: int) -> int:
-        """:data:`OK`, or why job ``j`` cannot start at ``now`` to run until ``end``."""
+        """:data:`OK`, or why job ``j`` cannot start at ``now`` to run until ``end``. Once a
+        job of an equivalence class fails, the cycle does not ask about the class's later
+        jobs: they copy its answer (check.cpp:710-714). Within a cycle a no stays a no
+        (what is free now, and beside the reservations, only shrinks)."""
         ...
 
     def start(self, j: int, now: int, end: int, d: int) -> None:
@@ -64,7 +67,10 @@ class CycleResources(Protocol):
         ...
 
     def full(self) -> bool:
-        """Nothing more can start in this cycle (no free processor anywhere)."""
+        """Nothing more can start in this cycle (no free processor anywhere). Asked at the
+        start of the cycle and after each start and reservation (nothing else changes it);
+        full at the start, the cycle still tries its first job, which may become a top
+        job (as PBS's cycle does)."""
         ...
 
 

@@ -988,7 +988,7 @@ def simulate_pbs(
     (0: the workload's times are epoch seconds, as traces with a ``UnixStartTime`` and
     accounting logs are read).
 
-    :raises ValueError: bad parameters or a job wider than the machine
+    :raises ValueError: bad parameters or a job that can never run on the model
     """
     if correction not in CORRECTIONS:
         raise ValueError(f"correction must be one of {CORRECTIONS}, not {correction!r}")
