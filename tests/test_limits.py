@@ -15,7 +15,8 @@ from softwalltime.replay.limits import (
     job_entities,
     parse_limits,
 )
-from softwalltime.replay.machine import LIMITED, NO_RESOURCES, OK
+from softwalltime.replay.machine import LIMITED, NEVER, OK
+from softwalltime.replay.pool import PoolModel
 from softwalltime.replay.profile import Profile
 from softwalltime.site_file import Queue, Site, Vnode
 
@@ -132,59 +133,27 @@ def test_limits_on_other_resources_are_refused():
         Limits(_site(max_run_res={"mem": "[u:PBS_GENERIC=4gb]"}), [])
 
 
-class _Pool:
-    """The one pool of cpus as a machine model, with a top job placed at the first end
-    that frees enough cpus, no earlier than ``after``: enough to see the limits compose."""
-
-    def __init__(self, cpus, need):
-        self.free, self.need, self.ends = cpus, need, []
-
-    def can_ever_run(self, j):
-        return True
-
-    def cycle(self, now, ends):
-        self.ends = [(e, self.need[k]) for e, k in ends]
-        return self
-
-    def check(self, j, now, end):
-        return OK if self.need[j] <= self.free else NO_RESOURCES
-
-    def start(self, j, now, d):
-        self.free -= self.need[j]
-        self.ends = sorted(self.ends + [(now + d, self.need[j])])
-
-    def reserve(self, j, d, window, epoch, after=0):
-        free = self.free
-        for e, p in self.ends:
-            free += p
-            if free >= self.need[j] and e >= after:
-                return e
-        return after
-
-    def full(self):
-        return self.free == 0
-
-    def release(self, j):
-        self.free += self.need[j]
-
-
 def test_site_limits_hold_before_the_resources_and_reserve_when_the_limit_frees():
     jobs = _jobs(("a", "alice", 1), ("a", "alice", 1), ("a", "bob", 1), ("a", "bob", 9))
     need = [job.ncpus for job in jobs]
-    model = SiteLimits(_Pool(4, need), Limits(_site(max_run="[u:PBS_GENERIC=1]"), jobs))
-    assert model.can_ever_run(3)  # the pool decides that, and the limits allow it
+    model = SiteLimits(PoolModel(4, need), Limits(_site(max_run="[u:PBS_GENERIC=1]"), jobs))
+    assert model.can_ever_run(0) and not model.can_ever_run(3)  # 9 cpus: the pool says
     cycle = model.cycle(0, [])
     assert cycle.check(0, 0, 10) == OK
-    cycle.start(0, 0, 10)
+    cycle.start(0, 0, 10, 10)
     assert cycle.check(1, 0, 10) == LIMITED  # cpus free, alice's limit reached
-    assert cycle.reserve(1, 10, 0, 0) == 10  # when her first job ends
+    assert cycle.check(3, 0, 10) == NEVER  # the pool's answer first
+    assert cycle.reserve(1, 10, 0, 0) == 10  # when her first job ends, not now
     assert cycle.check(2, 0, 5) == OK
-    cycle.start(2, 0, 5)
+    cycle.start(2, 0, 5, 5)
+    assert not cycle.full() and not model.full()
     model.release(0)
     assert model.cycle(10, [(5, 2)]).check(1, 10, 20) == OK
-    never = SiteLimits(_Pool(4, need), Limits(_site(max_run="[u:alice=0]"), jobs))
-    assert never.cycle(0, []).reserve(0, 10, 0, 0) == -1
-    assert not never.can_ever_run(0) and never.class_key(0) == ("alice",)
+    never = SiteLimits(PoolModel(4, need), Limits(_site(max_run="[u:alice=0]"), jobs))
+    assert never.cycle(0, []).check(0, 0, 10) == NEVER  # no count lets it run: no top job
+    assert never.can_ever_run(0) and never.class_key(0) == ("alice",)
+    never.hold(2)  # a snapshot's running job counts
+    assert never.limits.jobs_of[(None, "u", "bob")] == 1
 
 
 def test_job_entities_from_the_workload_columns():

@@ -56,7 +56,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Protocol, Se
 
 from ..errors import ParseError
 from ..site_file import Site
-from .machine import LIMITED, OK
+from .machine import LIMITED, NEVER, OK
 
 ALL = "PBS_ALL"
 GENERIC = "PBS_GENERIC"
@@ -311,11 +311,12 @@ def _limit(lim: LimitSet, kind: str, name: str) -> Optional[int]:
 class ReservesAfter(Protocol):
     """A cycle's resources that can place a top job no earlier than a given time (what a
     job held by a limit needs: ``calc_run_time`` takes the first event at which both its
-    resources and its limits let it run, simulate.cpp:752-771)."""
+    resources and its limits let it run, simulate.cpp:752-771), e.g.
+    :class:`.pool.PoolCycle`."""
 
     def check(self, j: int, now: int, end: int) -> int: ...
 
-    def start(self, j: int, now: int, d: int) -> None: ...
+    def start(self, j: int, now: int, end: int, d: int) -> None: ...
 
     def reserve(self, j: int, d: int, window: int, epoch: int, after: int = ...) -> int: ...
 
@@ -332,24 +333,26 @@ class _LimitedCycle:
         self.ends = list(ends)  # and the jobs this cycle starts: they free the counts too
 
     def check(self, j: int, now: int, end: int) -> int:
-        """:data:`.machine.LIMITED` before the resources are asked."""
-        if self.limits.check(j) != OK:
-            return LIMITED
-        return self.inner.check(j, now, end)
+        """:data:`.machine.LIMITED` when a limit holds the job (the inner model's
+        :data:`.machine.NEVER` first, as PBS checks the resources over all nodes before the
+        limits, check.cpp:781-800, 821); :data:`.machine.NEVER` when no count could ever
+        let it run, so that it is no top job (see the module docstring)."""
+        if self.limits.check(j) == OK:
+            return self.inner.check(j, now, end)
+        if not self.limits.can_ever_run(j) or self.inner.check(j, now, end) == NEVER:
+            return NEVER
+        return LIMITED
 
-    def start(self, j: int, now: int, d: int) -> None:
-        self.inner.start(j, now, d)
+    def start(self, j: int, now: int, end: int, d: int) -> None:
+        self.inner.start(j, now, end, d)
         self.limits.start(j)
         bisect.insort(self.ends, (now + d, j))
 
     def reserve(self, j: int, d: int, window: int, epoch: int) -> int:
-        """The top job's start: the inner model's, no earlier than the limits let it run;
-        -1 when they never will (no reservation: ``calc_run_time`` finds no start and the
-        job is not added to the calendar, simulate.cpp:784-789, fifo.cpp:1734)."""
+        """The top job's start: the inner model's, no earlier than the limits let it run
+        (the limits' check came first: :meth:`check` says NEVER when they never will)."""
         after = self.limits.free_at(j, self.ends, self.now)
-        if after is None:
-            return -1
-        if after <= self.now:
+        if after is None or after <= self.now:
             return self.inner.reserve(j, d, window, epoch)
         return self.inner.reserve(j, d, window, epoch, after=after)
 
@@ -367,15 +370,24 @@ class SiteLimits:
         self.inner, self.limits = inner, limits
 
     def can_ever_run(self, j: int) -> bool:
-        return bool(self.inner.can_ever_run(j)) and self.limits.can_ever_run(j)
+        """The inner model's answer: a job no limit count lets run stays queued, as in PBS
+        (its checks say :data:`.machine.NEVER`)."""
+        return bool(self.inner.can_ever_run(j))
 
     def cycle(self, now: int, ends: Sequence[Tuple[int, int]]) -> _LimitedCycle:
         # ends: (estimated end, job) sorted, the order the limits free in
         return _LimitedCycle(self.inner.cycle(now, ends), self.limits, now, ends)
 
+    def hold(self, j: int) -> None:
+        self.inner.hold(j)
+        self.limits.start(j)
+
     def release(self, j: int) -> None:
         self.inner.release(j)
         self.limits.release(j)
+
+    def full(self) -> bool:
+        return bool(self.inner.full())
 
     def class_key(self, j: int) -> Tuple[str, ...]:
         return self.limits.class_key(j)

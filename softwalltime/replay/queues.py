@@ -56,7 +56,7 @@ server.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Hashable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ..site_file import Queue, Site
 
@@ -187,3 +187,39 @@ def execution_queues(
             seen[key] = route(site, name, wall)
         out.append(seen[key])
     return out
+
+
+class SiteOrder(NamedTuple):
+    """What a site's queues and limits add to the cycle (:func:`.pbsched.simulate_pbs`'s
+    ``site``): the queue order of the sorted jobs, and the equivalence class key's part
+    the queues and limits add (:meth:`.limits.Limits.class_key`; None: nothing)."""
+
+    job_queue: Sequence[str]
+    priority: Mapping[str, int]
+    by_queue: bool = True
+    round_robin: bool = False
+    express_priority: Optional[int] = EXPRESS_PRIORITY
+    class_key: Optional[Callable[[int], Hashable]] = None
+
+    def order(self, order: Sequence[int]) -> List[int]:
+        return queue_order(
+            order, self.job_queue, self.priority, self.by_queue, self.round_robin,
+            self.express_priority,
+        )  # fmt: skip
+
+
+def site_order(
+    site: Site, job_queue: Sequence[str], class_key: Optional[Callable[[int], Hashable]] = None
+) -> SiteOrder:
+    """The :class:`SiteOrder` of ``site``'s started execution queues and scheduler
+    settings, for jobs in ``job_queue`` (their execution queues, :func:`execution_queues`).
+
+    :raises ValueError: a job's queue is not a started execution queue of the site (a job
+        PBS would never run: leave it out of the workload)
+    """
+    runs = {q.name: q.priority for q in site.queues if q.kind == "execution" and q.started}
+    bad = next((q for q in job_queue if q not in runs), None)
+    if bad is not None:
+        raise ValueError(f"queue {bad!r} is not a started execution queue of {site.name!r}")
+    s = site.scheduler
+    return SiteOrder(job_queue, runs, s.by_queue, s.round_robin, EXPRESS_PRIORITY, class_key)
