@@ -24,7 +24,7 @@ def _site(cpus, queues=WORKQ, **kw):
     return Site("t", (Vnode("n", "n", cpus),), queues, "workq", **kw)
 
 
-def _run(site, jobs, policy, limits=True):
+def site_starts(site, jobs, policy, limits=True):
     """Starts of ``(user, queue, ncpus, run s, walltime s)``, all submitted at 0, on the
     site's cpus: with its queues and limits, or (``limits`` False) the one pool."""
     rows = [(u, 0, wall, run, cpus) for u, _q, cpus, run, wall in jobs]
@@ -52,35 +52,35 @@ def test_a_run_limit_holds_a_users_second_job_as_on_the_server():
         _site(2, (Queue("workq", max_run=PER_USER),)),
         _site(2, max_run_res={"ncpus": PER_USER}),
     ):
-        assert _run(site, THREE, GREEDY) == [0, 4, 0]
-    assert _run(_site(2, max_run=PER_USER), THREE, GREEDY, limits=False) == [0, 0, 4]
+        assert site_starts(site, THREE, GREEDY) == [0, 4, 0]
+    assert site_starts(_site(2, max_run=PER_USER), THREE, GREEDY, limits=False) == [0, 0, 4]
 
 
 def test_a_held_job_is_the_top_job_and_holds_another_users_back():
     # test_queues_real's TOP_JOBS on 3 cpus, strict ordering, backfill_depth 1
     jobs = [("alice", "", 1, 5, 10), ("alice", "", 2, 2, 60), ("root", "", 2, 2, 600)]
     site = _site(3, max_run=PER_USER)
-    assert _run(site, jobs, STRICT) == [0, 5, 7]
-    assert _run(site, jobs, STRICT, limits=False) == [0, 0, 2]
+    assert site_starts(site, jobs, STRICT) == [0, 5, 7]
+    assert site_starts(site, jobs, STRICT, limits=False) == [0, 0, 2]
 
 
 def test_queue_priority_and_round_robin_order_the_cycle():
     prio = (Queue("workq"), Queue("low", priority=10), Queue("high", priority=100))
     jobs = [("alice", "low", 2, 3, 60), ("alice", "high", 2, 3, 60)]
-    assert _run(_site(2, prio), jobs, GREEDY) == [3, 0]
+    assert site_starts(_site(2, prio), jobs, GREEDY) == [3, 0]
     off = _site(2, prio, scheduler=Scheduler(by_queue=False))
-    assert _run(off, jobs, GREEDY) == [0, 3]
+    assert site_starts(off, jobs, GREEDY) == [0, 3]
     turns = (Queue("workq"), Queue("a", priority=10), Queue("b", priority=10))
     rr = _site(2, turns, scheduler=Scheduler(by_queue=False, round_robin=True))
     jobs = [("alice", "a", 1, 3, 60), ("alice", "a", 1, 3, 60), ("alice", "b", 1, 3, 60)]
-    assert _run(rr, jobs, GREEDY) == [0, 3, 0]
-    assert _run(_site(2, turns), jobs, GREEDY) == [0, 0, 3]
+    assert site_starts(rr, jobs, GREEDY) == [0, 3, 0]
+    assert site_starts(_site(2, turns), jobs, GREEDY) == [0, 0, 3]
 
 
 def test_a_job_no_count_lets_run_stays_queued_and_is_no_top_job():
     jobs = [("alice", "", 1, 5, 10), ("root", "", 1, 2, 60)]
     site = _site(2, max_run="[u:alice=0]")
-    assert _run(site, jobs, STRICT) == [-1, 0]
+    assert site_starts(site, jobs, STRICT) == [-1, 0]
 
 
 def test_a_site_without_queues_or_limits_changes_nothing():
