@@ -54,6 +54,10 @@ where their models meet (``tests/test_simulate_pbsched.py``).
   then schedules. ``correction_events`` makes every extension an event with a cycle of its
   own (the model of :func:`simulate` and of the naive reference, which tests compare it
   with, with classes off and extensions at equality).
+- **Queues and limits** (``simulate_pbs``'s ``site`` and ``model``): the queue order
+  (``by_queue``, ``round_robin``, express queues) applied after the job sort and the class
+  key's queue/user/group part (:mod:`.queues`), the run limits in front of the machine
+  model (:class:`.limits.SiteLimits`).
 """
 
 from __future__ import annotations
