@@ -4,13 +4,20 @@ queues or limits changes nothing."""
 
 from __future__ import annotations
 
+import pytest
 from test_simulate_reference import workload
 
 from softwalltime.replay import pbsched
 from softwalltime.replay import simulate as sim
 from softwalltime.replay.limits import Limits, SiteLimits, job_entities
 from softwalltime.replay.pool import PoolModel
-from softwalltime.replay.queues import execution_queues, site_order
+from softwalltime.replay.queues import (
+    SKIP_UNROUTED,
+    execution_queues,
+    route_workload,
+    site_order,
+    site_rules,
+)
 from softwalltime.site_file import Queue, Scheduler, Site, Vnode
 
 GREEDY = pbsched.parse_policy("fcfs-greedy")
@@ -102,3 +109,29 @@ def test_a_site_without_queues_or_limits_changes_nothing():
             work, sim.make_source("v3"), procs, policy, model=model, site=order
         ).start
         assert got == plain
+
+
+def test_route_workload_keeps_the_jobs_a_started_queue_takes():
+    site = Site(
+        "r",
+        (Vnode("n", "n", 4),),
+        (
+            Queue("route", kind="route", destinations=("short", "long")),
+            Queue("short", walltime_max=3600),
+            Queue("long", walltime_min=3601, walltime_max=7200, started=False),
+        ),
+        "route",
+    )
+    rows = [("a", 0, w, 10, 1) for w in (600, 5000, 9000, 3600)]
+    work = sim.make_workload("t", rows, 4)
+    kept, queues = route_workload(site, work)
+    assert queues == ["short", "short"] and kept.wall == [600, 3600]
+    assert kept.skipped[SKIP_UNROUTED] == 2  # one to a stopped queue, one to none
+    model, order = site_rules(site, kept, queues, PoolModel(4, kept.procs))
+    assert isinstance(model, PoolModel)  # no limits: the inner model as it is
+    assert order.order([1, 0]) == [1, 0]
+    limited = site._replace(max_run="[o:PBS_ALL=1]")
+    model, _ = site_rules(limited, kept, queues, PoolModel(4, kept.procs))
+    assert isinstance(model, SiteLimits)
+    with pytest.raises(ValueError, match="stopped"):
+        site_order(site, ["long"])

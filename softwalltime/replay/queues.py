@@ -56,9 +56,22 @@ server.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Hashable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Hashable,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+)
 
 from ..site_file import Queue, Site
+from .limits import Limits, SiteLimits, job_entities
+from .sim_workload import SimWorkload, take
 
 EXPRESS_PRIORITY = 150  # PBS_PREEMPT_QUEUE_PRIO_DEFAULT (include/pbs_sched.h:67)
 
@@ -220,6 +233,43 @@ def site_order(
     runs = {q.name: q.priority for q in site.queues if q.kind == "execution" and q.started}
     bad = next((q for q in job_queue if q not in runs), None)
     if bad is not None:
-        raise ValueError(f"queue {bad!r} is not a started execution queue of {site.name!r}")
+        raise ValueError(
+            f"queue {bad!r} is not a started execution queue of {site.name!r} (stopped, a"
+            " routing queue, or none of its queues)"
+        )
     s = site.scheduler
     return SiteOrder(job_queue, runs, s.by_queue, s.round_robin, EXPRESS_PRIORITY, class_key)
+
+
+SKIP_UNROUTED = "no started execution queue takes it"
+
+
+def route_workload(site: Site, work: SimWorkload) -> Tuple[SimWorkload, List[str]]:
+    """The jobs of ``work`` that land in a started execution queue of ``site`` (routed from
+    the queue each names, else the default queue, by its walltime), and their queues. The
+    others are counted in ``skipped`` (:data:`SKIP_UNROUTED`): PBS purges them at
+    submission, or they wait forever in a routing or stopped queue (the module docstring).
+    """
+    names = work.site.queue if work.site is not None else [""] * len(work.submit)
+    landed = execution_queues(site, names, work.wall)
+    started = {q.name for q in site.queues if q.kind == "execution" and q.started}
+    keep = [k for k, q in enumerate(landed) if q in started]
+    queues = [str(landed[k]) for k in keep]
+    if len(keep) == len(landed):
+        return work, queues
+    skipped = dict(work.skipped)
+    skipped[SKIP_UNROUTED] = skipped.get(SKIP_UNROUTED, 0) + len(landed) - len(keep)
+    return take(work, keep)._replace(skipped=skipped), queues
+
+
+def site_rules(
+    site: Site, work: SimWorkload, queues: Sequence[str], inner: Any
+) -> Tuple[Any, SiteOrder]:
+    """The machine model with ``site``'s run limits in front of ``inner`` (``inner`` as it
+    is when the site has none) and the cycle's :class:`SiteOrder`, for ``work`` whose jobs
+    run in ``queues`` (:func:`route_workload`): what :func:`.pbsched.simulate_pbs` takes as
+    ``model`` and ``site``."""
+    groups = work.site.group if work.site is not None else [""] * len(work.submit)
+    lim = Limits(site, job_entities(queues, work.user, groups, work.procs))
+    model = SiteLimits(inner, lim) if lim.any() else inner
+    return model, site_order(site, queues, lim.class_key)
