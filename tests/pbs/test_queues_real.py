@@ -297,6 +297,29 @@ def test_by_queue_starts_the_high_priority_queues_job_before_an_earlier_low_one(
         assert not _wrong_order(expected, real), f"site model {expected}, real {real}"
 
 
+# by_queue with queues of equal priority: the queues in the server's order (the order they
+# were created in, not their names'), all of one queue's jobs before the next's, whatever their submit
+# order (the queues sorted by priority only, sort.cpp:232-235; a few queues sort stably).
+EQUAL = Site(
+    "equal",
+    (Vnode(NODE, NODE, NODE_CPUS),),
+    (Queue("workq"), Queue("swt_zeta", priority=10), Queue("swt_alpha", priority=10)),
+)
+
+
+def test_by_queue_takes_queues_of_equal_priority_in_the_servers_order(
+    server: ServerChanges,
+) -> None:
+    jobs = [(pbsctl.USER, "swt_alpha", 2, 3, 60), (pbsctl.USER, "swt_zeta", 2, 3, 60)]
+    expected = site_starts(EQUAL, jobs, FCFS)
+    assert expected == [3, 0]
+    server.site(EQUAL)
+    ids = [submit(server, f"-q {q} -l select=1:ncpus={c} -l walltime={w}", f"sleep {r}")
+           for _u, q, c, r, w in jobs]  # fmt: skip
+    pbsctl.qmgr("set server scheduling = True")
+    _assert_site_order(starts(ids), expected, site_starts(EQUAL, jobs, FCFS, limits=False))
+
+
 # Two queues of one priority, three 1-cpu jobs on the 2 cpus: A and B in the first queue,
 # C in the second, in FCFS order A, B, C. The turns are within a cycle (``next_job``
 # starts again from the first queue at each cycle's INITIALIZE, fifo.cpp:2005-2010): in
