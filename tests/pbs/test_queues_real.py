@@ -298,8 +298,9 @@ def test_by_queue_starts_the_high_priority_queues_job_before_an_earlier_low_one(
 
 
 # by_queue with queues of equal priority: the queues in the server's order (the order they
-# were created in, not their names'), all of one queue's jobs before the next's, whatever their submit
-# order (the queues sorted by priority only, sort.cpp:232-235; a few queues sort stably).
+# were created in, not their names'), all of one queue's jobs before the next's, whatever
+# their submit order (the queues sorted by priority only, sort.cpp:232-235; a few queues
+# sort stably).
 EQUAL = Site(
     "equal",
     (Vnode(NODE, NODE, NODE_CPUS),),
