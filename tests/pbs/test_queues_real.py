@@ -321,6 +321,30 @@ def test_by_queue_takes_queues_of_equal_priority_in_the_servers_order(
     _assert_site_order(starts(ids), expected, site_starts(EQUAL, jobs, FCFS, limits=False))
 
 
+# An express queue (priority >= preempt_queue_prio, 150) goes first even without by_queue:
+# its jobs' preempt priority is the sort's first key (job_info.cpp:3606-3643, sort.cpp:
+# 729-732), with sched_config's default preemptive_sched: true.
+EXPRESS = Site(
+    "express",
+    (Vnode(NODE, NODE, NODE_CPUS),),
+    (Queue("workq"), Queue("swt_low", priority=10), Queue("swt_express", priority=200)),
+    scheduler=Scheduler(by_queue=False),
+)
+
+
+def test_an_express_queues_job_goes_first_without_by_queue(server: ServerChanges) -> None:
+    jobs = [(pbsctl.USER, "swt_low", 2, 3, 60), (pbsctl.USER, "swt_express", 2, 3, 60)]
+    expected = site_starts(EXPRESS, jobs, FCFS)
+    assert expected == [3, 0]
+    server.site(EXPRESS)
+    with pbsctl.sched_config({"by_queue": "by_queue: False\tALL"}):
+        ids = [submit(server, f"-q {q} -l select=1:ncpus={c} -l walltime={w}", f"sleep {r}")
+               for _u, q, c, r, w in jobs]  # fmt: skip
+        pbsctl.qmgr("set server scheduling = True")
+        real = starts(ids)
+    _assert_site_order(real, expected, site_starts(EXPRESS, jobs, FCFS, limits=False))
+
+
 # Two queues of one priority, three 1-cpu jobs on the 2 cpus: A and B in the first queue,
 # C in the second, in FCFS order A, B, C. The turns are within a cycle (``next_job``
 # starts again from the first queue at each cycle's INITIALIZE, fifo.cpp:2005-2010): in
