@@ -54,6 +54,10 @@ where their models meet (``tests/test_simulate_pbsched.py``).
   then schedules. ``correction_events`` makes every extension an event with a cycle of its
   own (the model of :func:`simulate` and of the naive reference, which tests compare it
   with, with classes off and extensions at equality).
+- **Queues and limits** (``simulate_pbs``'s ``site`` and ``model``): the queue order
+  (``by_queue``, ``round_robin``, express queues) applied after the job sort and the class
+  key's queue/user/group part (:mod:`.queues`), the run limits in front of the machine
+  model (:class:`.limits.SiteLimits`).
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ from .easy import SimResult
 from .learned_native import new_learner
 from .machine import NEVER, OK, CycleResources, MachineModel
 from .pool import PoolModel
+from .queues import SiteOrder
 from .rank import Row, UserHistory
 from .sim_workload import SimWorkload
 from .sources import EstimateSource
@@ -869,6 +874,13 @@ def order_queue(
     )
 
 
+def _with_site_key(
+    cls: Callable[[int], Hashable], site: Callable[[int], Hashable]
+) -> Callable[[int], Hashable]:
+    # The class key with what the site's queues and limits add (job_info.cpp:2158-2233)
+    return lambda j: (cls(j), site(j))
+
+
 class _Run:
     """One :func:`simulate_pbs` run between its cycles: the machine, the queue, the
     estimates and ranks the queued jobs are sorted and checked with, and whether anything
@@ -883,9 +895,11 @@ class _Run:
         correction: str,
         ranker: Optional[Ranker],
         epoch: int = 0,
+        site: Optional[SiteOrder] = None,
     ) -> None:
         n = len(work.submit)
         self.epoch = epoch
+        self.site = site
         self.work, self.source, self.policy, self.ranker = work, source, policy, ranker
         self.formula = sort_formula(policy.job_sort_formula)
         source.bind(work)
@@ -895,6 +909,8 @@ class _Run:
         self.model = model
         self.machine = _Machine(work, model, correction, policy.extension_strictly_past)
         self.cls = class_keys(policy.classes, work, self.rank, model.class_part)
+        if self.cls is not None and site is not None and site.class_key is not None:
+            self.cls = _with_site_key(self.cls, site.class_key)
         self.queue: List[int] = []
         self.queued_est = self.machine.est  # a queued job's estimate: its submit-time one
         self.next_arrival = 0  # the next job to arrive
@@ -951,6 +967,8 @@ class _Run:
         self.restarted = False
         m, work, policy, queue = self.machine, self.work, self.policy, self.queue
         order = order_queue(queue, self.formula, t, work, self.queued_est, self.keys, self.rank)
+        if self.site is not None:
+            order = self.site.order(order)  # by_queue, round_robin, express queues
         started, top = schedule_cycle(
             t, order, self.model.cycle(t, m.by_end), self.queued_est, policy.backfill_depth,
             policy.strict_ordering, functools.partial(self.begin, t), self.hard, self.cls,
@@ -975,6 +993,7 @@ def simulate_pbs(
     ranker: Optional[Ranker] = None,
     epoch: int = 0,
     model: Optional[MachineModel] = None,
+    site: Optional[SiteOrder] = None,
 ) -> SimResult:
     """Simulate PBS's scheduler with ``policy`` and the estimates of ``source`` on ``model``
     (None: one pool of ``procs_total`` processors, :class:`.pool.PoolModel`).
@@ -987,7 +1006,9 @@ def simulate_pbs(
 
     Long because (parameters) each is a setting of its own, passed by keyword by the
     callers that set it (``--search``, the twin, ``eval-start``, tests); ``model`` is the
-    machine beyond one pool, which most callers leave to the default.
+    machine beyond one pool, which most callers leave to the default; ``site`` the order
+    and class keys a site's queues and limits add (:func:`.queues.site_order`; None: one
+    queue, no limits).
 
     ``ranker``: the ``softwalltime_rank`` of the jobs, for a formula that reads it (None:
     every job's rank is 0, as for jobs the hook gave none). Its refreshes run at the cycles
@@ -1013,7 +1034,7 @@ def simulate_pbs(
             f"job {never} (in submit order, from 0) needs more than the machine has: it can "
             "never run"
         )
-    run = _Run(work, source, model, policy, correction, ranker, epoch)
+    run = _Run(work, source, model, policy, correction, ranker, epoch, site)
     m, queue, time_dependent = run.machine, run.queue, run.formula.time_dependent
     period = policy.scheduler_iteration
     inf = float("inf")

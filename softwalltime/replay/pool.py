@@ -51,10 +51,12 @@ class PoolCycle:
         self.free -= p
         self.model.free -= p
 
-    def reserve(self, j: int, d: int, window: int, epoch: int) -> int:
+    def reserve(self, j: int, d: int, window: int, epoch: int, after: int = 0) -> int:
+        """``after``: no earlier than then (a run limit holds the job until then,
+        :class:`.limits.SiteLimits`)."""
         p = self.procs[j]
         profile = self.profile
-        s = profile.earliest(p, d, window, epoch)
+        s = profile.earliest(p, d, window, epoch, after)
         profile.occupy(s, d, p)
         self.resv.append([s, profile.least_from(s)])
         return s

@@ -39,8 +39,10 @@ class Profile:
             self.frees[k] -= p
             k += 1
 
-    def earliest(self, p: int, d: int, window: int = 0, epoch: int = 0) -> int:
-        """Earliest breakpoint from which ``p`` processors stay free for ``d`` seconds.
+    def earliest(self, p: int, d: int, window: int = 0, epoch: int = 0, after: int = 0) -> int:
+        """Earliest breakpoint from which ``p`` processors stay free for ``d`` seconds, at
+        or after ``after`` (a job held by a run limit until then, :mod:`.limits`; the
+        search starts there, a breakpoint added if need be).
 
         ``window`` > 0: as PBS's scheduler finds a top job's start (simulate.cpp:747-768,
         calc_run_time; the window is sched's ``opt_backfill_fuzzy``, fifo.cpp:2251-2264,
@@ -52,13 +54,14 @@ class Profile:
         fell since the last check. ``epoch``: the epoch second of time 0.
         ``window`` 0: checked at every breakpoint (no PBS setting does this).
         """
+        first = self._point(after) if after > self.times[0] else 0
         times = self.times
         if window <= 0:
-            for k in range(len(times)):
+            for k in range(first, len(times)):
                 if self._fits(k, p, d):
                     return times[k]
             return times[-1]  # unreachable when p fits the machine: the last point is all free
-        k = 0
+        k = first
         last = len(times) - 1
         while not self._fits(k, p, d) and k < last:
             e = times[k + 1] + epoch

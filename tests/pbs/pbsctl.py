@@ -221,6 +221,9 @@ SERVER_KEPT = (
     "python_restart_min_interval",
     "python_restart_max_objects",
     "operators",
+    "acl_roots",  # root as a second user (test_queues_real)
+    "max_run",
+    "max_run_res.ncpus",
 )
 # ``qmgr -c "list <kind>"`` starts each object's block with "<Kind> <name>"
 _NAMED = {"hook": "Hook ", "queue": "Queue ", "resource": "Resource "}
@@ -244,6 +247,7 @@ def snapshot() -> dict[str, Any]:
         "sched": {name: sched.get(name) for name in SCHED_KEPT},
         "server": {name: server.get(name) for name in SERVER_KEPT},
         "ncpus": node.get("resources_available.ncpus"),
+        "node_queue": node.get("queue"),
         **{kind: _names(kind) for kind in _NAMED},
     }
 
@@ -259,6 +263,8 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         ]
     if before["ncpus"] != after["ncpus"]:
         out.append(f"node {NODE} ncpus: {before['ncpus']} -> {after['ncpus']}")
+    if before.get("node_queue") != after.get("node_queue"):
+        out.append(f"node {NODE} queue: {before.get('node_queue')} -> {after.get('node_queue')}")
     for kind in _NAMED:
         added = sorted(set(after[kind]) - set(before[kind]))
         out += [f"{kind} {name} added" for name in added]
@@ -300,6 +306,8 @@ def restore(state: dict[str, Any]) -> None:
             set_attribute(kind, name, value)
     if state["ncpus"] is not None:
         set_attribute(f"node {NODE}", "resources_available.ncpus", state["ncpus"])
+    # before the queues go: a queue a node names cannot be deleted
+    set_attribute(f"node {NODE}", "queue", state.get("node_queue"))
     for kind in _NAMED:
         for name in sorted(set(_names(kind)) - set(state[kind])):
             qmgr(f"delete {kind} {name}", check=False)
