@@ -7,7 +7,7 @@ import pytest
 from softwalltime.replay import fairshare as fs
 from softwalltime.replay import pbsched
 from softwalltime.replay import simulate as sim
-from softwalltime.replay.sim_workload import SiteColumns
+from softwalltime.replay.sim_workload import SiteColumns, take
 
 DAY = 24 * 3600
 
@@ -222,3 +222,43 @@ def test_from_site_file_scheduler():
     settings = fs.from_scheduler(sched, unknown_shares=3)
     assert settings.entity == "egroup" and settings.decay_time == 3600
     assert settings.groups == (("phys", 1, "root", 5),) and settings.unknown_shares == 3
+
+
+@pytest.mark.parametrize("policy", ["fairshare-bf1", "fairshare-greedy", "small-bf1"])
+def test_skipping_idle_cycles_changes_nothing_under_fairshare(policy):
+    # The upkeep (accrual, decay) runs at every cycle the loop visits, skipped or not;
+    # a skipped one has no free processor. A quick decay and walltime-based usage make
+    # usage matter at every cycle; small's -ncpus leaves ties for fairshare to break.
+    from test_simulate import _check_invariants
+    from test_simulate_reference import workload
+
+    work = take(workload("kth"), range(4000))
+    fair = fs.Settings(unknown_shares=10, usage_res="ncpus*walltime", decay_time=3600)
+    p = pbsched.parse_policy(policy)._replace(fairshare=fair)
+    fast = pbsched.simulate_pbs(work, sim.make_source("v3"), 100, p)
+    slow = pbsched.simulate_pbs(work, sim.make_source("v3"), 100, p, skip_idle_cycles=False)
+    assert fast.start == slow.start
+    assert fast.passes < slow.passes
+    _check_invariants(work, fast, 100)
+    fcfs = pbsched.simulate_pbs(work, sim.make_source("v3"), 100, p._replace(fairshare=None))
+    assert fcfs.start != fast.start  # fairshare changed the order
+
+
+def test_the_settings_of_a_fairshare_policy_include_its_sched_config_lines():
+    lines = pbsched.pbs_settings(pbsched.parse_policy("fairshare-bf1"))
+    assert "# $PBS_HOME/sched_priv/sched_config: fair_share: True ALL" in lines
+    assert "# $PBS_HOME/sched_priv/sched_config: unknown_shares: 10" in lines
+    assert "# $PBS_HOME/sched_priv/sched_config: fairshare_decay_time: 24:00:00" in lines
+    assert not pbsched.reads_fairshare(pbsched.parse_policy("sjf-bf1"))
+    assert pbsched.reads_fairshare(pbsched.parse_policy("fairshare_perc-bf1"))
+
+
+def test_wait_refuses_a_fairshare_policy():
+    import argparse
+
+    from softwalltime.cli.wait import _policy
+    from softwalltime.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="fairshare is modelled by simulate only"):
+        _policy(argparse.Namespace(policy="fairshare-greedy"))
+    assert _policy(argparse.Namespace(policy="fcfs-greedy")).fairshare is None

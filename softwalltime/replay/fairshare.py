@@ -109,6 +109,21 @@ def from_scheduler(sched: Scheduler, unknown_shares: int = 0) -> Settings:
     )
 
 
+def config_lines(settings: Settings) -> List[str]:
+    """The sched_config lines of ``settings`` (``resource_group`` is a file of its own)."""
+    t = settings.decay_time
+    hms = f"{t // 3600:02d}:{t // 60 % 60:02d}:{t % 60:02d}"
+    return [
+        f"fair_share: {settings.fair_share} ALL",
+        f"fairshare_entity: {settings.entity}",
+        f"fairshare_usage_res: {settings.usage_res}",
+        f"fairshare_decay_time: {hms}",
+        f"fairshare_decay_factor: {settings.decay_factor}",
+        f"fairshare_enforce_no_shares: {settings.enforce_no_shares}",
+        f"unknown_shares: {settings.unknown_shares}",
+    ]
+
+
 def check(settings: Settings) -> None:
     """:raises ValueError: a setting PBS refuses (parse.cpp:314-342) or a bad usage_res"""
     if settings.entity not in ENTITIES:

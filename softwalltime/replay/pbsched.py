@@ -383,6 +383,13 @@ def parse_policy(
     )  # fmt: skip
 
 
+def reads_fairshare(policy: Policy) -> bool:
+    """``policy`` orders by fairshare or its formula reads a fairshare term: a model
+    without :mod:`.fairshare` (``wait``'s start times) would get it wrong."""
+    formula = sort_formula(policy.job_sort_formula)
+    return policy.fairshare is not None or formula.fairshare_value is not None
+
+
 def parse_fuzzy(text: str) -> int:
     """An ``opt_backfill_fuzzy`` value as PBS reads it: off, low, medium (med), high or
     whole seconds (fifo.cpp:2251-2264).
@@ -434,6 +441,10 @@ def pbs_settings(
         lines.append(f'qmgr -c "set sched opt_backfill_fuzzy = {policy.backfill_fuzzy}"')
     strict = "True" if policy.strict_ordering else "False"
     lines.append(f"# $PBS_HOME/sched_priv/sched_config: strict_ordering: {strict} ALL")
+    if policy.fairshare is not None:
+        lines += [
+            f"# $PBS_HOME/sched_priv/sched_config: {ln}" for ln in fs.config_lines(policy.fairshare)
+        ]
     if policy.classes == CLASSES_RANK:
         lines.append(f"# $PBS_HOME/sched_priv/sched_config: {SCHED_RESOURCES_RANK}")
     if formula.reads_rank:
