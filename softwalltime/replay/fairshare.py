@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ..site_file import Scheduler
 
@@ -185,6 +185,8 @@ class Tree:
         self.root = _Node(ROOT, -1, None)
         self.root.tree_perc = 1.0  # fairshare.cpp:328
         self.nodes: Dict[str, _Node] = {ROOT: self.root}
+        self.dirty: Set[_Node] = set()  # usage or temp usage changed since start_cycle
+        self.factors_due = True
         self.unknown = self._add(UNKNOWN, settings.unknown_shares, self.root)
         for k, (name, _cgroup, parent, shares) in enumerate(settings.groups):
             self._group(k, name, parent, shares)
@@ -240,11 +242,13 @@ class Tree:
         node.usage = usage
         for g in node.path[:-1]:
             g.usage += usage
+        self.dirty.update(node.path)
 
     def accrue(self, node: _Node, delta: float) -> None:
         """Add ``delta`` of usage to ``node`` and every node above it (fifo.cpp:353-354)."""
         for g in node.path:
             g.usage += delta
+        self.dirty.update(node.path)
 
     def decay(self, times: int = 1) -> None:
         """``times`` decays of every node (fairshare.cpp:451-462): a usage kept at 1 stays
@@ -252,11 +256,19 @@ class Tree:
         f = self.settings.decay_factor**times
         for g in self.nodes.values():
             g.usage = max(g.usage * f, MIN_USAGE)
+        self.dirty.update(self.nodes.values())
 
     def start_cycle(self) -> None:
-        """``temp_usage`` back to ``usage`` and the usage factors (fifo.cpp:393-394)."""
-        for g in self.nodes.values():
+        """``temp_usage`` back to ``usage`` and the usage factors (fifo.cpp:393-394). Only
+        the nodes whose usage or temp usage changed since are set again (``dirty``), and the
+        factors, which only the formula terms read, when :meth:`terms` first needs them."""
+        for g in self.dirty:
             g.temp = g.usage
+        self.dirty = set()
+        self.factors_due = True
+
+    def _all_factors(self) -> None:
+        self.factors_due = False
         for c in self.root.children:  # fairshare.cpp:1017-1020
             c.factor = c.usage / self.root.usage
             self._factors(c)
@@ -273,6 +285,7 @@ class Tree:
         (fairshare.cpp:431-434)."""
         for g in node.path:
             g.temp += usage
+        self.dirty.update(node.path)
 
     @staticmethod
     def compare(a: _Node, b: _Node) -> int:
@@ -287,10 +300,11 @@ class Tree:
                 return -1 if v < w else 1
         return 0
 
-    @staticmethod
-    def terms(node: _Node) -> Tuple[float, float, float]:
+    def terms(self, node: _Node) -> Tuple[float, float, float]:
         """``fairshare_perc``, ``fairshare_tree_usage`` and ``fairshare_factor`` of an entity
-        (job_info.cpp:4030-4033)."""
+        (job_info.cpp:4030-4033), after :meth:`start_cycle`."""
+        if self.factors_due:
+            self._all_factors()
         perc, factor = node.tree_perc, node.factor
         return perc, factor, (0.0 if perc == 0 else math.pow(2, -(factor / perc)))
 
