@@ -262,3 +262,29 @@ def test_wait_refuses_a_fairshare_policy():
     with pytest.raises(ConfigError, match="fairshare is modelled by simulate only"):
         _policy(argparse.Namespace(policy="fairshare-greedy"))
     assert _policy(argparse.Namespace(policy="fcfs-greedy")).fairshare is None
+
+
+def test_a_top_job_counts_its_requested_usage_within_the_cycle():
+    # 2 cpus, carl's job holds one until 100. ann (usage 2) goes before bob (3): her 2-cpu
+    # job is the top job; with ncpus*walltime its 2 x 600 counts at once (fifo.cpp:1832-1840)
+    # and bob's short job passes before ann's; with cput (none requested) ann's goes first.
+    work = _workload(["carl", "ann", "bob", "ann"], [1, 2, 1, 1], [100, 10, 40, 40],
+                     [600, 600, 50, 50], [0, 1, 1, 1])  # fmt: skip
+    fair = fs.Settings(unknown_shares=10, usage=(("ann", 2.0), ("bob", 3.0)))
+    policy = pbsched.parse_policy("fcfs-bf1")
+    by_cput = policy._replace(fairshare=fair)
+    by_walltime = policy._replace(fairshare=fair._replace(usage_res="ncpus*walltime"))
+    assert starts(work, by_cput, 2) == [0, 100, 41, 1]
+    assert starts(work, by_walltime, 2) == [0, 100, 1, 41]
+
+
+def test_a_formula_of_fairshare_perc_without_fair_share():
+    # fair_share off: the formula alone (then submit order), its terms from the tree; the
+    # entity not in resource_group takes the unknown group's share (unknown_shares 20)
+    work = _workload(["ann", "bob", "carl"], [1, 1, 1], [10, 10, 10], [600] * 3)
+    fair = fs.Settings(fair_share=False, unknown_shares=20,
+                       groups=(("ann", 1, "root", 10), ("bob", 2, "root", 30)))  # fmt: skip
+    policy = pbsched.parse_policy("fairshare_perc-bf1")._replace(fairshare=fair)
+    assert policy.name == "fairshare_perc-bf1"
+    assert starts(work, policy) == [20, 0, 10]  # bob 1/2, carl 1/3, ann 1/6
+    assert starts(work, policy._replace(fairshare=None)) == [0, 10, 20]  # all 0: submit order
