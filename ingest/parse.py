@@ -132,6 +132,8 @@ _DURATION_AT = tuple(_AT[f.key] for f in _READ if f.kind == "duration")
 # Values that are NULL when empty: all but the text (a required one is never empty).
 _NULL_EMPTY = tuple(_AT[f.key] for f in _READ if f.kind in ("epoch", "int", "duration", "size"))
 _CTIME, _START, _END = _AT["ctime"], _AT["start"], _AT["end"]
+_QUEUE_TIMES = (_AT["qtime"], _AT["etime"])  # bounded, not ordered (accounting.TimeOrder)
+assert BOUNDS["qtime"].high == BOUNDS["etime"].high == _EPOCH_HIGH
 _WALL = _AT["Resource_List.walltime"]
 _USED, _MEM, _CPUT = (
     _AT["resources_used.walltime"],
@@ -345,6 +347,9 @@ def e_copy_line(text: str, source: str, offset: int, server: Optional[str]) -> O
         return None
     if not _times_ok(values[_CTIME], values[_START], values[_END]):
         return None
+    for i in _QUEUE_TIMES:
+        if len(values[i]) == 10 and values[i] > _EPOCH_HIGH_TEXT:
+            return None  # beyond the bound: the checked path refuses it
     cput = values[_CPUT]
     if cput and cput not in _CPUTS and _number_text(_CPUTS, cput_s, cput) is None:
         return None

@@ -305,6 +305,10 @@ FIELD_BOUNDS = (
     FieldBound("ctime", "ctime", 1, _EPOCH_HIGH, _TIME),
     FieldBound("start", "started_at", 1, _EPOCH_HIGH, _TIME),
     FieldBound("end", "ended_at", 1, _EPOCH_HIGH, _TIME),
+    # When the job entered its (last) queue and became eligible: stored for the scheduler
+    # model's replay (issue 46), not ordered against the others (TimeOrder says why).
+    FieldBound("qtime", "qtime", 1, _EPOCH_HIGH, _TIME),
+    FieldBound("etime", "etime", 1, _EPOCH_HIGH, _TIME),
     FieldBound("Resource_List.walltime", "walltime_s", 0, _DURATION_HIGH, _LENGTH),
     FieldBound("Resource_List.soft_walltime", "soft_walltime_s", 0, _DURATION_HIGH, _LENGTH),
     FieldBound("resources_used.walltime", "runtime_s", 0, _DURATION_HIGH, _LENGTH),
@@ -332,7 +336,7 @@ assert all(
 class TimeOrder(NamedTuple):
     """Two epoch times of a record, the later never before the earlier (one clock: the
     server's). qtime and etime are not checked: routing and qmove reset qtime, etime is 0
-    until the job is eligible, and neither is stored (pbs-reference.md 1.4)."""
+    until the job is eligible (pbs-reference.md 1.4); both are stored, within their bounds."""
 
     earlier: str
     later: str
@@ -603,6 +607,11 @@ E_FIELDS = (
     EField("mem_bytes", "Resource_List.mem", "size"),
     EField("select_spec", "Resource_List.select", "text"),
     EField("run_count", "run_count", "int"),
+    # What the site model's replay needs (issue 46): the queue times, place and vnodes.
+    EField("qtime", "qtime", "epoch"),
+    EField("etime", "etime", "epoch"),
+    EField("place", "Resource_List.place", "text"),
+    EField("exec_vnode", "exec_vnode", "text"),
 )
 E_CHECKED_ONLY = ("resources_used.cput",)  # a duration checked, not stored
 # Column order of finished_job_row(); the keys of finished_job() in the same order.
@@ -626,7 +635,8 @@ _RR_TIME_POS = (2, 6, 7)
 
 
 # The fast path reads these in one pass, in E_FIELDS order: ctime, start, end, Exit_status,
-# ncpus, ngpus, nodect, run_count (its unpacking names them so; a test checks the order).
+# ncpus, ngpus, nodect, run_count, qtime, etime (its unpacking names them so; a test checks
+# the order).
 _FJ_INT_KEYS = tuple(f.key for f in E_FIELDS if f.kind in ("epoch", "int"))
 _FJ_INT_BOUNDS = tuple(BOUNDS[k] for k in _FJ_INT_KEYS)
 
@@ -652,9 +662,8 @@ def finished_job_row(rec: Record, server: Optional[str] = None) -> Optional[Tupl
     seq_text, _dot, suffix = ident.partition(".")
     user = g("user")
     try:
-        ctime, start, end, status, ncpus, ngpus, nodect, runs = [
-            int(v) if v else None for v in map(g, _FJ_INT_KEYS)
-        ]
+        ints = [int(v) if v else None for v in map(g, _FJ_INT_KEYS)]
+        ctime, start, end, status, ncpus, ngpus, nodect, runs, qtime, etime = ints
     except ValueError:
         return _finished_job_row_checked(rec, server)
     # The same cached helpers as the checked path; on an error, the checked path finds
@@ -676,9 +685,7 @@ def finished_job_row(rec: Record, server: Optional[str] = None) -> Optional[Tupl
         or (_dot and not suffix)
         or ctime is None
         or end is None
-        or not all(
-            map(_within, (ctime, start, end, status, ncpus, ngpus, nodect, runs), _FJ_INT_BOUNDS)
-        )
+        or not all(map(_within, ints, _FJ_INT_BOUNDS))
         or end < ctime
         or (start is not None and not ctime <= start <= end)
         or (start is not None and used is not None and run_impossible(used, end - start))
@@ -709,6 +716,10 @@ def finished_job_row(rec: Record, server: Optional[str] = None) -> Optional[Tupl
         mem,
         g("Resource_List.select"),
         runs,
+        qtime,
+        etime,
+        g("Resource_List.place"),
+        g("exec_vnode"),
     )
 
 

@@ -403,12 +403,15 @@ def report(
     server: Optional[str] = None,
     queue: Optional[str] = None,
     check: Optional[Callable[[Any], None]] = None,
+    procs: Optional[int] = None,
 ) -> Report:
     """Collect the report's figures from the database at ``dsn`` in one snapshot
     (REPEATABLE READ: the figures agree with each other).
 
     :param check: called with the connection first (e.g. that the role may create
         temporary tables, which the report needs)
+    :param procs: the machine's processors: the report then has the section "what the
+        policy did" (:func:`policy_effect`)
     :raises DatabaseError: the database cannot be read
     """
     from .db import engine as db
@@ -419,4 +422,73 @@ def report(
         if check is not None:
             check(conn)
         data, meta = build.make_report(conn, deployed_at, since, until, server, queue)
+        if procs is not None:
+            data["policy_effect"] = policy_effect(conn, procs, until=until, server=server)
     return Report(data, meta)
+
+
+# ---------------------------------------------------------------------------------------
+# What the policy did, and the guard (issue 48)
+
+WARMUP_S = 2 * 86400  # jobs replayed before the period, so that it does not start empty
+
+
+def policy_effect(
+    conn: Any,
+    procs: int,
+    *,
+    until: Optional[dt.datetime] = None,
+    server: Optional[str] = None,
+    days: Optional[float] = None,
+) -> Dict[str, Any]:
+    """The jobs that ran under the current policy (the last ``days`` of it, if given),
+    replayed under it and under the previous one on a pool of ``procs`` processors
+    (:mod:`.replay.counterfactual`): per group, real against model figures, and the fit.
+
+    :param conn: a SQLAlchemy connection to the history
+    :raises DatabaseError: the history cannot be read
+    """
+    from .replay import counterfactual as cf
+    from .replay import history
+
+    records = history.read_policy_changes(conn)
+    if not records:
+        return {
+            "note": "no policy recorded yet ('softwalltime policy apply' or 'status' records it)"
+        }
+    now = until or dt.datetime.now(dt.timezone.utc)
+    last = records[-1]
+    since = last.changed_at
+    if days is not None:
+        since = max(since, now - dt.timedelta(days=days))
+    before = last.before if last.before is not None else (
+        records[-2].after if len(records) > 1 else None
+    )  # fmt: skip
+    rows = history.read_period(conn, since, now, WARMUP_S, server)
+    period, wide = cf.period_of(rows, procs)
+    try:
+        current = cf.policy_of(last.after)
+        previous = cf.policy_of(before) if before is not None else None
+    except ValueError as err:
+        return {"note": f"the policy cannot be modelled: {err}"}
+    out = cf.compare(period, current, previous)
+    out.update(since=since.isoformat(), until=now.isoformat(), wider_than_machine=wide)
+    return out
+
+
+class Guard(NamedTuple):
+    """The guard's verdict: the tolerances broken (empty: it holds) and the comparison."""
+
+    broken: List[str]
+    comparison: Dict[str, Any]
+
+
+def policy_guard(dsn: str, procs: int, days: float, tolerances: Optional[Any] = None) -> Guard:
+    """The last ``days`` of the current policy against the counterfactual, judged against
+    ``tolerances`` (:class:`.replay.counterfactual.Tolerances`; default the module's)."""
+    from .db import engine as db
+    from .replay import counterfactual as cf
+
+    with db.connect(db.make_engine(dsn), dsn) as conn:
+        comparison = policy_effect(conn, procs, days=days)
+    return Guard(cf.judge(comparison, tolerances or cf.Tolerances()), comparison)

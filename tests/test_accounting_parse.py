@@ -62,6 +62,10 @@ def test_e_record_every_field_openpbs_2306():
         "mem_bytes": None,
         "select_spec": "1:ncpus=1",
         "run_count": 1,
+        "qtime": _ts(1795311709),
+        "etime": _ts(1795311709),
+        "place": "pack",
+        "exec_vnode": "(vm:ncpus=1)",
     }
     assert tuple(row) == acct.FINISHED_JOB_COLUMNS
     assert row["ctime"].tzinfo is not None and row["ctime"].utcoffset() == dt.timedelta(0)
@@ -532,5 +536,5 @@ def test_the_fast_path_reads_the_table_in_its_order():
 
     assert accounting._FJ_INT_KEYS == (
         "ctime", "start", "end", "Exit_status", "Resource_List.ncpus",
-        "Resource_List.ngpus", "Resource_List.nodect", "run_count",
+        "Resource_List.ngpus", "Resource_List.nodect", "run_count", "qtime", "etime",
     )  # fmt: skip

@@ -1091,6 +1091,7 @@ _E_BASE = {
     "queue": "workq",
     "ctime": "1743598800",
     "qtime": "1743598800",
+    "etime": "1743598801",
     "start": "1743598862",
     "exec_vnode": "(n001:ncpus=8)",
     "Resource_List.mem": "4gb",

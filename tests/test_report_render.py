@@ -142,3 +142,40 @@ def test_screenshot_is_written(page, tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+
+
+def test_the_policy_section_renders_with_its_fit(fresh_dsn, tmp_path):
+    """Issue 48: "what the policy did" on the synthetic history with a recorded change: the
+    same jobs under the current and previous policy, with the fit, drawn without overflow."""
+    need_runtime(CHROMIUM, "that the report renders in a browser (apt-get install chromium)")
+    from softwalltime import api
+
+    engine = db.make_engine(fresh_dsn, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        synthetic.load(conn, deployed_at=dt.datetime(2013, 2, 1, tzinfo=dt.timezone.utc))
+        before = {"job_sort_formula": None, "backfill_depth": "1", "strict_ordering": "True ALL"}
+        after = dict(before, job_sort_formula="-walltime")
+        conn.execute(
+            sa.text(
+                "INSERT INTO policy_changes (changed_at, changed_by, action, before, after)"
+                " VALUES ('2013-03-01T00:00:00Z', 'test', 'apply', CAST(:b AS jsonb),"
+                " CAST(:a AS jsonb))"
+            ),
+            {"b": json.dumps(before), "a": json.dumps(after)},
+        )
+    with engine.connect() as conn:
+        data, meta = build.make_report(conn)
+        data["policy_effect"] = api.policy_effect(conn, 2176)
+    engine.dispose()
+    effect = data["policy_effect"]
+    assert effect["current_policy"] == "-walltime-bf1" and effect["previous_policy"] == "fcfs-bf1"
+    assert effect["jobs"] > 1000 and {"all jobs", "class short"} <= {
+        r["group"] for r in effect["rows"]
+    }
+    assert 0 <= effect["fit"]["within_1h_pct"] <= 100
+    text = html.render(data, meta)
+    assert 'id="policy-effect"' in text and "fit to the real starts" in text
+    for width in (1280, 800):
+        probe = _probe(tmp_path, text, width)
+        assert probe["problems"] == []
+        assert probe["overflow"] <= 0, (width, probe)

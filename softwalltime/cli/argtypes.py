@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Callable, List, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from ..errors import ConfigError, ParseError
 from ..units import parse_duration
 
 
-def whole_number(minimum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number >= ``minimum``."""
+def whole_number(minimum: int, maximum: Optional[int] = None) -> Callable[[str], int]:
+    """An argparse type: a whole number >= ``minimum`` (and <= ``maximum``, if given)."""
 
     def parse(text: str) -> int:
         try:
@@ -19,6 +19,8 @@ def whole_number(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum:,}, got {value:,}")
         return value
 
     return parse

@@ -32,7 +32,9 @@ if TYPE_CHECKING:  # SQLAlchemy is imported when the command runs, not with the 
 
 # The history tables and the columns the ingester fills (the keys of the rules).
 TABLES = (("finished_jobs", FINISHED_JOB_COLUMNS), ("job_reruns", RERUN_COLUMNS))
-_TIME_COLUMNS = frozenset(("ctime", "started_at", "ended_at"))  # timestamptz, bounds in epoch s
+_TIME_COLUMNS = frozenset(
+    ("ctime", "started_at", "ended_at", "qtime", "etime")
+)  # timestamptz, bounds in epoch s
 # A table lock held elsewhere (a migration, VACUUM FULL) ends the check with one line.
 LOCK_TIMEOUT = "60s"
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .. import outfile
 from ..core.config import Settings, require_dsn
 from ..errors import DatabaseError
+from .argtypes import whole_number
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -31,6 +32,7 @@ def instant(text: str) -> dt.datetime:
 
 
 DEFAULT_OUT = "softwalltime-report.html"
+MAX_PROCS = 10**8
 
 
 def register(sub: Any) -> None:
@@ -65,6 +67,13 @@ def register(sub: Any) -> None:
         "--json",
         action="store_true",
         help="every figure's numbers as JSON instead of the page (to --out if given)",
+    )
+    parser.add_argument(
+        "--procs",
+        type=whole_number(1, MAX_PROCS),
+        metavar="N",
+        help="the machine's processors: adds 'what the policy did', the jobs since the last"
+        " policy change replayed under it and under the previous one",
     )
     parser.set_defaults(func=run)
 
@@ -105,6 +114,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         server=args.server,
         queue=args.queue,
         check=require_temporary,
+        procs=args.procs,
     )
     data = found.data
     if args.json:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from typing import Any, Mapping
@@ -127,14 +128,28 @@ def pbs_location(settings: Settings, environ: Mapping[str, str] | None = None) -
     return Pbs.from_settings(settings, conf)
 
 
+def policy_guard(settings: Settings, dsn: str) -> lib.Check:
+    """The policy guard's check (issue 48): the last ``status_guard_days`` of the current
+    policy replayed under it and the previous one (:func:`softwalltime.api.policy_guard`)."""
+    from .. import api
+    from ..replay.counterfactual import Tolerances
+
+    tolerances = Tolerances(settings.status_guard_p95_pct, settings.status_guard_longest_factor)
+    days = settings.status_guard_days
+    try:
+        found = api.policy_guard(dsn, settings.status_guard_procs, days, tolerances)
+    except SoftwalltimeError as err:
+        return lib.Check("policy guard", lib.UNKNOWN, " ".join(str(err).split()))
+    return lib.judge_guard(found.broken, found.comparison, days)
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Print the checks; the exit status is the worst state."""
     pbs = pbs_location(settings)
-    checks = lib.run_checks(
-        pbs,
-        settings,
-        lib.Options(hook=args.hook, since_s=args.since, ingest_max_age_s=args.ingest_max_age),
-    )
+    opts = lib.Options(hook=args.hook, since_s=args.since, ingest_max_age_s=args.ingest_max_age)
+    if settings.status_guard_procs:
+        opts.guard = functools.partial(policy_guard, settings)
+    checks = lib.run_checks(pbs, settings, opts)
     code = lib.overall(checks)
     if args.prometheus:
         try:

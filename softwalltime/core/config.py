@@ -32,6 +32,10 @@ refresh_max_changes               SOFTWALLTIME_REFRESH_MAX_CHANGES    2000
 pbs_exec                          SOFTWALLTIME_PBS_EXEC               PBS_EXEC of /etc/pbs.conf
 pbs_command_prefix                SOFTWALLTIME_PBS_COMMAND_PREFIX     [] (comma list in env)
 status_failure_rate_pct           SOFTWALLTIME_STATUS_FAILURE_RATE... 5
+status_guard_procs                SOFTWALLTIME_STATUS_GUARD_PROCS     0 (off)
+status_guard_days                 SOFTWALLTIME_STATUS_GUARD_DAYS      7
+status_guard_p95_pct              SOFTWALLTIME_STATUS_GUARD_P95_PCT   10
+status_guard_longest_factor       SOFTWALLTIME_STATUS_GUARD_LONGE...  2
 ingest_lock_stale_s               SOFTWALLTIME_INGEST_LOCK_STALE_S    3600
 history_scope                     SOFTWALLTIME_HISTORY_SCOPE          all (or: server)
 history_cache_entries             SOFTWALLTIME_HISTORY_CACHE_ENTRIES  1000 (0: off)
@@ -97,6 +101,10 @@ class Settings(NamedTuple):
     pbs_exec: Optional[str]
     pbs_command_prefix: Tuple[str, ...]
     status_failure_rate_pct: float
+    status_guard_procs: int
+    status_guard_days: int
+    status_guard_p95_pct: float
+    status_guard_longest_factor: float
     ingest_lock_stale_s: int
     history_scope: str
     history_cache_entries: int
@@ -139,6 +147,12 @@ DEFAULTS: Dict[str, Any] = {
     "pbs_exec": None,
     "pbs_command_prefix": (),
     "status_failure_rate_pct": 5.0,
+    # the policy guard of `status` (issue 48): the machine's processors (0: no guard), the
+    # days of the current policy it judges and its tolerances against the previous policy
+    "status_guard_procs": 0,
+    "status_guard_days": 7,
+    "status_guard_p95_pct": 10.0,
+    "status_guard_longest_factor": 2.0,
     "ingest_lock_stale_s": 3600,
     # whose finished jobs a prediction uses: every server's in the database, or only those
     # of the server the job belongs to
@@ -188,12 +202,16 @@ _INT_KEYS = (
     "history_cache_entries",
     "history_keep_days",
     "history_recheck_ms",
+    "status_guard_procs",
+    "status_guard_days",
 )
 _FLOAT_KEYS = (
     "long_walltime_factor",
     "connect_timeout_s",
     "refresh_min_change_pct",
     "status_failure_rate_pct",
+    "status_guard_p95_pct",
+    "status_guard_longest_factor",
 )
 # Accepted ranges, inclusive. The hook's wait on the database is at most connect_timeout_s
 # + statement_timeout_ms + 0.1 s: with these bounds at most 10.1 s, a third of PBS's default hook
@@ -217,6 +235,10 @@ RANGES = {
     "refresh_time_budget_s": (1, 86400),
     "refresh_max_changes": (0, 10000000),
     "status_failure_rate_pct": (0.0, 100.0),
+    "status_guard_procs": (0, 10**8),
+    "status_guard_days": (1, 366),
+    "status_guard_p95_pct": (0.0, 1000.0),
+    "status_guard_longest_factor": (1.0, 100.0),
 }  # type: Dict[str, Tuple[float, float]]
 # Time granted beyond statement_timeout for the server's own cancellation to reach the
 # hook, so a slow query normally ends with PostgreSQL's clear "canceling statement" error

@@ -55,6 +55,10 @@ finished_jobs = sa.Table(
     sa.Column("mem_bytes", sa.BigInteger, nullable=True, comment="Resource_List.mem"),
     sa.Column("select_spec", sa.Text, nullable=True, comment="Resource_List.select as typed"),
     sa.Column("run_count", sa.Integer, nullable=True),
+    sa.Column("qtime", sa.DateTime(timezone=True), nullable=True, comment="entered its queue"),
+    sa.Column("etime", sa.DateTime(timezone=True), nullable=True, comment="became eligible"),
+    sa.Column("place", sa.Text, nullable=True, comment="Resource_List.place as logged"),
+    sa.Column("exec_vnode", sa.Text, nullable=True, comment="the vnodes and resources it ran on"),
     sa.Column(
         "source_file", sa.Text, nullable=True, comment="accounting file the E record came from"
     ),

@@ -7,8 +7,8 @@ database code.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
-from typing import Dict, Optional
+from datetime import datetime, timedelta
+from typing import Dict, List, NamedTuple, Optional
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 from ..db.schema import finished_jobs
 from ..errors import UNDEFINED_TABLE, DatabaseError, SchemaMissingError
 from .bounds import implausible
+from .counterfactual import Jobs
 from .trace import Trace, TraceJob
 
 log = logging.getLogger(__name__)
@@ -92,3 +93,92 @@ def read_finished_jobs(
         jobs.reverse()
     log.info("read %s finished jobs from %s", len(jobs), source)
     return Trace(source=source, jobs=jobs, skipped=skipped)
+
+
+# ---------------------------------------------------------------------------------------
+# The policy's period, for the counterfactual (issue 48)
+
+MAX_PERIOD_JOBS = 2_000_000  # jobs of one replayed period (warm-up included)
+MAX_POLICY_RECORDS = 10_000
+
+
+class PolicyRecord(NamedTuple):
+    changed_at: datetime
+    before: Optional[Dict[str, Optional[str]]]
+    after: Dict[str, Optional[str]]
+
+
+def read_policy_changes(conn: Connection) -> List[PolicyRecord]:
+    """The recorded policy changes (``policy_changes``), oldest first (the newest
+    :data:`MAX_POLICY_RECORDS`)."""
+    from ..db.schema import policy_changes
+
+    t = policy_changes.c
+    query = sa.select(t.changed_at, t.before, t.after).order_by(t.id.desc())
+    try:
+        rows = conn.execute(query.limit(MAX_POLICY_RECORDS)).all()
+    except sa.exc.SQLAlchemyError as err:
+        if getattr(getattr(err, "orig", None), "pgcode", None) == UNDEFINED_TABLE:
+            raise SchemaMissingError() from err
+        raise DatabaseError(f"cannot read policy_changes ({err.__class__.__name__})") from err
+    return [PolicyRecord(at, before, after) for at, before, after in reversed(rows)]
+
+
+def read_period(
+    conn: Connection,
+    since: datetime,
+    until: datetime,
+    warmup_s: int,
+    server: Optional[str] = None,
+) -> Jobs:
+    """The jobs that arrived in ``[since - warmup_s, until)`` and ran, with what the model
+    replays: the arrival (``etime``, when the job became eligible, else ``ctime``), its real
+    start, run time, walltime, soft walltime, ncpus and queue. Jobs without a start, walltime
+    or ncpus are not replayable and left out.
+
+    :raises DatabaseError: the query failed, or the period holds more than
+        :data:`MAX_PERIOD_JOBS` jobs
+    """
+    t = finished_jobs.c
+    arrival = sa.func.coalesce(t.etime, t.ctime)
+    query = (
+        sa.select(
+            t.username,
+            arrival,
+            t.started_at,
+            t.runtime_s,
+            t.walltime_s,
+            t.soft_walltime_s,
+            t.ncpus,
+            t.queue,
+        )  # fmt: skip
+        .where(arrival >= since - timedelta(seconds=warmup_s), arrival < until)
+        .where(t.started_at.is_not(None), t.runtime_s.is_not(None))
+        .where(t.walltime_s > 0, t.ncpus > 0)
+        .order_by(arrival, t.job_seq, t.server, t.job_id)
+        .limit(MAX_PERIOD_JOBS + 1)
+    )
+    if server is not None:
+        query = query.where(t.server == server)
+    out = Jobs([], [], [], [], [], [], [], [], 0)
+    cut = int(since.timestamp())
+    try:
+        for user, at, started, run, wall, soft, ncpus, queue in conn.execute(query):
+            a = int(at.timestamp())
+            if a < cut:
+                out = out._replace(first=out.first + 1)
+            out.user.append(user)
+            out.arrival.append(a)
+            out.start.append(max(a, int(started.timestamp())))
+            out.run.append(min(run, wall))
+            out.wall.append(wall)
+            out.soft.append(soft or 0)
+            out.ncpus.append(ncpus)
+            out.queue.append(queue or "")
+    except sa.exc.SQLAlchemyError as err:
+        raise DatabaseError(f"cannot read the period's jobs ({err.__class__.__name__})") from err
+    if len(out.user) > MAX_PERIOD_JOBS:
+        raise DatabaseError(
+            f"the period holds more than {MAX_PERIOD_JOBS} jobs: give a shorter one"
+        )
+    return out

@@ -482,6 +482,47 @@ def queue_fit(data: Dict[str, Any]) -> str:
     )
 
 
+def _effect_row(row: Dict[str, Any]) -> List[Any]:
+    cells: List[Any] = [row["group"], row["jobs"]]
+    for key in ("mean_wait_h", "p95_wait_h", "max_wait_h"):
+        for label in ("real", "current", "previous"):
+            figures = row.get(label)
+            cells.append(_h(figures[key]) if figures else "")
+    for label in ("current", "previous"):
+        figures = row.get(label)
+        cells.append(_h(figures["mean_bsld"]) if figures else "")
+    return cells
+
+
+def policy_effect(data: Dict[str, Any]) -> str:
+    """What the policy did: the same jobs under the current and the previous policy, with
+    the model's fit to the real starts (section absent without ``report --procs``)."""
+    effect = data.get("policy_effect")
+    if effect is None:
+        return ""
+    note = effect.get("note", "")
+    rows = effect.get("rows", [])
+    if not rows:
+        return f'<h2 id="policy-effect">What the policy did</h2><p>{escape(note)}.</p>'
+    fit = effect["fit"]
+    reading = (
+        f"{effect['jobs']} jobs since the change to {effect['current_policy']}, replayed under it"
+        f" and under {effect['previous_policy'] or 'no previous policy'} on"
+        f" {effect['procs']} processors. The model's fit to the real starts:"
+        f" {fit['within_1h_pct']:.0f} % within an hour ({fit['within_10min_pct']:.0f} % within"
+        f" 10 min); mean wait {_h(fit['model_mean_wait_h'])} h in the model against"
+        f" {_h(fit['real_mean_wait_h'])} h really. Trust a difference between the policies"
+        " only as far as that fit."
+    )
+    headers = ["group", "jobs"] + [
+        f"{what} {who}" for what in ("mean wait h", "p95 wait h", "longest h")
+        for who in ("real", "now", "before")
+    ] + ["bsld now", "bsld before"]  # fmt: skip
+    table = _table(headers, [_effect_row(r) for r in rows], few=[_few(r["jobs"]) for r in rows])
+    body = f'<div id="policy-effect">{table}</div>'
+    return _figure("What the policy did", reading, body, note)
+
+
 def render(data: Dict[str, Any], meta: Dict[str, Any]) -> str:
     """The whole page."""
     sections = (
@@ -496,6 +537,7 @@ def render(data: Dict[str, Any], meta: Dict[str, Any]) -> str:
         queue_fit(data),
         workload(data),
         wait(data),
+        policy_effect(data),
     )
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'

@@ -11,7 +11,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ...core.config import Settings, redact_dsn
 from ...core.locks import INGEST_LOCK_KEY
@@ -239,6 +239,9 @@ class Options:
     since_s: float = 3600.0
     ingest_max_age_s: float = 3600.0
     now: Optional[dt.datetime] = None
+    # The policy guard, given the database's DSN (the CLI passes the library's, which
+    # replays the history; None: no guard)
+    guard: Optional[Callable[[str], Check]] = None
 
 
 def run_checks(pbs: Pbs, cli: Settings, opts: Options) -> list[Check]:
@@ -262,7 +265,10 @@ def run_checks(pbs: Pbs, cli: Settings, opts: Options) -> list[Check]:
     accounting = cli.accounting_dir or os.path.join(pbs.home, "server_priv", "accounting")
     predictor = (hook_settings or cli).predictor
     checks += _database_checks(dsn, accounting, predictor, opts.ingest_max_age_s)
-    return checks + policy_check(pbs, dsn)
+    checks += policy_check(pbs, dsn)
+    if opts.guard is not None:
+        checks.append(opts.guard(dsn))
+    return checks
 
 
 def _hook_checks(pbs: Pbs, hook: str) -> tuple[list[Check], Optional[Settings]]:

@@ -83,6 +83,10 @@ ALWAYS = {
         "mean absolute error of their requested walltimes",
         NAN,
     ),
+    "softwalltime_policy_guard_broken": (
+        "tolerances the current policy breaks against the previous one on the same jobs",
+        NAN,
+    ),
 }
 # The counter of the hook's decisions, one series per outcome, all always written.
 HOOK_EVENTS = "softwalltime_hook_events_total"
@@ -537,3 +541,30 @@ def worst(states: Iterable[int]) -> int:
 
 def overall(checks: Sequence[Check]) -> int:
     return worst(c.state for c in checks)
+
+
+# ---------------------------------------------------------------------------- the guard
+
+GUARD_METRIC = "softwalltime_policy_guard_broken"
+REVERT = "softwalltime policy revert --yes"
+
+
+def judge_guard(broken: list[str], comparison: dict[str, Any], days: float) -> Check:
+    """The guard (issue 48): the last ``days`` of the current policy against the same jobs
+    under the previous one (:func:`softwalltime.api.policy_guard`). A broken tolerance is a
+    WARNING that names the way back; the guard never reverts on its own."""
+    help_text = ALWAYS[GUARD_METRIC][0]
+    note = comparison.get("note")
+    details = {"comparison": comparison}
+    if note:
+        missing = Metric(GUARD_METRIC, NAN, help_text)
+        return Check("policy guard", OK, f"nothing to judge: {note}", [missing], details)
+    metric = Metric(GUARD_METRIC, float(len(broken)), help_text, warn=1.0)
+    fit = comparison.get("fit", {})
+    trust = f"model within 1 h of {fit.get('within_1h_pct', 0):.0f} % of real starts"
+    where = f"last {days:g} days, {comparison.get('jobs', 0)} jobs, {trust}"
+    if not broken:
+        holds = f"{comparison.get('current_policy')} holds ({where})"
+        return Check("policy guard", OK, holds, [metric], details)
+    text = f"{'; '.join(broken)} ({where}); to go back: {REVERT}"
+    return Check("policy guard", WARNING, text, [metric], details)
