@@ -44,6 +44,8 @@ def test_a_bad_resource_group_is_refused_with_its_entry():
         tree(entity="uid")
     with pytest.raises(ValueError, match="decay_factor"):
         tree(decay_factor=1.0)
+    with pytest.raises(ValueError, match="decay_time"):
+        tree(decay_time=0)
 
 
 def test_usage_res_is_an_expression_of_cput_walltime_ncpus():

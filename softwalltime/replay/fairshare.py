@@ -79,7 +79,7 @@ class Settings(NamedTuple):
     up to date with a ``job_sort_formula`` too, fifo.cpp:321)."""
     entity: str = "euser"
     usage_res: str = "cput"
-    decay_time: int = 24 * 3600  # seconds; 0: never decay
+    decay_time: int = 24 * 3600  # seconds, at least 1
     decay_factor: float = 0.5
     enforce_no_shares: bool = True
     unknown_shares: int = 0
@@ -88,10 +88,6 @@ class Settings(NamedTuple):
     """Entities' usage at time 0 (``pbsfs -s``; 1 for any other)."""
     last_decay: int = 0
     """The usage file's last decay, in the simulation's time."""
-
-    @property
-    def name(self) -> str:
-        return "fairshare" if self.fair_share else "fairshare-terms"
 
 
 def from_scheduler(sched: Scheduler, unknown_shares: int = 0) -> Settings:
@@ -130,8 +126,10 @@ def check(settings: Settings) -> None:
         raise ValueError(f"fairshare_entity {settings.entity!r}: expected one of {ENTITIES}")
     if not 0 < settings.decay_factor < 1:
         raise ValueError("fairshare_decay_factor must be between 0 and 1 (parse.cpp:317)")
-    if settings.decay_time < 0 or settings.unknown_shares < 0:
-        raise ValueError("fairshare_decay_time and unknown_shares must be >= 0")
+    if settings.decay_time < 1:
+        raise ValueError("fairshare_decay_time must be at least 1 s")
+    if settings.unknown_shares < 0:
+        raise ValueError("unknown_shares must be >= 0")
     usage_function(settings.usage_res)
 
 
@@ -372,7 +370,7 @@ class State:
                 delta = acc.used(value, j, now - running[j]) - before
                 self.tree.accrue(self.node[j], max(delta, 0.0))  # IF_NEG_THEN_ZERO
         dt = self.tree.settings.decay_time
-        if dt > 0 and now - self.last_decay > dt:
+        if now - self.last_decay > dt:
             # fifo.cpp:368-377 decays while now - k * dt - last_decay > dt: k times
             self.tree.decay((now - self.last_decay - 1) // dt)
             self.last_decay = now - (now - self.last_decay) % dt  # fifo.cpp:380-386
