@@ -196,7 +196,7 @@ class Tree:
         where = f"resource_group[{k}] {name!r}"
         if name in self.nodes:
             raise ValueError(f"{where}: not unique (fairshare.cpp:252)")
-        up = self.nodes.get(ROOT if parent == "root" else parent)
+        up = self.nodes.get(ROOT if parent in ("root", ROOT) else parent)
         if up is None:
             raise ValueError(f"{where}: parent {parent!r} is not listed before it")
         if shares < 0:
