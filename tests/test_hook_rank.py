@@ -120,10 +120,34 @@ def test_free_jobs_that_pull_the_mean_move_the_rank_by_their_own_cost_only():
     for _ in range(6):
         rows = cheap + [(20 * 3600, DAY, 128)] + rows
     assert hook_rank.unpaid_mean(DAY, 128, rows) == 14401
-    assert hook_rank.pull_floor(DAY, 128, rows) == 20 * 3600 - 8
+    # (the key's upper median is a cheap job's: the pull floor holds nothing)
+    assert hook_rank.pull_floor(DAY, 128, rows) <= 1
     assert hook_rank.paid_key_mean(DAY, 128, rows) == DAY - 21
     # the setting's default and hooks install --rank's is this paid rank
     assert hook_rank.DEFAULT == hook_rank.PAID_NAME == "key-mean-paid"
+
+
+@pytest.mark.parametrize("free", range(11))
+def test_any_number_of_free_jobs_moves_the_rank_by_their_own_cost_only(free):
+    # 0 to 10 free 1-second jobs of 128 cpus among the key's 10 newest, before honest 20 h
+    # runs: the median holds while they are at most half the key, the first floor
+    # (the honest runs are not consistent with the mean) from there on
+    honest = [(20 * 3600, DAY, 128)] * 10
+    got = hook_rank.paid_key_mean(DAY, 128, [(1, DAY, 128)] * free + honest)
+    assert 20 * 3600 - free * 128 // 128 <= got <= DAY
+    if free:
+        assert hook_rank.unpaid_mean(DAY, 128, [(1, DAY, 128)] * free + honest) < 20 * 3600
+
+
+def test_a_key_of_short_runs_with_a_few_long_ones_keeps_its_mean():
+    # seven 5-minute runs and three 2 h runs (2 h walltime, 4 cpus), older short runs
+    # paying for the claim: the mean 39.5 min stands. The mean of the runs at or above it
+    # (2 h) minus the short runs' cost per cpu (35 min), the pull floor until issue 52's
+    # second change, raised it to 85 min: an honest spread is no pull
+    rows = [(300, 7200, 4)] * 7 + [(7200, 7200, 4)] * 3 + [(300, 7200, 4)] * 20
+    assert hook_rank.unpaid_mean(7200, 4, rows) == 2370
+    assert hook_rank.pull_floor(7200, 4, rows) == 300 - 7 * 300
+    assert hook_rank.paid_key_mean(7200, 4, rows) == 2370
 
 
 def test_pullers_that_paid_for_the_pull_keep_the_mean():

@@ -303,3 +303,31 @@ def test_all_quantiles_match_one_jobs_answer():
 def test_a_job_wider_than_the_machine_never_starts_in_a_run_of_all():
     s = snap([], [st.QueuedJob(0, 10, 10, 8), st.QueuedJob(1, 10, 10, 2)], 0)
     assert st.forward_starts(s, pbsched.parse_policy("fcfs-greedy"), [10, 10], []) == [-1, 100]
+
+
+def test_the_widening_per_wait_class_covers_the_jobs_that_wait():
+    # 180 jobs predicted to start at once that did, and 20 predicted to wait 1 h that waited
+    # 1 h to 4 h 10 min: one correction learns from all 200 (its P90 is a zero: the P90
+    # of the jobs that wait is left as it was), the split learns the waiters' apart
+    waits = [3600 + 600 * i for i in range(20)]
+    one, split = st.Widening(split_s=0), st.Widening()
+    for widening in (one, split):
+        for _ in range(180):
+            widening.learn(0, 0)
+        for real in waits:
+            widening.learn(3600, real)
+    assert one.widen(3600) == 3600
+    assert sum(real <= one.widen(3600) for real in waits) == 1  # 5 % of the waiters covered
+    assert sum(real <= split.widen(3600) for real in waits) == 18  # 90 %
+    assert split.widen(0) == one.widen(0) == 0  # the immediate starts: as they were
+    assert split.wait_class(599) == 0 and split.wait_class(st.WIDEN_SPLIT_S) == 1
+
+
+def test_a_wait_class_with_few_scores_borrows_every_class():
+    widening = st.Widening()
+    for _ in range(st.WIDEN_MIN):
+        widening.learn(0, 60)  # 60 s late: 0.1 of (0 + 600 s)
+    assert widening.widen(0) == 60
+    # no waiter learned yet: the class borrows the others' 0.1
+    assert widening.widen(3000) == 3000 + 360
+    assert st.Widening().widen(3000) == 3000  # nothing learned: no correction

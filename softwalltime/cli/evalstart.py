@@ -28,7 +28,8 @@ all a predictor knows:
           what its user's similar jobs ran
   P50     the median start of --samples forward runs with run times drawn from what the
           user's similar jobs ran; P90 the upper bound, widened by a correction learned
-          from the predictions whose job has started
+          from the predictions whose job has started, per wait class (predicted P90
+          wait under 10 min, or not)
   PQStar  'softwalltime eval-wait''s PQStar on the same jobs (the ground truth's starts):
           its bound (1 h) for a quick starter, else IBL's wait
   IBL     IBL's predicted wait (instance-based learning)

@@ -134,7 +134,11 @@ def policy_guard(settings: Settings, dsn: str) -> lib.Check:
     from .. import api
     from ..replay.counterfactual import Tolerances
 
-    tolerances = Tolerances(settings.status_guard_p95_pct, settings.status_guard_longest_factor)
+    tolerances = Tolerances(
+        settings.status_guard_p95_pct,
+        settings.status_guard_longest_factor,
+        settings.status_guard_noise_s,
+    )
     days = settings.status_guard_days
     try:
         found = api.policy_guard(dsn, settings.status_guard_procs, days, tolerances)

@@ -36,6 +36,7 @@ status_guard_procs                SOFTWALLTIME_STATUS_GUARD_PROCS     0 (off)
 status_guard_days                 SOFTWALLTIME_STATUS_GUARD_DAYS      7
 status_guard_p95_pct              SOFTWALLTIME_STATUS_GUARD_P95_PCT   10
 status_guard_longest_factor       SOFTWALLTIME_STATUS_GUARD_LONGE...  2
+status_guard_noise_s              SOFTWALLTIME_STATUS_GUARD_NOISE_S   600
 ingest_lock_stale_s               SOFTWALLTIME_INGEST_LOCK_STALE_S    3600
 history_scope                     SOFTWALLTIME_HISTORY_SCOPE          all (or: server)
 history_cache_entries             SOFTWALLTIME_HISTORY_CACHE_ENTRIES  1000 (0: off)
@@ -105,6 +106,7 @@ class Settings(NamedTuple):
     status_guard_days: int
     status_guard_p95_pct: float
     status_guard_longest_factor: float
+    status_guard_noise_s: int
     ingest_lock_stale_s: int
     history_scope: str
     history_cache_entries: int
@@ -153,6 +155,7 @@ DEFAULTS: Dict[str, Any] = {
     "status_guard_days": 7,
     "status_guard_p95_pct": 10.0,
     "status_guard_longest_factor": 2.0,
+    "status_guard_noise_s": 600,
     "ingest_lock_stale_s": 3600,
     # whose finished jobs a prediction uses: every server's in the database, or only those
     # of the server the job belongs to
@@ -204,6 +207,7 @@ _INT_KEYS = (
     "history_recheck_ms",
     "status_guard_procs",
     "status_guard_days",
+    "status_guard_noise_s",
 )
 _FLOAT_KEYS = (
     "long_walltime_factor",
@@ -239,6 +243,7 @@ RANGES = {
     "status_guard_days": (1, 366),
     "status_guard_p95_pct": (0.0, 1000.0),
     "status_guard_longest_factor": (1.0, 100.0),
+    "status_guard_noise_s": (0, 366 * 86400),
 }  # type: Dict[str, Tuple[float, float]]
 # Time granted beyond statement_timeout for the server's own cancellation to reach the
 # hook, so a slow query normally ends with PostgreSQL's clear "canceling statement" error

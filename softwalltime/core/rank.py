@@ -36,13 +36,19 @@ one little (its cost is divided by the wide job's processors).
 the key mean down (ten 20 h runs of 24 h x 128, then three 1-second jobs of the same key:
 the mean fell from 20 h to 14 h, and the 20 h runs, consistent with 14 h, paid for it). So
 the key's jobs below its mean (the *pullers*) pay for the pull themselves: the rank is also
-at least the mean of the key's other jobs minus the pullers' cost (run time x processors,
-unscaled) per processor of the job, rounded up (:func:`pull_floor`). Three free 1-second
-jobs move that job's rank by 3 s (384 core-seconds / 128), not 6 h; a key without a job
-below its mean is not raised. The two floors are both kept: the first prices the jump from
-the walltime to the mean of the jobs that do not pull, the second the pull below it. It
-raises honest ranks whose key holds short runs (failures at once among long runs) toward
-the mean of the long ones (docs/hook.md: its cost in the share of perfect's gain).
+at least the key's upper median (``sorted(runs)[n // 2]``) minus the pullers' cost (run
+time x processors, unscaled) per processor of the job, rounded up (:func:`pull_floor`).
+The median moves only once the cheap jobs are more than half the key; from there on the
+mean is below half the honest runs' ``H``, so they are not consistent with it (but for the
+60 s margin) and the first floor holds. Three free 1-second jobs move that job's rank by 3 s (384
+core-seconds / 128), not 6 h, and so does any number of them (``tests/test_hook_rank.py``);
+a key without a job below its mean is not raised, nor one whose median is below its mean
+(short runs with a few long ones: an honest spread, no pull). The two floors are both
+kept: the first prices the jump from the walltime to the mean, the second the pull below
+the median. It raises honest ranks whose key holds short runs among a majority of long
+ones (failures at once) toward the median; the first version (the mean of the jobs at or
+above the mean, not the median) also raised every key with a few long runs, and cost CTC
+``sjf.rank`` its whole gain (docs/hook.md: the share of perfect's gain).
 
 Hook path: Python 3.6+ syntax, standard library only, pure.
 """
@@ -109,8 +115,8 @@ def paid_key_mean(walltime_s: int, ncpus: Optional[int], history: Iterable[cal.C
 
 def pull_floor(walltime_s: int, ncpus: Optional[int], rows: Sequence[cal.ClassRow]) -> int:
     """What the key's jobs that pull its mean down must pay for (issue 52): at least the
-    mean of the key's other jobs minus the pullers' cost per processor of the job, rounded
-    up (module docstring); 1 when no job of the key is below its mean.
+    key's upper median minus the pullers' cost per processor of the job, rounded up
+    (module docstring); 1 when no job of the key is below its mean.
 
     :param rows: the user's finished jobs ``(runtime_s, walltime_s, ncpus)``, newest end
         first (at most ``calibrated.HISTORY_ROWS`` are read)
@@ -118,17 +124,17 @@ def pull_floor(walltime_s: int, ncpus: Optional[int], rows: Sequence[cal.ClassRo
     key = cal.key_rows(walltime_s, ncpus, rows)
     runs = cal.scaled_runs(key, walltime_s)  # features' run times, in this walltime's terms
     total, n = sum(runs), len(runs)
-    rest_s = rest_n = cost = 0
+    pulled = False
+    cost = 0
     for run_s, (runtime_s, _wall, cpus) in zip(runs, key):
         if run_s * n < total:  # below the key's exact mean: it pulls the mean down
+            pulled = True
             cost += runtime_s * (cpus if cpus and cpus > 0 else 1)  # what it really cost
-        else:
-            rest_s += run_s
-            rest_n += 1
-    if rest_n == n:
+    if not pulled:
         return 1
     width = ncpus if ncpus and ncpus > 0 else 1
-    return -(-rest_s // rest_n) - cost // width
+    # the upper median: no fewer than half the key's jobs move it (the mean: any one)
+    return sorted(runs)[n // 2] - cost // width
 
 
 def paid_floor(

@@ -29,7 +29,7 @@ from .sources import EstimateSource
 MIN_JOBS = 50  # fewer scored jobs: figures too noisy to compare (the section says so)
 P95_TOLERANCE_PCT = 10.0  # a class's p95 wait may rise this much over the counterfactual's
 LONGEST_FACTOR = 2.0  # the longest wait may be at most this multiple of the counterfactual's
-NOISE_S = 600  # differences of waits below ten minutes never break a tolerance
+NOISE_S = 600  # differences of waits up to ten minutes never break a tolerance
 ALL = "all jobs"
 
 
@@ -203,6 +203,7 @@ def compare(
 class Tolerances(NamedTuple):
     p95_pct: float = P95_TOLERANCE_PCT
     longest_factor: float = LONGEST_FACTOR
+    noise_s: int = NOISE_S
 
 
 DEFAULT_TOLERANCES = Tolerances()
@@ -220,13 +221,13 @@ def judge(comparison: Mapping[str, Any], tol: Tolerances = DEFAULT_TOLERANCES) -
             continue
         name = row["group"]
         p95, p95_prev = cur["p95_wait_h"] * 3600, prev["p95_wait_h"] * 3600
-        if p95 - p95_prev > NOISE_S and p95 > p95_prev * (1 + tol.p95_pct / 100.0):
+        if p95 - p95_prev > tol.noise_s and p95 > p95_prev * (1 + tol.p95_pct / 100.0):
             broken.append(
                 f"{name}: p95 wait {p95 / 3600:.2f} h against {p95_prev / 3600:.2f} h under "
                 f"the previous policy (tolerance +{tol.p95_pct:g} %)"
             )
         top, top_prev = cur["max_wait_h"] * 3600, prev["max_wait_h"] * 3600
-        if name == ALL and top - top_prev > NOISE_S and top > top_prev * tol.longest_factor:
+        if name == ALL and top - top_prev > tol.noise_s and top > top_prev * tol.longest_factor:
             broken.append(
                 f"longest wait {top / 3600:.2f} h against {top_prev / 3600:.2f} h under the "
                 f"previous policy (tolerance {tol.longest_factor:g}x)"

@@ -11,8 +11,8 @@ the predictors, which know nothing later:
 * ``P50``: the median start of :data:`.starttime.DEFAULT_SAMPLES` forward runs with sampled
   run times (:func:`.starttime.start_quantiles`), with an upper bound ``P90``: their P90
   widened by a learned correction (:class:`.starttime.Widening`, from the predictions
-  whose job has started by now: the forward runs know no later arrival, so their spread
-  alone covers too few starts).
+  whose job has started by now, per wait class: the forward runs know no later arrival,
+  so their spread alone covers too few starts).
 
 Figures per method: the share of targets whose real start lies within 1 min, 10 min and
 1 h of the prediction, for all targets and for those that waited >= 10 min, and the P90's

@@ -623,8 +623,16 @@ def replay(
     """Run ``jobs`` on the server (inside :func:`server`) under ``policy`` with ``source``'s
     soft walltimes, and simulate them with the real release times. The jobs stay (for the
     caller to purge with :func:`purge_all`)."""
-    soft = soft_walltimes(jobs, source, soft_margin)
     apply_policy(policy)
+    return run_jobs(jobs, source, procs, policy, soft_margin)
+
+
+def run_jobs(
+    jobs: Sequence[TwinJob], source: str, procs: int, policy: pbsched.Policy, soft_margin: int = 0
+) -> Replay:
+    """:func:`replay` under the policy the server has now (``policy``: what the simulation
+    runs, which the caller says is the server's)."""
+    soft = soft_walltimes(jobs, source, soft_margin)
     ids: list[str] = []
     try:
         submit_all(jobs, soft, ids)
