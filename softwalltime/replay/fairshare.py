@@ -403,7 +403,9 @@ class CycleOrder:
     one entity the order never changes, so each step compares the entities' first jobs.
     ``top_jobs``: how many jobs that do not start become top jobs (the cycle's
     ``backfill_depth`` under ``strict_ordering``, else 0), whose usage counts as if run
-    (fifo.cpp:1832-1840).
+    (fifo.cpp:1832-1840): the first ``top_jobs`` handed out that do not start, as the
+    cycle makes them (a job that can never run is no top job, but ``simulate_pbs`` refuses
+    a workload with one).
     """
 
     def __init__(
