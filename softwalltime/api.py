@@ -39,6 +39,7 @@ from .replay import evaluate as ev
 from .replay import formula as fm
 from .replay import formula_search, runs
 from .replay import simulate as sim
+from .replay.fit import Fit, site_policy
 from .replay.runs import (
     EasyOutcome,
     Loaded,
@@ -49,6 +50,7 @@ from .replay.runs import (
 )
 from .replay.trace import Trace
 from .replay.trace_readers import InputLimits, read_sources
+from .site_file import Site
 from .wait import starteval as se
 from .wait.starttime import DEFAULT_SAMPLES
 
@@ -63,7 +65,10 @@ __all__ = [
     "SimOptions",
     "Simulation",
     "evaluate",
+    "Fit",
+    "fit",
     "load",
+    "pool_of",
     "policies",
     "predict",
     "search",
@@ -165,24 +170,72 @@ def evaluate(
 # The scheduler simulations
 
 
+def pool_of(site: Optional[Site], procs: Optional[int] = None) -> Optional[int]:
+    """The processors the model has: the site's cpus (all its vnodes'), else ``procs``.
+
+    Until the node and queue model lands (issue 46), a site is modelled as one pool of its
+    cpus; the commands say so.
+
+    :raises ConfigError: both a site and ``procs`` that differ
+    """
+    if site is None:
+        return procs
+    if procs is not None and procs != site.ncpus:
+        raise ConfigError(f"--procs {procs} and the site's {site.ncpus} cpus: give one")
+    return site.ncpus
+
+
 def load(
-    paths: Sequence[str], procs: Optional[int] = None, max_input_bytes: Optional[int] = None
+    paths: Sequence[str],
+    procs: Optional[int] = None,
+    max_input_bytes: Optional[int] = None,
+    *,
+    site: Optional[Site] = None,
 ) -> List[Loaded]:
-    """Read traces for the simulations, each fitted to its machine: ``procs`` processors,
-    else its SWF MaxProcs header (PBS accounting logs need ``procs``).
+    """Read traces for the simulations, each fitted to its machine: ``site``'s cpus, else
+    ``procs`` processors, else its SWF MaxProcs header (PBS accounting logs need one). With
+    a site, each job's queue and request too, where the trace has them (CERIT-SC's Alea
+    columns); a job whose request no PBS select can say is then skipped, counted by reason.
 
     :param max_input_bytes: at most this much of them all, decompressed (None: 1 GiB)
     :raises ConfigError: no machine size, or no job left to simulate
     :raises ParseError: a trace cannot be read
     """
     limits = InputLimits() if max_input_bytes is None else InputLimits(max_input_bytes)
-    return runs.load(paths, procs, limits)
+    return runs.load(paths, pool_of(site, procs), limits, site_columns=site is not None)
 
 
-def _loaded(traces: Traces) -> List[Loaded]:
+def _loaded(traces: Traces, site: Optional[Site] = None) -> List[Loaded]:
     paths = [t for t in traces if isinstance(t, str)]
-    read = iter(runs.load(paths) if paths else [])
+    read = iter(runs.load(paths, pool_of(site), site_columns=site is not None) if paths else [])
     return [next(read) if isinstance(t, str) else t for t in traces]
+
+
+def fit(
+    traces: Traces,
+    policy: Optional[str] = None,
+    *,
+    options: Optional[SimOptions] = None,
+    site: Optional[Site] = None,
+) -> List[Optional[Fit]]:
+    """Each trace's fit to its real starts (:mod:`.replay.fit`): ``policy`` (None: the
+    site's settings, else fcfs-bf1) replayed with the users' walltimes (the soft walltimes
+    the jobs had, where PBS accounting records them); None for a trace that records no
+    start.
+
+    :raises ValueError: a bad policy (the site's formula one the model cannot read)
+    """
+    if policy is None:
+        s = site.scheduler if site is not None else None
+        policy = (
+            site_policy(s.job_sort_formula, s.backfill_depth, s.strict_ordering)
+            if s
+            else "fcfs-bf1"
+        )
+    opts = options or SimOptions()
+    loaded = _loaded(traces, site)
+    model = f"{site.name}'s {site.ncpus} cpus as one pool" if site is not None else ""
+    return [runs.run_fit(t, policy, opts, model) for t in loaded]
 
 
 def _baseline_first(names: Sequence[str]) -> List[str]:
@@ -224,13 +277,15 @@ def simulate(
     *,
     options: Optional[SimOptions] = None,
     jobs: int = 1,
+    site: Optional[Site] = None,
 ) -> List[Simulation]:
     """Simulate FCFS + EASY backfilling on each trace once per estimate source.
 
+    :param site: the site (:mod:`.site_file`; for now one pool of its cpus)
     :raises ValueError: an unknown estimate source or a bad option
     """
     names, opts = _baseline_first(estimates), options or SimOptions()
-    loaded = _loaded(traces)
+    loaded = _loaded(traces, site)
     outcomes = runs.run_easy(loaded, names, opts, jobs)
     return [Simulation(t, o, opts) for t, o in zip(loaded, outcomes)]
 
@@ -243,17 +298,19 @@ def policies(
     options: Optional[SimOptions] = None,
     bounds_h: Tuple[Optional[float], Optional[float]] = (None, None),
     jobs: int = 1,
+    site: Optional[Site] = None,
 ) -> List[PolicyResult]:
     """Simulate PBS's scheduler on each trace once per policy (``SORT[-bfK|-strict|-greedy]``)
     and estimate source; recommend one.
 
     :param bounds_h: the bounds of the long jobs' p95 wait and the wide jobs' longest wait,
         hours (None: the users' walltimes' under the first policy, 3 x theirs)
+    :param site: the site (:mod:`.site_file`; for now one pool of its cpus)
     :raises ValueError: an unknown estimate source or a bad policy
     """
     names = _baseline_first(estimates)
     opts = options or SimOptions()
-    return runs.run_policies(_loaded(traces), policies, names, opts, bounds_h, jobs)
+    return runs.run_policies(_loaded(traces, site), policies, names, opts, bounds_h, jobs)
 
 
 def search(
@@ -266,17 +323,21 @@ def search(
     goal_pct: float = formula_search.GOAL_PCT,
     jobs: int = 1,
     progress: Optional[Progress] = None,
+    site: Optional[Site] = None,
 ) -> List[SearchResult]:
     """Search job_sort_formulas for each trace: tuned on its first half, checked on its
     second, against fcfs-bf1 with the users' walltimes (:mod:`.replay.formula_search`).
 
+    Long because it is a front door: each tolerance, and the site, is a keyword of its own.
+
     :param progress: called with (done, total, phase) as the simulations end
+    :param site: the site (:mod:`.site_file`; for now one pool of its cpus)
     :raises ValueError: an unknown estimate source
     """
     names = _baseline_first(estimates)
     tol = fm.Tolerances(p95_tolerance_pct, max_factor)
     opts = options or SimOptions()
-    return runs.run_search(_loaded(traces), names, opts, tol, goal_pct, jobs, progress)
+    return runs.run_search(_loaded(traces, site), names, opts, tol, goal_pct, jobs, progress)
 
 
 # ---------------------------------------------------------------------------------------
@@ -320,6 +381,7 @@ def start_times(
     procs: Optional[int] = None,
     max_input_bytes: Optional[int] = None,
     progress: Optional[Any] = None,
+    site: Optional[Site] = None,
 ) -> StartTimes:
     """Predict the start of a trace's target jobs on PBS's scheduler model and measure the
     predictions against the simulated start times (``softwalltime eval-start``).
@@ -339,8 +401,8 @@ def start_times(
     if pbsched.reads_fairshare(policy):
         raise ValueError("fairshare is modelled by simulate only, not by eval-start")
     limits = InputLimits() if max_input_bytes is None else InputLimits(max_input_bytes)
-    work = wl.read_workload(path, limits)
-    procs = procs or work.machine_procs
+    work = wl.read_workload(path, limits, site_columns=site is not None)
+    procs = pool_of(site, procs) or work.machine_procs
     if not procs:
         raise ConfigError(f"{path}: no machine size in the trace: give --procs")
     work = wl.fit_machine(work, procs)

@@ -61,6 +61,12 @@ class Queue(NamedTuple):
     max_run_res: Dict[
         str, str
     ] = {}  # resource -> limit string, e.g. {"ncpus": "[u:PBS_GENERIC=8]"}
+    default_place: Optional[str] = None
+    """``resources_default.place`` (e.g. ``excl``: whole nodes), None: PBS's ``free``."""
+    default_chunk: Dict[str, Value] = {}
+    """``default_chunk.RES``: what each chunk of the queue's jobs asks for unless it says;
+    a node pool as a ``Qlist``-style resource is ``{"Qlist": "q_1d"}`` (PBS's way to give
+    queues overlapping pools: the node's ``queue`` attribute names one queue only)."""
 
 
 class Scheduler(NamedTuple):
@@ -138,19 +144,22 @@ def _limits(v: Any, where: str) -> Dict[str, str]:
     return {_text(k, where): _text(x, f"{where}.{k}") for k, x in v.items()}
 
 
+def _values(res: Any, where: str) -> Dict[str, Value]:
+    """An object of resource values (boolean, integer or string), checked."""
+    if not isinstance(res, dict) or len(res) > MAX_RESOURCES:
+        raise ParseError(f"site file: {where} must be an object")
+    for key, val in res.items():
+        _text(key, where)
+        if not isinstance(val, (bool, int, str)) or (isinstance(val, str) and len(val) > MAX_TEXT):
+            raise ParseError(f"site file: {where}.{key} must be a boolean, integer or string")
+    return dict(res)
+
+
 def _vnode(d: Any, k: int) -> Vnode:
     where = f"vnodes[{k}]"
     if not isinstance(d, dict):
         raise ParseError(f"site file: {where} must be an object")
-    res = d.get("resources", {})
-    if not isinstance(res, dict) or len(res) > MAX_RESOURCES:
-        raise ParseError(f"site file: {where}.resources must be an object")
-    for key, val in res.items():
-        _text(key, f"{where}.resources")
-        if not isinstance(val, (bool, int, str)) or (isinstance(val, str) and len(val) > MAX_TEXT):
-            raise ParseError(
-                f"site file: {where}.resources.{key} must be a boolean, integer or string"
-            )
+    res = _values(d.get("resources", {}), f"{where}.resources")
     name = _text(d.get("name"), f"{where}.name")
     return Vnode(
         name=name,
@@ -158,7 +167,7 @@ def _vnode(d: Any, k: int) -> Vnode:
         ncpus=_int(d.get("ncpus"), f"{where}.ncpus"),
         mem_kb=_int(d.get("mem_kb", 0), f"{where}.mem_kb"),
         ngpus=_int(d.get("ngpus", 0), f"{where}.ngpus"),
-        resources=dict(res),
+        resources=res,
         queue=_opt_text(d.get("queue"), f"{where}.queue"),
     )
 
@@ -184,6 +193,8 @@ def _queue(d: Any, k: int) -> Queue:
         destinations=tuple(_text(x, f"{where}.destinations") for x in dest),
         max_run=_opt_text(d.get("max_run"), f"{where}.max_run"),
         max_run_res=_limits(d.get("max_run_res", {}), f"{where}.max_run_res"),
+        default_place=_opt_text(d.get("default_place"), f"{where}.default_place"),
+        default_chunk=_values(d.get("default_chunk", {}), f"{where}.default_chunk"),
     )
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from softwalltime import api, cli
 from softwalltime.replay import formula_search
+from softwalltime.replay.fit import withheld_line
 from softwalltime.replay.parallel import fork_map
 
 
@@ -40,7 +41,13 @@ def test_a_search_from_python(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     [result] = api.search([trace], ["users"], jobs=2)
     assert result.procs == 16 and result.half_jobs == (60, 60)
     assert "job_sort_formula" in result.format()
-    # what simulate --search --json prints
+    # what simulate --search --json prints: the fit to the trace's real starts first (issue
+    # 46), the PBS settings withheld when it is poor (waits of seconds against hours here)
+    [fit] = api.fit([trace])
+    assert fit is not None and fit.poor
+    withheld = withheld_line([fit], with_site=False)
+    result = result._replace(fit=fit, withheld=withheld)
+    assert result.as_json()["recommended"]["pbs_settings"] == []
     assert result.as_json() == _cli_json(
         capsys, "simulate", "--search", "--estimates", "users", "--json", trace
     )
@@ -69,9 +76,10 @@ def test_simulations_from_python(tmp_path: Path, capsys: pytest.CaptureFixture[s
     )  # fmt: skip
     [pol] = api.policies([trace], ["fcfs-bf1", "sjf-greedy"], ["users"])
     assert [r.policy for r in pol.rows] == ["fcfs-bf1", "sjf-greedy"]
-    assert pol.as_json() == _cli_json(
+    [fit] = api.fit([trace])  # --force: the settings printed although the fit is poor
+    assert pol._replace(fit=fit).as_json() == _cli_json(
         capsys, "simulate", "--policies", "fcfs-bf1,sjf-greedy", "--estimates", "users",
-        "--json", trace,
+        "--force", "--json", trace,
     )  # fmt: skip
     with pytest.raises(ValueError, match="unknown estimate sources: v9"):
         api.simulate([trace], ["v9"])

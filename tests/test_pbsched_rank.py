@@ -324,7 +324,7 @@ def test_cli_rank_table_and_settings(capsys: pytest.CaptureFixture[str]) -> None
     from softwalltime import cli
 
     argv = ["simulate", "--procs", "2176", "--estimates", "users,v3", "--policies"]
-    argv += ["fcfs-bf1,sjf.rank-bf1", "--long-p95-bound", "1000", str(CERIT)]
+    argv += ["fcfs-bf1,sjf.rank-bf1", "--long-p95-bound", "1000", "--force", str(CERIT)]
     assert cli.main(argv) == 0
     text = capsys.readouterr().out
     assert "*.rank: sorted by softwalltime_rank = the user's key-mean (refreshed every " in text

@@ -174,7 +174,7 @@ def test_the_policy_section_renders_with_its_fit(fresh_dsn, tmp_path):
     }
     assert 0 <= effect["fit"]["within_1h_pct"] <= 100
     text = html.render(data, meta)
-    assert 'id="policy-effect"' in text and "fit to the real starts" in text
+    assert 'id="policy-effect"' in text and "fit to the real starts is poor" in text
     for width in (1280, 800):
         probe = _probe(tmp_path, text, width)
         assert probe["problems"] == []

@@ -75,7 +75,7 @@ def test_cli_policy_search(capsys: pytest.CaptureFixture[str]) -> None:
     from softwalltime import cli
 
     argv = ["simulate", "--procs", "2176", "--estimates", "users,perfect", "--jobs", "2"]
-    argv += ["--policies", "fcfs-bf1,sjf-bf1", "--json", str(CERIT)]
+    argv += ["--policies", "fcfs-bf1,sjf-bf1", "--force", "--json", str(CERIT)]
     assert cli.main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     got = {(c["policy"], c["source"]) for c in out["configurations"]}
@@ -128,7 +128,7 @@ def test_cli_backfill_fuzzy_is_the_sites_window(capsys: pytest.CaptureFixture[st
     out = {}
     for extra in ([], ["--backfill-fuzzy", "low"], ["--backfill-fuzzy", "high"]):
         argv = ["simulate", "--procs", "2176", "--estimates", "users", "--policies"]
-        argv += ["fcfs-bf1", "--json", *extra, str(CERIT)]
+        argv += ["fcfs-bf1", "--force", "--json", *extra, str(CERIT)]
         assert cli.main(argv) == 0
         out[" ".join(extra)] = json.loads(capsys.readouterr().out)
     default, low, high = out[""], out["--backfill-fuzzy low"], out["--backfill-fuzzy high"]
@@ -149,7 +149,7 @@ def test_cli_backfills_by_the_soft_walltime_by_default(capsys: pytest.CaptureFix
     out = {}
     for extra in ([], ["--backfill-by", "walltime"], ["--backfill-by", "estimate"]):
         argv = ["simulate", "--procs", "2176", "--estimates", "perfect", "--policies"]
-        argv += ["fcfs-bf1", "--json", *extra, str(CERIT)]
+        argv += ["fcfs-bf1", "--force", "--json", *extra, str(CERIT)]
         assert cli.main(argv) == 0
         out[" ".join(extra)] = json.loads(capsys.readouterr().out)
     default, walltime, estimate = (

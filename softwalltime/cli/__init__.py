@@ -38,6 +38,7 @@ _COMMAND_MODULES = (
     "softwalltime.cli.refresh",
     "softwalltime.cli.status",
     "softwalltime.cli.policy",
+    "softwalltime.cli.site",
     "softwalltime.cli.report",
 )
 _ENTRY_POINT_GROUP = "softwalltime.commands"

@@ -12,6 +12,7 @@ from ..core.config import Settings
 from ..errors import ConfigError
 from .argtypes import whole_number
 from .evaluate import add_input_size
+from .site import add_site_option, load_site
 
 DESCRIPTION = """\
 Measure start-time predictions on SWF traces or PBS accounting logs. The ground truth is
@@ -105,6 +106,7 @@ def register(sub: Any) -> None:
         "--procs", type=_capped(10**8, "processors"), metavar="N", help="the machine's size"
     )
     add_input_size(p)
+    add_site_option(p)
     p.add_argument("--json", action="store_true", help="print JSON (one object per SOURCE)")
     p.set_defaults(func=run_eval_start)
 
@@ -134,6 +136,7 @@ def run_eval_start(args: argparse.Namespace, settings: Settings) -> int:
         args.samples,
         args.seed,
     )
+    site = load_site(args)
     reports: List[Dict[str, Any]] = []
     for path in args.sources:
         found = api.start_times(
@@ -142,6 +145,7 @@ def run_eval_start(args: argparse.Namespace, settings: Settings) -> int:
             procs=args.procs,
             max_input_bytes=args.max_input_size,
             progress=_progress(),
+            site=site,
         )
         reports.append(found.as_json())
         if not args.json:

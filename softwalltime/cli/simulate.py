@@ -17,6 +17,7 @@ from .argtypes import backfill_fuzzy, bounded_number, name_list, whole_number
 from .calibrate import target_option
 from .evaluate import add_input_size
 from .helptext import man_only, more
+from .site import add_site_option, load_site
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,22 @@ simulations in N processes, with a progress line on stderr when it is a terminal
 PCT is the gain to check for: mean bsld PCT % under the baseline's on the second half
 within the tolerances; the output says whether the recommendation reaches it, and which
 points of the front do.
+
+Fit to real starts (--policies, --search): when the trace records when its jobs really
+started (SWF field 3, the wait; PBS accounting's start), the site's current policy
+(--current POLICY; default: the --site file's job_sort_formula, backfill_depth and
+strict_ordering, else fcfs-bf1) is first replayed with the users' walltimes (the soft
+walltimes the jobs had, where PBS accounting records them) and compared with the real
+starts, overall and per queue (with --site, where the trace names queues):
+mean and p95 wait, the share of co-queued job pairs (the later submitted while the earlier
+waited, real starts over 60 s apart; a seeded sample of 20,000 when there are more) started
+in the real order, and the share of jobs started within 10 min and 1 h of their real
+start. The verdict is poor when the model's mean wait is off by more than 2x (and 0.25 h)
+or under 80 % of the pairs are in order, good within 1.25x and from 90 %, else fair. On a
+poor fit the recommendation's qmgr and sched_config lines are withheld (--force prints
+them), with what the model lacks. --site FILE: the site file (softwalltime site export,
+or softwalltime/data/sites/); until the node and queue model lands it is one pool of the
+site's cpus, which the command says.
 
 The rank (softwalltime_rank, read by the *.rank sorts; 0 in other formulas): the mean run
 time of the user's 10 newest similar jobs (key-mean, the hook's code), computed at submit
@@ -290,6 +307,17 @@ def register(sub: Any) -> None:
         help="refresh threshold, minutes (default: %(default)s)",
     )
     add_input_size(p)
+    add_site_option(p)
+    p.add_argument(
+        "--current",
+        metavar="POLICY",
+        help="the site's policy, fitted to real starts first",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="print PBS settings even when the fit is poor",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--plot", metavar="DIR", help="also write PNG box plots into DIR (matplotlib)")
     p.add_argument(
@@ -319,13 +347,13 @@ def _add_search_options(p: Any) -> None:
         "--goal",
         type=bounded_number(0, 100),
         metavar="PCT",
-        help=f"formula search: the gain in mean bsld to check for (default: {GOAL_PCT:g})",
+        help=f"formula search: mean bsld gain to check (default: {GOAL_PCT:g})",
     )
     p.add_argument(
         "--max-factor",
         type=bounded_number(1, 100),
         metavar="X",
-        help=f"formula search: longest wait's tolerance, x (default: {MAX_FACTOR:g})",
+        help=f"formula search: longest wait tolerance (default: {MAX_FACTOR:g}x)",
     )
 
 
@@ -356,12 +384,31 @@ def _options(args: argparse.Namespace, settings: Settings) -> Any:
     )
 
 
+def _fits(args: argparse.Namespace, traces: List[Any], opts: Any, site: Any) -> Any:
+    """The fit of the site's current policy to each trace's real starts, printed first
+    (text), and the line that withholds the PBS settings when one is poor ("" with
+    --force)."""
+    from .. import api
+    from ..replay.fit import withheld_line
+
+    try:
+        fits = api.fit(traces, args.current, options=opts, site=site)
+    except ValueError as err:
+        raise ConfigError(f"--current: {err}") from err
+    for f in fits:
+        if f is not None and not args.json:
+            sys.stdout.write(f.format() + "\n")
+    return fits, "" if args.force else withheld_line(fits, site is not None)
+
+
 def _write_json(out: List[Dict[str, Any]]) -> None:
     json.dump(out[0] if len(out) == 1 else out, sys.stdout, indent=2)
     sys.stdout.write("\n")
 
 
-def _policies(args: argparse.Namespace, names: List[str], traces: List[Any], opts: Any) -> int:
+def _policies(
+    args: argparse.Namespace, names: List[str], traces: List[Any], opts: Any, site: Any = None
+) -> int:
     from .. import api
     from ..replay import pbsched
 
@@ -387,7 +434,9 @@ def _policies(args: argparse.Namespace, names: List[str], traces: List[Any], opt
         except ValueError as err:
             raise ConfigError(f"--policies: {err}") from err
     bounds_h = (args.long_p95_bound, args.wide_max_bound)
+    fits, withheld = _fits(args, traces, opts, site)
     results = api.policies(traces, policies, names, options=opts, bounds_h=bounds_h, jobs=args.jobs)
+    results = [r._replace(fit=f, withheld=withheld) for r, f in zip(results, fits)]
     if args.json:
         _write_json([r.as_json() for r in results])
     else:
@@ -419,7 +468,7 @@ def _progress_line() -> Callable[[int, int, str], None]:
 
 
 def _formula_search(
-    args: argparse.Namespace, names: List[str], traces: List[Any], opts: Any
+    args: argparse.Namespace, names: List[str], traces: List[Any], opts: Any, site: Any = None
 ) -> int:
     from .. import api
 
@@ -439,6 +488,7 @@ def _formula_search(
     ]
     if other:
         raise ConfigError(f"--search: not with {', '.join(other)}")
+    fits, withheld = _fits(args, traces, opts, site)
     results = api.search(
         traces,
         names,
@@ -449,6 +499,7 @@ def _formula_search(
         jobs=args.jobs,
         progress=_progress_line(),
     )
+    results = [r._replace(fit=f, withheld=withheld) for r, f in zip(results, fits)]
     for r in results:
         if not args.json:
             sys.stdout.write(r.format())
@@ -503,15 +554,18 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         from .evaluate import check_plot_dir
 
         check_plot_dir(args.plot)  # before the simulation, not after it (was: 24 s lost)
-    traces = api.load(args.sources, args.procs, args.max_input_size)
+    site = load_site(args)
+    traces = api.load(args.sources, args.procs, args.max_input_size, site=site)
     if args.search:
-        return _formula_search(args, names, traces, opts)
+        return _formula_search(args, names, traces, opts, site)
     if args.p95_tolerance is not None or args.max_factor is not None or args.goal is not None:
         raise ConfigError("--p95-tolerance, --max-factor, --goal: only with --search")
     if args.policies:
-        return _policies(args, names, traces, opts)
+        return _policies(args, names, traces, opts, site)
+    if args.current or args.force:
+        raise ConfigError("--current, --force: only with --policies or --search")
     _refuse_scheduler_options(args)
-    runs = api.simulate(traces, names, options=opts, jobs=args.jobs)
+    runs = api.simulate(traces, names, options=opts, jobs=args.jobs, site=site)
     for run in runs if args.plot else ():
         where = args.plot
         if len(args.sources) > 1:

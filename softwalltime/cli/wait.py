@@ -20,6 +20,7 @@ from ..errors import ConfigError, DatabaseError
 from .argtypes import backfill_fuzzy, positive_duration, whole_number
 from .evaluate import add_input_size, check_plot_dir
 from .helptext import man_only, more
+from .site import add_site_option, load_site
 
 DESCRIPTION = """\
 Replay SWF traces or PBS accounting logs through the queue-wait predictors of Kumar and
@@ -183,6 +184,7 @@ def _register_wait(sub: Any) -> None:
         " this: is the ingester running? (default: 24:00:00)",
     )
     p.add_argument("--machine-procs", type=_procs, metavar="N", help="the machine's processors")
+    add_site_option(p)
     p.add_argument(
         "--policy",
         default="fcfs-bf1",
@@ -475,6 +477,10 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
     _check_wait_args(args)
     if args.job_id and not args.publish and not settings.dsn:
         return _answer_from_the_job(args, settings)
+    if args.site:
+        from .. import api
+
+        args.machine_procs = api.pool_of(load_site(args), args.machine_procs)
     _policy(args)  # a bad --policy fails before the database is read
     snap = _snapshot(args, settings)
     policy = _policy(args, snap.fuzzy[0])

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ..core import rank as hook_rank
+from . import fit as fitlib
 from . import pbsched
 from .evaluate import CLASSES, runtime_class
 from .sim_workload import SimWorkload
@@ -149,20 +150,28 @@ def _groups(period: Period) -> List[Tuple[str, List[int]]]:
 
 
 def fit(period: Period, model_start: Sequence[int]) -> Dict[str, Any]:
-    """Model against real on the scored jobs: the share of starts within 10 min and 1 h of
-    the real one, and the mean waits."""
+    """Model against real on the scored jobs (:func:`.fit.figures`: the mean waits, the
+    co-queued pairs in the real order, the starts within 10 min and 1 h) and the verdict."""
     ks = range(period.first, len(period.work.submit))
-    n = len(ks)
-    if not n:
+    if not ks:
         return {"jobs": 0}
-    diffs = [abs(model_start[k] - period.real_start[k]) for k in ks]
-    sub = period.work.submit
+    f = fitlib.figures(
+        ALL,
+        [period.work.submit[k] for k in ks],
+        [period.real_start[k] for k in ks],
+        [model_start[k] for k in ks],
+    )
+    verdict, reasons = fitlib.verdict(f)
     return {
-        "jobs": n,
-        "within_10min_pct": 100.0 * sum(d <= 600 for d in diffs) / n,
-        "within_1h_pct": 100.0 * sum(d <= 3600 for d in diffs) / n,
-        "real_mean_wait_h": sum(period.real_start[k] - sub[k] for k in ks) / n / 3600.0,
-        "model_mean_wait_h": sum(model_start[k] - sub[k] for k in ks) / n / 3600.0,
+        "jobs": f.jobs,
+        "within_10min_pct": f.within_10min_pct,
+        "within_1h_pct": f.within_1h_pct,
+        "real_mean_wait_h": f.real_mean_h,
+        "model_mean_wait_h": f.model_mean_h,
+        "pair_order_pct": f.pair_order_pct,
+        "pairs": f.pairs,
+        "verdict": verdict,
+        "reasons": reasons,
     }
 
 

@@ -282,7 +282,9 @@ def _waits_line(name: str, w: fm.Waits, base: fm.Waits) -> str:
     )
 
 
-def _recommendation(rep: Report, procs: int, rules: pbsched.Policy, refresh: int) -> List[str]:
+def _recommendation(
+    rep: Report, procs: int, rules: pbsched.Policy, refresh: int, withheld: str = ""
+) -> List[str]:
     tol, base = rep.tolerances, rep.base
     if rep.best is None:
         return [
@@ -315,13 +317,21 @@ def _recommendation(rep: Report, procs: int, rules: pbsched.Policy, refresh: int
             else ""
         )
     )
+    if withheld:
+        return lines + ["  " + withheld]
     return lines + ["  " + s for s in settings(row, procs, rules, refresh)]
 
 
 def format_report(
-    title: str, rep: Report, procs: int, rules: pbsched.Policy, rank_refresh_s: int
+    title: str,
+    rep: Report,
+    procs: int,
+    rules: pbsched.Policy,
+    rank_refresh_s: int,
+    withheld: str = "",
 ) -> str:
-    """The search as text: baseline, recommendation, its PBS lines and the front."""
+    """The search as text: baseline, recommendation, its PBS lines (``withheld``: instead
+    of them, this line saying why not) and the front."""
     from .policies import rules_line
 
     base = rep.base
@@ -336,7 +346,7 @@ def format_report(
     lines += ["", "baseline: fcfs-bf1 with the users' walltimes"]
     lines += [_waits_line("first half", base[0], base[0])]
     lines += [_waits_line("second half", base[1], base[1]), ""]
-    lines += _recommendation(rep, procs, rules, rank_refresh_s)
+    lines += _recommendation(rep, procs, rules, rank_refresh_s, withheld)
     lines += [_goal_line(rep), ""]
     lines.append(
         "Pareto front of the first half (mean bsld, long jobs' p95, wide jobs' longest wait); "
@@ -359,8 +369,11 @@ def format_report(
     return "\n".join(lines) + "\n"
 
 
-def as_json(rep: Report, procs: int, rules: pbsched.Policy, rank_refresh_s: int) -> Dict[str, Any]:
-    """The search as one object (the text's content)."""
+def as_json(
+    rep: Report, procs: int, rules: pbsched.Policy, rank_refresh_s: int, withheld: str = ""
+) -> Dict[str, Any]:
+    """The search as one object (the text's content; ``withheld``: no PBS settings, and
+    why, in ``recommended.pbs_settings_withheld``)."""
 
     def row(r: Row) -> Dict[str, Any]:
         return {
@@ -383,7 +396,8 @@ def as_json(rep: Report, procs: int, rules: pbsched.Policy, rank_refresh_s: int)
     if rep.best is not None:
         best = rep.rows[rep.best]
         rec = dict(row(best))
-        rec["pbs_settings"] = settings(best, procs, rules, rank_refresh_s)
+        rec["pbs_settings"] = [] if withheld else settings(best, procs, rules, rank_refresh_s)
+        rec["pbs_settings_withheld"] = withheld or None
         rec["held_on_second_half"] = not fm.breaches(_second(best), rep.base[1], rep.tolerances)
         rec["rank_first"] = rep.rank_first
         rec["rank_second"] = rep.rank_second

@@ -195,8 +195,10 @@ def format_search(
     rules: pbsched.Policy = PBS_RULES,
     rank_refresh_s: int = pbsched.DEFAULT_RANK_REFRESH_S,
     wide_bound_h: Optional[float] = None,
+    withheld: str = "",
 ) -> str:
-    """The search table, the recommendation and the PBS settings that express it
+    """The search table, the recommendation and the PBS settings that express it (or, with
+    ``withheld``, this line instead)
     (``bound_h``, ``wide_bound_h``: the admin's bounds, None for the defaults; ``rules``:
     the scheduler iteration, backfill rule and classes the search ran with, its sort
     unused)."""
@@ -246,7 +248,12 @@ def format_search(
         f"{rules.backfill_by} (best mean bsld {best.bsld_mean:.2f}; {why})"
     )
     policy = _policy(best.policy, rules)
-    lines.extend("  " + s for s in pbsched.pbs_settings(policy, rank_refresh_s, rank_name(rows)))
+    if withheld:
+        lines.append("  " + withheld)
+    else:
+        lines.extend(
+            "  " + s for s in pbsched.pbs_settings(policy, rank_refresh_s, rank_name(rows))
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -256,6 +263,7 @@ def as_json(
     rules: pbsched.Policy = PBS_RULES,
     rank_refresh_s: int = pbsched.DEFAULT_RANK_REFRESH_S,
     limits: Optional[Bounds] = None,
+    withheld: str = "",
 ) -> Dict[str, Any]:
     """The search as one object; ``rank`` describes the rank the ``*.rank`` rows sorted by
     (None if none did); ``bounds``: those the recommendation kept to (default: the
@@ -267,7 +275,9 @@ def as_json(
     if best is not None:
         rec = dict(best._asdict())
         policy = _policy(best.policy, rules)
-        rec["pbs_settings"] = pbsched.pbs_settings(policy, rank_refresh_s, rank_name(rows))
+        settings = pbsched.pbs_settings(policy, rank_refresh_s, rank_name(rows))
+        rec["pbs_settings"] = [] if withheld else settings
+        rec["pbs_settings_withheld"] = withheld or None
     rank = None
     if any(r.rank for r in rows):
         # each row's "rank" says which ranked it: key-mean, or perfect with perfect estimates

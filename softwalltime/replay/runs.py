@@ -19,9 +19,11 @@ import os
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from ..core import registry
 from ..core.calibrated import DEFAULT_TARGET_UNDER_PCT
 from ..core.predict import PredictorParams
 from ..errors import ConfigError
+from . import fit as fit_mod
 from . import formula as fm
 from . import formula_search, pbsched
 from . import policies as srch
@@ -29,6 +31,7 @@ from . import simulate as sim
 from .easy import Refresh, SimResult
 from .parallel import fork_map
 from .sim_workload import SimWorkload
+from .sources import RecordedSource
 from .trace_readers import InputLimits
 
 log = logging.getLogger(__name__)
@@ -82,8 +85,15 @@ class Loaded(NamedTuple):
     procs: int
 
 
-def load(paths: Sequence[str], procs: Optional[int] = None, limits: Any = None) -> List[Loaded]:
-    """Read each trace, fitted to its machine (``procs``, else its MaxProcs header).
+def load(
+    paths: Sequence[str],
+    procs: Optional[int] = None,
+    limits: Any = None,
+    site_columns: bool = False,
+) -> List[Loaded]:
+    """Read each trace, fitted to its machine (``procs``, else its MaxProcs header); with
+    ``site_columns``, each job's queue and request where the trace has them
+    (:func:`.sim_workload.read_workload`).
 
     :param limits: an :class:`~.trace_readers.InputLimits` for all of them together (they are all
         kept in memory); None: its defaults
@@ -93,7 +103,7 @@ def load(paths: Sequence[str], procs: Optional[int] = None, limits: Any = None) 
     limits = InputLimits() if limits is None else limits
     out = []
     for path in paths:
-        work = sim.read_workload(path, limits)
+        work = sim.read_workload(path, limits, site_columns)
         machine: Optional[int] = procs or work.machine_procs
         if machine is None:
             raise ConfigError(f"{path}: no MaxProcs header: give the machine size with --procs N")
@@ -207,11 +217,18 @@ class PolicyResult(NamedTuple):
     rank_refresh_s: int
     long_p95_bound_h: Optional[float]
     wide_max_bound_h: Optional[float]
+    fit: Optional[fit_mod.Fit] = None
+    """The fit of the site's current policy to the real starts, if the trace has them."""
+    withheld: str = ""
+    """Why the recommendation's PBS settings are not printed ("": they are)."""
 
     def as_json(self) -> Dict[str, Any]:
         limits = srch.bounds(self.rows, self.long_p95_bound_h, self.wide_max_bound_h)
-        obj = srch.as_json(self.rows, self.best, self.rules, self.rank_refresh_s, limits)
+        obj = srch.as_json(
+            self.rows, self.best, self.rules, self.rank_refresh_s, limits, self.withheld
+        )
         obj["source"] = self.path
+        obj["fit"] = None if self.fit is None else self.fit.as_json()
         return obj
 
     def format(self) -> str:
@@ -224,6 +241,7 @@ class PolicyResult(NamedTuple):
             self.rules,
             self.rank_refresh_s,
             self.wide_max_bound_h,
+            self.withheld,
         )
 
 
@@ -281,6 +299,29 @@ def run_policies(
 
 
 # ---------------------------------------------------------------------------------------
+# The fit to real starts
+
+
+def run_fit(trace: Loaded, policy: str, opts: SimOptions, model: str = "") -> Optional[fit_mod.Fit]:
+    """The site's current ``policy`` replayed with the users' walltimes (the soft walltimes
+    the jobs had, where the trace records them) against the trace's real starts
+    (:mod:`.fit`); None when the trace records no start.
+
+    :raises ValueError: not a policy
+    """
+    work = trace.work
+    if work.real_start is None or all(s < 0 for s in work.real_start):
+        return None
+    rules = opts.rules(policy)
+    source = RecordedSource() if work.recorded_soft is not None else opts.source(registry.USERS)
+    result = pbsched.simulate_pbs(work, source, trace.procs, rules, opts.correction)
+    queue = work.site.queue if work.site is not None else None
+    model = model or f"one pool of {trace.procs} cpus"
+    fit = fit_mod.measure(rules.name, model, work.submit, work.real_start, result.start, queue)
+    return fit._replace(estimates=source.name)
+
+
+# ---------------------------------------------------------------------------------------
 # The formula search
 
 
@@ -293,12 +334,16 @@ class SearchResult(NamedTuple):
     report: formula_search.Report
     rules: pbsched.Policy
     rank_refresh_s: int
+    fit: Optional[fit_mod.Fit] = None
+    """The fit of the site's current policy to the real starts, if the trace has them."""
+    withheld: str = ""
+    """Why the recommendation's PBS settings are not printed ("": they are)."""
 
     def as_json(self) -> Dict[str, Any]:
-        return dict(
-            formula_search.as_json(self.report, self.procs, self.rules, self.rank_refresh_s),
-            source=self.path,
+        rep = formula_search.as_json(
+            self.report, self.procs, self.rules, self.rank_refresh_s, self.withheld
         )
+        return dict(rep, source=self.path, fit=None if self.fit is None else self.fit.as_json())
 
     def format(self) -> str:
         title = (
@@ -306,7 +351,7 @@ class SearchResult(NamedTuple):
             f"{self.half_jobs[0]}, second half {self.half_jobs[1]}"
         )
         return formula_search.format_report(
-            title, self.report, self.procs, self.rules, self.rank_refresh_s
+            title, self.report, self.procs, self.rules, self.rank_refresh_s, self.withheld
         )
 
     def write_plot(self, directory: str) -> str:

@@ -47,6 +47,14 @@ class SimWorkload(NamedTuple):
     skipped: Dict[str, int]
     site: Optional[SiteColumns] = None
     """What a site-shaped replay needs of each job (None: a pool trace: ``procs`` cpus)."""
+    real_start: Optional[List[int]] = None
+    """When each job really started (SWF: submit + field 3's wait; PBS: the ``start`` of
+    its E record), -1 where the trace does not say; None: no job's is known. What
+    :mod:`.fit` measures the model against."""
+    recorded_soft: Optional[List[int]] = None
+    """The soft walltime each job had on the site (a PBS E record's
+    ``Resource_List.soft_walltime``), -1 where none; None: no job had one. :mod:`.fit`
+    replays the site's policy with them."""
 
 
 def make_workload(
@@ -56,10 +64,17 @@ def make_workload(
     ],
     machine_procs: Optional[int] = None,
     skipped: Optional[Dict[str, int]] = None,
+    starts: Optional[Sequence[Optional[int]]] = None,
+    site_rows: Optional[Sequence[Tuple[str, str, str]]] = None,
+    softs: Optional[Sequence[Optional[int]]] = None,
 ) -> SimWorkload:
     """Build a :class:`SimWorkload` from ``(user, submit_s, walltime_s, runtime_s, procs)`` rows.
 
     Rows are in trace order; unusable rows are skipped and counted by reason.
+
+    :param starts: each row's real start (None: unknown), parallel to ``rows``
+    :param site_rows: each row's ``(select, place, queue)``, parallel to ``rows``
+    :param softs: each row's recorded soft walltime (None: none), parallel to ``rows``
     """
     skipped = dict(skipped or {})
     keep = []
@@ -80,6 +95,18 @@ def make_workload(
             continue
         keep.append((submit, k, user, min(run, wall), wall, procs))  # type: ignore[type-var]
     keep.sort(key=lambda r: (r[0], r[1]))
+    real_start = None
+    if starts is not None and any(x is not None for x in starts):
+        real_start = [_or_unknown(starts[r[1]]) for r in keep]
+    recorded_soft = None
+    if softs is not None and any(x is not None and x > 0 for x in softs):
+        recorded_soft = [_or_unknown(softs[r[1]]) for r in keep]
+    site = None
+    if site_rows is not None:
+        cols = [site_rows[r[1]] for r in keep]
+        blank = [""] * len(cols)
+        site = SiteColumns([c[0] for c in cols], [c[1] for c in cols], [c[2] for c in cols],
+                           blank, list(blank))  # fmt: skip
     return SimWorkload(
         source=source,
         user=[r[2] for r in keep],  # type: ignore[misc]
@@ -89,7 +116,14 @@ def make_workload(
         procs=[r[5] for r in keep],  # type: ignore[misc]
         machine_procs=machine_procs,
         skipped=skipped,
+        site=site,
+        real_start=real_start,
+        recorded_soft=recorded_soft,
     )
+
+
+def _or_unknown(value: Optional[int]) -> int:
+    return -1 if value is None else value
 
 
 def take(work: SimWorkload, keep: Sequence[int]) -> SimWorkload:
@@ -104,6 +138,8 @@ def take(work: SimWorkload, keep: Sequence[int]) -> SimWorkload:
         wall=[work.wall[k] for k in keep],
         procs=[work.procs[k] for k in keep],
         site=site,
+        real_start=None if work.real_start is None else [work.real_start[k] for k in keep],
+        recorded_soft=None if work.recorded_soft is None else [work.recorded_soft[k] for k in keep],
     )
 
 
@@ -119,7 +155,9 @@ def fit_machine(work: SimWorkload, procs_total: int) -> SimWorkload:
     return take(work, keep)._replace(skipped=skipped)
 
 
-def read_workload(path: str, limits: Optional[InputLimits] = None) -> SimWorkload:
+def read_workload(
+    path: str, limits: Optional[InputLimits] = None, site_columns: bool = False
+) -> SimWorkload:
     """Read one SOURCE (SWF trace, PBS accounting file or directory) with processor counts.
 
     SWF: processors = field 5 (allocated), else field 8 (requested); ``; MaxProcs:`` gives
@@ -128,6 +166,10 @@ def read_workload(path: str, limits: Optional[InputLimits] = None) -> SimWorkloa
     lines, duplicates, values beyond :mod:`.bounds`).
 
     :param limits: shared by the sources of one command (default: a fresh one)
+    :param site_columns: read the columns of a site-shaped replay (:class:`SiteColumns`)
+        where the trace has them (Alea's: queue and node spec); a job whose node spec no
+        PBS select can say is then skipped, counted by reason. False: a pool's workload,
+        every job with a processor count (the figures of the pool model stay as they were)
     :raises ParseError: the source cannot be read or is beyond the limits
     """
     import os
@@ -141,17 +183,47 @@ def read_workload(path: str, limits: Optional[InputLimits] = None) -> SimWorkloa
     ):
         trace = trace_readers.read_pbs([path], limits=limits)
         rows = [(j.user, j.submit_s, j.walltime_s, j.runtime_s, j.ncpus) for j in trace.jobs]
-        return make_workload(path, rows, None, trace.skipped)
+        pbs_starts = [j.start_s for j in trace.jobs]
+        softs = [j.soft_walltime_s for j in trace.jobs]
+        return make_workload(path, rows, None, trace.skipped, pbs_starts, softs=softs)
     if not os.path.exists(path):
         raise ParseError(f"{path}: no such file or directory")
     header = trace_readers.SwfHeader()
     skipped: Dict[str, int] = {}
     rows = []
-    for user, submit_s, _wait, run_s, alloc, req_procs, req_s in trace_readers.swf_rows(
-        path, skipped, header, limits
+    starts: List[Optional[int]] = []
+    extra: List[List[str]] = []
+    for user, submit_s, wait_s, run_s, alloc, req_procs, req_s in trace_readers.swf_rows(
+        path, skipped, header, limits, extra
     ):
         procs = alloc if alloc is not None and alloc > 0 else req_procs
         rows.append(
             (user, submit_s, req_s, run_s, procs if procs is not None and procs > 0 else None)
         )
-    return make_workload(path, rows, header.max_procs, skipped)
+        starts.append(None if submit_s is None or wait_s is None else submit_s + wait_s)
+    if site_columns and extra and all(len(x) >= 3 and x[0].startswith("{") for x in extra):
+        keep, site_rows = alea_requests(extra, skipped)
+        rows, starts = [rows[k] for k in keep], [starts[k] for k in keep]
+        return make_workload(path, rows, header.max_procs, skipped, starts, site_rows)
+    return make_workload(path, rows, header.max_procs, skipped, starts)
+
+
+def alea_requests(
+    extra: Sequence[Sequence[str]], skipped: Dict[str, int]
+) -> Tuple[List[int], List[Tuple[str, str, str]]]:
+    """The rows whose Alea node spec (column 21) a PBS select can say, and their
+    ``(select, place, queue)``; the others are counted in ``skipped`` by reason
+    (:mod:`.alea`)."""
+    from . import alea
+
+    keep: List[int] = []
+    out: List[Tuple[str, str, str]] = []
+    for k, cols in enumerate(extra):
+        try:
+            req = alea.to_select(cols[2])
+        except alea.Unreadable as err:
+            skipped[str(err)] = skipped.get(str(err), 0) + 1
+            continue
+        keep.append(k)
+        out.append((req.select, req.place, cols[1]))
+    return keep, out

@@ -59,6 +59,20 @@ class WalltimeSource(EstimateSource):
         return self.work.wall[j]
 
 
+class RecordedSource(EstimateSource):
+    """The soft walltimes the jobs had on the site (``work.recorded_soft``), else their
+    walltimes: what the site's scheduler planned with (:mod:`.fit` replays it)."""
+
+    name = "recorded"
+
+    def on_submit(self, j: int, now: int) -> int:
+        soft = self.work.recorded_soft
+        wall = self.work.wall[j]
+        if soft is None or soft[j] <= 0:
+            return wall
+        return min(soft[j], wall)
+
+
 class PerfectSource(EstimateSource):
     """The real (simulated) run time."""
 

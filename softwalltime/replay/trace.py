@@ -31,6 +31,8 @@ class TraceJob(NamedTuple):
     runtime_s: Optional[int]
     ncpus: Optional[int] = None
     """Requested processors (SWF: requested, else allocated; PBS: Resource_List.ncpus)."""
+    soft_walltime_s: Optional[int] = None
+    """The soft walltime the job ended with (PBS: Resource_List.soft_walltime), if any."""
 
 
 class Trace(NamedTuple):

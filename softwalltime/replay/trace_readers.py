@@ -296,6 +296,7 @@ def swf_rows(
     skipped: Dict[str, int],
     header: Optional[SwfHeader] = None,
     limits: Optional[InputLimits] = None,
+    extra: Optional[List[List[str]]] = None,
 ) -> Iterator[SwfRow]:
     """Yield the jobs of an SWF trace (standard 18-column or Alea 21-column, plain or ``.gz``).
 
@@ -309,6 +310,8 @@ def swf_rows(
     :param skipped: skip counts by reason, added to while the trace is read
     :param header: filled in with the header's values as they are read
     :param limits: see :func:`_read_blocks`
+    :param extra: if given, fields 19 on (Alea's node list, queue and node spec) of each
+        yielded row are appended to it, parallel to the rows
     :raises ParseError: the file cannot be read or is beyond the limits, or no line in it is SWF
     """
     if header is None:
@@ -359,6 +362,8 @@ def swf_rows(
             if reason is not None:
                 _count_implausible(skipped, reason, path, lineno)
                 continue
+            if extra is not None:
+                extra.append(fields[_SWF_MIN_FIELDS:])
             yield fields[11] if user >= 0 else None, submit_s, wait_s, run_s, alloc_p, req_p, req_s
     if bad:
         skipped[SKIP_MALFORMED] = skipped.get(SKIP_MALFORMED, 0) + bad
@@ -385,6 +390,8 @@ def read_swf(
     :param start_from_submit: a job whose wait is unknown starts at its submit time (only
         when asked: traces such as LLNL's record no wait at all)
     :param limits: see :func:`_read_blocks`
+    :param extra: if given, fields 19 on (Alea's node list, queue and node spec) of each
+        yielded row are appended to it, parallel to the rows
     :raises ParseError: the file cannot be read or is beyond the limits, or no line in it is SWF
     """
     jobs: List[TraceJob] = []
@@ -501,7 +508,7 @@ def read_pbs(
     key_of = operator.itemgetter(col["server"], col["job_id"], col["ctime"])
     job_of = operator.itemgetter(
         *(col[name] for name in ("username", "ctime", "started_at", "ended_at")),
-        *(col[name] for name in ("walltime_s", "runtime_s", "ncpus")),
+        *(col[name] for name in ("walltime_s", "runtime_s", "ncpus", "soft_walltime_s")),
     )
     i_seq = col["job_seq"]
     files: List[str] = []
@@ -531,14 +538,15 @@ def read_pbs(
             if key in seen:
                 dup += 1
                 continue
-            user, ctime, start, end, wall, run, ncpus = job_of(row)
+            user, ctime, start, end, wall, run, ncpus, soft = job_of(row)
             wait = start - ctime if start is not None and ctime is not None else None
             reason = implausible(ctime, wait, run, wall, ncpus)
             if reason is not None:
                 _count_implausible(skipped, reason, path, lineno)
                 seen[key] = None
                 continue
-            seen[key] = (row[i_seq], TraceJob(user or None, ctime, start, end, wall, run, ncpus))
+            job = TraceJob(user or None, ctime, start, end, wall, run, ncpus, soft)
+            seen[key] = (row[i_seq], job)
     if bad > _MAX_WARNINGS:
         log.warning("%s malformed accounting records skipped in all", bad)
     # Trace order = submission order (ctime, then job number), as SWF lines are.

@@ -508,11 +508,12 @@ def policy_effect(data: Dict[str, Any]) -> str:
     reading = (
         f"{effect['jobs']} jobs since the change to {effect['current_policy']}, replayed under it"
         f" and under {effect['previous_policy'] or 'no previous policy'} on"
-        f" {effect['procs']} processors. The model's fit to the real starts:"
-        f" {fit['within_1h_pct']:.0f} % within an hour ({fit['within_10min_pct']:.0f} % within"
-        f" 10 min); mean wait {_h(fit['model_mean_wait_h'])} h in the model against"
-        f" {_h(fit['real_mean_wait_h'])} h really. Trust a difference between the policies"
-        " only as far as that fit."
+        f" {effect['procs']} processors. The model's fit to the real starts is"
+        f" {fit['verdict']}: {fit['within_1h_pct']:.0f} % within an hour"
+        f" ({fit['within_10min_pct']:.0f} % within 10 min), {_pct(fit['pair_order_pct'])} of"
+        f" the pairs of jobs queued together started in the real order; mean wait"
+        f" {_h(fit['model_mean_wait_h'])} h in the model against {_h(fit['real_mean_wait_h'])} h"
+        " really. Trust a difference between the policies only as far as that fit."
     )
     headers = ["group", "jobs"] + [
         f"{what} {who}" for what in ("mean wait h", "p95 wait h", "longest h")

@@ -1,0 +1,252 @@
+"""The Alea columns of an SWF trace, and the CERIT-SC site they describe (issue 46; pure).
+
+Alea's 21-column SWF (the CERIT-SC 2013 data set) adds to the 18 standard fields:
+
+- 19, the nodes each job ran on, one id per cpu: ``{1241,1241,...}``;
+- 20, the queue it ran in: ``q_1d``;
+- 21, its PBS/Torque node spec: ``1:ppn=64:x86_64:cl_zewura#excl``.
+
+:func:`to_select` turns a node spec into PBS's ``select`` and ``place`` as OpenPBS's server
+does (svr_jobfunc.c:1803-1816: the select from ``cvt_nodespec_to_select``, place ``scatter``,
+``scatter:excl`` with ``#excl``, ``scatter:share`` with ``#shared``; node_manager.c:5675-5738:
+each ``N[:ppn=M][:prop...]`` part is ``N:ncpus=M`` and ``prop=True``, ``mem`` in kB). What a
+select cannot say raises :class:`Unreadable` with the reason the workload counts it under:
+an excluded node (``^zewura5``: Torque's, PBS has no such select), a host by name (the trace
+names nodes by id, not host name), a fractional ``ppn``.
+
+:func:`cerit_site` derives the site from the trace and its ``.machines`` file (see there).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
+
+from .. import site_file as sf
+from ..units import parse_size
+
+MAX_CHUNKS = 64  # parts of one node spec ("+"): far above CERIT-SC's 2
+_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HOSTLIKE = re.compile(r"^(zewura|zegox)\d+$")
+REASON_EXCLUDES = "request excludes a node (^NAME: no PBS select)"
+REASON_HOST = "request names a host (the trace names nodes by id)"
+REASON_PPN = "request has a fractional or bad ppn"
+REASON_OTHER = "request unreadable"
+
+
+class Unreadable(ValueError):
+    """A node spec a PBS select cannot express; ``str()`` is the skip reason."""
+
+
+class Request(NamedTuple):
+    select: str
+    place: str
+    procs: int
+
+
+def _chunk(part: str) -> Tuple[str, int]:
+    """``N[:ppn=M][:mem=X][:prop...]`` -> ``N:ncpus=M[:mem=XKB][:prop=True...]``, cpus."""
+    words = part.split(":")
+    count = 1
+    if words and words[0].isdigit():
+        count = int(words.pop(0))
+    ppn, mem, props = 1, "", []  # type: int, str, List[str]
+    for w in words:
+        key, eq, value = w.partition("=")
+        if w.startswith("^"):
+            raise Unreadable(REASON_EXCLUDES)
+        if key == "ppn" and eq:
+            if not value.isdigit() or int(value) < 1:
+                raise Unreadable(REASON_PPN)
+            ppn = int(value)
+        elif key == "mem" and eq:
+            try:
+                mem = f":mem={parse_size(value) // 1024}kb"
+            except ValueError:
+                raise Unreadable(REASON_OTHER) from None
+        elif key == "host" or "." in w or _HOSTLIKE.match(w):
+            raise Unreadable(REASON_HOST)
+        elif not eq and _WORD.match(w):
+            if w not in props:
+                props.append(w)
+        else:
+            raise Unreadable(REASON_OTHER)
+    if count < 1:
+        raise Unreadable(REASON_OTHER)
+    select = f"{count}:ncpus={ppn}{mem}" + "".join(f":{p}=True" for p in props)
+    return select, count * ppn
+
+
+def to_select(spec: str) -> Request:
+    """PBS's ``select`` and ``place`` of a node spec, and its cpus.
+
+    :raises Unreadable: a spec no select can say (the reason)
+    """
+    body, _, flag = spec.strip().partition("#")
+    place = {"": "scatter", "excl": "scatter:excl", "shared": "scatter:share"}.get(flag)
+    parts = body.split("+")
+    if place is None or not body or len(parts) > MAX_CHUNKS:
+        raise Unreadable(REASON_OTHER)
+    chunks = [_chunk(p) for p in parts]
+    return Request("+".join(c[0] for c in chunks), place, sum(c[1] for c in chunks))
+
+
+def props_of(select: str) -> List[str]:
+    """The boolean properties a select asks for."""
+    return [w[: -len("=True")] for w in re.split(r"[:+]", select) if w.endswith("=True")]
+
+
+def node_ids(column: str) -> Counter[str]:
+    """``{1241,1241,1240}`` -> cpus per node id.
+
+    :raises ValueError: not a braced list of ids
+    """
+    if not (column.startswith("{") and column.endswith("}")):
+        raise ValueError(f"not a node list: {column[:40]!r}")
+    ids = [x for x in column[1:-1].split(",") if x]
+    if not all(x.isdigit() for x in ids):
+        raise ValueError(f"not a node list: {column[:40]!r}")
+    return Counter(ids)
+
+
+# ---------------------------------------------------------------------------------------
+# The CERIT-SC site
+
+
+class AleaJob(NamedTuple):
+    """What :func:`cerit_site` reads of one job: its requested walltime (s), its Alea
+    columns (cpus per node id, queue, node spec)."""
+
+    walltime_s: Optional[int]
+    nodes: Counter[str]
+    queue: str
+    spec: str
+
+
+class Machine(NamedTuple):
+    """One line of Alea's ``.machines``: ``id name nodes cpus_per_node ? mem_bytes``."""
+
+    name: str
+    nodes: int
+    cpus: int
+    mem_bytes: int
+
+
+def parse_machines(text: str, where: str = ".machines") -> List[Machine]:
+    """The clusters of a ``.machines`` file.
+
+    :raises ValueError: a line of another shape (file:line)
+    """
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split()
+        if not words:
+            continue
+        if len(words) != 6 or not all(w.isdigit() for w in words[2:]):
+            raise ValueError(f"{where}:{number}: not 'id name nodes cpus speed mem'")
+        out.append(Machine(words[1], int(words[2]), int(words[3]), int(words[5])))
+    return out
+
+
+ROUTED = re.compile(r"^q_\d+[hdw](_plus)?$")  # the queues a walltime routes to
+POOL = "Qlist"
+
+
+def _cluster_of(used: Dict[str, int], by_size: Sequence[Machine]) -> Dict[str, Machine]:
+    """Each node id's cluster: the smallest whose nodes hold the most cpus a job used there."""
+    out = {}
+    for node, most in used.items():
+        fits = [m for m in by_size if m.cpus >= most]
+        out[node] = fits[0] if fits else by_size[-1]
+    return out
+
+
+def cerit_site(jobs: Iterable[AleaJob], machines: Sequence[Machine], name: str) -> sf.Site:
+    """The site a trace's Alea columns describe.
+
+    - Vnodes: each node id the jobs ran on, of the smallest cluster whose nodes hold the
+      most cpus one job used on it (CERIT-SC: 18 ids of 80 cpus, zewura; 26 of 12, zegox),
+      then the clusters' remaining nodes (``.machines`` counts: 20 and 48) as
+      ``NAME-unused-K``, on which no job of the trace ran. Boolean resources: ``cl_NAME``,
+      and every property a job asked for that ran on the node (a job runs only where its
+      properties are, so each is a property of every node it used: a lower bound).
+    - Queues: a routing queue ``route`` in front of the walltime queues (``q_2h`` ...
+      ``q_2w_plus``), by their longest walltime, each with ``resources_max.walltime`` the
+      longest a job of it asked for; the other queues (backfill, ops, ...) are execution
+      queues outside the route.
+    - Pools: a node is in a queue's pool when a job of the queue ran on it. PBS gives a node
+      one queue (its ``queue`` attribute), and CERIT-SC's pools overlap, so the pools are a
+      string-array node resource ``Qlist`` (the queues whose jobs ran on the node) that
+      each queue's chunks request through its ``default_chunk.Qlist``.
+    """
+    by_size = sorted(machines, key=lambda m: m.cpus)
+    used: Dict[str, int] = defaultdict(int)
+    props: Dict[str, Set[str]] = defaultdict(set)
+    pools: Dict[str, Set[str]] = defaultdict(set)
+    wall: Dict[str, int] = defaultdict(int)
+    for job in jobs:
+        try:
+            asked = [p for p in props_of(to_select(job.spec).select) if not p.startswith("cl_")]
+        except Unreadable:
+            asked = []
+        for node, cpus in job.nodes.items():
+            used[node] = max(used[node], cpus)
+            props[node].update(asked)
+            pools[node].add(job.queue)
+        wall[job.queue] = max(wall[job.queue], job.walltime_s or 0)
+    cluster = _cluster_of(used, by_size)
+    vnodes = [_vnode(n, cluster[n], props[n], pools[n]) for n in sorted(used, key=int)]
+    for m in by_size:
+        spare = m.nodes - sum(1 for c in cluster.values() if c is m)
+        vnodes += [_vnode(f"{m.name}-unused-{k}", m, set(), set()) for k in range(1, spare + 1)]
+    return sf.Site(
+        name=name,
+        vnodes=tuple(vnodes),
+        queues=_queues(wall),
+        default_queue="route",
+        # Qlist on sched_config's resources line: the scheduler matches chunks on it
+        # (tests/pbs/test_site_real.py shows a pool keeping another queue's job out)
+        scheduler=sf.Scheduler(
+            strict_ordering=True, fair_share=True, resources=sf.Scheduler().resources + (POOL,)
+        ),
+        source=(
+            "derived from the trace's Alea columns and .machines by "
+            "packaging/make_sites.py: node properties and queue pools from where jobs ran, "
+            "walltime limits the longest asked per queue; the scheduler's settings are not "
+            "in the trace: fcfs with strict_ordering and backfill_depth 1 (the model's "
+            "baseline), fair_share as the site's paper says"
+        ),
+    )
+
+
+def _vnode(node: str, m: Machine, props: Set[str], pool: Set[str]) -> sf.Vnode:
+    res: Dict[str, sf.Value] = {f"cl_{m.name}": True}
+    res.update({p: True for p in sorted(props)})
+    if pool:
+        res[POOL] = ",".join(sorted(pool))
+    name = node if not node.isdigit() else f"{m.name}-{node}"
+    return sf.Vnode(name, name, m.cpus, mem_kb=m.mem_bytes // 1024, resources=res)
+
+
+def _queues(wall: Dict[str, int]) -> Tuple[sf.Queue, ...]:
+    routed = sorted((q for q in wall if ROUTED.match(q)), key=lambda q: (wall[q], q))
+    other = sorted(q for q in wall if not ROUTED.match(q))
+    queues = [sf.Queue("route", kind="route", destinations=tuple(routed))]
+    for q in routed + other:
+        queues.append(sf.Queue(q, walltime_max=wall[q] or None, default_chunk={POOL: q}))
+    return tuple(queues)
+
+
+def swf_site(name: str, nodes: int, cpus_per_node: int, excl: bool, source: str) -> sf.Site:
+    """A machine of ``nodes`` identical nodes and one queue (the SWF traces); with
+    ``excl`` the queue allocates whole nodes (``resources_default.place = excl``)."""
+    width = len(str(nodes))
+    vnodes = tuple(
+        sf.Vnode(f"n{k:0{width}d}", f"n{k:0{width}d}", cpus_per_node) for k in range(1, nodes + 1)
+    )
+    queue = sf.Queue("workq", default_place="excl" if excl else None)
+    # The traces' schedulers backfilled (KTH's header: EASY; CTC: EASY-LoadLeveler; HPC2N:
+    # Maui): fcfs with strict_ordering and backfill_depth 1, the model's baseline.
+    sched = sf.Scheduler(strict_ordering=True, backfill_depth=1)
+    return sf.Site(name, vnodes, (queue,), "workq", scheduler=sched, source=source)
