@@ -145,6 +145,11 @@ bench-evaluate: $(VENV)/.installed
 bench-simulate: compile
 	$(BIN)/python tests/benchmarks/bench_simulate.py
 
+## bench-nodes: the node level's cost: jobs/s of the pool vs the vnodes on 5,000 CERIT-SC jobs
+.PHONY: bench-nodes
+bench-nodes: compile
+	$(BIN)/python tests/benchmarks/node_level.py
+
 ## bench-soak: pbs_server's memory over 20,000 hook events, softwalltime vs an empty hook (root)
 .PHONY: bench-soak
 bench-soak: $(VENV)/.installed

@@ -52,8 +52,9 @@ def _postmasters_in(directory: Path) -> list[str]:
             "learned+rank, warm (table cached)",
         ),
         ("bench_learned.py", ["200"], "hook's decide(), predictor and rank learned"),
+        ("node_level.py", ["--jobs", "300"], "node level / pool"),
     ],
-    ids=["bench-ingest", "bench-hook", "bench-learned"],
+    ids=["bench-ingest", "bench-hook", "bench-learned", "bench-nodes"],
 )
 def test_benchmark_prints_figures_and_stops_its_cluster(script, args, printed):
     if BENCH_PG.exists():

@@ -3,7 +3,7 @@ against the naive reference and its own slow path."""
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, List, Set, Tuple
 
 import pytest
 from simulate_reference import reference
@@ -12,6 +12,8 @@ from test_simulate_reference import SLOW, first_mismatch, workload
 
 from softwalltime.replay import corrections, pbsched
 from softwalltime.replay import simulate as sim
+from softwalltime.replay.machine import LIMITED
+from softwalltime.replay.pool import PoolCycle, PoolModel
 from softwalltime.replay.profile import Profile
 
 # --- job_sort_formula
@@ -38,7 +40,7 @@ def test_named_sorts_equal_their_formula(name: str) -> None:
     ],
 )
 def test_an_expressions_inlined_sort_key_orders_as_its_value_does(expression: str) -> None:
-    # _order sorts a cycle's queue with sort_keys, the expression inlined, and falls back
+    # order_queue sorts a cycle's queue with sort_keys, the expression inlined, and falls back
     # to value (PBS's 0 for a job whose value raises): the same order, ties by job.
     import random
 
@@ -58,8 +60,8 @@ def test_an_expressions_inlined_sort_key_orders_as_its_value_does(expression: st
     queue = list(range(len(work.wall)))
     rng.shuffle(queue)
     for now in (9000, 20000):
-        got = pbsched._order(list(queue), formula, now, work, est, {}, rank)
-        want = pbsched._order(list(queue), slow, now, work, est, {}, rank)
+        got = pbsched.order_queue(list(queue), formula, now, work, est, {}, rank)
+        want = pbsched.order_queue(list(queue), slow, now, work, est, {}, rank)
         assert got == want
         assert got != sorted(queue)  # the formula orders them, not the job numbers
 
@@ -115,10 +117,21 @@ def test_parse_policy_and_pbs_settings() -> None:
 ENDS = [(100, 2), (200, 2)]
 
 
+def pool(procs: List[int]) -> PoolCycle:
+    # The machine of ENDS: a pool of 10 processors, the two running jobs (indices after the
+    # queued ones) held on it.
+    n = len(procs)
+    model = PoolModel(10, procs + [p for _e, p in ENDS])
+    for i in range(len(ENDS)):
+        model.hold(n + i)
+    assert model.free == 6
+    return model.cycle(0, [(e, n + i) for i, (e, _p) in enumerate(ENDS)])
+
+
 def cycle(
     order: List[int], procs: List[int], est: List[int], depth: int = 1, strict: bool = True
 ) -> Tuple[List[int], List[Tuple[int, int]]]:
-    return pbsched.schedule_cycle(0, order, 6, ENDS, procs, est, depth, strict)
+    return pbsched.schedule_cycle(0, order, pool(procs), est, depth, strict)
 
 
 def test_cycle_starts_in_order_then_reserves_the_first_blocked() -> None:
@@ -198,11 +211,11 @@ def test_cycle_backfill_by_walltime_as_pbs() -> None:
     # extra: as PBS 23.06 checks it (its hard duration), it waits. J2 (1, walltime 3000)
     # runs past the reservation on the extra processor either way.
     procs, est, walls = [9, 2, 1], [1000, 50, 60], [1000, 2000, 3000]
-    assert pbsched.schedule_cycle(0, [0, 1, 2], 6, ENDS, procs, est, 1, True) == (
+    assert pbsched.schedule_cycle(0, [0, 1, 2], pool(procs), est, 1, True) == (
         [1, 2],
         [(0, 200)],
     )
-    assert pbsched.schedule_cycle(0, [0, 1, 2], 6, ENDS, procs, est, 1, True, None, walls) == (
+    assert pbsched.schedule_cycle(0, [0, 1, 2], pool(procs), est, 1, True, None, walls) == (
         [2],
         [(0, 200)],
     )
@@ -228,6 +241,19 @@ def test_simulate_pbs_backfills_by_the_soft_walltime_by_default() -> None:
         starts(pbsched.Policy(classes="queue"))
 
 
+def test_a_job_that_can_never_run_on_the_model_is_refused_by_its_index() -> None:
+    # The pool of 4 processors: the 5-processor job (index 1 in submit order) never fits
+    # (PBS: can_never_run, check.cpp:795-799); the run is refused rather than left waiting.
+    rows = [("a", 0, 100, 10, 2), ("b", 1, 100, 10, 5)]
+    work = sim.make_workload("t", rows)
+    with pytest.raises(ValueError, match=r"job 1 \(in submit order, from 0\) needs more"):
+        pbsched.simulate_pbs(work, sim.make_source("perfect"), 4, pbsched.Policy())
+    # the model decides, not procs_total: on a pool of 5 both run
+    pool = PoolModel(5, work.procs)
+    result = pbsched.simulate_pbs(work, sim.make_source("perfect"), 4, pbsched.Policy(), model=pool)
+    assert result.start == [0, 10] and pool.free == 5
+
+
 # --- equivalence classes
 
 
@@ -240,7 +266,7 @@ def test_cycle_class_marked_cant_run_blocks_its_later_jobs() -> None:
     other = [(9, 1000), (2, 600), (2, 601)].__getitem__
 
     def run(cls: Any) -> Tuple[List[int], List[Tuple[int, int]]]:
-        return pbsched.schedule_cycle(0, [0, 1, 2], 6, ENDS, procs, est, 1, True, None, None, cls)
+        return pbsched.schedule_cycle(0, [0, 1, 2], pool(procs), est, 1, True, None, None, cls)
 
     assert run(same) == ([], [(0, 200)])
     assert run(other) == ([2], [(0, 200)])
@@ -253,8 +279,52 @@ def test_cycle_class_members_may_still_become_top_jobs() -> None:
     # should_backfill_with_job, counts top jobs only): two reservations.
     procs, est = [9, 9], [100, 100]
     cls = [(9, 600), (9, 600)].__getitem__
-    started, top = pbsched.schedule_cycle(0, [0, 1], 6, ENDS, procs, est, 2, True, None, None, cls)
+    started, top = pbsched.schedule_cycle(0, [0, 1], pool(procs), est, 2, True, None, None, cls)
     assert started == [] and [j for j, _s in top] == [0, 1]
+
+
+class _Held(PoolCycle):
+    """The pool with some jobs held by a run limit (max_run...): check says LIMITED."""
+
+    def __init__(self, cycle: PoolCycle, held: Set[int]) -> None:
+        super().__init__(cycle.model, 0, [])
+        self.profile, self.held = cycle.profile, held
+
+    def check(self, j: int, now: int, end: int) -> int:
+        return LIMITED if j in self.held else super().check(j, now, end)
+
+
+def test_a_job_held_by_a_run_limit_may_be_a_top_job_and_marks_its_class() -> None:
+    # should_backfill_with_job (fifo.cpp:1603-1663) never reads the error: a job held by a
+    # limit (NOT_RUN, limits.cpp:1006) is added to the calendar as a job short of cpus is,
+    # and its class is marked (fifo.cpp:990-996). J0 (2 procs) is held; J1, of its class,
+    # copies its error; J2 (1 proc, another class) starts beside the reservation.
+    procs, est = [2, 2, 1], [50, 50, 50]
+    cls = [(2, 60), (2, 60), (1, 60)].__getitem__
+    for depth, tops in ((1, [0]), (2, [0, 1])):
+        res = _Held(pool(procs), {0})
+        started, top = pbsched.schedule_cycle(0, [0, 1, 2], res, est, depth, True, None, None, cls)
+        assert started == [2] and [j for j, _s in top] == tops
+    # a job that can never run (11 procs of 10) is no top job: the next blocked one is
+    procs = [11, 9, 1]
+    started, top = pbsched.schedule_cycle(0, [0, 1, 2], pool(procs), [50, 1000, 50], 1, True)
+    assert started == [2] and top == [(1, 200)]
+
+
+def test_the_machine_model_adds_to_the_class_key() -> None:
+    # PBS adds the user to the key where limits count users (resresv_set_use_user,
+    # job_info.cpp:2160): jobs alike but for their user are two classes, while the pool
+    # (class_part None) keeps PBS's processors and walltime.
+    rows = [("u", 0, 600, 6, 2), ("v", 0, 600, 3, 2), ("u", 0, 600, 8, 2)]
+    work = sim.make_workload("t", rows)
+    assert PoolModel(4, work.procs).class_part is None
+    plain = pbsched.class_keys(pbsched.CLASSES_PBS, work, [0, 0, 0])
+    assert plain is not None and plain(0) == plain(1) == plain(2)
+    by_user = pbsched.class_keys(pbsched.CLASSES_PBS, work, [0, 0, 0], work.user.__getitem__)
+    assert by_user is not None and by_user(0) == by_user(2) != by_user(1)
+    ranked = pbsched.class_keys(pbsched.CLASSES_RANK, work, [1, 1, 2], work.user.__getitem__)
+    assert ranked is not None and len({ranked(0), ranked(1), ranked(2)}) == 3
+    assert pbsched.class_keys(pbsched.CLASSES_NONE, work, [0, 0, 0], work.user.__getitem__) is None
 
 
 def test_rank_classes_split_by_rank() -> None:
@@ -436,7 +506,9 @@ def test_run_events_queue_arrivals_and_say_what_changed() -> None:
     # 4 processors: a (2 procs, runs 100 s of 1000) and b (4 procs) at 0, c at 50.
     rows = [("a", 0, 1000, 100, 2), ("b", 0, 1000, 100, 4), ("c", 50, 1000, 100, 2)]
     work = sim.make_workload("t", rows, 4)
-    run = pbsched._Run(work, sim.make_source("perfect"), 4, pbsched.Policy(), "pbs", None)
+    run = pbsched._Run(
+        work, sim.make_source("perfect"), PoolModel(4, work.procs), pbsched.Policy(), "pbs", None
+    )
     assert run.events(0) is True and run.queue == [0, 1] and run.next_arrival == 2
     assert run.events(10) is False  # nothing arrived, ended or was extended
     run.cycle(0)
@@ -445,7 +517,7 @@ def test_run_events_queue_arrivals_and_say_what_changed() -> None:
     assert run.reservation[1] == 100 and run.restarted is False
     assert run.events(50) is True and run.queue == [1, 2]
     assert run.events(100) is True  # a ended
-    assert run.machine.free == 4
+    assert run.model.free == 4
 
 
 def test_run_a_job_started_with_another_estimate_than_checked_is_a_change() -> None:
@@ -454,7 +526,9 @@ def test_run_a_job_started_with_another_estimate_than_checked_is_a_change() -> N
     rows = [("a", 0, 1000, 100, 2)]
     work = sim.make_workload("t", rows, 4)
     policy = pbsched.Policy(backfill_by=pbsched.WALLTIME)
-    run = pbsched._Run(work, sim.make_source("perfect"), 4, policy, "pbs", None)
+    run = pbsched._Run(
+        work, sim.make_source("perfect"), PoolModel(4, work.procs), policy, "pbs", None
+    )
     run.events(0)
     run.cycle(0)
     assert run.machine.start == [0] and run.restarted is True

@@ -7,6 +7,7 @@ import random
 import pytest
 
 from softwalltime.replay import pbsched
+from softwalltime.replay.pool import PoolModel
 from softwalltime.replay.sim_workload import make_workload
 from softwalltime.replay.sources import PerfectSource
 from softwalltime.wait import starteval as se
@@ -182,6 +183,21 @@ def _random_snapshot(rng, n_queued, procs=32):
     return st.QueueSnapshot(now, procs, running, queued, rng.randrange(n_queued))
 
 
+def test_a_job_that_can_never_run_is_no_top_job():
+    # PBS marks a job wider than every node can_never_run (check.cpp:795-799,
+    # fifo.cpp:861-862) and never adds it to the calendar (fifo.cpp:1647-1649): with
+    # backfill_depth 1 the 2-processor job behind it starts at once. A reservation for it
+    # would hold more processors than the machine has, and nothing would pass it.
+    s = snap([], [st.QueuedJob(0, 10, 10, 8), st.QueuedJob(1, 10, 10, 2)], 1)
+    assert st.forward_starts(s, FCFS, [10, 10], []) == [-1, 100]
+    # strict ordering without backfilling: nothing passes it (fifo.cpp:1008-1017)
+    strict = pbsched.parse_policy("fcfs-strict")
+    assert st.forward_starts(s, strict, [10, 10], []) == [-1, -1]
+    # the pool's class FIFOs (_PoolClassCycles) agree
+    assert st.forward_starts(s, FCFS, [10, 10], [], fast=False) == [-1, 100]
+    assert st.forward_starts(s, strict, [10, 10], [], fast=False) == [-1, -1]
+
+
 @pytest.mark.parametrize(
     "sort, classes, backfill_by",
     [
@@ -195,29 +211,40 @@ def _random_snapshot(rng, n_queued, procs=32):
         ("small-bf1", "none", "walltime"),
     ],
 )
-def test_the_class_fifo_cycles_are_pbs_cycles(sort, classes, backfill_by):
-    # _ClassCycles (a cycle over the classes that fit) against schedule_cycle over the
-    # whole queue: the same start for every target, run times and queue.
+def test_the_pool_class_fifos_ask_what_the_core_asks(sort, classes, backfill_by):
+    # _PoolClassCycles (the pool's class FIFOs, asking the pool only for the classes that
+    # fit) against the core's cycle (schedule_cycle over the whole queue): the same start
+    # for every target, run times and queue, jobs that can never run among them.
     policy = pbsched.parse_policy(sort, classes=classes, backfill_by=backfill_by)
     rng = random.Random(f"{sort}{classes}{backfill_by}")
-    checked = 0
+    checked = wide = 0
     for _ in range(60):
         s = _random_snapshot(rng, rng.randint(1, 80))
-        assert isinstance(st._cycles(s, policy, [q.est or q.wall for q in s.queued], True),
-                          st._ClassCycles)  # fmt: skip
+        if rng.random() < 0.3:  # a job wider than the machine, somewhere in the queue
+            k = rng.randrange(len(s.queued))
+            s.queued[k] = s.queued[k]._replace(procs=s.procs_total + 1)
+            wide += 1
+        est = [q.est or q.wall for q in s.queued]
+        assert isinstance(st._cycles(s, policy, est, None, True), st._PoolClassCycles)
         runs = [rng.randint(1, q.wall) for q in s.queued]
         ends = [r.start + rng.randint(1, r.wall) for r in s.running]
-        fast = st.forward_start(s, policy, runs, ends)
-        assert fast == st.forward_start(s, policy, runs, ends, fast=False)
-        checked += fast > s.now
-    assert checked > 20  # most targets wait: the cycles were exercised
+        fast = st.forward_starts(s, policy, runs, ends)
+        assert fast == st.forward_starts(s, policy, runs, ends, fast=False)
+        checked += sum(start > s.now for start in fast)
+    assert checked > 200 and wide > 10  # most jobs wait: the cycles were exercised
 
 
-def test_time_dependent_sorts_and_deeper_backfilling_sort_at_every_cycle():
+def test_time_dependent_sorts_deeper_backfilling_and_other_models_run_the_core():
     s = _random_snapshot(random.Random(1), 5)
     for sort in ("xfactor-bf1", "fcfs-bf4"):
-        cycles = st._cycles(s, pbsched.parse_policy(sort), [1] * 5, True)
+        cycles = st._cycles(s, pbsched.parse_policy(sort), [1] * 5, None, True)
         assert type(cycles) is st._Cycles
+    model = PoolModel(s.procs_total, [q.procs for q in s.queued] + [r.procs for r in s.running])
+    assert type(st._cycles(s, FCFS, [1] * 5, model, True)) is st._Cycles
+    runs = [q.wall for q in s.queued]
+    ends = [r.start + r.wall for r in s.running]
+    given = st.forward_starts(s, FCFS, runs, ends, model=model)
+    assert given == st.forward_starts(s, FCFS, runs, ends) and max(given) > s.now
 
 
 CERIT = "softwalltime/data/CERIT-SC-wagap-2013.alea.swf.gz"

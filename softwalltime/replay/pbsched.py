@@ -3,6 +3,18 @@
 The model follows OpenPBS 23.06's scheduler (``src/scheduler/``; line numbers of the
 23.06.06 source); ``tests/pbs/test_simulate_real.py`` shows each rule on the real server.
 
+**The scheduler core** (issue 46) is this module's :func:`schedule_cycle` (one cycle: top
+jobs, calendar, backfilling, classes, over a :class:`.machine.MachineModel`'s
+resources, :class:`.pool.PoolModel` for one pool of processors), :func:`order_queue`
+(the sort) and :func:`class_keys` (the classes), driven by :func:`simulate_pbs` (estimates,
+extensions, events: ``simulate --policies``, ``--search``, ``eval-start``'s ground
+truth) and by :func:`softwalltime.wait.starttime.forward_starts` (``wait``,
+``eval-start``'s predictions). Nothing else schedules PBS's way. **Oracles**, outside the
+core: :mod:`.easy` (the plain ``simulate``: the literature's EASY backfilling on one pool,
+with a compiled fast path; no PBS classes, fuzzy windows or machine model) and the naive
+reference ``tests/benchmarks/simulate_reference.py``; tests compare the core with them
+where their models meet (``tests/test_simulate_pbsched.py``).
+
 - **Job sort** (:class:`SortFormula`): PBS's ``job_sort_formula``, a Python expression over
   the job's numeric resources (``soft_walltime``, ``walltime``, ``ncpus``, the custom
   ``softwalltime_rank``) and ``eligible_time`` (seconds eligible, i.e. waiting, with
@@ -61,7 +73,6 @@ from typing import (
     Optional,
     Protocol,
     Sequence,
-    Set,
     Tuple,
 )
 
@@ -71,7 +82,8 @@ from . import fairshare as fs
 from .corrections import CORRECTIONS, PBS, SIMPLE_MARGIN_S, extended_estimate
 from .easy import SimResult
 from .learned_native import new_learner
-from .profile import Profile
+from .machine import NEVER, OK, CycleResources, MachineModel
+from .pool import PoolModel
 from .rank import Row, UserHistory
 from .sim_workload import SimWorkload
 from .sources import EstimateSource
@@ -197,7 +209,7 @@ def _compiled_fairshare(expression: str) -> Callable[..., float]:
 
 
 def _sort_keys(expression: str) -> SortKeys:
-    # The key _order sorts a cycle's queue by, the expression inlined: one Python call per
+    # The key order_queue sorts a cycle's queue by, the expression inlined: one Python call per
     # queued job instead of three (the key, value, the expression), the same floats as
     # _compiled's (the same expression over the same names, then float). The formula
     # search evaluates a time-dependent formula for every queued job at every cycle: on a
@@ -659,9 +671,7 @@ def make_ranker(name: str, refresh_s: int = DEFAULT_RANK_REFRESH_S) -> Ranker:
 def schedule_cycle(
     now: int,
     order: Iterable[int],
-    free: int,
-    ends: Sequence[Tuple[int, int]],
-    procs: Sequence[int],
+    res: CycleResources,
     est: Sequence[int],
     backfill_depth: int,
     strict_ordering: bool,
@@ -671,59 +681,68 @@ def schedule_cycle(
     window: int = 0,
     epoch: int = 0,
 ) -> Tuple[List[int], List[Tuple[int, int]]]:
-    """One scheduling cycle: the jobs of ``order`` (queued, sorted) that start ``now``, and
-    the top jobs' reservations ``(job, start)``.
+    """One scheduling cycle (the core; PBS's ``main_sched_loop``, fifo.cpp:786-1066): the
+    jobs of ``order`` (queued, sorted) that start ``now`` on the machine ``res`` (a
+    :class:`.machine.CycleResources`, e.g. :class:`.pool.PoolCycle`), and the top jobs'
+    reservations ``(job, start)``.
 
-    A job starts if it fits the free processors and, for each reservation ``(s, x)`` made so
-    far, it ends by ``s`` or needs at most ``x`` processors (then taken from ``x``); ``x``
-    is the least number of processors free from ``s`` on once the top job is placed.
+    A job starts if ``res`` says it fits now without delaying a reservation made so far in
+    this cycle (:meth:`~.machine.CycleResources.check`, to run until now + ``est[j]``, or
+    ``hard[j]``). One that does not: with ``strict_ordering``, while fewer than
+    ``backfill_depth`` top jobs have been made, it becomes one (fifo.cpp:1622-1639; each
+    added one counted, fifo.cpp:909-939), unless it can never run (``can_never_run``,
+    fifo.cpp:1647-1649); ``backfill_depth`` 0: nothing passes it (fifo.cpp:1008-1017). The
+    cycle ends when nothing more can start (``res.full()``).
 
-    :param ends: ``(estimated end, processors)`` of the running jobs, sorted
     :param on_start: called as each job starts; returns the estimate it runs with (default:
-        ``est[j]``), which then holds its processors in the profile
+        ``est[j]``), which then holds its resources on the calendar
     :param hard: the jobs' walltimes, when a job must end by a reservation by its walltime
         (:attr:`Policy.backfill_by` ``walltime``; None: by its estimate)
     :param cls: a job's equivalence class (None: no classes): once a job cannot start, the
-        later jobs of its class do not start in this cycle either (PBS copies the first
-        one's error to them, check.cpp:710-714), though they may still become top jobs
+        class is marked (fifo.cpp:990-996) and its later jobs get that error without a
+        check of their own (check.cpp:710-714), though they may still become top jobs
     :param window: :attr:`Policy.fuzzy_window`, the window a top job's start is searched
         in, ``epoch`` the epoch second of time 0 (:meth:`.profile.Profile.earliest`)
 
     Long because (parameters) the cycle is a pure function of plain values: its two
     drivers (:func:`simulate_pbs`, over the workload's columns, and
-    :class:`softwalltime.wait.starttime._Cycles`, over a live queue's) each pass their own
-    lists, and tests pass literals; an object bundling them would belong to neither.
+    :func:`softwalltime.wait.starttime.forward_starts`, over a live queue's) each pass their
+    own lists, and tests pass literals; an object bundling them would belong to neither.
     """
-    profile = Profile(now, free, ends)
-    resv: List[List[int]] = []  # [start, extra]
+    check, start, reserve, full = res.check, res.start, res.reserve, res.full
     top: List[Tuple[int, int]] = []
     started: List[int] = []
-    cannot: Set[Hashable] = set()  # the classes marked can't-run in this cycle
+    # the classes marked can't-run in this cycle, with the error their later jobs copy
+    cannot: Dict[Hashable, int] = {}
+    tops = strict_ordering and backfill_depth > 0  # whether top jobs may still be made
+    # Nothing can start: the first job is still tried (it may become a top job). Only a
+    # start or a reservation changes what is free, so full() is asked after them only.
+    stop = full()
     for j in order:
-        p = procs[j]
+        key = None if cls is None else cls(j)
+        code = OK if key is None else cannot.get(key, OK)
+        if code != OK and not tops:
+            continue  # a marked class's job, and no top job left to make: nothing to do
         d = est[j]
         end = now + (d if hard is None else hard[j])  # by when it must be gone
-        key = None if cls is None else cls(j)
-        if key not in cannot and p <= free and all(end <= s or p <= x for s, x in resv):
-            for rv in resv:
-                if end > rv[0]:
-                    rv[1] -= p
-            profile.occupy(now, d if on_start is None else on_start(j), p)
-            free -= p
-            started.append(j)
-        else:
+        if code == OK:
+            code = check(j, now, end)
+            if code == OK:
+                start(j, now, end, d if on_start is None else on_start(j))
+                started.append(j)
+                if full():
+                    break
+                continue
             if key is not None:
-                cannot.add(key)  # fifo.cpp:990-996
-            if strict_ordering:
-                if len(top) >= backfill_depth:  # fifo.cpp:1637-1638: num_tj >= bf_depth
-                    if backfill_depth == 0:
-                        break  # strict order without backfilling: nothing passes this job
-                    continue
-                s = profile.earliest(p, d, window, epoch)
-                profile.occupy(s, d, p)
-                resv.append([s, profile.least_from(s)])
-                top.append((j, s))
-        if free == 0:
+                cannot[key] = code  # fifo.cpp:990-996
+        if strict_ordering:
+            if backfill_depth == 0:
+                break  # strict order without backfilling: nothing passes this job
+            if tops and code != NEVER:  # fifo.cpp:1637-1638; can_never_run: 1647-1649
+                top.append((j, reserve(j, d, window, epoch)))
+                tops = len(top) < backfill_depth
+                stop = stop or full()
+        if stop:
             break
     return started, top
 
@@ -738,18 +757,19 @@ def schedule_cycle(
 
 class _Machine:
     """Running jobs: estimates, estimated ends (sorted), the end heap and the heap of
-    extensions due (each running job has one entry there while it can still be extended)."""
+    extensions due (each running job has one entry there while it can still be extended);
+    ``model`` (a :class:`.machine.MachineModel`) holds where they run."""
 
     def __init__(
-        self, work: SimWorkload, procs_total: int, correction: str, strictly_past: bool = False
+        self, work: SimWorkload, model: MachineModel, correction: str, strictly_past: bool = False
     ) -> None:
         n = len(work.submit)
         self.work = work
+        self.model = model
         self.correction = correction
         self.margin = SIMPLE_MARGIN_S if correction == "simple" else 0
         # PBS's first extension only strictly past the soft walltime (Policy docstring)
         self.strict = strictly_past and correction == PBS
-        self.free = procs_total
         self.est = [0] * n
         self.start_est = [0] * n  # the estimate each job started with
         self.ncorr = [0] * n
@@ -774,7 +794,6 @@ class _Machine:
         self.est[j] = estimate
         if self.correction == "simple":  # already within the margin at start
             self._extend(j, now)
-        self.free -= w.procs[j]
         bisect.insort(self.by_end, (now + self.est[j], j))
         heapq.heappush(self.ends, (now + w.run[j], j))
         self._watch(j)
@@ -824,45 +843,67 @@ class _Machine:
             old = self.start[j] + self.est[j]
             self._extend(j, now - 1)  # count the extensions before the end
             del self.by_end[bisect.bisect_left(self.by_end, (old, j))]
-            self.free += self.work.procs[j]
+            self.model.release(j)
             done.append(j)
         return done
 
-    def estimated_ends(self, now: int) -> List[Tuple[int, int]]:
-        p = self.work.procs
-        return [(e if e > now else now, p[j]) for e, j in self.by_end]
+
+class JobColumns(Protocol):
+    """What the sort and the classes read of the queued jobs, by index: submit times,
+    walltimes and processors (a :class:`.sim_workload.SimWorkload`, or a queue snapshot's
+    columns)."""
+
+    @property
+    def submit(self) -> Sequence[int]: ...
+
+    @property
+    def wall(self) -> Sequence[int]: ...
+
+    @property
+    def procs(self) -> Sequence[int]: ...
 
 
-def _classes(
-    classes: str, work: SimWorkload, rank: Sequence[int]
+def class_keys(
+    classes: str,
+    cols: JobColumns,
+    rank: Sequence[int],
+    part: Optional[Callable[[int], Hashable]] = None,
 ) -> Optional[Callable[[int], Hashable]]:
-    # A job's equivalence class: its processors (the select) and walltime, and its current
-    # rank with the rank on sched_config's resources: line (job_info.cpp:2283-2288).
+    """A job's equivalence class (:attr:`Policy.classes`; None: no classes): its processors
+    (the select) and walltime (job_info.cpp:2283-2288), what the machine model adds
+    (``part``, :attr:`.machine.MachineModel.class_part`), and its current ``rank[j]`` with
+    the rank on sched_config's ``resources:`` line."""
     if classes == CLASSES_NONE:
         return None
-    procs, wall = work.procs, work.wall
+    procs, wall = cols.procs, cols.wall
+    if part is not None:
+        parts = [part(j) for j in range(len(procs))]
+        if classes == CLASSES_RANK:
+            return lambda j: (procs[j], wall[j], parts[j], rank[j])
+        return list(zip(procs, wall, parts)).__getitem__
     if classes == CLASSES_RANK:
         return lambda j: (procs[j], wall[j], rank[j])
     keys = list(zip(procs, wall))
     return keys.__getitem__
 
 
-def _order(
+def order_queue(
     queue: List[int],
     formula: SortFormula,
     now: int,
-    work: SimWorkload,
+    cols: JobColumns,
     est: Sequence[int],
     keys: Dict[int, Tuple[float, int]],
     rank: Sequence[int],
 ) -> List[int]:
-    # The queue in job_sort_formula order (highest first, then submit order). A formula
-    # that does not depend on time is evaluated once per job (in ``keys``; the caller
-    # drops a job's key when its rank changes).
+    """``queue`` in ``job_sort_formula`` order at ``now`` (highest first, then submit order,
+    i.e. index), over the jobs' estimates ``est`` and ranks ``rank``. A formula that does
+    not depend on time is evaluated once per job (kept in ``keys``; the caller drops a
+    job's key when its rank changes)."""
     value = formula.value
     if value is None:
         return queue
-    wall, procs, submit = work.wall, work.procs, work.submit
+    wall, procs, submit = cols.wall, cols.procs, cols.submit
     if not formula.time_dependent:
         for j in queue:
             if j not in keys:
@@ -888,7 +929,7 @@ class _Run:
         self,
         work: SimWorkload,
         source: EstimateSource,
-        procs_total: int,
+        model: MachineModel,
         policy: Policy,
         correction: str,
         ranker: Optional[Ranker],
@@ -902,8 +943,9 @@ class _Run:
         if ranker is not None:
             ranker.bind(work)
         self.rank = ranker.rank if ranker is not None else [0] * n
-        self.machine = _Machine(work, procs_total, correction, policy.extension_strictly_past)
-        self.cls = _classes(policy.classes, work, self.rank)
+        self.model = model
+        self.machine = _Machine(work, model, correction, policy.extension_strictly_past)
+        self.cls = class_keys(policy.classes, work, self.rank, model.class_part)
         self.queue: List[int] = []
         self.queued_est = self.machine.est  # a queued job's estimate: its submit-time one
         self.next_arrival = 0  # the next job to arrive
@@ -969,15 +1011,14 @@ class _Run:
         m, work, policy, queue = self.machine, self.work, self.policy, self.queue
         begin: Callable[[int], int] = functools.partial(self.begin, t)
         if self.fairshare is None:
-            order: Iterable[int] = _order(
+            order: Iterable[int] = order_queue(
                 queue, self.formula, t, work, self.queued_est, self.keys, self.rank
             )
         else:
             order, begin = self._fair_order(t, begin)
         started, top = schedule_cycle(
-            t, order, m.free, m.estimated_ends(t), work.procs, self.queued_est,
-            policy.backfill_depth, policy.strict_ordering, begin,
-            self.hard, self.cls, policy.fuzzy_window, self.epoch,
+            t, order, self.model.cycle(t, m.by_end), self.queued_est, policy.backfill_depth,
+            policy.strict_ordering, begin, self.hard, self.cls, policy.fuzzy_window, self.epoch,
         )  # fmt: skip
         reservation = self.reservation
         for j, s in top:
@@ -1057,13 +1098,20 @@ def simulate_pbs(
     skip_idle_cycles: bool = True,
     ranker: Optional[Ranker] = None,
     epoch: int = 0,
+    model: Optional[MachineModel] = None,
 ) -> SimResult:
-    """Simulate PBS's scheduler with ``policy`` and the estimates of ``source``.
+    """Simulate PBS's scheduler with ``policy`` and the estimates of ``source`` on ``model``
+    (None: one pool of ``procs_total`` processors, :class:`.pool.PoolModel`).
 
     ``skip_idle_cycles``: a cycle that would start nothing is skipped: no processor free,
     or nothing changed since the last cycle (no arrival, end, extension, rank changed by a
     refresh or job started with another estimate than it was checked with, and a sort that
     does not depend on time). Tests check this against running every cycle.
+    ``procs_total`` is reported in the result whatever the model.
+
+    Long because (parameters) each is a setting of its own, passed by keyword by the
+    callers that set it (``--search``, the twin, ``eval-start``, tests); ``model`` is the
+    machine beyond one pool, which most callers leave to the default.
 
     ``ranker``: the ``softwalltime_rank`` of the jobs, for a formula that reads it (None:
     every job's rank is 0, as for jobs the hook gave none). Its refreshes run at the cycles
@@ -1073,7 +1121,7 @@ def simulate_pbs(
     (0: the workload's times are epoch seconds, as traces with a ``UnixStartTime`` and
     accounting logs are read).
 
-    :raises ValueError: bad parameters or a job wider than the machine
+    :raises ValueError: bad parameters or a job that can never run on the model
     """
     if correction not in CORRECTIONS:
         raise ValueError(f"correction must be one of {CORRECTIONS}, not {correction!r}")
@@ -1081,9 +1129,15 @@ def simulate_pbs(
         raise ValueError("backfill_depth and scheduler_iteration must be >= 0")
     _check_rules(policy.backfill_by, policy.classes)
     n = len(work.submit)
-    if n and max(work.procs) > procs_total:
-        raise ValueError("a job needs more processors than the machine has")
-    run = _Run(work, source, procs_total, policy, correction, ranker, epoch)
+    if model is None:
+        model = PoolModel(procs_total, work.procs)
+    never = next((j for j in range(n) if not model.can_ever_run(j)), None)
+    if never is not None:
+        raise ValueError(
+            f"job {never} (in submit order, from 0) needs more than the machine has: it can "
+            "never run"
+        )
+    run = _Run(work, source, model, policy, correction, ranker, epoch)
     m, queue, time_dependent = run.machine, run.queue, run.time_dependent
     upkeep = run.fairshare
     period = policy.scheduler_iteration
@@ -1104,7 +1158,7 @@ def simulate_pbs(
             upkeep.start_cycle(t, run.running())
         if not queue:
             pass
-        elif skip_idle_cycles and (m.free == 0 or not (changed or time_dependent)):
+        elif skip_idle_cycles and (model.full() or not (changed or time_dependent)):
             pass  # nothing can start (every job needs a processor; nothing changed)
         else:
             run.cycle(t)

@@ -1,10 +1,13 @@
 """When will a job start: forward simulation of the queue with PBS's rules (issue 35; pure).
 
 PBS answers with ``estimated.start_time``: its calendar places the queued jobs as if every
-job ran exactly its soft walltime. This module runs the same scheduler model
-(:func:`..replay.pbsched.schedule_cycle`: the site's sort, backfill depth, strict ordering
-and equivalence classes) forward from a :class:`QueueSnapshot` of the queue and the running jobs,
-with run times given per job, and returns the target job's start:
+job ran exactly its soft walltime. This module runs the scheduler core forward
+(:func:`..replay.pbsched.schedule_cycle`, the cycle ``simulate`` runs, on a
+:class:`..replay.machine.MachineModel`; the order and the classes of
+:func:`..replay.pbsched.order_queue` and :func:`..replay.pbsched.class_keys`: the site's
+sort, backfill depth, strict ordering and equivalence classes) from a
+:class:`QueueSnapshot` of the queue and the running jobs, with run times given per job, and
+returns the target job's start:
 
 * :func:`pbs_estimate`: every job runs its soft walltime (PBS's own method);
 * :func:`start_quantiles`: ``samples`` runs with run times drawn from each job's user's
@@ -33,13 +36,15 @@ from typing import (
     Optional,
     Protocol,
     Sequence,
+    Set,
     Tuple,
     TypeVar,
 )
 
 from ..core import calibrated as cal
 from ..replay import pbsched
-from ..replay.profile import Profile
+from ..replay.machine import NEVER, OK, MachineModel
+from ..replay.pool import PoolCycle, PoolModel
 
 MAX_EVENTS = 100_000  # ends simulated for one prediction (each frees processors)
 DEFAULT_SAMPLES = 9
@@ -91,54 +96,45 @@ class QueueSnapshot(NamedTuple):
     target: int
 
 
-def _class_key(
-    policy: pbsched.Policy, queued: Sequence[QueuedJob]
-) -> Optional[Callable[[int], Hashable]]:
-    # The equivalence class of a queued job, as pbsched._classes keys it.
-    if policy.classes == pbsched.CLASSES_NONE:
-        return None
-    if policy.classes == pbsched.CLASSES_RANK:
-        return lambda j: (queued[j].procs, queued[j].wall, queued[j].rank)
-    return lambda j: (queued[j].procs, queued[j].wall)
+class _Columns(NamedTuple):
+    """The queued jobs' columns the sort and the classes read
+    (:class:`..replay.pbsched.JobColumns`)."""
 
-
-def _order(
-    queue: List[int], snap: QueueSnapshot, formula: pbsched.SortFormula, now: int
-) -> List[int]:
-    value = formula.value
-    if value is None:
-        return queue
-    q = snap.queued
-
-    def key(j: int) -> Tuple[float, int]:
-        job = q[j]
-        return (-value(job.est or job.wall, job.wall, now - job.submit, job.procs, job.rank), j)
-
-    return sorted(queue, key=key)
+    submit: List[int]
+    wall: List[int]
+    procs: List[int]
 
 
 class _Cycles:
-    """The queue between cycles, and one cycle (:func:`..replay.pbsched.schedule_cycle`):
-    the order sorted anew at each cycle. Jobs are indices into ``snap.queued``."""
+    """The queue between cycles, and one cycle of the scheduler core
+    (:func:`..replay.pbsched.schedule_cycle` on ``model``'s resources): the order sorted
+    anew at each cycle (:func:`..replay.pbsched.order_queue`), the classes of
+    :func:`..replay.pbsched.class_keys`. Jobs are indices into ``snap.queued``."""
 
-    def __init__(self, snap: QueueSnapshot, policy: pbsched.Policy, est: List[int]) -> None:
-        self.snap = snap
+    def __init__(
+        self, snap: QueueSnapshot, policy: pbsched.Policy, est: List[int], model: MachineModel
+    ) -> None:
+        q = snap.queued
+        self.cols = _Columns([j.submit for j in q], [j.wall for j in q], [j.procs for j in q])
+        self.rank = [j.rank for j in q]
         self.policy = policy
+        self.model = model
         self.formula = pbsched.sort_formula(policy.job_sort_formula)
         self.est = est
-        self.procs = [job.procs for job in snap.queued]
-        self.hard = (
-            [job.wall for job in snap.queued] if policy.backfill_by == pbsched.WALLTIME else None
-        )
-        self.cls = _class_key(policy, snap.queued)
-        self.queue = list(range(len(snap.queued)))
+        self.hard = self.cols.wall if policy.backfill_by == pbsched.WALLTIME else None
+        self.cls = pbsched.class_keys(policy.classes, self.cols, self.rank, model.class_part)
+        self.keys: Dict[int, Tuple[float, int]] = {}  # time-independent sort keys
+        self.queue = list(range(len(q)))
 
-    def cycle(self, now: int, free: int, ends: Sequence[Tuple[int, int]]) -> List[int]:
-        """The jobs that start at ``now``; they leave the queue."""
-        order = _order(self.queue, self.snap, self.formula, now)
+    def cycle(self, now: int, ends: Sequence[Tuple[int, int]]) -> List[int]:
+        """The jobs that start at ``now`` (``ends``: ``(estimated end, job)`` of the running
+        jobs, sorted); they leave the queue."""
+        order = pbsched.order_queue(
+            self.queue, self.formula, now, self.cols, self.est, self.keys, self.rank
+        )
         policy = self.policy
         started, _top = pbsched.schedule_cycle(
-            now, order, free, ends, self.procs, self.est, policy.backfill_depth,
+            now, order, self.model.cycle(now, ends), self.est, policy.backfill_depth,
             policy.strict_ordering, None, self.hard, self.cls, policy.fuzzy_window,
         )  # fmt: skip
         if started:
@@ -147,31 +143,45 @@ class _Cycles:
         return started
 
 
-class _ClassCycles(_Cycles):
-    """The same cycles, for an order that does not change between cycles (no
-    ``eligible_time`` in the sort) and at most one top job: the queue kept as FIFOs of its
-    equivalence classes, so that a cycle costs the classes that fit the free processors,
-    not the whole queue.
+class _PoolClassCycles(_Cycles):
+    """The same cycles on the pool (:class:`..replay.pool.PoolModel`), faster for an order
+    that does not change between cycles (no ``eligible_time`` in the sort) and at most one
+    top job: the queue kept as FIFOs of its equivalence classes, so that a cycle costs the
+    classes that fit the free processors, not the whole queue (on a 5,000-job queue,
+    ``make bench-wait``'s start times take 9x the CPU through :class:`_Cycles`).
 
-    Why this is the same: within a cycle, once a job of a class cannot start, no later job
-    of the class starts (PBS marks the class can't-run; with ``classes none`` every job is
-    a class of its own); so the jobs of a class start in order, and a cycle is a merge of
-    the classes' first jobs by their place in the order. The first job that cannot start
-    becomes the top job (its reservation placed as schedule_cycle places it); after it,
-    a class whose processors exceed the free ones cannot start a job and is not looked at.
-    ``tests/test_starttime.py`` checks the two against each other on random queues.
+    Not a second scheduler: every decision (does a job fit now and pass the reservation,
+    where the top job's reservation lies, what a start takes) is the pool's
+    (:class:`..replay.pool.PoolCycle`'s ``check``, ``start`` and ``reserve``, which
+    :func:`..replay.pbsched.schedule_cycle` asks); this class only chooses which jobs to ask,
+    and skips the ones whose answer is known. Why the answers are the same: within a cycle,
+    once a job of a class cannot start, no later job of the class starts (PBS marks the
+    class, fifo.cpp:990-996; with ``classes none`` every job is a class of its own); so the
+    jobs of a class start in order, and a cycle is a merge of the classes' first jobs by
+    their place in the order. The first job that cannot start and can ever run becomes the
+    top job; after it, free processors and the reservation's extra ones only shrink, so a
+    class whose first job does not fit then (or needs more processors than are free) cannot
+    start a job in this cycle and is not looked at again. ``tests/test_starttime.py`` checks
+    the two against each other on random queues.
     """
 
-    def __init__(self, snap: QueueSnapshot, policy: pbsched.Policy, est: List[int]) -> None:
-        super().__init__(snap, policy, est)
-        order = _order(self.queue, snap, self.formula, snap.now)
+    model: PoolModel
+
+    def __init__(
+        self, snap: QueueSnapshot, policy: pbsched.Policy, est: List[int], model: PoolModel
+    ) -> None:
+        super().__init__(snap, policy, est, model)
+        order = pbsched.order_queue(
+            self.queue, self.formula, snap.now, self.cols, est, self.keys, self.rank
+        )
+        procs = self.cols.procs
         self.pos = [0] * len(order)
         fifos: Dict[Hashable, Deque[int]] = {}
         for i, j in enumerate(order):
             self.pos[j] = i
             fifos.setdefault(j if self.cls is None else self.cls(j), deque()).append(j)
-        self.fifos = sorted(fifos.values(), key=lambda f: self.procs[f[0]])
-        self.fifo_procs = [self.procs[f[0]] for f in self.fifos]
+        self.fifos = sorted(fifos.values(), key=lambda f: procs[f[0]])
+        self.fifo_procs = [procs[f[0]] for f in self.fifos]
         self.heads = [(self.pos[f[0]], c) for c, f in enumerate(self.fifos)]
         heapq.heapify(self.heads)  # (place of a class's first job, class); stale ones skipped
 
@@ -184,80 +194,100 @@ class _ClassCycles(_Cycles):
             heapq.heappop(heads)
         return None
 
-    def _start(self, c: int) -> int:
+    def _end(self, now: int, j: int) -> int:
+        return now + (self.est[j] if self.hard is None else self.hard[j])
+
+    def _start(self, res: PoolCycle, now: int, c: int) -> int:
         j = self.fifos[c].popleft()
         if self.fifos[c]:
             heapq.heappush(self.heads, (self.pos[self.fifos[c][0]], c))
+        res.start(j, now, self._end(now, j), self.est[j])
         return j
 
-    def cycle(self, now: int, free: int, ends: Sequence[Tuple[int, int]]) -> List[int]:
-        profile = Profile(now, free, ends)
+    def cycle(self, now: int, ends: Sequence[Tuple[int, int]]) -> List[int]:
+        res = self.model.cycle(now, ends)
         started: List[int] = []
-        procs, est, hard = self.procs, self.est, self.hard
-        while True:  # in order, until a job cannot start
+        marked: Set[int] = set()  # classes that cannot start a job in this cycle
+        passed: List[Tuple[int, int]] = []  # heads of classes that can never run, set aside
+        if not res.full() and self._in_order(res, now, started, marked, passed):
+            self._backfill(res, now, started, marked)
+        for head in passed:
+            heapq.heappush(self.heads, head)
+        return started
+
+    def _in_order(
+        self,
+        res: PoolCycle,
+        now: int,
+        started: List[int],
+        marked: Set[int],
+        passed: List[Tuple[int, int]],
+    ) -> bool:
+        """Start jobs in order until one cannot start: it becomes the top job. Whether jobs
+        may still pass it."""
+        policy = self.policy
+        while True:
             first = self._first()
             if first is None:
-                return started
+                return False
             c = first[1]
             j = self.fifos[c][0]
-            if procs[j] > free:
-                break
-            self._start(c)
-            profile.occupy(now, est[j], procs[j])
-            free -= procs[j]
-            started.append(j)
-            if free == 0:
-                return started
-        resv_s, resv_x = -1, 0  # the top job's reservation, if any
-        if self.policy.strict_ordering:
-            if self.policy.backfill_depth == 0:
-                return started
-            p, d = procs[j], est[j]
-            resv_s = profile.earliest(p, d, self.policy.fuzzy_window)
-            profile.occupy(resv_s, d, p)
-            resv_x = profile.least_from(resv_s)
-        if free == 0:
-            return started
-        top = c
-        # the classes whose first job could start now: free and the reservation's extra
-        # processors only shrink during a cycle, so a job that cannot start now cannot later
+            code = res.check(j, now, self._end(now, j))
+            if code == OK:
+                started.append(self._start(res, now, c))
+                if res.full():
+                    return False
+                continue
+            marked.add(c)
+            if not policy.strict_ordering:
+                return True
+            if policy.backfill_depth == 0:
+                return False  # nothing passes it (fifo.cpp:1008-1017)
+            if code != NEVER:  # a job that can never run is no top job (fifo.cpp:1647-1649)
+                res.reserve(j, self.est[j], policy.fuzzy_window, 0)
+                return not res.full()
+            passed.append(heapq.heappop(self.heads))
+
+    def _backfill(self, res: PoolCycle, now: int, started: List[int], marked: Set[int]) -> None:
+        """After the top job: the classes whose first job fits now, merged in order."""
         fits: List[Tuple[int, int]] = []
-        pos, fifos, fifo_procs = self.pos, self.fifos, self.fifo_procs
-        no_resv = resv_s < 0
+        pos, fifos, fifo_procs, check = self.pos, self.fifos, self.fifo_procs, res.check
+        est = self.est if self.hard is None else self.hard
         for c, f in enumerate(fifos):
-            p = fifo_procs[c]
-            if p > free:
+            if fifo_procs[c] > res.free:
                 break
-            if f and c != top:
-                j = f[0]
-                if no_resv or p <= resv_x or now + (est[j] if hard is None else hard[j]) <= resv_s:
-                    fits.append((pos[j], c))
+            if f and c not in marked and check(f[0], now, now + est[f[0]]) == OK:
+                fits.append((pos[f[0]], c))
         heapq.heapify(fits)
         while fits:
             _, c = heapq.heappop(fits)
-            j = self.fifos[c][0]
-            p = procs[j]
-            end = now + (est[j] if hard is None else hard[j])
-            if p > free or not (resv_s < 0 or end <= resv_s or p <= resv_x):
+            j = fifos[c][0]
+            if res.check(j, now, self._end(now, j)) != OK:
                 continue  # the class cannot start a job in this cycle
-            if resv_s >= 0 and end > resv_s:
-                resv_x -= p
-            self._start(c)
-            free -= p
-            started.append(j)
-            if free == 0:
-                return started
-            if self.fifos[c]:
-                heapq.heappush(fits, (self.pos[self.fifos[c][0]], c))
-        return started
+            started.append(self._start(res, now, c))
+            if res.full():
+                return
+            if fifos[c]:
+                heapq.heappush(fits, (pos[fifos[c][0]], c))
 
 
-def _cycles(snap: QueueSnapshot, policy: pbsched.Policy, est: List[int], fast: bool) -> _Cycles:
+def _cycles(
+    snap: QueueSnapshot,
+    policy: pbsched.Policy,
+    est: List[int],
+    model: Optional[MachineModel],
+    fast: bool,
+) -> _Cycles:
+    nq = len(snap.queued)
+    if model is not None:
+        return _Cycles(snap, policy, est, model)
+    procs = [job.procs for job in snap.queued] + [r.procs for r in snap.running]
+    pool = PoolModel(snap.procs_total, procs)
     formula = pbsched.sort_formula(policy.job_sort_formula)
     one_top = policy.backfill_depth <= 1 or not policy.strict_ordering
-    if fast and one_top and not formula.time_dependent:
-        return _ClassCycles(snap, policy, est)
-    return _Cycles(snap, policy, est)
+    if fast and one_top and not formula.time_dependent and nq:
+        return _PoolClassCycles(snap, policy, est, pool)
+    return _Cycles(snap, policy, est, pool)
 
 
 def forward_start(
@@ -269,7 +299,8 @@ def forward_start(
 ) -> int:
     """The target's start when queued job ``j`` runs ``queued_run[j]`` seconds and running
     job ``i`` ends at ``running_end[i]`` (both clamped to the walltime; an end at or before
-    ``now`` counts as ``now + 1``). ``fast``: use :class:`_ClassCycles` where it applies.
+    ``now`` counts as ``now + 1``). ``fast``: use :class:`_PoolClassCycles` where it
+    applies.
 
     :raises ValueError: the target needs more processors than the machine has, or
         :data:`MAX_EVENTS` ends pass without it starting
@@ -289,43 +320,46 @@ def forward_starts(
     running_end: Sequence[int],
     fast: bool = True,
     until: Optional[int] = None,
+    model: Optional[MachineModel] = None,
 ) -> List[int]:
     """Every queued job's start in one forward run (as :func:`forward_start`), or only until
-    job ``until`` starts; -1 for a job that does not start (wider than the machine, or not
-    within :data:`MAX_EVENTS` ends)."""
+    job ``until`` starts; -1 for a job that does not start (one that can never run on the
+    machine, or not within :data:`MAX_EVENTS` ends).
+
+    ``model``: the machine (a :class:`..replay.machine.MachineModel`, fresh: nothing held),
+    whose jobs are the queued ones (``j``) then the running ones (``len(snap.queued) + i``);
+    None: one pool of ``snap.procs_total`` processors (:class:`..replay.pool.PoolModel`)."""
     q = snap.queued
+    nq = len(q)
     now = snap.now
     formula = pbsched.sort_formula(policy.job_sort_formula)
     period = policy.scheduler_iteration if formula.time_dependent else 0
     est = [job.est or job.wall for job in q]
-    cycles = _cycles(snap, policy, est, fast)
-    start = [-1] * len(q)
-    left = sum(1 for job in q if job.procs <= snap.procs_total)
-    # running jobs by id: (estimated end, processors) for the scheduler; heap of real ends
-    planned: Dict[int, Tuple[int, int]] = {}
-    ends: List[Tuple[int, int]] = []
-    free = snap.procs_total
+    # the jobs of the model: the queued ones, then the running ones (nq + i)
+    cycles = _cycles(snap, policy, est, model, fast)
+    model = cycles.model
+    start = [-1] * nq
+    left = sum(1 for j in range(nq) if model.can_ever_run(j))
+    planned: Dict[int, int] = {}  # running job -> its estimated end, for the scheduler
+    ends: List[Tuple[int, int]] = []  # heap of (real end, running job)
     for i, (r, end) in enumerate(zip(snap.running, running_end)):
-        planned[i] = (r.start + (r.est or r.wall), r.procs)
-        ends.append((max(now + 1, min(end, r.start + r.wall)), i))
-        free -= r.procs
+        model.hold(nq + i)
+        planned[nq + i] = r.start + (r.est or r.wall)
+        ends.append((max(now + 1, min(end, r.start + r.wall)), nq + i))
     heapq.heapify(ends)
-    ids = len(planned)
     for _ in range(MAX_EVENTS):
-        profile = sorted((e if e > now else now, p) for e, p in planned.values())
-        for j in cycles.cycle(now, free, profile):
+        for j in cycles.cycle(now, sorted((e, k) for k, e in planned.items())):
             start[j] = now
             left -= 1
-            free -= q[j].procs
-            planned[ids] = (now + est[j], q[j].procs)
-            heapq.heappush(ends, (now + max(1, min(queued_run[j], q[j].wall)), ids))
-            ids += 1
+            planned[j] = now + est[j]
+            heapq.heappush(ends, (now + max(1, min(queued_run[j], q[j].wall)), j))
         if (until is not None and start[until] >= 0) or left <= 0 or not ends:
             break
         now = ends[0][0] if not period else min(ends[0][0], now + period)
         while ends and ends[0][0] <= now:
-            _, i = heapq.heappop(ends)
-            free += planned.pop(i)[1]
+            _, k = heapq.heappop(ends)
+            del planned[k]
+            model.release(k)
     return start
 
 

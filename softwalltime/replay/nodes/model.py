@@ -1,0 +1,393 @@
+"""The machine at node level: a site's vnodes, the jobs' chunks on them, and PBS's calendar
+(pure, issue 46). :class:`NodeModel` is a :class:`.machine.MachineModel`; its cycles
+(:class:`NodeCycle`) are :class:`.machine.CycleResources`.
+
+- **Running jobs** hold their parts (vnode, ncpus, mem, ngpus) until they end; an
+  ``excl`` job holds its vnodes whole (:mod:`.placement`).
+- **A job that may start now** (``check``): its chunks are placed (:func:`.placement.place`)
+  on the vnodes as free now and as they stay free until its end (its soft walltime, or
+  what the caller passes) given the top jobs reserved earlier in this cycle: PBS's
+  ``check_resources_for_node`` walks the calendar's run and end events up to the job's
+  end, frees what ends and takes what starts on the vnode, and takes the least it saw
+  (node_info.cpp:3440-3520); a vnode where a job starts before this job's end is none of
+  this job's when either is exclusive (node_info.cpp:3497-3498).
+- **A top job's start** (``reserve``): PBS's ``calc_run_time`` (simulate.cpp:714-825)
+  tries the job now and, while it does not fit, runs the calendar forward (running jobs
+  end, top jobs start and end, ``simulate_events``) in the windows of ``opt_backfill_fuzzy``
+  (simulate.cpp:190-214), trying it again after each; where it fits it is placed, and its
+  parts are held from its start to its end for the rest of the cycle (a run and an end
+  event on the calendar, simulate.cpp:801-817). The window arithmetic is
+  :meth:`.profile.Profile.earliest`'s. A job that fits nowhere even once every event has
+  passed (wider than its node pool) is given the last event and holds nothing (PBS:
+  "Can't find start time estimate", simulate.cpp:783-790).
+
+On a site of one vnode holding every cpu, with every job one chunk of its processors, this
+is the pool of :mod:`.pool` (``tests/test_nodes.py`` checks the two give the same
+simulation).
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Callable, Dict, Hashable, List, NamedTuple, Optional, Sequence, Set, Tuple
+
+from ...site_file import Site
+from ..machine import NEVER, NO_RESOURCES, OK
+from ..sim_workload import SimWorkload, take
+from .placement import Alloc, View, place
+from .spec import Request, parse_request
+
+NodeFilter = Callable[[int], Sequence[int]]
+"""The vnodes (indices into the site's, in order) job ``j`` may use: its queue's pool."""
+
+SKIP_NEVER_FITS = "chunks no vnode pool holds"  # the sites' fit_machine reason
+_END, _RUN = 0, 1  # at one instant, ends before starts (the start is placed on what ended)
+
+
+def queue_pool(site: Site, work: SimWorkload) -> NodeFilter:
+    """PBS's node pool of a job's queue: the vnodes whose ``queue`` is that queue, if it
+    has any (queue_info.cpp:305-310, 169-171; check.cpp:1614-1618), else the vnodes with no
+    queue (``unassoc_nodes``, server_info.cpp:258-262; check.cpp:1621-1622). A job with no
+    queue is in the site's default queue."""
+    by_queue: Dict[Optional[str], List[int]] = {}
+    for v, node in enumerate(site.vnodes):
+        by_queue.setdefault(node.queue, []).append(v)
+    free = by_queue.get(None, [])
+    queues = work.site.queue if work.site is not None else None
+
+    def pool(j: int) -> Sequence[int]:
+        name = (queues[j] if queues is not None else "") or site.default_queue
+        return by_queue.get(name, free) if name is not None else free
+
+    return pool
+
+
+def fit_site(
+    work: SimWorkload, site: Site, node_filter: Optional[NodeFilter] = None
+) -> SimWorkload:
+    """Drop the jobs whose chunks their node pool can never hold (counted as skipped): PBS
+    leaves them queued for ever ("Not Running: Insufficient amount of resource"), and
+    :func:`.pbsched.simulate_pbs` refuses a job that can never run, as
+    :func:`.sim_workload.fit_machine` drops jobs wider than the pool.
+
+    :raises ValueError: a job's select or place is not one PBS reads (naming it)
+    """
+    model = NodeModel(site, work, node_filter)
+    keep = [j for j in range(len(work.submit)) if model.can_ever_run(j)]
+    if len(keep) == len(work.submit):
+        return work
+    skipped = dict(work.skipped)
+    skipped[SKIP_NEVER_FITS] = skipped.get(SKIP_NEVER_FITS, 0) + len(work.submit) - len(keep)
+    return take(work, keep)._replace(skipped=skipped)
+
+
+class _Job:
+    """What the model keeps of one job: its request, hosts of its pool, and the vnodes of
+    the pool each chunk kind's other resources allow."""
+
+    __slots__ = ("req", "hosts", "ok", "flat")
+
+    def __init__(self, req: Request, hosts: List[List[int]], ok: List[Set[int]]) -> None:
+        self.req, self.hosts, self.ok = req, hosts, ok
+        self.flat = all(len(h) == 1 for h in hosts)
+
+
+class NodeModel:
+    """A site's vnodes between cycles: free resources, running jobs' parts (module
+    docstring). ``node_filter``: each job's vnodes (default :func:`queue_pool`)."""
+
+    def __init__(self, site: Site, work: SimWorkload,
+                 node_filter: Optional[NodeFilter] = None) -> None:  # fmt: skip
+        self.site, self.work = site, work
+        self.filter = node_filter or queue_pool(site, work)
+        vn = site.vnodes
+        line = set(site.scheduler.resources)
+        self.checked = ("ncpus" in line, "mem" in line, "ngpus" in line)
+        self.strings = line  # non-boolean custom resources compared (check.cpp:1243)
+        self.fc = [v.ncpus for v in vn]
+        self.fm = [v.mem_kb for v in vn]
+        self.fg = [v.ngpus for v in vn]
+        self.free_cpus = sum(self.fc)
+        self.njobs = [0] * len(vn)
+        self.xheld = [0] * len(vn)
+        self.on: List[Set[int]] = [set() for _ in vn]  # the running jobs on each vnode
+        self.parts: Dict[int, Alloc] = {}
+        self.held: Dict[int, Tuple[int, ...]] = {}
+        self.jobs: Dict[int, _Job] = {}
+        self.names = frozenset(v.name for v in vn)
+        self._reqs: Dict[Tuple[str, str], Request] = {}
+        self.ever: Dict[int, bool] = {}
+        self.class_part: Optional[Callable[[int], Hashable]] = self._class_part
+
+    def _class_part(self, j: int) -> Hashable:
+        """The select and place in PBS's class key (job_info.cpp:2309-2342), and the
+        queue, whose node pool the job may use (``resresv_set_use_queue``, :2223)."""
+        w = self.work
+        if w.site is None:
+            return None
+        return (w.site.select[j], w.site.place[j], w.site.queue[j])
+
+    # -- a job's request and pool ---------------------------------------------------
+    def request(self, j: int) -> Request:
+        """Job ``j``'s chunks and place: its site columns; without a select, one chunk of
+        its processors (the server makes ``select=1:ncpus=P`` of a job's ``-l ncpus=P``,
+        svr_jobfunc.c:1819-1860).
+
+        :raises ValueError: its select or place is not one PBS reads (naming it)
+        """
+        w = self.work
+        select = w.site.select[j] if w.site is not None else ""
+        place = w.site.place[j] if w.site is not None else ""
+        key = (select or f"1:ncpus={w.procs[j]}", place)
+        req = self._reqs.get(key)
+        if req is None:
+            req = self._reqs[key] = parse_request(key[0], key[1], self.names)
+        return req
+
+    def _matches(self, v: int, name: str, want: object) -> bool:
+        node = self.site.vnodes[v]
+        if name == "host":
+            have: object = node.host
+        elif name == "vnode":
+            have = node.name
+        else:
+            have = node.resources.get(name, False if isinstance(want, bool) else None)
+        if isinstance(want, bool):
+            return have is want or (have is None and not want)
+        if name not in self.strings:
+            return True  # not on the resources: line: not checked (check.cpp:1243-1244)
+        if isinstance(want, int) and isinstance(have, int) and not isinstance(have, bool):
+            return want <= have
+        return have is not None and str(want) in str(have).split(",")
+
+    def job(self, j: int) -> _Job:
+        info = self.jobs.get(j)
+        if info is None:
+            req = self.request(j)
+            pool = list(self.filter(j))
+            ok = [{v for v in pool if all(self._matches(v, n, x) for n, x in c.other)}
+                  for c in req.chunks]  # fmt: skip
+            hosts: Dict[str, List[int]] = {}
+            for v in pool:
+                hosts.setdefault(self.site.vnodes[v].host, []).append(v)
+            info = self.jobs[j] = _Job(req, list(hosts.values()), ok)
+        return info
+
+    # -- MachineModel ---------------------------------------------------------------
+    def can_ever_run(self, j: int) -> bool:
+        """Whether job ``j``'s chunks fit its node pool when no job runs."""
+        ever = self.ever.get(j)
+        if ever is None:
+            ever = self.ever[j] = self._fits_empty(j)
+        return ever
+
+    def _fits_empty(self, j: int) -> bool:
+        info = self.job(j)
+        vn = self.site.vnodes
+        c, m, g = [v.ncpus for v in vn], [v.mem_kb for v in vn], [v.ngpus for v in vn]
+        return (
+            place(info.req, info.hosts, View(c, m, g, c, m, g, info.ok), self.checked) is not None
+        )
+
+    def cycle(self, now: int, ends: Sequence[Tuple[int, int]]) -> NodeCycle:
+        return NodeCycle(self, now, ends)
+
+    def take(self, j: int, parts: Alloc, held: Tuple[int, ...]) -> None:
+        """Job ``j`` runs on ``parts``, ``held`` exclusively."""
+        self.parts[j], self.held[j] = parts, held
+        self._add(parts, held, -1)
+        for v in {v for v, *_ in parts}:
+            self.on[v].add(j)
+
+    def hold(self, j: int) -> None:
+        """Job ``j`` runs already (a queue snapshot's): placed where it fits now.
+
+        :raises ValueError: it does not fit what is free
+        """
+        cycle = self.cycle(0, [])
+        if cycle.check(j, 0, 0) != OK:
+            raise ValueError(f"running job {j} does not fit the free vnodes")
+        cycle.start(j, 0, 0, 0)
+
+    def full(self) -> bool:
+        """No cpu free on any vnode (every job asks for one: a chunk's ncpus is at least
+        the server's ``default_chunk.ncpus``, 1)."""
+        return self.checked[0] and self.free_cpus <= 0
+
+    def release(self, j: int) -> None:
+        parts = self.parts.pop(j)
+        self._add(parts, self.held.pop(j), 1)
+        for v in {v for v, *_ in parts}:
+            self.on[v].discard(j)
+        self.jobs.pop(j, None)
+        self.ever.pop(j, None)
+
+    def _add(self, parts: Alloc, held: Tuple[int, ...], sign: int) -> None:
+        _State(self.fc, self.fm, self.fg, self.njobs, self.xheld).apply(parts, held, sign)
+        self.free_cpus += sign * sum(c for _, c, _, _ in parts)
+
+
+class _State:
+    """The vnodes at one instant of a cycle's calendar: free resources, jobs on each and
+    exclusive holds (the model's own lists at ``now``, copies when run forward)."""
+
+    def __init__(self, fc: List[int], fm: List[int], fg: List[int], njobs: List[int],
+                 xheld: List[int]) -> None:  # fmt: skip
+        self.fc, self.fm, self.fg, self.njobs, self.xheld = fc, fm, fg, njobs, xheld
+
+    def copy(self) -> _State:
+        return _State(list(self.fc), list(self.fm), list(self.fg), list(self.njobs),
+                      list(self.xheld))  # fmt: skip
+
+    def apply(self, parts: Alloc, held: Tuple[int, ...], sign: int) -> None:
+        """``sign`` 1: a job ends (frees ``parts``); -1: it starts."""
+        for v, c, m, g in parts:
+            self.fc[v] += sign * c
+            self.fm[v] += sign * m
+            self.fg[v] += sign * g
+        for v in {v for v, *_ in parts}:
+            self.njobs[v] -= sign
+        for v in held:
+            self.xheld[v] -= sign
+
+
+class _Top(NamedTuple):
+    """A top job reserved in this cycle: from ``start`` to ``end`` on ``parts``."""
+
+    start: int
+    end: int
+    parts: Alloc
+    held: Tuple[int, ...]
+    excl: bool
+
+
+class NodeCycle:
+    """The vnodes during one cycle at ``now`` (module docstring): the model's free
+    resources, the running jobs' estimated ends and the top jobs reserved so far."""
+
+    def __init__(self, model: NodeModel, now: int, ends: Sequence[Tuple[int, int]]) -> None:
+        self.m, self.now = model, now
+        self.ends = [(e if e > now else now, j) for e, j in ends]
+        self.end_of = {j: e for e, j in self.ends}
+        self.tops: List[_Top] = []
+        self.state = _State(model.fc, model.fm, model.fg, model.njobs, model.xheld)
+        self.last: Optional[Tuple[int, Optional[Tuple[Alloc, Tuple[int, ...]]]]] = None
+
+    def _least(self, view_of: List[int], runs: List[_Top], state: _State, t: int,
+               until: int) -> Dict[int, Tuple[int, int, int]]:  # fmt: skip
+        """The least free on each vnode ``view_of`` at the starts of ``runs`` before
+        ``until``, from ``state`` at ``t``, the calendar's ends and starts applied in time
+        order (node_info.cpp:3463-3516)."""
+        touched = set(view_of)
+        events: List[Tuple[int, int, int, Alloc]] = []
+        parts_of, end_of, on = self.m.parts, self.end_of, self.m.on
+        for j in {j for v in touched for j in on[v]}:
+            e = end_of.get(j)
+            if e is not None and t < e < until:
+                events.append((e, _END, j, parts_of[j]))
+        for k, top in enumerate(self.tops):
+            if t < top.start < until:
+                events.append((top.start, _RUN, k, top.parts))
+            if t < top.end < until:
+                events.append((top.end, _END, -1 - k, top.parts))
+        cur = {v: [state.fc[v], state.fm[v], state.fg[v]] for v in touched}
+        least = {v: tuple(x) for v, x in cur.items()}
+        for _, kind, _, parts in sorted(events):
+            sign = -1 if kind == _RUN else 1
+            for v, c, m, g in parts:
+                x = cur.get(v)
+                if x is not None:
+                    x[0] += sign * c
+                    x[1] += sign * m
+                    x[2] += sign * g
+            if kind == _RUN:
+                for v, *_ in parts:
+                    if v in cur:
+                        lo, x = least[v], cur[v]
+                        least[v] = (min(lo[0], x[0]), min(lo[1], x[1]), min(lo[2], x[2]))
+        return least  # type: ignore[return-value]
+
+    def _view(self, j: int, state: _State, t: int, until: int, applied: bool) -> View:
+        """Job ``j``'s view of the vnodes at ``t`` for a run until ``until``; ``applied``:
+        the calendar's events at ``t`` are already in ``state``."""
+        info = self.m.job(j)
+        excl = info.req.place.excl
+        lo = t + 1 if applied else t  # the starts at t are in ``state`` already
+        runs = [top for top in self.tops if lo <= top.start < until]
+        ac, am, ag = state.fc, state.fm, state.fg
+        blocked: Set[int] = set()
+        if runs:
+            touched = sorted({v for top in runs for v, *_ in top.parts})
+            for top in runs:
+                if excl or top.excl:  # node_info.cpp:3497-3498
+                    blocked.update(v for v, *_ in top.parts)
+            least = self._least(touched, runs, state, t - (not applied), until)
+            ac, am, ag = list(ac), list(am), list(ag)
+            for v, (c, m, g) in least.items():
+                ac[v], am[v], ag[v] = c, m, g
+        nj, xh = state.njobs, state.xheld
+        if not excl and not blocked and not any(xh):
+            ok = info.ok  # nothing but the job's own pool and properties to apply
+        else:
+            ok = [{v for v in kind if not xh[v] and not (excl and nj[v]) and v not in blocked}
+                  for kind in info.ok]  # fmt: skip
+        return View(state.fc, state.fm, state.fg, ac, am, ag, ok)
+
+    def _place(self, j: int, view: View) -> Optional[Tuple[Alloc, Tuple[int, ...]]]:
+        info = self.m.job(j)
+        return place(info.req, info.hosts, view, self.m.checked, info.flat)
+
+    # -- CycleResources --------------------------------------------------------------
+    def check(self, j: int, now: int, end: int) -> int:
+        if not self.m.can_ever_run(j):
+            return NEVER
+        found = self._place(j, self._view(j, self.state, now, end, False))
+        self.last = (j, found)
+        return OK if found is not None else NO_RESOURCES
+
+    def start(self, j: int, now: int, end: int, d: int) -> None:
+        if self.last is None or self.last[0] != j:
+            self.check(j, now, end)
+        assert self.last is not None
+        found = self.last[1]
+        if found is None:
+            raise ValueError(f"job {j} started where its chunks do not fit")
+        self.last = None
+        self.m.take(j, found[0], found[1])
+        bisect.insort(self.ends, (now + d, j))
+        self.end_of[j] = now + d
+
+    def reserve(self, j: int, d: int, window: int, epoch: int) -> int:
+        self.last = None
+        events: List[Tuple[int, int, int, Alloc, Tuple[int, ...]]] = []
+        m = self.m
+        for e, k in self.ends:
+            events.append((e, _END, k, m.parts[k], m.held[k]))
+        for k, top in enumerate(self.tops):
+            events.append((top.start, _RUN, k, top.parts, top.held))
+            events.append((top.end, _END, -1 - k, top.parts, top.held))
+        events.sort()
+        times = sorted({self.now} | {e[0] for e in events if e[0] > self.now})
+        state, done, k, last = self.state.copy(), 0, 0, len(times) - 1
+        while True:
+            t = times[k]
+            while done < len(events) and events[done][0] <= t:
+                _, kind, _, parts, held = events[done]
+                state.apply(parts, held, -1 if kind == _RUN else 1)
+                done += 1
+            found = self._place(j, self._view(j, state, t, t + d, True))
+            if found is not None or k == last:
+                break
+            if window <= 0:
+                k += 1
+            else:  # Profile.earliest's windows (simulate.cpp:198-214)
+                e = times[k + 1] + epoch
+                boundary = (e + window) // window * window - epoch
+                k = bisect.bisect_right(times, boundary) - 1
+        if found is not None:
+            excl = m.job(j).req.place.excl
+            self.tops.append(_Top(t, t + d, found[0], found[1], excl))
+        return t
+
+    def full(self) -> bool:
+        return self.m.full()
