@@ -398,6 +398,8 @@ def start_times(
     policy = pbsched.parse_policy(options.policy)
     if pbsched.sort_formula(policy.job_sort_formula).reads_rank:
         raise ValueError("a sort reading softwalltime_rank is not evaluated here")
+    if pbsched.reads_fairshare(policy):
+        raise ValueError("fairshare is modelled by simulate only, not by eval-start")
     limits = InputLimits() if max_input_bytes is None else InputLimits(max_input_bytes)
     work = wl.read_workload(path, limits, site_columns=site is not None)
     procs = pool_of(site, procs) or work.machine_procs

@@ -275,6 +275,8 @@ def test_eval_start_on_a_bundled_trace(capsys):
     "args, message",
     [
         (["--policy", "sjf.rank-bf1"], "a sort reading softwalltime_rank is not evaluated"),
+        (["--policy", "fairshare-bf1"], "fairshare is modelled by simulate only"),
+        (["--policy", "fairshare_perc-bf1"], "fairshare is modelled by simulate only"),
         (["--policy", "nosuch-bf1"], "--policy: "),
         (["--predictions", "100001"], "at most 100,000 predictions"),
         (["--first", "20000"], "none from job 20,000 on"),

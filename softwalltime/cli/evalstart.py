@@ -125,6 +125,8 @@ def run_eval_start(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError(f"--policy: {err}") from None
     if pbsched.sort_formula(policy.job_sort_formula).reads_rank:
         raise ConfigError("--policy: a sort reading softwalltime_rank is not evaluated here")
+    if pbsched.reads_fairshare(policy):
+        raise ConfigError("--policy: fairshare is modelled by simulate only, not eval-start")
     options = api.StartOptions(
         args.policy,
         args.estimates,

@@ -626,6 +626,8 @@ def _policy(args: argparse.Namespace, fuzzy_s: Optional[int] = None) -> Any:
         policy = pbsched.parse_policy(args.policy)
     except ValueError as err:
         raise ConfigError(f"--policy: {err}") from None
+    if pbsched.reads_fairshare(policy):
+        raise ConfigError("--policy: fairshare is modelled by simulate only, not by wait")
     return policy if fuzzy_s is None else policy._replace(backfill_fuzzy=fuzzy_s)
 
 

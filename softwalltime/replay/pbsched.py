@@ -71,6 +71,7 @@ from typing import (
     Callable,
     Dict,
     Hashable,
+    Iterable,
     List,
     NamedTuple,
     Optional,
@@ -81,6 +82,7 @@ from typing import (
 
 from ..core import learned, registry
 from ..core import rank as hook_rank
+from . import fairshare as fs
 from .corrections import CORRECTIONS, PBS, SIMPLE_MARGIN_S, extended_estimate
 from .easy import SimResult
 from .learned_native import new_learner
@@ -118,6 +120,8 @@ FORMULAS.update(
     }
 )
 NAMES = ("soft_walltime", "walltime", "eligible_time", "ncpus", RANK)  # a formula may read
+# and the fairshare terms (job_info.cpp:4030-4033), with a fairshare tree (Policy.fairshare)
+FAIRSHARE_NAMES = fs.FORMULA_NAMES
 DEFAULT_RANK_REFRESH_S = 900  # softwalltime-refresh.timer: OnCalendar=*:0/15
 DEFAULT_ITERATION_S = 600  # PBS's default scheduler_iteration
 # sched's opt_backfill_fuzzy (fifo.cpp:2251-2264, config.h:210-214): the window in which a
@@ -172,6 +176,10 @@ class SortFormula(NamedTuple):
     sort_keys: Optional[SortKeys] = None
     """An expression's sort key for a whole cycle (:func:`_sort_keys`), None for a named
     sort."""
+    fairshare_value: Optional[Callable[..., float]] = None
+    """For an expression that reads :data:`FAIRSHARE_NAMES`: ``value`` with those terms
+    after the rank, ``(est, wall, waited, ncpus, rank, perc, tree_usage, factor)``;
+    ``value`` reads them as 0 (no fairshare tree)."""
 
 
 def _compiled(expression: str) -> SortValue:
@@ -186,6 +194,19 @@ def _compiled(expression: str) -> SortValue:
     def value(est: int, wall: int, waited: int, ncpus: int, rank: int = 0) -> float:
         try:
             return float(raw(est, wall, waited, ncpus, rank))
+        except ArithmeticError:
+            return 0.0  # PBS: an exception makes the value 0
+
+    return value
+
+
+def _compiled_fairshare(expression: str) -> Callable[..., float]:
+    # As _compiled, with the fairshare terms after the rank.
+    raw = eval(f"lambda {', '.join(NAMES + FAIRSHARE_NAMES)}: ({expression})", {"__builtins__": {}})
+
+    def value(est: int, wall: int, waited: int, ncpus: int, rank: int = 0, *terms: float) -> float:
+        try:
+            return float(raw(est, wall, waited, ncpus, rank, *(terms or (0.0, 0.0, 0.0))))
         except ArithmeticError:
             return 0.0  # PBS: an exception makes the value 0
 
@@ -271,15 +292,18 @@ def sort_formula(spec: str) -> SortFormula:
         code = compile(expression, "<job_sort_formula>", "eval")
     except SyntaxError as err:
         raise ValueError(f"job_sort_formula {expression!r}: {err.msg}") from err
-    unknown = set(code.co_names) - set(NAMES)
+    unknown = set(code.co_names) - set(NAMES) - set(FAIRSHARE_NAMES)
     if unknown:
         raise ValueError(
             f"job_sort_formula {expression!r}: unknown {', '.join(sorted(unknown))} "
-            f"(known: {', '.join(NAMES)})"
+            f"(known: {', '.join(NAMES + FAIRSHARE_NAMES)})"
         )
+    names = code.co_names
+    if set(names) & set(FAIRSHARE_NAMES):  # usage changes at every cycle: time-dependent
+        full = _compiled_fairshare(expression)
+        return SortFormula(spec, expression, full, True, RANK in names, None, full)
     fast = _FAST.get(spec)
     value = fast or _compiled(expression)
-    names = code.co_names
     keys = None if fast else _sort_keys(expression)
     return SortFormula(spec, expression, value, "eligible_time" in names, RANK in names, keys)
 
@@ -311,6 +335,10 @@ class Policy(NamedTuple):
     60, PBS's default; ``medium`` 600; ``high`` 3600): a top job's start is searched in
     windows of it (:meth:`.profile.Profile.earliest`). None: at every event (the naive
     reference's and :mod:`.easy`'s model; no PBS setting)."""
+    fairshare: Optional[fs.Settings] = None
+    """sched_config's fairshare (:mod:`.fairshare`): with ``fair_share``, jobs of equal
+    formula value in fairshare order; a formula's fairshare terms either way. None: no tree
+    (the terms read 0)."""
 
     @property
     def fuzzy_window(self) -> int:
@@ -325,7 +353,17 @@ class Policy(NamedTuple):
             how = "strict"
         else:
             how = f"bf{self.backfill_depth}"
-        return f"{self.job_sort_formula}-{how}"
+        sort = self.job_sort_formula
+        if self.fairshare is not None and self.fairshare.fair_share:
+            sort = FAIRSHARE if sort == FCFS else f"{sort}+{FAIRSHARE}"
+        return f"{sort}-{how}"
+
+
+# The sort name of fair_share with no formula, as simulate --policies takes it: a flat tree
+# of the users with equal shares (every user in PBS's unknown group, EQUAL_SHARES for it:
+# sched_config's own "give everyone equal shares" example), PBS's other defaults.
+FAIRSHARE = "fairshare"
+EQUAL_SHARES = 10
 
 
 _HOW = re.compile(r"^(?P<sort>.+?)(?:-(?P<how>bf\d+|strict|greedy))?$")
@@ -351,13 +389,22 @@ def parse_policy(
     sort, how = match.group("sort"), match.group("how") or "bf1"
     if sort not in FORMULAS and re.match(r"^\w+-", sort):
         raise ValueError(f"policy {text!r}: expected SORT, SORT-bfK, SORT-strict or SORT-greedy")
+    fairshare = fs.Settings(unknown_shares=EQUAL_SHARES) if sort == FAIRSHARE else None
+    sort = FCFS if sort == FAIRSHARE else sort
     sort_formula(sort)  # validates
     depth = 0 if how in ("greedy", "strict") else int(how[2:])
     strict = how != "greedy"
     return Policy(
         sort, depth, strict, scheduler_iteration, backfill_by=backfill_by, classes=classes,
-        backfill_fuzzy=backfill_fuzzy,
+        backfill_fuzzy=backfill_fuzzy, fairshare=fairshare,
     )  # fmt: skip
+
+
+def reads_fairshare(policy: Policy) -> bool:
+    """``policy`` orders by fairshare or its formula reads a fairshare term: a model
+    without :mod:`.fairshare` (``wait``'s start times) would get it wrong."""
+    formula = sort_formula(policy.job_sort_formula)
+    return policy.fairshare is not None or formula.fairshare_value is not None
 
 
 def parse_fuzzy(text: str) -> int:
@@ -411,6 +458,10 @@ def pbs_settings(
         lines.append(f'qmgr -c "set sched opt_backfill_fuzzy = {policy.backfill_fuzzy}"')
     strict = "True" if policy.strict_ordering else "False"
     lines.append(f"# $PBS_HOME/sched_priv/sched_config: strict_ordering: {strict} ALL")
+    if policy.fairshare is not None:
+        lines += [
+            f"# $PBS_HOME/sched_priv/sched_config: {ln}" for ln in fs.config_lines(policy.fairshare)
+        ]
     if policy.classes == CLASSES_RANK:
         lines.append(f"# $PBS_HOME/sched_priv/sched_config: {SCHED_RESOURCES_RANK}")
     if formula.reads_rank:
@@ -624,7 +675,7 @@ def make_ranker(name: str, refresh_s: int = DEFAULT_RANK_REFRESH_S) -> Ranker:
 
 def schedule_cycle(
     now: int,
-    order: Sequence[int],
+    order: Iterable[int],
     res: CycleResources,
     est: Sequence[int],
     backfill_depth: int,
@@ -920,6 +971,14 @@ class _Run:
         self.hard = work.wall if policy.backfill_by == WALLTIME else None
         self.passes = 0
         self.reservation = [-1] * n
+        self.fairshare = None if policy.fairshare is None else _fairshare_state(work, policy)
+        # a cycle may order the queue anew though nothing else changed: usage grows
+        self.time_dependent = self.formula.time_dependent or self.fairshare is not None
+
+    def running(self) -> Dict[int, int]:
+        """The running jobs and their starts."""
+        start = self.machine.start
+        return {j: start[j] for _, j in self.machine.ends}
 
     def events(self, t: int) -> bool:
         """The ends, extensions, arrivals and rank refreshes at ``t``; whether anything
@@ -966,13 +1025,18 @@ class _Run:
         self.passes += 1
         self.restarted = False
         m, work, policy, queue = self.machine, self.work, self.policy, self.queue
-        order = order_queue(queue, self.formula, t, work, self.queued_est, self.keys, self.rank)
-        if self.site is not None:
-            order = self.site.order(order)  # by_queue, round_robin, express queues
+        begin: Callable[[int], int] = functools.partial(self.begin, t)
+        if self.fairshare is None:
+            order: Iterable[int] = order_queue(
+                queue, self.formula, t, work, self.queued_est, self.keys, self.rank
+            )
+            if self.site is not None:
+                order = self.site.order(list(order))  # by_queue, round_robin, express queues
+        else:
+            order, begin = self._fair_order(t, begin)
         started, top = schedule_cycle(
             t, order, self.model.cycle(t, m.by_end), self.queued_est, policy.backfill_depth,
-            policy.strict_ordering, functools.partial(self.begin, t), self.hard, self.cls,
-            policy.fuzzy_window, self.epoch,
+            policy.strict_ordering, begin, self.hard, self.cls, policy.fuzzy_window, self.epoch,
         )  # fmt: skip
         reservation = self.reservation
         for j, s in top:
@@ -981,6 +1045,66 @@ class _Run:
         if started:
             gone = set(started)
             queue[:] = [j for j in queue if j not in gone]
+
+    def _fair_values(self, t: int) -> Optional[Dict[int, float]]:
+        # Each queued job's formula value, its fairshare terms from the tree (None: no
+        # formula).
+        state, formula, work, est, rank = (
+            self.fairshare,
+            self.formula,
+            self.work,
+            self.queued_est,
+            self.rank,
+        )
+        assert state is not None
+        if formula.value is None:
+            return None
+        wall, submit, procs = work.wall, work.submit, work.procs
+        full = formula.fairshare_value
+        if full is None:
+            value = formula.value
+            return {j: value(est[j], wall[j], t - submit[j], procs[j], rank[j]) for j in self.queue}
+        node, terms = state.node, state.tree.terms
+        return {
+            j: full(est[j], wall[j], t - submit[j], procs[j], rank[j], *terms(node[j]))
+            for j in self.queue
+        }
+
+    def _fair_order(
+        self, t: int, begin: Callable[[int], int]
+    ) -> Tuple[Iterable[int], Callable[[int], int]]:
+        # The queue in the order of the formula (with its fairshare terms) and, with
+        # fair_share, fairshare within equal values (fs.CycleOrder: sorted again after each
+        # job started, whose start it is told of). A job of an entity with no share never
+        # runs under fairshare_enforce_no_shares.
+        state = self.fairshare
+        assert state is not None
+        values = self._fair_values(t)
+        if not state.settings.fair_share:  # the formula, then submit order
+            if values is None:
+                return self.queue, begin
+            return sorted(self.queue, key=lambda j: (-values[j], j)), begin
+        policy = self.policy
+        tops = policy.backfill_depth if policy.strict_ordering else 0
+        queue = [j for j in self.queue if not state.never_runs(j)]
+        order = fs.CycleOrder(state, queue, values, tops)
+
+        def started(j: int) -> int:
+            order.started(j)
+            return begin(j)
+
+        return order, started
+
+
+def _fairshare_state(work: SimWorkload, policy: Policy) -> fs.State:
+    settings = policy.fairshare
+    assert settings is not None
+    site = work.site
+    entities = fs.entity_names(
+        settings.entity, work.user,
+        *((site.group, site.account, site.queue) if site is not None else ()),
+    )  # fmt: skip
+    return fs.State(settings, entities, fs.Accrual(work.procs, work.wall))
 
 
 def simulate_pbs(
@@ -1034,8 +1158,11 @@ def simulate_pbs(
             f"job {never} (in submit order, from 0) needs more than the machine has: it can "
             "never run"
         )
+    if policy.fairshare is not None and site is not None:
+        raise ValueError("fairshare with a site's queue order is not modelled")
     run = _Run(work, source, model, policy, correction, ranker, epoch, site)
-    m, queue, time_dependent = run.machine, run.queue, run.formula.time_dependent
+    m, queue, time_dependent = run.machine, run.queue, run.time_dependent
+    upkeep = run.fairshare
     period = policy.scheduler_iteration
     inf = float("inf")
     t = -1
@@ -1050,11 +1177,16 @@ def simulate_pbs(
         t = int(min(work.submit[a] if a < n else inf, t_end, t_corr, next_tick))
         last_cycle = t
         changed = run.events(t)
+        if upkeep is not None:  # at every cycle, one that starts nothing too
+            upkeep.start_cycle(t, run.running())
         if not queue:
-            continue
-        if skip_idle_cycles and (model.full() or not (changed or time_dependent)):
-            continue  # nothing can start (every job needs a processor; nothing changed)
-        run.cycle(t)
+            pass
+        elif skip_idle_cycles and (model.full() or not (changed or time_dependent)):
+            pass  # nothing can start (every job needs a processor; nothing changed)
+        else:
+            run.cycle(t)
+        if upkeep is not None:
+            upkeep.end_cycle(t, run.running())
     return SimResult(
         source=source.name,
         correction=correction,

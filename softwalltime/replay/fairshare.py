@@ -1,0 +1,457 @@
+"""PBS's fairshare, as OpenPBS 23.06's scheduler keeps and uses it (pure; issue 47).
+
+Line numbers are those of the 23.06.06 source (``src/scheduler/``);
+``tests/pbs/test_fairshare_real.py`` shows the order, the decay and a formula on the real server.
+
+- **The tree** (:class:`Tree`): a root (``TREEROOT``) whose children are the groups and
+  entities of ``resource_group`` (``name cresgrp parent shares``, parent ``root`` for the
+  root, fairshare.cpp:208-299) and the ``unknown`` group, with ``unknown_shares`` shares
+  (sched_config; 0 unless set, parse.cpp:117; fairshare.cpp:330-339). An entity the file does
+  not list joins ``unknown`` with 1 share (``find_alloc_ginfo``, fairshare.cpp:188-194). A
+  node's share of the machine is its shares over its siblings' times its parent's
+  (``calc_fair_share_perc``, fairshare.cpp:382-406): ``fairshare_perc``.
+- **Usage** (:meth:`Tree.accrue`): a node's usage starts at 1 (``FAIRSHARE_MIN_USAGE``,
+  constant.h:335, fairshare.cpp:817) and an entity's usage counts on every node of its path
+  to the root (fairshare.cpp:433-434, fifo.cpp:353-354). At each cycle the scheduler adds
+  to each job it saw running at the end of the last cycle, and still finds running, the
+  growth of ``fairshare_usage_res`` evaluated over its ``resources_used`` since then
+  (fifo.cpp:334-358; the list is made at the end of each cycle, fifo.cpp:1080-1082,
+  prev_job_info.cpp:73-89). A job that ended between two cycles is not found: its usage
+  since the last cycle is never counted.
+- **Decay** (:meth:`Tree.decay`): at a cycle, as many times as ``fairshare_decay_time``
+  has passed since the last decay (strictly more than it, fifo.cpp:368-377), every node's
+  usage is multiplied by ``fairshare_decay_factor`` and kept at least 1
+  (fairshare.cpp:451-462); the last decay time then moves to the last multiple
+  (fifo.cpp:380-386). Usage accrues before the decay of the same cycle.
+- **The order** (:meth:`Tree.compare`): with ``fair_share``, jobs sort by
+  ``job_sort_formula`` first (higher first), then by fairshare, then in submit order
+  (``cmp_sort``, sort.cpp:735-770). Fairshare compares the two entities' paths from the
+  root: at the first node where they differ, the lower ``temp_usage / tree_percentage``
+  runs first; a node with no share of the machine runs after one with a share
+  (``compare_path``, fairshare.cpp:480-512). ``temp_usage`` is the usage at the cycle's
+  start (fifo.cpp:393) plus, for each job started or made a top job in this cycle, its
+  ``fairshare_usage_res`` over its *requested* resources (``update_usage_on_run``,
+  fairshare.cpp:420-438, server_info.cpp:2861-2862, fifo.cpp:1832-1840); after each such
+  job the queue is sorted again (fifo.cpp:866-871, 2035-2038).
+- **Formula terms**: ``fairshare_perc`` (the entity's ``tree_percentage``),
+  ``fairshare_tree_usage`` (its ``usage_factor``: its usage over the root's, blended with
+  its parent's factor by its share of the group, fairshare.cpp:980-1021) and
+  ``fairshare_factor`` (``2 ** -(usage_factor / tree_percentage)``, 0 without a share),
+  job_info.cpp:4030-4033; the usage factor is computed once per cycle, before the formula
+  (fifo.cpp:394, 426), from ``usage``, not ``temp_usage``.
+- **No shares** (``fairshare_enforce_no_shares``, on unless sched_config turns it off,
+  parse.cpp:99): with ``fair_share``, a job whose entity has no share of the machine never
+  runs (job_info.cpp:514-521). With ``unknown_shares`` 0 (PBS's default) that is every
+  entity ``resource_group`` does not list.
+- **Entities** (``fairshare_entity``): ``euser``, ``egroup``, ``Account_Name``,
+  ``egroup:euser`` or ``queue`` (parse.cpp:333-342); a job without one is the entity
+  ``egroup:euser`` (job_info.cpp:1187-1200).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+
+from ..site_file import Scheduler
+
+ROOT = "TREEROOT"  # config.h:75
+UNKNOWN = "unknown"  # config.h:66
+MIN_USAGE = 1.0  # FAIRSHARE_MIN_USAGE, constant.h:335
+ENTITIES = ("euser", "egroup", "Account_Name", "egroup:euser", "queue")  # parse.cpp:333-342
+MAX_NODES = 1_000_000  # resource_group entries plus the entities met in a workload
+# The names fairshare_usage_res may read, and how a job's value of each is known here: over
+# resources_used (accrual) and over Resource_List (a job started in the cycle). A trace has
+# no CPU time: cput is taken as ncpus x elapsed (every cpu busy), and a job asks for none.
+USAGE_NAMES = ("cput", "walltime", "ncpus")
+FORMULA_NAMES = ("fairshare_perc", "fairshare_tree_usage", "fairshare_factor")
+
+Group = Tuple[str, int, str, int]  # resource_group: (name, cresgrp id, parent, shares)
+
+
+class Settings(NamedTuple):
+    """sched_config's fairshare lines, PBS's defaults (parse.cpp:77, 99, 112-120), the
+    ``resource_group`` entries, and the usage file as the simulation starts."""
+
+    fair_share: bool = True
+    """The ``fair_share`` line: the order (False: only the formula terms, which PBS keeps
+    up to date with a ``job_sort_formula`` too, fifo.cpp:321)."""
+    entity: str = "euser"
+    usage_res: str = "cput"
+    decay_time: int = 24 * 3600  # seconds, at least 1
+    decay_factor: float = 0.5
+    enforce_no_shares: bool = True
+    unknown_shares: int = 0
+    groups: Tuple[Group, ...] = ()
+    usage: Tuple[Tuple[str, float], ...] = ()
+    """Entities' usage at time 0 (``pbsfs -s``; 1 for any other)."""
+    last_decay: int = 0
+    """The usage file's last decay, in the simulation's time."""
+
+
+def from_scheduler(sched: Scheduler, unknown_shares: int = 0) -> Settings:
+    """The fairshare settings of a site file's scheduler (``unknown_shares``: sched_config's,
+    which the site file does not carry; PBS's default 0)."""
+    return Settings(
+        fair_share=sched.fair_share,
+        entity=sched.fairshare_entity,
+        usage_res=sched.fairshare_usage_res,
+        decay_time=sched.fairshare_decay_time,
+        decay_factor=sched.fairshare_decay_factor,
+        enforce_no_shares=sched.fairshare_enforce_no_shares,
+        unknown_shares=unknown_shares,
+        groups=tuple(sched.resource_group),
+    )
+
+
+def config_lines(settings: Settings) -> List[str]:
+    """The sched_config lines of ``settings`` (``resource_group`` is a file of its own)."""
+    t = settings.decay_time
+    hms = f"{t // 3600:02d}:{t // 60 % 60:02d}:{t % 60:02d}"
+    return [
+        f"fair_share: {settings.fair_share} ALL",
+        f"fairshare_entity: {settings.entity}",
+        f"fairshare_usage_res: {settings.usage_res}",
+        f"fairshare_decay_time: {hms}",
+        f"fairshare_decay_factor: {settings.decay_factor}",
+        f"fairshare_enforce_no_shares: {settings.enforce_no_shares}",
+        f"unknown_shares: {settings.unknown_shares}",
+    ]
+
+
+def check(settings: Settings) -> None:
+    """:raises ValueError: a setting PBS refuses (parse.cpp:314-342) or a bad usage_res"""
+    if settings.entity not in ENTITIES:
+        raise ValueError(f"fairshare_entity {settings.entity!r}: expected one of {ENTITIES}")
+    if not 0 < settings.decay_factor < 1:
+        raise ValueError("fairshare_decay_factor must be between 0 and 1 (parse.cpp:317)")
+    if settings.decay_time < 1:
+        raise ValueError("fairshare_decay_time must be at least 1 s")
+    if settings.unknown_shares < 0:
+        raise ValueError("unknown_shares must be >= 0")
+    usage_function(settings.usage_res)
+
+
+def usage_function(expression: str) -> Callable[[float, float, float], float]:
+    """``fairshare_usage_res`` as a function of ``(cput, walltime, ncpus)``; PBS evaluates it
+    with its formula evaluator (fairshare.cpp:431, fifo.cpp:347), 0 when it raises.
+
+    :raises ValueError: not an expression, or it reads a name other than :data:`USAGE_NAMES`
+    """
+    try:
+        code = compile(expression, "<fairshare_usage_res>", "eval")
+    except SyntaxError as err:
+        raise ValueError(f"fairshare_usage_res {expression!r}: {err.msg}") from None
+    unknown = set(code.co_names) - set(USAGE_NAMES)
+    if unknown:
+        raise ValueError(
+            f"fairshare_usage_res {expression!r}: unknown {', '.join(sorted(unknown))}"
+            f" (known: {', '.join(USAGE_NAMES)})"
+        )
+    raw = eval(f"lambda {', '.join(USAGE_NAMES)}: ({expression})", {"__builtins__": {}})
+
+    def value(cput: float, walltime: float, ncpus: float) -> float:
+        try:
+            return float(raw(cput, walltime, ncpus))
+        except ArithmeticError:
+            return 0.0
+
+    return value
+
+
+class _Node:
+    __slots__ = ("name", "shares", "parent", "children", "group_perc", "tree_perc", "usage",
+                 "temp", "factor", "path")  # fmt: skip
+
+    def __init__(self, name: str, shares: int, parent: Optional[_Node]) -> None:
+        self.name, self.shares, self.parent = name, shares, parent
+        self.children: List[_Node] = []
+        self.group_perc = self.tree_perc = self.factor = 0.0
+        self.usage = self.temp = MIN_USAGE  # fairshare.cpp:817-818
+        self.path: List[_Node] = (parent.path if parent else []) + [self]
+        if parent is not None:
+            parent.children.append(self)
+
+
+class Tree:
+    """The fairshare tree of ``settings.groups``, with usage (see the module docstring)."""
+
+    def __init__(self, settings: Settings) -> None:
+        check(settings)
+        self.settings = settings
+        self.root = _Node(ROOT, -1, None)
+        self.root.tree_perc = 1.0  # fairshare.cpp:328
+        self.nodes: Dict[str, _Node] = {ROOT: self.root}
+        self.dirty: Set[_Node] = set()  # usage or temp usage changed since start_cycle
+        self.factors_due = True
+        self.unknown = self._add(UNKNOWN, settings.unknown_shares, self.root)
+        for k, (name, _cgroup, parent, shares) in enumerate(settings.groups):
+            self._group(k, name, parent, shares)
+        self.percentages(self.root)
+
+    def _group(self, k: int, name: str, parent: str, shares: int) -> None:
+        # parse_group (fairshare.cpp:239-297) skips a line whose entity is not unique or
+        # whose parent is not yet known, and logs it; a model refuses the file instead.
+        where = f"resource_group[{k}] {name!r}"
+        if name in self.nodes:
+            raise ValueError(f"{where}: not unique (fairshare.cpp:252)")
+        up = self.nodes.get(ROOT if parent in ("root", ROOT) else parent)
+        if up is None:
+            raise ValueError(f"{where}: parent {parent!r} is not listed before it")
+        if shares < 0:
+            raise ValueError(f"{where}: shares must be >= 0")
+        self._add(name, shares, up)
+
+    def _add(self, name: str, shares: int, parent: _Node) -> _Node:
+        if len(self.nodes) >= MAX_NODES:
+            raise ValueError(f"fairshare tree: more than {MAX_NODES} entities")
+        node = self.nodes[name] = _Node(name, shares, parent)
+        return node
+
+    def percentages(self, top: _Node) -> None:
+        """``calc_fair_share_perc`` below ``top`` (fairshare.cpp:382-406)."""
+        total = sum(c.shares for c in top.children)
+        for c in top.children:
+            if total * top.tree_perc == 0:
+                c.group_perc = c.tree_perc = 0.0
+            else:
+                c.group_perc = c.shares / total
+                c.tree_perc = c.group_perc * top.tree_perc
+            self.percentages(c)
+
+    def entity(self, name: str) -> _Node:
+        """The node of entity ``name``; one not in the tree joins ``unknown`` with 1 share
+        and the shares of ``unknown``'s children are counted again (fairshare.cpp:131-139,
+        178-196)."""
+        node = self.nodes.get(name)
+        if node is None:
+            node = self._add(name, 1, self.unknown)
+            self.percentages(self.unknown)
+        return node
+
+    def set_usage(self, name: str, usage: float) -> None:
+        """Entity ``name``'s usage as the scheduler reads the usage file (``pbsfs -s``
+        writes it): the leaf's value, added to every node above it, which start at 1
+        (fairshare.cpp:738-749; an entity at 1 is not in the file, fairshare.cpp:586)."""
+        node = self.entity(name)
+        if usage < 0:
+            raise ValueError(f"usage of {name!r} must be >= 0")
+        node.usage = usage
+        for g in node.path[:-1]:
+            g.usage += usage
+        self.dirty.update(node.path)
+
+    def accrue(self, node: _Node, delta: float) -> None:
+        """Add ``delta`` of usage to ``node`` and every node above it (fifo.cpp:353-354)."""
+        for g in node.path:
+            g.usage += delta
+        self.dirty.update(node.path)
+
+    def decay(self, times: int = 1) -> None:
+        """``times`` decays of every node (fairshare.cpp:451-462): a usage kept at 1 stays
+        there, so ``times`` in one product."""
+        f = self.settings.decay_factor**times
+        for g in self.nodes.values():
+            g.usage = max(g.usage * f, MIN_USAGE)
+        self.dirty.update(self.nodes.values())
+
+    def start_cycle(self) -> None:
+        """``temp_usage`` back to ``usage`` and the usage factors (fifo.cpp:393-394). Only
+        the nodes whose usage or temp usage changed since are set again (``dirty``), and the
+        factors, which only the formula terms read, when :meth:`terms` first needs them."""
+        for g in self.dirty:
+            g.temp = g.usage
+        self.dirty = set()
+        self.factors_due = True
+
+    def _all_factors(self) -> None:
+        self.factors_due = False
+        for c in self.root.children:  # fairshare.cpp:1017-1020
+            c.factor = c.usage / self.root.usage
+            self._factors(c)
+
+    def _factors(self, top: _Node) -> None:
+        # calc_usage_factor_rec (fairshare.cpp:980-993)
+        for c in top.children:
+            u = c.usage / self.root.usage
+            c.factor = u + (top.factor - u) * c.group_perc
+            self._factors(c)
+
+    def add_temp(self, node: _Node, usage: float) -> None:
+        """A job started or made a top job: its usage on its path, for this cycle only
+        (fairshare.cpp:431-434)."""
+        for g in node.path:
+            g.temp += usage
+        self.dirty.update(node.path)
+
+    @staticmethod
+    def compare(a: _Node, b: _Node) -> int:
+        """-1 when ``a``'s jobs go first, 1 when ``b``'s, 0 a tie (fairshare.cpp:480-512)."""
+        for x, y in zip(a.path, b.path):
+            if x is y:
+                continue
+            if x.tree_perc <= 0 or y.tree_perc <= 0:
+                return (x.tree_perc <= 0) - (y.tree_perc <= 0)
+            v, w = x.temp / x.tree_perc, y.temp / y.tree_perc
+            if v != w:
+                return -1 if v < w else 1
+        return 0
+
+    def terms(self, node: _Node) -> Tuple[float, float, float]:
+        """``fairshare_perc``, ``fairshare_tree_usage`` and ``fairshare_factor`` of an entity
+        (job_info.cpp:4030-4033), after :meth:`start_cycle`."""
+        if self.factors_due:
+            self._all_factors()
+        perc, factor = node.tree_perc, node.factor
+        return perc, factor, (0.0 if perc == 0 else math.pow(2, -(factor / perc)))
+
+
+def entity_names(
+    entity: str,
+    user: Sequence[str],
+    group: Optional[Sequence[str]] = None,
+    account: Optional[Sequence[str]] = None,
+    queue: Optional[Sequence[str]] = None,
+) -> List[str]:
+    """Each job's fairshare entity; a job without one is ``egroup:euser``
+    (job_info.cpp:1187-1200).
+
+    :raises ValueError: the workload lacks the column the entity reads
+    """
+    column = {"euser": user, "egroup": group, "Account_Name": account, "queue": queue}
+    groups = group if group is not None else [""] * len(user)
+    if entity == "egroup:euser":
+        return [f"{g}:{u}" for g, u in zip(groups, user)]
+    values = column.get(entity)
+    if values is None:
+        raise ValueError(f"fairshare_entity {entity}: the workload has no such column")
+    return [v or f"{g}:{u}" for v, g, u in zip(values, groups, user)]
+
+
+class Accrual(NamedTuple):
+    """What a job's ``fairshare_usage_res`` reads: its processors and requested walltime."""
+
+    procs: Sequence[int]
+    wall: Sequence[int]
+
+    def used(self, value: Callable[[float, float, float], float], j: int, elapsed: int) -> float:
+        """Over ``resources_used`` after ``elapsed`` seconds (cput: every cpu busy)."""
+        p = self.procs[j]
+        return value(p * elapsed, elapsed, p)
+
+    def requested(self, value: Callable[[float, float, float], float], j: int) -> float:
+        """Over ``Resource_List`` (no cput requested)."""
+        return value(0, self.wall[j], self.procs[j])
+
+
+class State:
+    """The scheduler's fairshare between cycles: the tree, the last decay, and the jobs
+    running at the end of the last cycle with their usage then (``last_running``)."""
+
+    def __init__(self, settings: Settings, entities: Sequence[str], accrual: Accrual) -> None:
+        self.tree = Tree(settings)
+        self.settings = settings
+        self.value = usage_function(settings.usage_res)
+        self.accrual = accrual
+        for name, usage in settings.usage:
+            self.tree.set_usage(name, usage)
+        self.node = [self.tree.entity(e) for e in entities]
+        self.last_decay = settings.last_decay
+        self.last_running: Dict[int, float] = {}
+
+    def start_cycle(self, now: int, running: Dict[int, int]) -> None:
+        """init_scheduling_cycle's upkeep (fifo.cpp:334-394) at ``now``, with ``running``
+        (job -> start) the jobs running now: accrue the growth of those that ran at the end
+        of the last cycle, decay, then temp usage and usage factors."""
+        acc, value = self.accrual, self.value
+        for j, before in self.last_running.items():
+            if j in running:  # fifo.cpp:344: a job gone since is not found
+                delta = acc.used(value, j, now - running[j]) - before
+                self.tree.accrue(self.node[j], max(delta, 0.0))  # IF_NEG_THEN_ZERO
+        dt = self.tree.settings.decay_time
+        if now - self.last_decay > dt:
+            # fifo.cpp:368-377 decays while now - k * dt - last_decay > dt: k times
+            self.tree.decay((now - self.last_decay - 1) // dt)
+            self.last_decay = now - (now - self.last_decay) % dt  # fifo.cpp:380-386
+        self.tree.start_cycle()
+
+    def end_cycle(self, now: int, running: Dict[int, int]) -> None:
+        """``last_running`` from the jobs running at the end of the cycle, kept only with
+        ``fair_share`` (fifo.cpp:1080-1082)."""
+        if not self.settings.fair_share:
+            return
+        acc, value = self.accrual, self.value
+        self.last_running = {j: acc.used(value, j, now - s) for j, s in running.items()}
+
+    def on_run(self, j: int) -> None:
+        self.tree.add_temp(self.node[j], self.accrual.requested(self.value, j))
+
+    def never_runs(self, j: int) -> bool:
+        """``fairshare_enforce_no_shares`` and no share (job_info.cpp:514-521)."""
+        s = self.settings
+        return s.fair_share and s.enforce_no_shares and self.node[j].tree_perc == 0
+
+
+class CycleOrder:
+    """The queue of one cycle in PBS's fairshare order, sorted again after each job that
+    starts or becomes a top job (fifo.cpp:2035-2038): iterate it as the cycle considers
+    jobs; :meth:`started` is told of each job started.
+
+    ``values``: each queued job's ``job_sort_formula`` value (None: no formula). Jobs sort
+    by value (higher first), then by fairshare, then in submit order; within one value and
+    one entity the order never changes, so each step compares the entities' first jobs.
+    ``top_jobs``: how many jobs that do not start become top jobs (the cycle's
+    ``backfill_depth`` under ``strict_ordering``, else 0), whose usage counts as if run
+    (fifo.cpp:1832-1840): the first ``top_jobs`` handed out that do not start, as the
+    cycle makes them (a job that can never run is no top job, but ``simulate_pbs`` refuses
+    a workload with one).
+    """
+
+    def __init__(
+        self, state: State, queue: Sequence[int], values: Optional[Dict[int, float]], top_jobs: int
+    ) -> None:
+        self.state = state
+        self.tops_left = top_jobs
+        self.last: Optional[int] = None
+        self.last_started = False
+        by_value: Dict[float, Dict[int, Deque[int]]] = {}
+        for j in sorted(queue):  # submit order: the workload's is FCFS
+            v = 0.0 if values is None else values[j]
+            by_value.setdefault(v, {}).setdefault(id(state.node[j]), deque()).append(j)
+        self.buckets = deque(by_value[v] for v in sorted(by_value, reverse=True))
+
+    def __iter__(self) -> CycleOrder:
+        return self
+
+    def __next__(self) -> int:
+        self._settle()
+        while self.buckets and not self.buckets[0]:
+            self.buckets.popleft()
+        if not self.buckets:
+            raise StopIteration
+        bucket, node, cmp = self.buckets[0], self.state.node, self.state.tree.compare
+        best, first = -1, -1
+        for key, jobs in bucket.items():  # the entity whose first job goes first
+            j = jobs[0]
+            if best < 0 or (cmp(node[j], node[first]) or j - first) < 0:
+                best, first = key, j
+        jobs = bucket[best]
+        jobs.popleft()
+        if not jobs:
+            del bucket[best]
+        self.last, self.last_started = first, False
+        return first
+
+    def _settle(self) -> None:
+        # The job handed out last became a top job if it did not start while top jobs were
+        # still being made: its usage counts for the rest of the cycle (fifo.cpp:1832-1840).
+        if self.last is not None and not self.last_started and self.tops_left > 0:
+            self.tops_left -= 1
+            self.state.on_run(self.last)
+        self.last = None
+
+    def started(self, j: int) -> None:
+        """Job ``j`` (the one handed out last) starts (server_info.cpp:2861-2862)."""
+        self.last_started = True
+        self.state.on_run(j)
