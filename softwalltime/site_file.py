@@ -84,7 +84,8 @@ class Scheduler(NamedTuple):
     fairshare_usage_res: str = "cput"
     fairshare_decay_time: int = 24 * 3600
     fairshare_decay_factor: float = 0.5
-    fairshare_enforce_no_shares: bool = False
+    fairshare_enforce_no_shares: bool = True  # PBS's default (parse.cpp:99)
+    unknown_shares: int = 0  # the unknown group's shares (parse.cpp:117)
     resource_group: Tuple[Tuple[str, int, str, int], ...] = ()  # (name, id, parent, shares)
 
 
@@ -210,6 +211,8 @@ def _scheduler(d: Any) -> Scheduler:
     base = Scheduler()._asdict()
     for key, val in d.items():
         if key == "resources":
+            if not isinstance(val, list):
+                raise ParseError("site file: scheduler.resources must be a list of names")
             val = tuple(_text(x, "scheduler.resources") for x in val[:MAX_RESOURCES])
         elif key == "resource_group":
             if not isinstance(val, list) or len(val) > MAX_GROUPS:
@@ -219,8 +222,25 @@ def _scheduler(d: Any) -> Scheduler:
                  _text(g[2], "resource_group parent"), _int(g[3], "resource_group shares"))
                 for g in val
             )  # fmt: skip
+        else:
+            val = _scalar(val, base[key], f"scheduler.{key}")
         base[key] = val
     return Scheduler(**base)
+
+
+def _scalar(val: Any, default: Any, where: str) -> Any:
+    """``val`` if of the type of the setting's ``default`` (None: an optional string)."""
+    if isinstance(default, bool):
+        if not isinstance(val, bool):
+            raise ParseError(f"site file: {where} must be true or false")
+        return val
+    if isinstance(default, int):
+        return _int(val, where)
+    if isinstance(default, float):
+        if isinstance(val, bool) or not isinstance(val, (int, float)):
+            raise ParseError(f"site file: {where} must be a number")
+        return float(val)
+    return None if val is None else _text(val, where)
 
 
 def from_json(doc: Any) -> Site:

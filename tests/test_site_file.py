@@ -37,6 +37,8 @@ def test_a_site_reads_back_equal(tmp_path) -> None:
     p.write_text(sf.dump(_site()))
     assert sf.load(str(p)) == _site()
     assert sf.load(str(p)).ncpus == 92
+    # PBS's defaults where the file says nothing (parse.cpp:99, :117)
+    assert (sf.Scheduler().fairshare_enforce_no_shares, sf.Scheduler().unknown_shares) == (True, 0)
 
 
 @pytest.mark.parametrize(
@@ -48,6 +50,10 @@ def test_a_site_reads_back_equal(tmp_path) -> None:
         (lambda d: d["queues"][0].update(kind="weird"), "queues[0].kind"),
         (lambda d: d["scheduler"].update(nonsense=1), "unknown keys"),
         (lambda d: d.update(vnodes=[]), "vnodes must be"),
+        (lambda d: d["scheduler"].update(unknown_shares="10"), "scheduler.unknown_shares"),
+        (lambda d: d["scheduler"].update(fair_share="yes"), "scheduler.fair_share"),
+        (lambda d: d["scheduler"].update(resources="ncpus"), "scheduler.resources"),
+        (lambda d: d["scheduler"].update(fairshare_decay_factor=None), "decay_factor"),
     ],
 )
 def test_a_bad_file_is_refused_by_its_key(tmp_path, change, key) -> None:

@@ -274,6 +274,7 @@ _CONFIG_KEYS = _CONFIG_BOOLS + (
     "fairshare_decay_time",
     "fairshare_decay_factor",
     "fairshare_enforce_no_shares",
+    "unknown_shares",
     "resources",
     "opt_backfill_fuzzy",
 )
@@ -361,6 +362,10 @@ def scheduler_of(
 def _config_value(key: str, value: str, here: str) -> Any:
     if key in _CONFIG_BOOLS or key == "fairshare_enforce_no_shares":
         return _bool(value, here)
+    if key == "unknown_shares":
+        if not value.isdigit() or int(value) > 2**31 - 1:
+            raise ParseError(f"{here}: not a whole number of shares: {value!r}")
+        return int(value)
     if key == "fairshare_decay_time":
         try:
             return parse_duration(value)

@@ -90,9 +90,11 @@ class Settings(NamedTuple):
     """The usage file's last decay, in the simulation's time."""
 
 
-def from_scheduler(sched: Scheduler, unknown_shares: int = 0) -> Settings:
-    """The fairshare settings of a site file's scheduler (``unknown_shares``: sched_config's,
-    which the site file does not carry; PBS's default 0)."""
+def from_scheduler(sched: Scheduler, unknown_shares: Optional[int] = None) -> Settings:
+    """The fairshare settings of a site file's scheduler (``unknown_shares``: instead of the
+    file's, PBS's default 0)."""
+    if unknown_shares is None:
+        unknown_shares = sched.unknown_shares
     return Settings(
         fair_share=sched.fair_share,
         entity=sched.fairshare_entity,
