@@ -106,6 +106,21 @@ def wait_state(jobid: str, states: str, timeout: float = 60) -> str:
     raise PbsError(f"{jobid} still in state {state!r} after {timeout} s (wanted {states})")
 
 
+def finished_starts(jobids: list[str], timeout: float = 120) -> list[int]:
+    """The jobs' real start times (``stime``), once all have finished, relative to the
+    first to start."""
+    from softwalltime.units import qstat_time
+
+    for jobid in jobids:
+        wait_state(jobid, "F", timeout=timeout)
+    real = []
+    for jobid in jobids:
+        stime = qstat_time(job(jobid)["stime"])
+        assert stime is not None, jobid
+        real.append(stime)
+    return [r - min(real) for r in real]
+
+
 def purge(jobids: list[str], timeout: float = 60) -> None:
     """Delete jobs and their job history (``qdel -x -Wforce``), and wait until ``qstat -x``
     knows none of them: a job, even one finished in the history, keeps the resources it

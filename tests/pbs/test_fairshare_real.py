@@ -28,7 +28,6 @@ from softwalltime.replay import fairshare as fs  # noqa: E402
 from softwalltime.replay import pbsched  # noqa: E402
 from softwalltime.replay import simulate as sim  # noqa: E402
 from softwalltime.replay.sim_workload import SiteColumns  # noqa: E402
-from softwalltime.units import qstat_time  # noqa: E402
 
 SCHED_PRIV = pbsctl.PBS_HOME / "sched_priv"
 RESOURCE_GROUP = SCHED_PRIV / "resource_group"
@@ -105,14 +104,7 @@ def _run_jobs(jobs: list[str]) -> list[int]:
         options = f"-A {account} -l select=1:ncpus=2 -l walltime={WALLTIME_S}"
         jobs.append(pbsctl.qsub(options, f"sleep {RUN_S}"))
     pbsctl.qmgr("set server scheduling = True")
-    for jobid in jobs:
-        pbsctl.wait_state(jobid, "F", timeout=60)
-    real = []
-    for jobid in jobs:
-        stime = qstat_time(pbsctl.job(jobid)["stime"])
-        assert stime is not None
-        real.append(stime)
-    return [r - min(real) for r in real]
+    return pbsctl.finished_starts(jobs, timeout=60)
 
 
 def _model(settings: fs.Settings | None, formula: str = pbsched.FCFS) -> list[int]:

@@ -26,7 +26,6 @@ from softwalltime.replay import pbsched
 from softwalltime.replay import simulate as sim
 from softwalltime.replay.queues import route, vnodes_for
 from softwalltime.site_file import Queue, Scheduler, Site, Vnode
-from softwalltime.units import qstat_time
 
 NODE = pbsctl.NODE
 NODE_CPUS = 2
@@ -126,14 +125,7 @@ def submit(changes: ServerChanges, options: str, script: str, user: str = pbsctl
 
 def starts(jobs: list[str]) -> list[int]:
     """The jobs' real start times, once all have finished, relative to the first."""
-    for jobid in jobs:
-        pbsctl.wait_state(jobid, "F", timeout=120)
-    real = []
-    for jobid in jobs:
-        stime = qstat_time(pbsctl.job(jobid)["stime"])
-        assert stime is not None
-        real.append(stime)
-    return [r - min(real) for r in real]
+    return pbsctl.finished_starts(jobs)
 
 
 def pool_starts(jobs: list[tuple[str, int, int, int]]) -> list[int]:
