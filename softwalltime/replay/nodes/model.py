@@ -357,7 +357,10 @@ class NodeCycle:
         bisect.insort(self.ends, (now + d, j))
         self.end_of[j] = now + d
 
-    def reserve(self, j: int, d: int, window: int, epoch: int) -> int:
+    def reserve(self, j: int, d: int, window: int, epoch: int, after: int = 0) -> int:
+        """``after``: no earlier than then (a run limit holds the job until then,
+        :class:`.limits.SiteLimits`; PBS's ``calc_run_time`` checks the limits at each
+        event too, simulate.cpp:747-768)."""
         self.last = None
         events: List[Tuple[int, int, int, Alloc, Tuple[int, ...]]] = []
         m = self.m
@@ -367,7 +370,8 @@ class NodeCycle:
             events.append((top.start, _RUN, k, top.parts, top.held))
             events.append((top.end, _END, -1 - k, top.parts, top.held))
         events.sort()
-        times = sorted({self.now} | {e[0] for e in events if e[0] > self.now})
+        first = max(self.now, after)
+        times = sorted({first} | {e[0] for e in events if e[0] > first})
         state, done, k, last = self.state.copy(), 0, 0, len(times) - 1
         while True:
             t = times[k]
