@@ -194,22 +194,26 @@ def _flat_kind(req: Request, need: Need, hosts: Sequence[Sequence[int]], view: V
     chunk; ``tests/test_nodes.py`` checks it against the general search."""
     ok, ac, am, ag = view.ok[0], view.ac, view.am, view.ag
     left = req.chunks[0].n
-    most = {FREE: left, PACK: left, SCATTER: 1, VSCATTER: 1}[req.place.arrangement]
-    part = None
+    pack = req.place.arrangement == PACK
+    each = left if req.place.arrangement in (FREE, PACK) else 1  # at most, per host
+    c, m, g = need
+    if c and sum(ac) < c * left:
+        return None  # fewer cpus free all through on all the vnodes: a quick no
     parts: List[Tuple[int, int, int, int]] = []
     for (v,) in hosts:
         if v not in ok:
             continue
-        fits = min(
-            [most, left] + [have // want for have, want in ((ac[v], need.ncpus),
-                            (am[v], need.mem_kb), (ag[v], need.ngpus)) if want]
-        )  # fmt: skip
-        if req.place.arrangement == PACK and fits < left:
+        fits = each if each < left else left
+        if c and ac[v] < c * fits:
+            fits = ac[v] // c
+        if m and am[v] < m * fits:
+            fits = am[v] // m
+        if g and ag[v] < g * fits:
+            fits = ag[v] // g
+        if fits <= 0 or (pack and fits < left):
             continue
-        if fits > 0:
-            part = (v, need.ncpus, need.mem_kb, need.ngpus)
-            parts += [part] * fits
-            left -= fits
+        parts += [(v, c, m, g)] * fits
+        left -= fits
         if not left:
             used = list(dict.fromkeys(p[0] for p in parts))  # in host order
             held = (used if req.place.exclhost else sorted(used)) if req.place.excl else []
