@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from helpers_data import TRACES
 
 from softwalltime import cli
@@ -169,3 +170,21 @@ def test_a_run_limit_holds_a_top_job_on_the_vnodes_as_on_the_pool():
     m, order = model.build(fitted)
     got = pbsched.simulate_pbs(fitted, sim.WalltimeSource(), 3, STRICT, model=m, site=order)
     assert got.start == [0, 5, 7]
+
+
+def test_the_search_runs_every_simulation_on_the_site_model(tmp_path):
+    """``simulate --search --site``: the baseline of both halves (and every candidate) on
+    the vnodes: the 2-cpu job that no node holds waits in each half, where the pool starts
+    it at once."""
+    from softwalltime import api
+
+    day = 86400
+    jobs = [(d * day + s, w, r, c) for d in (0, 1) for s, w, r, c in NODE_JOBS]
+    trace = _alea(tmp_path / "t.swf", jobs)
+    site = sf.load(_two_nodes(tmp_path))
+    [nodes] = api.search([trace], ["users"], site=site)
+    [pool] = api.search(api.load([trace], procs=8), ["users"])
+    for half in (0, 1):
+        assert nodes.report.base[half].wait_mean_h == pytest.approx(990 / 3 / 3600)
+        assert pool.report.base[half].wait_mean_h == 0.0
+    assert all(row.first.wait_mean_h > 0 for row in nodes.report.rows)  # no sort helps here
