@@ -240,12 +240,16 @@ def test_a_bad_site_file_is_refused_with_its_key(tmp_path, capsys) -> None:
 def test_eval_start_and_wait_take_the_site(tmp_path, capsys) -> None:
     trace = str(_swf(tmp_path / "t.swf", [0] * len(JOBS)))
     site = _site_file(tmp_path, [4, 4, 4])
-    code, out, _ = _cli(capsys, "eval-start", "--first", "1", "--targets", "20", "--predictions",
-                        "3", "--samples", "2", "--json", "--site", site, trace)  # fmt: skip
+    code, out, err = _cli(capsys, "eval-start", "--first", "1", "--targets", "20",
+                          "--predictions", "3", "--samples", "2", "--json", "--site", site,
+                          trace)  # fmt: skip
     assert code == 0 and json.loads(out)["procs"] == 12
-    code, _out, err = _cli(capsys, "wait", "--ncpus", "2", "--walltime", "1:00:00",
-                           "--machine-procs", "8", "--site", site)  # fmt: skip
+    # the pool, said so: eval-start does not run the site model yet
+    assert "modelled as one pool of 12 cpus (eval-start does not run the site model yet)" in err
+    code, out, err = _cli(capsys, "wait", "--ncpus", "2", "--walltime", "1:00:00",
+                          "--machine-procs", "8", "--site", site)  # fmt: skip
     assert code != 0 and "--procs 8 and the site's 12 cpus" in err
+    assert "(wait does not run the site model yet)" in out
 
 
 @pytest.mark.slow  # the whole trace on the site model, twice (about 30 s of cpu)
