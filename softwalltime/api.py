@@ -171,10 +171,9 @@ def evaluate(
 
 
 def pool_of(site: Optional[Site], procs: Optional[int] = None) -> Optional[int]:
-    """The processors the model has: the site's cpus (all its vnodes'), else ``procs``.
-
-    Until the node and queue model lands (issue 46), a site is modelled as one pool of its
-    cpus; the commands say so.
+    """The processors of the machine: the site's cpus (all its vnodes'), else ``procs``
+    (the figures' machine size; with a site the policy simulations run on its vnodes,
+    :mod:`.replay.site_model`).
 
     :raises ConfigError: both a site and ``procs`` that differ
     """
@@ -195,19 +194,22 @@ def load(
     """Read traces for the simulations, each fitted to its machine: ``site``'s cpus, else
     ``procs`` processors, else its SWF MaxProcs header (PBS accounting logs need one). With
     a site, each job's queue and request too, where the trace has them (CERIT-SC's Alea
-    columns); a job whose request no PBS select can say is then skipped, counted by reason.
+    columns); a job whose request no PBS select can say is then skipped, counted by reason,
+    and the jobs are put on the site's model (:func:`.replay.site_model.site_run`: routed to
+    its queues, the jobs no queue takes or no node pool holds skipped, counted), which
+    :func:`policies`, :func:`search` and :func:`fit` then run on.
 
     :param max_input_bytes: at most this much of them all, decompressed (None: 1 GiB)
     :raises ConfigError: no machine size, or no job left to simulate
     :raises ParseError: a trace cannot be read
     """
     limits = InputLimits() if max_input_bytes is None else InputLimits(max_input_bytes)
-    return runs.load(paths, pool_of(site, procs), limits, site_columns=site is not None)
+    return runs.load(paths, pool_of(site, procs), limits, site is not None, site)
 
 
 def _loaded(traces: Traces, site: Optional[Site] = None) -> List[Loaded]:
     paths = [t for t in traces if isinstance(t, str)]
-    read = iter(runs.load(paths, pool_of(site), site_columns=site is not None) if paths else [])
+    read = iter(runs.load(paths, pool_of(site), None, site is not None, site) if paths else [])
     return [next(read) if isinstance(t, str) else t for t in traces]
 
 
@@ -233,9 +235,7 @@ def fit(
             else "fcfs-bf1"
         )
     opts = options or SimOptions()
-    loaded = _loaded(traces, site)
-    model = f"{site.name}'s {site.ncpus} cpus as one pool" if site is not None else ""
-    return [runs.run_fit(t, policy, opts, model) for t in loaded]
+    return [runs.run_fit(t, policy, opts) for t in _loaded(traces, site)]
 
 
 def _baseline_first(names: Sequence[str]) -> List[str]:
@@ -281,7 +281,8 @@ def simulate(
 ) -> List[Simulation]:
     """Simulate FCFS + EASY backfilling on each trace once per estimate source.
 
-    :param site: the site (:mod:`.site_file`; for now one pool of its cpus)
+    :param site: the site (:mod:`.site_file`): its cpus as one pool (EASY backfilling is
+        the literature's, on one pool; :func:`policies` and :func:`search` run the site)
     :raises ValueError: an unknown estimate source or a bad option
     """
     names, opts = _baseline_first(estimates), options or SimOptions()
@@ -305,7 +306,8 @@ def policies(
 
     :param bounds_h: the bounds of the long jobs' p95 wait and the wide jobs' longest wait,
         hours (None: the users' walltimes' under the first policy, 3 x theirs)
-    :param site: the site (:mod:`.site_file`; for now one pool of its cpus)
+    :param site: the site (:mod:`.site_file`): its vnodes, queues and limits
+        (:mod:`.replay.site_model`)
     :raises ValueError: an unknown estimate source or a bad policy
     """
     names = _baseline_first(estimates)
@@ -331,7 +333,8 @@ def search(
     Long because it is a front door: each tolerance, and the site, is a keyword of its own.
 
     :param progress: called with (done, total, phase) as the simulations end
-    :param site: the site (:mod:`.site_file`; for now one pool of its cpus)
+    :param site: the site (:mod:`.site_file`): its vnodes, queues and limits
+        (:mod:`.replay.site_model`)
     :raises ValueError: an unknown estimate source
     """
     names = _baseline_first(estimates)

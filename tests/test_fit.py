@@ -188,7 +188,8 @@ def test_current_names_the_replayed_policy_and_is_refused_alone(tmp_path, capsys
 
 
 # ---------------------------------------------------------------------------------------
-# --site on simulate, eval-start and wait: one pool of the site's cpus for now
+# --site: the site model in --policies and --search (tests/test_site_model.py); one pool of
+# the site's cpus in the plain simulate, eval-start and wait
 
 
 def _site_file(tmp_path: Path, cpus: list[int]) -> str:
@@ -202,7 +203,7 @@ def _site_file(tmp_path: Path, cpus: list[int]) -> str:
     return str(path)
 
 
-def test_simulate_models_a_site_as_one_pool_of_its_cpus_and_says_so(tmp_path, capsys) -> None:
+def test_simulate_runs_a_site_model_and_says_so(tmp_path, capsys) -> None:
     trace = str(_swf(tmp_path / "t.swf", [0] * len(JOBS)))  # MaxProcs 8
     site = _site_file(tmp_path, [4, 4, 4])  # 12 cpus
     code, out, _ = _cli(capsys, "simulate", "--policies", "fcfs-bf1", "--estimates", "users",
@@ -210,12 +211,13 @@ def test_simulate_models_a_site_as_one_pool_of_its_cpus_and_says_so(tmp_path, ca
     assert code == 0
     first, second = out.splitlines()[:2]
     assert first == (
-        "site tsite: 3 vnodes, 1 queues, modelled as one pool of 12 cpus (its nodes, queues "
-        "and limits are not modelled yet)"
+        "site tsite: 3 vnodes, 1 queues, modelled as a site model: its vnodes, chunks, queues "
+        "and limits"
     )
     # the current policy is the site's: its formula, strict_ordering, backfill_depth 2
     assert second == (
-        "fit to real starts: walltime-bf2 with the users' walltimes on tsite's 12 cpus as one pool"
+        "fit to real starts: walltime-bf2 with the users' walltimes on site model: 3 vnodes, 1 "
+        "queues (tsite, 12 cpus)"
     )
     assert "machine: 12 processors" in out
     code, _out, err = _cli(capsys, "simulate", "--procs", "8", "--site", site, trace)
@@ -223,7 +225,7 @@ def test_simulate_models_a_site_as_one_pool_of_its_cpus_and_says_so(tmp_path, ca
     code, out, err = _cli(
         capsys, "simulate", "--estimates", "users", "--json", "--site", site, trace
     )
-    assert code == 0 and "modelled as one pool of 12 cpus" in err
+    assert code == 0 and "modelled as one pool of 12 cpus (EASY backfilling" in err
     assert json.loads(out)["procs"] == 12
 
 
@@ -238,25 +240,38 @@ def test_a_bad_site_file_is_refused_with_its_key(tmp_path, capsys) -> None:
 def test_eval_start_and_wait_take_the_site(tmp_path, capsys) -> None:
     trace = str(_swf(tmp_path / "t.swf", [0] * len(JOBS)))
     site = _site_file(tmp_path, [4, 4, 4])
-    code, out, _ = _cli(capsys, "eval-start", "--first", "1", "--targets", "20", "--predictions",
-                        "3", "--samples", "2", "--json", "--site", site, trace)  # fmt: skip
+    code, out, err = _cli(capsys, "eval-start", "--first", "1", "--targets", "20",
+                          "--predictions", "3", "--samples", "2", "--json", "--site", site,
+                          trace)  # fmt: skip
     assert code == 0 and json.loads(out)["procs"] == 12
-    code, _out, err = _cli(capsys, "wait", "--ncpus", "2", "--walltime", "1:00:00",
-                           "--machine-procs", "8", "--site", site)  # fmt: skip
+    # the pool, said so: eval-start does not run the site model yet
+    assert "modelled as one pool of 12 cpus (eval-start does not run the site model yet)" in err
+    code, out, err = _cli(capsys, "wait", "--ncpus", "2", "--walltime", "1:00:00",
+                          "--machine-procs", "8", "--site", site)  # fmt: skip
     assert code != 0 and "--procs 8 and the site's 12 cpus" in err
+    assert "(wait does not run the site model yet)" in out
 
 
+@pytest.mark.slow  # the whole trace on the site model, twice (about 30 s of cpu)
 def test_cerit_with_its_site_file_is_fitted_per_queue(capsys) -> None:
+    """docs/simulate.md's CERIT-SC table: the site model's mean wait, overall and per
+    queue, against the real one."""
     trace = str(TRACES / "CERIT-SC-wagap-2013.alea.swf.gz")
     code, out, _ = _cli(capsys, "simulate", "--policies", "fcfs-bf1", "--estimates", "users",
                         "--json", "--site", str(SITES / "cerit-sc-2013.json"), trace)  # fmt: skip
     assert code == 0
-    found = json.loads(out)["fit"]
-    assert found["overall"]["jobs"] == 17778 and found["verdict"] == "poor"
-    queues = {q["name"]: q for q in found["queues"]}
+    found = json.loads(out)
+    fitted = found["fit"]
+    # 14 jobs ask for chunks no pool of their queue holds: skipped, counted
+    assert fitted["overall"]["jobs"] == 17764 and fitted["verdict"] == "poor"
+    assert fitted["model"].startswith("site model: 68 vnodes, 11 queues")
+    queues = {q["name"]: q for q in fitted["queues"]}
     assert {"q_1d", "q_2h", "q_1w", "q_2d"} <= set(queues)
     assert queues["q_2d"]["real_mean_h"] > 40 > queues["q_4h"]["real_mean_h"]  # the issue's
-    assert sum(q["jobs"] for q in found["queues"]) == 17778
+    assert sum(q["jobs"] for q in fitted["queues"]) == 17764
+    # the site model waits 2.67 h (the pool: 0.38 h), the trace 14.28 h
+    assert round(fitted["overall"]["model_mean_h"], 2) == 2.67
+    assert round(fitted["overall"]["real_mean_h"], 2) == 14.28
 
 
 def test_pbs_accounting_starts_are_the_real_ones() -> None:

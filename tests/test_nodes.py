@@ -407,6 +407,27 @@ def _complex_selspec(req: Request, hosts: list[list[int]], view: View) -> list |
     return sorted(parts)
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_many_chunks_of_one_kind_fast_path_is_the_general_search(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randint(1, 12)
+    fc = [rng.randint(0, 8) for _ in range(n)]
+    fm = [rng.randint(0, 1 << 12) for _ in range(n)]
+    ac = [min(c, rng.randint(0, 8)) for c in fc]  # the calendar's least, at most now
+    am = [min(m, rng.randint(0, 1 << 12)) for m in fm]
+    g = [0] * n
+    ok = {v for v in range(n) if rng.random() < 0.8}
+    hosts = [[v] for v in range(n)]
+    for _ in range(20):
+        mem = rng.choice(["", f":mem={rng.randint(0, 1 << 11)}kb"])
+        select = f"{rng.randint(2, 20)}:ncpus={rng.randint(0, 3)}{mem}"
+        how = rng.choice(["", "pack", "scatter", "vscatter", "free"])
+        excl = rng.choice(["", ":excl", ":exclhost"]) if how else rng.choice(["", "excl"])
+        req = parse_request(select, how + excl)
+        view = View(fc, fm, g, ac, am, g, [ok])
+        assert place(req, hosts, view, flat=True) == place(req, hosts, view, flat=False)
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_one_vnode_hosts_place_as_pbss_other_path(seed: int) -> None:
     # The model searches host by host (eval_placement's host sets); PBS, on a server whose

@@ -12,7 +12,7 @@ from ..core.config import Settings
 from ..errors import ConfigError
 from .argtypes import whole_number
 from .evaluate import add_input_size
-from .site import add_site_option, load_site
+from .site import POOL_ONLY, add_site_option, load_site
 
 DESCRIPTION = """\
 Measure start-time predictions on SWF traces or PBS accounting logs. The ground truth is
@@ -136,7 +136,7 @@ def run_eval_start(args: argparse.Namespace, settings: Settings) -> int:
         args.samples,
         args.seed,
     )
-    site = load_site(args)
+    site = load_site(args, POOL_ONLY, "eval-start does not run the site model yet")
     reports: List[Dict[str, Any]] = []
     for path in args.sources:
         found = api.start_times(

@@ -17,7 +17,7 @@ from .argtypes import backfill_fuzzy, bounded_number, name_list, whole_number
 from .calibrate import target_option
 from .evaluate import add_input_size
 from .helptext import man_only, more
-from .site import add_site_option, load_site
+from .site import POOL_ONLY, SITE_MODEL, add_site_option, load_site
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +155,11 @@ start. The verdict is poor when the model's mean wait is off by more than 2x (an
 or under 80 % of the pairs are in order, good within 1.25x and from 90 %, else fair. On a
 poor fit the recommendation's qmgr and sched_config lines are withheld (--force prints
 them), with what the model lacks. --site FILE: the site file (softwalltime site export,
-or softwalltime/data/sites/); until the node and queue model lands it is one pool of the
-site's cpus, which the command says.
+or softwalltime/data/sites/): --policies, --search and the fit then run the site model,
+its vnodes, each job's chunks (a trace without them: P processors as P chunks of one cpu),
+its queues (jobs routed by walltime, each queue's default_chunk and node pool) and run
+limits; jobs no queue takes or no node pool holds are skipped, counted. The plain EASY
+simulation stays one pool of the site's cpus; the command says which.
 
 The rank (softwalltime_rank, read by the *.rank sorts; 0 in other formulas): the mean run
 time of the user's 10 newest similar jobs (key-mean, the hook's code), computed at submit
@@ -554,7 +557,11 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         from .evaluate import check_plot_dir
 
         check_plot_dir(args.plot)  # before the simulation, not after it (was: 24 s lost)
-    site = load_site(args)
+    if args.search or args.policies:
+        site = load_site(args, SITE_MODEL)
+    else:
+        site = load_site(args, POOL_ONLY, "EASY backfilling is one pool; --policies and "
+                         "--search run the site model")  # fmt: skip
     traces = api.load(args.sources, args.procs, args.max_input_size, site=site)
     if args.search:
         return _formula_search(args, names, traces, opts, site)

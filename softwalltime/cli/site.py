@@ -70,22 +70,28 @@ def add_site_option(p: Any) -> None:
     p.add_argument(
         "--site",
         metavar="FILE",
-        help="site export's file (for now: one pool of its cpus)",
+        help="site export's file: simulate --policies and --search run on its vnodes, "
+        "queues and limits (wait, eval-start and EASY: one pool of its cpus)",
     )
 
 
-def load_site(args: argparse.Namespace) -> Any:
+SITE_MODEL = "site model"  # the policy simulations and the fit run on the vnodes
+POOL_ONLY = "pool"  # one pool of the site's cpus (EASY, wait, eval-start)
+
+
+def load_site(args: argparse.Namespace, how: str = POOL_ONLY, why: str = "") -> Any:
     """The ``--site`` file (None without it), and the line that says how it is modelled
-    (stdout, or stderr with --json).
+    (stdout, or stderr with --json): :data:`SITE_MODEL`, or :data:`POOL_ONLY` with ``why``.
 
     :raises ParseError: not a site file
     """
     if not getattr(args, "site", None):
         return None
     site = site_file.load(args.site)
-    line = (
-        f"site {site.name}: {len(site.vnodes)} vnodes, {len(site.queues)} queues, modelled as "
-        f"one pool of {site.ncpus} cpus (its nodes, queues and limits are not modelled yet)"
-    )
+    head = f"site {site.name}: {len(site.vnodes)} vnodes, {len(site.queues)} queues, "
+    if how == SITE_MODEL:
+        line = head + "modelled as a site model: its vnodes, chunks, queues and limits"
+    else:
+        line = head + f"modelled as one pool of {site.ncpus} cpus ({why})"
     print(line, file=sys.stderr if getattr(args, "json", False) else sys.stdout)
     return site

@@ -20,7 +20,7 @@ from ..errors import ConfigError, DatabaseError
 from .argtypes import backfill_fuzzy, positive_duration, whole_number
 from .evaluate import add_input_size, check_plot_dir
 from .helptext import man_only, more
-from .site import add_site_option, load_site
+from .site import POOL_ONLY, add_site_option, load_site
 
 DESCRIPTION = """\
 Replay SWF traces or PBS accounting logs through the queue-wait predictors of Kumar and
@@ -480,7 +480,8 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
     if args.site:
         from .. import api
 
-        args.machine_procs = api.pool_of(load_site(args), args.machine_procs)
+        site = load_site(args, POOL_ONLY, "wait does not run the site model yet")
+        args.machine_procs = api.pool_of(site, args.machine_procs)
     _policy(args)  # a bad --policy fails before the database is read
     snap = _snapshot(args, settings)
     policy = _policy(args, snap.fuzzy[0])

@@ -102,8 +102,9 @@ def lacks(with_site: bool) -> str:
     """What the model lacks that a site has (for the line that withholds advice)."""
     if with_site:
         return (
-            "the site's cpus as one pool: its vnodes, chunks, queues and limits are not "
-            "modelled yet, nor fairshare"
+            "the site model (its vnodes, chunks, queues and limits) without fairshare, and "
+            "without what the trace does not record: other servers' jobs on shared nodes, "
+            "outages, holds"
         )
     return (
         "one pool of cpus with one queue and no fairshare; the site's nodes and queues are "

@@ -92,14 +92,19 @@ def simulate(
     make_source: Callable[[str], EstimateSource],
     rank_refresh_s: int,
     correction: str = "pbs",
+    site: Optional[Any] = None,
 ) -> fm.Waits:
-    """One candidate (None: the baseline) on one part of a trace."""
+    """One candidate (None: the baseline) on one part of a trace; ``site``: a
+    :class:`.site_model.SiteModel` to run it on (None: the pool of ``procs``)."""
     policy = policy_of(cand, procs, rules)
     source = make_source(BASELINE if cand is None else cand.source)
     ranker = None
     if pbsched.sort_formula(policy.job_sort_formula).reads_rank:
         ranker = pbsched.Ranker(rank_refresh_s)
-    result = pbsched.simulate_pbs(work, source, procs, policy, correction, ranker=ranker)
+    model, order = site.build(work) if site is not None else (None, None)
+    result = pbsched.simulate_pbs(
+        work, source, procs, policy, correction, ranker=ranker, model=model, site=order
+    )
     return waits(work, result)
 
 

@@ -23,6 +23,7 @@ from ..core import registry
 from ..core.calibrated import DEFAULT_TARGET_UNDER_PCT
 from ..core.predict import PredictorParams
 from ..errors import ConfigError
+from ..site_file import Site
 from . import fit as fit_mod
 from . import formula as fm
 from . import formula_search, pbsched
@@ -31,6 +32,7 @@ from . import simulate as sim
 from .easy import Refresh, SimResult
 from .parallel import fork_map
 from .sim_workload import SimWorkload
+from .site_model import SiteModel, put_on_site
 from .sources import RecordedSource
 from .trace_readers import InputLimits
 
@@ -83,6 +85,20 @@ class Loaded(NamedTuple):
     path: str
     work: SimWorkload
     procs: int
+    model: Optional[SiteModel] = None
+    """The site model the policy simulations run on (None: one pool of ``procs``); then
+    ``work`` is on the site (:func:`.site_model.site_run`)."""
+
+    def machine(self, work: SimWorkload) -> Tuple[Any, Any]:
+        """``simulate_pbs``'s ``model`` and ``site`` for ``work`` (this trace's, or part of
+        it): a fresh site model, or (None, None): the pool."""
+        return self.model.build(work) if self.model is not None else (None, None)
+
+    def describe(self) -> str:
+        """What the model is (the fit's line)."""
+        if self.model is not None:
+            return self.model.describe()
+        return f"one pool of {self.procs} cpus"
 
 
 def load(
@@ -90,10 +106,12 @@ def load(
     procs: Optional[int] = None,
     limits: Any = None,
     site_columns: bool = False,
+    site: Optional[Site] = None,
 ) -> List[Loaded]:
     """Read each trace, fitted to its machine (``procs``, else its MaxProcs header); with
     ``site_columns``, each job's queue and request where the trace has them
-    (:func:`.sim_workload.read_workload`).
+    (:func:`.sim_workload.read_workload`); with ``site``, put on the site's model
+    (:func:`.site_model.site_run`: routed, its chunks, the jobs no pool holds dropped).
 
     :param limits: an :class:`~.trace_readers.InputLimits` for all of them together (they are all
         kept in memory); None: its defaults
@@ -108,9 +126,13 @@ def load(
         if machine is None:
             raise ConfigError(f"{path}: no MaxProcs header: give the machine size with --procs N")
         work = sim.fit_machine(work, machine)
+        try:
+            work, model = put_on_site(site, work)
+        except ValueError as err:
+            raise ConfigError(f"{path}: {err}") from err
         if not work.submit:
             raise ConfigError(f"{path}: no job to simulate")
-        out.append(Loaded(path, work, machine))
+        out.append(Loaded(path, work, machine, model))
     return out
 
 
@@ -259,9 +281,11 @@ def _policy_one(
         refresh = opts.rank_refresh_s
         ranker = pbsched.PerfectRanker() if perfect else pbsched.make_ranker(opts.rank_by, refresh)
     started = time.perf_counter()
+    model, order = traces[i].machine(work)
     result = pbsched.simulate_pbs(
-        work, opts.source(name), traces[i].procs, parsed, opts.correction, ranker=ranker
-    )
+        work, opts.source(name), traces[i].procs, parsed, opts.correction, ranker=ranker,
+        model=model, site=order,
+    )  # fmt: skip
     figures = srch.figures(policy, work, result, ranker.name if ranker else "")
     return figures, time.perf_counter() - started
 
@@ -302,7 +326,7 @@ def run_policies(
 # The fit to real starts
 
 
-def run_fit(trace: Loaded, policy: str, opts: SimOptions, model: str = "") -> Optional[fit_mod.Fit]:
+def run_fit(trace: Loaded, policy: str, opts: SimOptions) -> Optional[fit_mod.Fit]:
     """The site's current ``policy`` replayed with the users' walltimes (the soft walltimes
     the jobs had, where the trace records them) against the trace's real starts
     (:mod:`.fit`); None when the trace records no start.
@@ -314,10 +338,13 @@ def run_fit(trace: Loaded, policy: str, opts: SimOptions, model: str = "") -> Op
         return None
     rules = opts.rules(policy)
     source = RecordedSource() if work.recorded_soft is not None else opts.source(registry.USERS)
-    result = pbsched.simulate_pbs(work, source, trace.procs, rules, opts.correction)
+    model, order = trace.machine(work)
+    result = pbsched.simulate_pbs(
+        work, source, trace.procs, rules, opts.correction, model=model, site=order
+    )
     queue = work.site.queue if work.site is not None else None
-    model = model or f"one pool of {trace.procs} cpus"
-    fit = fit_mod.measure(rules.name, model, work.submit, work.real_start, result.start, queue)
+    name = trace.describe()
+    fit = fit_mod.measure(rules.name, name, work.submit, work.real_start, result.start, queue)
     return fit._replace(estimates=source.name)
 
 
@@ -363,6 +390,7 @@ class _Tune(NamedTuple):
     # what a formula search's workers share: each phase's candidates as they are then
     halves: List[Tuple[SimWorkload, SimWorkload]]
     procs: List[int]
+    models: List[Optional[SiteModel]]
     candidates: Tuple[fm.Candidate, ...]
     rules: pbsched.Policy
     opts: SimOptions
@@ -384,6 +412,7 @@ def _tune_one(shared: _Tune, task: Key) -> Tuple[Key, fm.Waits]:
         opts.source,
         opts.rank_refresh_s,
         opts.correction,
+        shared.models[i],
     )
     return task, waits
 
@@ -447,7 +476,8 @@ def run_search(
     rules = opts.rules(formula_search.BASELINE_POLICY)
     halves = [formula_search.halves(t.work) for t in traces]
     candidates = tuple(fm.candidates([n for n in names if n != sim.PERFECT]))
-    shared = _Tune(halves, [t.procs for t in traces], candidates, rules, opts)
+    models = [t.model for t in traces]
+    shared = _Tune(halves, [t.procs for t in traces], models, candidates, rules, opts)
     started = time.monotonic()
     got, cands = _tune_phases(shared, tol, jobs, progress)
     log.info("search: %d simulations in %.0f s", len(got), time.monotonic() - started)

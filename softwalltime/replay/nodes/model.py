@@ -116,6 +116,7 @@ class NodeModel:
         self.jobs: Dict[int, _Job] = {}
         self.names = frozenset(v.name for v in vn)
         self._reqs: Dict[Tuple[str, str], Request] = {}
+        self._kinds: Dict[Tuple[Request, Tuple[int, ...]], _Job] = {}
         self.ever: Dict[int, bool] = {}
         self.class_part: Optional[Callable[[int], Hashable]] = self._class_part
 
@@ -161,17 +162,26 @@ class NodeModel:
         return have is not None and str(want) in str(have).split(",")
 
     def job(self, j: int) -> _Job:
+        """Job ``j``'s request, hosts and eligible vnodes; one :class:`_Job` is shared by
+        the jobs of one request and pool (read only: matching a request's properties
+        against every vnode was half the site model's time on CERIT-SC)."""
         info = self.jobs.get(j)
         if info is None:
             req = self.request(j)
-            pool = list(self.filter(j))
-            ok = [{v for v in pool if all(self._matches(v, n, x) for n, x in c.other)}
-                  for c in req.chunks]  # fmt: skip
-            hosts: Dict[str, List[int]] = {}
-            for v in pool:
-                hosts.setdefault(self.site.vnodes[v].host, []).append(v)
-            info = self.jobs[j] = _Job(req, list(hosts.values()), ok)
+            pool = tuple(self.filter(j))
+            info = self._kinds.get((req, pool))
+            if info is None:
+                info = self._kinds[(req, pool)] = self._kind(req, pool)
+            self.jobs[j] = info
         return info
+
+    def _kind(self, req: Request, pool: Sequence[int]) -> _Job:
+        ok = [{v for v in pool if all(self._matches(v, n, x) for n, x in c.other)}
+              for c in req.chunks]  # fmt: skip
+        hosts: Dict[str, List[int]] = {}
+        for v in pool:
+            hosts.setdefault(self.site.vnodes[v].host, []).append(v)
+        return _Job(req, list(hosts.values()), ok)
 
     # -- MachineModel ---------------------------------------------------------------
     def can_ever_run(self, j: int) -> bool:
@@ -357,7 +367,10 @@ class NodeCycle:
         bisect.insort(self.ends, (now + d, j))
         self.end_of[j] = now + d
 
-    def reserve(self, j: int, d: int, window: int, epoch: int) -> int:
+    def reserve(self, j: int, d: int, window: int, epoch: int, after: int = 0) -> int:
+        """``after``: no earlier than then (a run limit holds the job until then,
+        :class:`.limits.SiteLimits`; PBS's ``calc_run_time`` checks the limits at each
+        event too, simulate.cpp:747-768)."""
         self.last = None
         events: List[Tuple[int, int, int, Alloc, Tuple[int, ...]]] = []
         m = self.m
@@ -367,7 +380,8 @@ class NodeCycle:
             events.append((top.start, _RUN, k, top.parts, top.held))
             events.append((top.end, _END, -1 - k, top.parts, top.held))
         events.sort()
-        times = sorted({self.now} | {e[0] for e in events if e[0] > self.now})
+        first = max(self.now, after)
+        times = sorted({first} | {e[0] for e in events if e[0] > first})
         state, done, k, last = self.state.copy(), 0, 0, len(times) - 1
         while True:
             t = times[k]

@@ -183,6 +183,44 @@ def _one_chunk(req: Request, need: Need, hosts: Sequence[Sequence[int]], view: V
     return None
 
 
+def _flat_kind(req: Request, need: Need, hosts: Sequence[Sequence[int]], view: View) -> Optional[
+        Tuple[Alloc, Tuple[int, ...]]]:  # fmt: skip
+    """:func:`place` of ``n`` chunks of one kind on hosts of one vnode each: on each host in
+    order, as many chunks as its vnode holds all through (``free``), at most one
+    (``scatter``, ``vscatter``), or all of them or none (``pack``): what the general search
+    takes there, a split over one vnode being the whole chunk or nothing
+    (node_info.cpp:2286-2540). A job of ``P`` one-cpu chunks on one-cpu nodes (the SWF
+    traces on their site files) is placed in one pass over the hosts, not one search per
+    chunk; ``tests/test_nodes.py`` checks it against the general search."""
+    ok, ac, am, ag = view.ok[0], view.ac, view.am, view.ag
+    left = req.chunks[0].n
+    pack = req.place.arrangement == PACK
+    each = left if req.place.arrangement in (FREE, PACK) else 1  # at most, per host
+    c, m, g = need
+    if c and sum(ac) < c * left:
+        return None  # fewer cpus free all through on all the vnodes: a quick no
+    parts: List[Tuple[int, int, int, int]] = []
+    for (v,) in hosts:
+        if v not in ok:
+            continue
+        fits = each if each < left else left
+        if c and ac[v] < c * fits:
+            fits = ac[v] // c
+        if m and am[v] < m * fits:
+            fits = am[v] // m
+        if g and ag[v] < g * fits:
+            fits = ag[v] // g
+        if fits <= 0 or (pack and fits < left):
+            continue
+        parts += [(v, c, m, g)] * fits
+        left -= fits
+        if not left:
+            used = list(dict.fromkeys(p[0] for p in parts))  # in host order
+            held = (used if req.place.exclhost else sorted(used)) if req.place.excl else []
+            return tuple(parts), tuple(held)
+    return None
+
+
 def place(req: Request, hosts: Sequence[Sequence[int]], view: View,
           checked: Tuple[bool, bool, bool] = (True, True, False),
           flat: Optional[bool] = None) -> Optional[
@@ -196,8 +234,10 @@ def place(req: Request, hosts: Sequence[Sequence[int]], view: View,
     needs = _needs(req, checked)
     if flat is None:
         flat = all(len(h) == 1 for h in hosts)
-    if flat and len(needs) == 1 and req.chunks[0].n == 1:
-        return _one_chunk(req, needs[0], hosts, view)
+    if flat and len(needs) == 1:
+        if req.chunks[0].n == 1:
+            return _one_chunk(req, needs[0], hosts, view)
+        return _flat_kind(req, needs[0], hosts, view)
     left = [c.n for c in req.chunks]
     search = _Search(view)
     parts: List[Tuple[int, int, int, int]] = []
