@@ -130,6 +130,11 @@ bench-pbs: $(VENV)/.installed
 bench-twin: $(VENV)/.installed
 	$(BIN)/python tests/benchmarks/bench_twin.py $(TWIN_ARGS)
 
+## bench-twin-site: a CERIT-SC 2013 segment on its scaled-down site (vnodes, routing queue, pools) against the node model (root)
+.PHONY: bench-twin-site
+bench-twin-site: $(VENV)/.installed
+	$(BIN)/python tests/benchmarks/bench_twin.py --site cerit $(TWIN_ARGS)
+
 ## bench-classes: the scheduler's cycle time with the rank on sched_config's resources: line (root)
 .PHONY: bench-classes
 bench-classes: $(VENV)/.installed

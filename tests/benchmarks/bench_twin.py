@@ -58,6 +58,7 @@ import pbsctl  # noqa: E402
 import twin  # noqa: E402
 import twin_band  # noqa: E402
 import twin_live  # noqa: E402
+import twin_site  # noqa: E402
 
 from softwalltime.replay import formula as fm  # noqa: E402
 from softwalltime.replay import pbsched  # noqa: E402
@@ -129,6 +130,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="K,...",
         help="print these jobs' (#k) starts in the band's draws",
     )
+    p.add_argument(
+        "--site",
+        choices=["cerit"],
+        help="site-shaped (issue 46): a CERIT-SC 2013 segment on its scaled-down site file"
+        " (vnodes, routing queue, Qlist pools, chunks, excl), fcfs-bf1, soft walltime perfect",
+    )
+    p.add_argument("--cpu-div", type=int, default=4, help="--site: cpus and ncpus divided by (4)")
+    p.add_argument("--node-div", type=int, default=4, help="--site: vnodes per type divided by (4)")
     p.add_argument("--dump", type=Path, help="write each replay (jobs, times) as JSON here")
     p.add_argument(
         "--from-dump",
@@ -372,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.history <= twin_live.MAX_HISTORY:
         print(f"bench-twin: --history must be 0 to {twin_live.MAX_HISTORY}", file=sys.stderr)
         return 2
+    if args.site:
+        return site_main(args, began)
     seg = load(args)
     jobs, procs, factor = seg.jobs, seg.procs, seg.factor
     print(seg.about, flush=True)
@@ -388,6 +399,81 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"\ntook {time.monotonic() - began:.0f} s")
     return 0
+
+
+SITE_POLICY = "fcfs-bf1"
+
+
+def site_main(args: argparse.Namespace, began: float) -> int:
+    """``--site cerit``: the site-shaped twin (:mod:`twin_site`)."""
+    from softwalltime import site_file as sf
+
+    work = sim.read_workload(str(twin_site.CERIT_TRACE), site_columns=True)
+    full = sf.load(str(twin_site.CERIT_SITE))
+    fcfs = pbsched.parse_policy(SITE_POLICY)
+    first, wait, span = twin_site.choose_segment(
+        work, full, args.jobs, args.candidates, args.cpu_div, args.node_div, fcfs
+    )
+    factor = args.factor or math.ceil(span / (60 * args.minutes))
+    site = twin_site.scaled_site(full, args.cpu_div, args.node_div, factor)
+    jobs, dropped = twin_site.site_jobs(
+        work, first, args.jobs, factor, args.margin, site, args.cpu_div
+    )
+    procs = sum(v.ncpus for v in site.vnodes)
+    policy = twin.policy(SITE_POLICY, procs, factor, args.fuzzy)
+    kinds = sorted({(v.ncpus) for v in site.vnodes}, reverse=True)
+    shape = ", ".join(f"{sum(v.ncpus == c for v in site.vnodes)} x {c} cpus" for c in kinds)
+    print(
+        f"{twin_site.CERIT_TRACE.name}: jobs from #{first} ({len(jobs)} kept, {dropped} the"
+        f" scaled site can never run left out); site {shape} = {procs} cpus (cpus and ncpus"
+        f" / {args.cpu_div}, vnodes / {args.node_div}); simulated mean wait (users'"
+        " walltimes, uncompressed)"
+        f" {wait / 3600:.1f} h, makespan {span / 3600:.1f} h; factor {factor:g}"
+        f" (scheduler_iteration {twin.iteration_for(factor)} s, opt_backfill_fuzzy"
+        f" {policy.backfill_fuzzy} s); runs of 1 s: {sum(j.job.run == 1 for j in jobs)};"
+        f" excl jobs {sum('excl' in j.place for j in jobs)}; multi-chunk"
+        f" {sum(j.select[0] != '1' or '+' in j.select for j in jobs)}",
+        flush=True,
+    )
+    print("queues: " + ", ".join(f"{q} {n}" for q, n in _counts(j.queue for j in jobs)))
+    plain = [j.job for j in jobs]
+    soft = twin.soft_walltimes(plain, twin.PERFECT)
+    try:
+        with pbsctl.exclusive(), twin.server(0), twin_site.configured(site, jobs):
+            started = time.monotonic()
+            run = twin_site.replay(jobs, site, policy)
+            try:
+                took = time.monotonic() - started
+                print(f"\n## {SITE_POLICY}, perfect, site-shaped ({took:.0f} s on the server)")
+                wrong = [
+                    (i, q, j.queue)
+                    for i, q, j in zip(run.ids, twin_site.queues_of(run.ids), jobs)
+                    if q != j.queue
+                ]
+                print(
+                    f"jobs in another queue than the model routed them to: {len(wrong)} {wrong[:5]}"
+                )
+
+                def simulate(drawn: list[twin.TwinJob]) -> list[int]:
+                    again = [j._replace(job=d) for j, d in zip(jobs, drawn)]
+                    return twin_site.simulate(again, run.submit, soft, site, policy, run.epoch)
+
+                compare(plain, run, soft, procs, policy, factor, args, simulate)
+                if args.dump:
+                    dump(args.dump, f"{SITE_POLICY}.site", factor, policy, plain, run)
+            finally:
+                twin.purge_all(run.ids)
+    except (pbsctl.PbsError, subprocess.TimeoutExpired, ValueError) as err:
+        print(f"bench-twin: PBS failed: {err}", file=sys.stderr)
+        return 1
+    print(f"\ntook {time.monotonic() - began:.0f} s")
+    return 0
+
+
+def _counts(items: object) -> list[tuple[str, int]]:
+    from collections import Counter
+
+    return sorted(Counter(items).items())  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

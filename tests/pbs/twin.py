@@ -27,7 +27,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -432,16 +432,23 @@ def due_batches(jobs: Sequence[TwinJob]) -> Iterator[tuple[int, list[int]]]:
         k += len(batch)
 
 
-def submit_all(jobs: Sequence[TwinJob], soft: Sequence[int | None], ids: list[str]) -> list[float]:
+def submit_all(
+    jobs: Sequence[TwinJob],
+    soft: Sequence[int | None],
+    ids: list[str],
+    line: Callable[[int], str] | None = None,
+) -> list[float]:
     """Each job at its scaled submit time (a monotonic clock from now); jobs due together
-    go in one batch. Their ids go to ``ids`` as they are known (for the caller to purge
-    whatever happens); returns their release times (epoch s, taken just before the
-    release, so that no job can start before it)."""
+    go in one batch (``line``: job k's qsub line, default :func:`qsub_line`'s). Their ids
+    go to ``ids`` as they are known (for the caller to purge whatever happens); returns
+    their release times (epoch s, taken just before the release, so that no job can start
+    before it)."""
     alice, root = Shell(pbsctl.USER), Shell()
     released: list[float] = []
     try:
         for k, batch in due_batches(jobs):
-            got = alice.lines("\n".join(qsub_line(jobs[j]) for j in batch), len(batch))
+            qsubs = [line(j) if line else qsub_line(jobs[j]) for j in batch]
+            got = alice.lines("\n".join(qsubs), len(batch))
             ids += [g for g in got if "." in g]
             if len(ids) != k + len(batch):
                 raise pbsctl.PbsError(f"qsub failed: {got}")
