@@ -29,6 +29,7 @@ SEARCH_SOURCES = "users,v3"  # --search: the baseline's and the hook's default p
 P95_TOLERANCE_PCT = 10.0  # softwalltime.replay.formula.Tolerances
 MAX_FACTOR = 2.0
 GOAL_PCT = 40.0  # softwalltime.replay.formula_search.GOAL_PCT
+MAX_FOLDS = 12  # softwalltime.replay.folds.MAX_FOLDS
 CORRECTIONS = ("pbs", "simple", "power", "walltime")  # softwalltime.replay.corrections
 BACKFILL_BY = ("estimate", "walltime")  # softwalltime.replay.pbsched.BACKFILL_BY
 CLASSES = ("pbs", "rank", "none")  # softwalltime.replay.pbsched.CLASSES
@@ -355,6 +356,20 @@ def _add_search_options(p: Any) -> None:
         metavar="X",
         help=f"formula search: longest wait tolerance (default: {MAX_FACTOR:g}x)",
     )
+    p.add_argument(
+        "--folds",
+        type=whole_number(2, MAX_FOLDS),
+        default=2,
+        metavar="K",
+        help="formula search: K folds in time, tuned on folds 1..k, checked on k+1 "
+        "(default: 2, the two halves)",
+    )
+    p.add_argument(
+        "--fold-narrow",
+        action="store_true",
+        help="formula search with --folds: each step after the first tunes only what the "
+        "previous step ran on its next fold",
+    )
 
 
 def _options(args: argparse.Namespace, settings: Settings) -> Any:
@@ -488,6 +503,8 @@ def _formula_search(
     ]
     if other:
         raise ConfigError(f"--search: not with {', '.join(other)}")
+    if args.folds != 2 or args.fold_narrow:
+        return _fold_search(args, names, traces, opts, site)
     fits, withheld = _fits(args, traces, opts, site)
     results = api.search(
         traces,
@@ -510,6 +527,36 @@ def _formula_search(
             log.info("wrote %s", r.write_plot(where))
     if args.json:
         _write_json([r.as_json() for r in results])
+    return 0
+
+
+def _fold_search(
+    args: argparse.Namespace, names: List[str], traces: List[Any], opts: Any, site: Any
+) -> int:
+    from .. import api
+
+    if args.plot or args.current:
+        raise ConfigError("--folds: not with --plot or --current")
+    try:
+        results = api.search_folds(
+            traces,
+            args.folds,
+            names,
+            options=opts,
+            p95_tolerance_pct=P95_TOLERANCE_PCT if args.p95_tolerance is None else args.p95_tolerance,
+            max_factor=MAX_FACTOR if args.max_factor is None else args.max_factor,
+            goal_pct=GOAL_PCT if args.goal is None else args.goal,
+            jobs=args.jobs,
+            progress=_progress_line(),
+            site=site,
+            narrow=args.fold_narrow,
+        )
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if args.json:
+        _write_json([r.as_json() for r in results])
+    else:
+        sys.stdout.write("".join(r.format() for r in results))
     return 0
 
 
@@ -560,6 +607,8 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         return _formula_search(args, names, traces, opts, site)
     if args.p95_tolerance is not None or args.max_factor is not None or args.goal is not None:
         raise ConfigError("--p95-tolerance, --max-factor, --goal: only with --search")
+    if args.folds != 2 or args.fold_narrow:
+        raise ConfigError("--folds, --fold-narrow: only with --search")
     if args.policies:
         return _policies(args, names, traces, opts, site)
     if args.current or args.force:

@@ -25,12 +25,13 @@ from ..core.predict import PredictorParams
 from ..errors import ConfigError
 from . import fit as fit_mod
 from . import formula as fm
+from . import folds as folds_mod
 from . import formula_search, pbsched
 from . import policies as srch
 from . import simulate as sim
 from .easy import Refresh, SimResult
 from .parallel import fork_map
-from .sim_workload import SimWorkload
+from .sim_workload import SimWorkload, take
 from .sources import RecordedSource
 from .trace_readers import InputLimits
 
@@ -464,3 +465,107 @@ def run_search(
         sizes = (len(halves[i][0].submit), len(halves[i][1].submit))
         out.append(SearchResult(trace.path, trace.procs, sizes, rep, rules, opts.rank_refresh_s))
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# The formula search across folds in time
+
+
+class FoldResult(NamedTuple):
+    """One trace's formula search across folds (``simulate --search --folds K``)."""
+
+    path: str
+    procs: int
+    report: folds_mod.FoldReport
+
+    def as_json(self) -> Dict[str, Any]:
+        return dict(folds_mod.as_json(self.report), source=self.path)
+
+    def format(self) -> str:
+        title = f"source: {self.path}   machine: {self.procs} processors"
+        return folds_mod.format_report(title, self.report)
+
+
+def _step(
+    shared: _Tune, k: int, tol: fm.Tolerances, goal_pct: float, jobs: int, progress: Optional[Progress]
+) -> folds_mod.Step:
+    # one step's search: shared holds its one (tuning folds, next fold) pair
+    got, cands = _tune_phases(shared, tol, jobs, progress)
+    procs = shared.procs[0]
+    rows = [
+        formula_search.Row(c, fm.expression(c.params, procs), got[(0, 0, j)], got.get((0, 1, j)))
+        for j, c in enumerate(cands)
+        if (0, 0, j) in got
+    ]
+    rep = formula_search.assess((got[(0, 0, -1)], got[(0, 1, -1)]), rows, tol, goal_pct)
+    pair = shared.halves[0]
+    return folds_mod.Step(k, (len(pair[0].submit), len(pair[1].submit)), rep)
+
+
+def _narrowed(step: folds_mod.Step) -> Tuple[fm.Candidate, ...]:
+    # --fold-narrow: the candidates the step ran on its next fold, at the grid's depth
+    out: List[fm.Candidate] = []
+    for r in step.report.rows:
+        c = r.candidate._replace(depth=1)
+        if r.second is not None and c not in out:
+            out.append(c)
+    return tuple(out)
+
+
+def _fold_trace(
+    trace: Loaded,
+    folds: int,
+    grid: Tuple[fm.Candidate, ...],
+    opts: SimOptions,
+    tol: fm.Tolerances,
+    goal_pct: float,
+    jobs: int,
+    narrow: bool,
+    progress: Optional[Progress],
+) -> FoldResult:
+    rules = opts.rules(formula_search.BASELINE_POLICY)
+    at = folds_mod.bounds(len(trace.work.submit), folds)
+    pairs = [
+        (take(trace.work, range(0, at[k])), take(trace.work, range(at[k], at[k + 1])))
+        for k in range(1, folds)
+    ]
+    steps: List[folds_mod.Step] = []
+    cands = grid
+    for k, pair in enumerate(pairs, start=1):
+        shared = _Tune([pair], [trace.procs], cands, rules, opts)
+        steps.append(_step(shared, k, tol, goal_pct, jobs, progress))
+        if narrow:
+            cands = _narrowed(steps[-1])
+    lack = folds_mod.missing(steps)
+    conts = tuple(folds_mod.contenders(steps))
+    shared = _Tune(pairs, [trace.procs] * len(pairs), conts, rules, opts)
+    tasks = [(k - 1, 1, conts.index(c)) for k, c in lack]
+    got = _phase(shared, tasks, jobs, "next folds", progress)
+    on_next = {(i + 1, conts[j]): w for (i, _h, j), w in got.items()}
+    rep = folds_mod.assess(folds, steps, on_next, tol, narrow)
+    return FoldResult(trace.path, trace.procs, rep)
+
+
+def run_folds(
+    traces: Sequence[Loaded],
+    names: Sequence[str],
+    opts: SimOptions,
+    folds: int,
+    tol: fm.Tolerances = TOLERANCES,
+    goal_pct: float = formula_search.GOAL_PCT,
+    jobs: int = 1,
+    progress: Optional[Progress] = None,
+    narrow: bool = False,
+) -> List[FoldResult]:
+    """Each trace's formula search across ``folds`` folds in time (:mod:`.folds`); with
+    ``narrow``, each step after the first tunes only the candidates the previous step ran on
+    its next fold.
+
+    :raises ValueError: a bad fold count, or folds too small (:func:`.folds.bounds`)
+    """
+    for t in traces:
+        folds_mod.bounds(len(t.work.submit), folds)
+    grid = tuple(fm.candidates([n for n in names if n != sim.PERFECT]))
+    return [
+        _fold_trace(t, folds, grid, opts, tol, goal_pct, jobs, narrow, progress) for t in traces
+    ]
