@@ -360,6 +360,8 @@ def search_folds(
     """:func:`search` across ``folds`` folds in time: tuned on folds 1..k, checked on fold
     k+1, and the pick that held on the most next folds (:mod:`.replay.folds`).
 
+    Long because it is a front door: :func:`search`'s keywords and the folds'.
+
     :param narrow: each step after the first tunes only what the previous step ran on its
         next fold (cheaper)
     :raises ValueError: an unknown estimate source, a bad fold count or folds too small
@@ -367,8 +369,8 @@ def search_folds(
     names = _baseline_first(estimates)
     tol = fm.Tolerances(p95_tolerance_pct, max_factor)
     opts = options or SimOptions()
-    loaded = _loaded(traces, site)
-    return runs.run_folds(loaded, names, opts, folds, tol, goal_pct, jobs, progress, narrow)
+    plan = runs.FoldPlan(folds, tol, goal_pct, narrow)
+    return runs.run_folds(_loaded(traces, site), names, opts, plan, jobs, progress)
 
 
 # ---------------------------------------------------------------------------------------

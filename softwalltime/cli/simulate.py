@@ -543,7 +543,9 @@ def _fold_search(
             args.folds,
             names,
             options=opts,
-            p95_tolerance_pct=P95_TOLERANCE_PCT if args.p95_tolerance is None else args.p95_tolerance,
+            p95_tolerance_pct=P95_TOLERANCE_PCT
+            if args.p95_tolerance is None
+            else args.p95_tolerance,
             max_factor=MAX_FACTOR if args.max_factor is None else args.max_factor,
             goal_pct=GOAL_PCT if args.goal is None else args.goal,
             jobs=args.jobs,

@@ -115,11 +115,22 @@ def standing(
         if w is None:
             raise KeyError(f"{cand.label} with {cand.source}: not run on fold {s.k + 1}")
         rows.append((s.k, w, s.report.base[1]))
-    picked = [s.k for s in steps if (pick(s) is not None and pick(s).candidate == cand)]
+    picked = [s.k for s in steps if _picked(s) == cand]
     ok = sum(held(w, b, tol) for _k, w, b in rows)
     worst = min(rows, key=lambda x: (gain_pct(x[1], x[2]), x[0]))[0]
     first = min(picked) if picked else len(steps) + 1
     return Standing(cand, picked, rows, ok, worst, sum(k < first for k, _w, _b in rows))
+
+
+def _picked(step: Step) -> Optional[fm.Candidate]:
+    row = pick(step)
+    return None if row is None else row.candidate
+
+
+def pick_held(step: Step) -> bool:
+    """Whether the step's pick held the tolerances on its next fold (False: no pick)."""
+    row, rep = pick(step), step.report
+    return row is not None and held(fs._second(row), rep.base[1], rep.tolerances)
 
 
 def _second_of(step: Step, cand: fm.Candidate) -> Optional[fm.Waits]:
@@ -189,7 +200,11 @@ def _name(c: fm.Candidate) -> str:
 
 def _step_lines(s: Step) -> List[str]:
     rep, row = s.report, pick(s)
-    head = f"step {s.k}: tuned on folds 1-{s.k} ({s.jobs[0]} jobs), checked on fold {s.k + 1} ({s.jobs[1]} jobs)"
+    tuned = "fold 1" if s.k == 1 else f"folds 1-{s.k}"
+    head = (
+        f"step {s.k}: tuned on {tuned} ({s.jobs[0]} jobs), checked on fold {s.k + 1} "
+        f"({s.jobs[1]} jobs)"
+    )
     if row is None:
         return [head, "  pick: no change (nothing better than the baseline within the tolerances)"]
     second = fs._second(row)
@@ -198,7 +213,8 @@ def _step_lines(s: Step) -> List[str]:
     goal = "met" if fs.reaches_goal(rep, row) else "missed"
     return [
         head,
-        f"  pick: {_name(row.candidate)}   next fold: {verdict}; goal -{fm._num(rep.goal_pct)} %: {goal}",
+        f"  pick: {_name(row.candidate)}   next fold: {verdict}; "
+        f"goal -{fm._num(rep.goal_pct)} %: {goal}",
         fs._waits_line("tuned", row.first, rep.base[0]),
         fs._waits_line("next fold", second, rep.base[1]),
     ]
@@ -231,10 +247,7 @@ def format_report(title: str, rep: FoldReport) -> str:
     ]
     for s in rep.steps:
         lines += _step_lines(s)
-    held_n = sum(
-        pick(s) is not None and held(fs._second(pick(s)), s.report.base[1], rep.tolerances)
-        for s in rep.steps
-    )
+    held_n = sum(pick_held(s) for s in rep.steps)
     lines += ["", f"the step's pick held on the next fold: {held_n} of {n}", ""]
     lines.append(
         "the picks on every next fold (gain: mean bsld against the baseline there; in-sample: "
@@ -261,7 +274,7 @@ def _recommended(rep: FoldReport) -> List[str]:
         f"  mean over the next folds: bsld {mean_bsld:.2f} against {mean_base:.2f} "
         f"(gain {st.mean_gain():+.1f} %)",
         f"  worst fold ({k + 1}): " + fs._waits_line("", w, b).strip(),
-        f"  baseline there:  " + fs._waits_line("", b, b).strip(),
+        "  baseline there:  " + fs._waits_line("", b, b).strip(),
         "  tolerances there: "
         + ("held" if held(w, b, rep.tolerances) else fm.gives_up(w, b, rep.tolerances)),
     ]
@@ -280,7 +293,9 @@ def as_json(rep: FoldReport) -> Dict[str, Any]:
             "tuned_on_folds": s.k,
             "jobs": list(s.jobs),
             "baseline": {"tuned": s.report.base[0]._asdict(), "next": s.report.base[1]._asdict()},
-            "pick": None if row is None else dict(cand(row.candidate), job_sort_formula=row.expression),
+            "pick": None
+            if row is None
+            else dict(cand(row.candidate), job_sort_formula=row.expression),
             "tuned": None if row is None else row.first._asdict(),
             "next": None if second is None else second._asdict(),
             "held": None if second is None else held(second, s.report.base[1], rep.tolerances),
@@ -297,7 +312,12 @@ def as_json(rep: FoldReport) -> Dict[str, Any]:
             in_sample=st.in_sample,
             gains_pct=st.gains(),
             mean_gain_pct=st.mean_gain(),
-            worst={"fold": k + 1, "gain_pct": gain_pct(w, b), "waits": w._asdict(), "baseline": b._asdict()},
+            worst={
+                "fold": k + 1,
+                "gain_pct": gain_pct(w, b),
+                "waits": w._asdict(),
+                "baseline": b._asdict(),
+            },
         )
 
     return {

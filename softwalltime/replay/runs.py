@@ -24,8 +24,8 @@ from ..core.calibrated import DEFAULT_TARGET_UNDER_PCT
 from ..core.predict import PredictorParams
 from ..errors import ConfigError
 from . import fit as fit_mod
-from . import formula as fm
 from . import folds as folds_mod
+from . import formula as fm
 from . import formula_search, pbsched
 from . import policies as srch
 from . import simulate as sim
@@ -487,7 +487,12 @@ class FoldResult(NamedTuple):
 
 
 def _step(
-    shared: _Tune, k: int, tol: fm.Tolerances, goal_pct: float, jobs: int, progress: Optional[Progress]
+    shared: _Tune,
+    k: int,
+    tol: fm.Tolerances,
+    goal_pct: float,
+    jobs: int,
+    progress: Optional[Progress],
 ) -> folds_mod.Step:
     # one step's search: shared holds its one (tuning folds, next fold) pair
     got, cands = _tune_phases(shared, tol, jobs, progress)
@@ -512,37 +517,50 @@ def _narrowed(step: folds_mod.Step) -> Tuple[fm.Candidate, ...]:
     return tuple(out)
 
 
+class FoldPlan(NamedTuple):
+    """How a search across folds runs (``simulate --search --folds K``)."""
+
+    folds: int
+    tolerances: fm.Tolerances = TOLERANCES
+    goal_pct: float = formula_search.GOAL_PCT
+    narrow: bool = False
+    """Each step after the first tunes only what the previous step ran on its next fold."""
+
+
+def _fold_pairs(trace: Loaded, folds: int) -> List[Tuple[SimWorkload, SimWorkload]]:
+    # per step k = 1..folds-1: (folds 1..k, fold k+1)
+    at = folds_mod.bounds(len(trace.work.submit), folds)
+    work = trace.work
+    return [
+        (take(work, range(0, at[k])), take(work, range(at[k], at[k + 1]))) for k in range(1, folds)
+    ]
+
+
 def _fold_trace(
     trace: Loaded,
-    folds: int,
     grid: Tuple[fm.Candidate, ...],
     opts: SimOptions,
-    tol: fm.Tolerances,
-    goal_pct: float,
+    plan: FoldPlan,
     jobs: int,
-    narrow: bool,
     progress: Optional[Progress],
 ) -> FoldResult:
     rules = opts.rules(formula_search.BASELINE_POLICY)
-    at = folds_mod.bounds(len(trace.work.submit), folds)
-    pairs = [
-        (take(trace.work, range(0, at[k])), take(trace.work, range(at[k], at[k + 1])))
-        for k in range(1, folds)
-    ]
+    tol = plan.tolerances
+    pairs = _fold_pairs(trace, plan.folds)
     steps: List[folds_mod.Step] = []
     cands = grid
     for k, pair in enumerate(pairs, start=1):
         shared = _Tune([pair], [trace.procs], cands, rules, opts)
-        steps.append(_step(shared, k, tol, goal_pct, jobs, progress))
-        if narrow:
+        steps.append(_step(shared, k, tol, plan.goal_pct, jobs, progress))
+        if plan.narrow:
             cands = _narrowed(steps[-1])
-    lack = folds_mod.missing(steps)
+    # the steps' picks on the next folds their own step did not run them on
     conts = tuple(folds_mod.contenders(steps))
     shared = _Tune(pairs, [trace.procs] * len(pairs), conts, rules, opts)
-    tasks = [(k - 1, 1, conts.index(c)) for k, c in lack]
+    tasks = [(k - 1, 1, conts.index(c)) for k, c in folds_mod.missing(steps)]
     got = _phase(shared, tasks, jobs, "next folds", progress)
     on_next = {(i + 1, conts[j]): w for (i, _h, j), w in got.items()}
-    rep = folds_mod.assess(folds, steps, on_next, tol, narrow)
+    rep = folds_mod.assess(plan.folds, steps, on_next, tol, plan.narrow)
     return FoldResult(trace.path, trace.procs, rep)
 
 
@@ -550,22 +568,15 @@ def run_folds(
     traces: Sequence[Loaded],
     names: Sequence[str],
     opts: SimOptions,
-    folds: int,
-    tol: fm.Tolerances = TOLERANCES,
-    goal_pct: float = formula_search.GOAL_PCT,
+    plan: FoldPlan,
     jobs: int = 1,
     progress: Optional[Progress] = None,
-    narrow: bool = False,
 ) -> List[FoldResult]:
-    """Each trace's formula search across ``folds`` folds in time (:mod:`.folds`); with
-    ``narrow``, each step after the first tunes only the candidates the previous step ran on
-    its next fold.
+    """Each trace's formula search across ``plan.folds`` folds in time (:mod:`.folds`).
 
     :raises ValueError: a bad fold count, or folds too small (:func:`.folds.bounds`)
     """
     for t in traces:
-        folds_mod.bounds(len(t.work.submit), folds)
+        folds_mod.bounds(len(t.work.submit), plan.folds)
     grid = tuple(fm.candidates([n for n in names if n != sim.PERFECT]))
-    return [
-        _fold_trace(t, folds, grid, opts, tol, goal_pct, jobs, narrow, progress) for t in traces
-    ]
+    return [_fold_trace(t, grid, opts, plan, jobs, progress) for t in traces]
