@@ -126,6 +126,7 @@ def test_on_folds_that_repeat_the_first_the_first_pick_holds_on_every_next_fold(
     text = res.format()
     assert f"recommended across the folds: {row.candidate.label} with users, held on 2 of 2" in text
     assert f"worst (fold 2) {gain:+.1f} %" in text
+    assert "  fold 2 (worst): held\n" in text and "  fold 3: held\n" in text
     obj = res.as_json()
     assert obj["folds"] == 3 and len(obj["steps"]) == 2
     assert obj["steps"][0]["held"] is True

@@ -143,6 +143,14 @@ PCT is the gain to check for: mean bsld PCT % under the baseline's on the second
 within the tolerances; the output says whether the recommendation reaches it, and which
 points of the front do.
 
+Folds in time (--search --folds K, default 2: the halves above): the trace is cut into K
+folds by job count; step k (1..K-1) is the search above tuned on folds 1..k and checked on
+fold k+1. The output gives each step's pick, whether it held the tolerances and the goal
+on the next fold, each pick's figures on every next fold, and the pick to recommend: the
+one that held on the most next folds (ties: the best worst-fold gain), its worst fold's
+figures beside its mean. --fold-narrow: each step after the first tunes only what the
+previous step ran on its next fold (its front and best; cheaper on large traces).
+
 Fit to real starts (--policies, --search): when the trace records when its jobs really
 started (SWF field 3, the wait; PBS accounting's start), the site's current policy
 (--current POLICY; default: the --site file's job_sort_formula, backfill_depth and

@@ -267,17 +267,21 @@ def _recommended(rep: FoldReport) -> List[str]:
     row = next(r for s in rep.steps for r in s.report.rows if r.candidate == st.candidate)
     mean_bsld = sum(x.bsld for _k, x, _b in st.next_folds) / len(st.next_folds)
     mean_base = sum(x.bsld for _k, _x, x in st.next_folds) / len(st.next_folds)
-    return [
+    lines = [
         f"recommended across the folds: {_name(st.candidate)}, held on {st.held_n} of "
         f"{len(rep.steps)} next folds",
         f"  job_sort_formula: {row.expression}",
         f"  mean over the next folds: bsld {mean_bsld:.2f} against {mean_base:.2f} "
-        f"(gain {st.mean_gain():+.1f} %)",
-        f"  worst fold ({k + 1}): " + fs._waits_line("", w, b).strip(),
-        "  baseline there:  " + fs._waits_line("", b, b).strip(),
-        "  tolerances there: "
-        + ("held" if held(w, b, rep.tolerances) else fm.gives_up(w, b, rep.tolerances)),
+        f"(gain {st.mean_gain():+.1f} %); worst fold ({k + 1}): {w.bsld:.2f} against "
+        f"{b.bsld:.2f} (gain {gain_pct(w, b):+.1f} %)",
     ]
+    for j, x, y in st.next_folds:
+        verdict = "held" if held(x, y, rep.tolerances) else fm.gives_up(x, y, rep.tolerances)
+        mark = " (worst)" if j == k else ""
+        lines.append(f"  fold {j + 1}{mark}: {verdict}")
+        lines.append(fs._waits_line("    it", x, y))
+        lines.append(fs._waits_line("    baseline", y, y))
+    return lines
 
 
 def as_json(rep: FoldReport) -> Dict[str, Any]:
