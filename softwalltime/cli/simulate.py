@@ -235,7 +235,7 @@ def register(sub: Any) -> None:
         "--rank-refresh",
         type=whole_number(0),
         metavar="S",
-        help=f"policy search: rank queued jobs again every S s (default: {RANK_REFRESH_S})",
+        help=f"policy search: rank again every S s (default: {RANK_REFRESH_S})",
     )
     p.add_argument(
         "--rank-by",
@@ -278,7 +278,7 @@ def register(sub: Any) -> None:
         "--classes",
         choices=CLASSES,
         metavar="KEY",
-        help="policy search: equivalence classes: %(choices)s (default: pbs)",
+        help="policy search: classes %(choices)s (default: pbs)",
     )
     p.add_argument(
         "--backfill-depth",
@@ -369,14 +369,12 @@ def _add_search_options(p: Any) -> None:
         type=whole_number(2, MAX_FOLDS),
         default=2,
         metavar="K",
-        help="formula search: K folds in time, tuned on folds 1..k, checked on k+1 "
-        "(default: 2, the two halves)",
+        help="formula search: K folds in time (default 2: halves)",
     )
     p.add_argument(
         "--fold-narrow",
         action="store_true",
-        help="formula search with --folds: each step after the first tunes only what the "
-        "previous step ran on its next fold",
+        help="formula search: a fold tunes what the last checked",
     )
 
 
