@@ -71,6 +71,14 @@ def test_the_pick_that_held_on_most_next_folds_wins_then_the_worst_fold() -> Non
     assert by[b].worst_gain() == pytest.approx(50.0) and by[b].in_sample == 1
     assert by[c].in_sample == 2 and by[c].picked_at == [3]
     assert rep.standings[rep.best].candidate == c
+    # none held on any next fold: no change
+    never = [st._replace(held_n=0) for st in rep.standings]
+    assert folds.choose(never) is None
+    text = folds.format_report("t", rep._replace(standings=never, best=None))
+    assert (
+        "recommended across the folds: no change (no pick held the tolerances on any next fold)"
+        in text
+    )
     # a step with no pick adds no contender; without any, no recommendation
     none = _step(1, None, [fs.Row(a, "", _waits(5.0), _waits(7.0))], base)
     assert folds.assess(2, [none], {}, fm.Tolerances()).best is None

@@ -154,8 +154,9 @@ def missing(steps: Sequence[Step]) -> List[Tuple[int, fm.Candidate]]:
 
 def choose(standings: Sequence[Standing]) -> Optional[int]:
     """The index of the contender to recommend: held on the most next folds, then the best
-    worst-fold gain, then the best mean gain (None: no contender)."""
-    if not standings:
+    worst-fold gain, then the best mean gain (None: no contender held on any next fold:
+    change nothing, as the halves' search does when nothing holds on the first half)."""
+    if not any(st.held_n for st in standings):
         return None
     order = sorted(
         range(len(standings)),
@@ -261,7 +262,12 @@ def format_report(title: str, rep: FoldReport) -> str:
 
 def _recommended(rep: FoldReport) -> List[str]:
     if rep.best is None:
-        return ["recommended across the folds: no change (no step picked a formula)"]
+        why = (
+            "no pick held the tolerances on any next fold"
+            if rep.standings
+            else "no step picked a formula"
+        )
+        return [f"recommended across the folds: no change ({why})"]
     st = rep.standings[rep.best]
     k, w, b = st.worst_figures()
     row = next(r for s in rep.steps for r in s.report.rows if r.candidate == st.candidate)
