@@ -141,6 +141,7 @@ def test_on_folds_that_repeat_the_first_the_first_pick_holds_on_every_next_fold(
     best = obj["contenders"][obj["recommended"]]
     assert best["label"] == row.candidate.label and best["held"] == 2 and best["of"] == 2
     assert best["worst"]["gain_pct"] == pytest.approx(gain)
+    assert [(f["fold"], f["held"]) for f in best["next_folds"]] == [(2, True), (3, True)]
 
 
 def test_narrowed_steps_tune_only_what_the_previous_step_checked(tmp_path: Path) -> None:

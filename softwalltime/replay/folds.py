@@ -322,6 +322,10 @@ def as_json(rep: FoldReport) -> Dict[str, Any]:
             in_sample=st.in_sample,
             gains_pct=st.gains(),
             mean_gain_pct=st.mean_gain(),
+            next_folds=[
+                {"fold": j + 1, "held": held(x, y, rep.tolerances), "waits": x._asdict()}
+                for j, x, y in st.next_folds
+            ],
             worst={
                 "fold": k + 1,
                 "gain_pct": gain_pct(w, b),
