@@ -42,6 +42,7 @@ from .replay import simulate as sim
 from .replay.fit import Fit, site_policy
 from .replay.runs import (
     EasyOutcome,
+    FoldResult,
     Loaded,
     PolicyResult,
     Progress,
@@ -61,6 +62,7 @@ __all__ = [
     "Loaded",
     "Prediction",
     "PolicyResult",
+    "FoldResult",
     "SearchResult",
     "SimOptions",
     "Simulation",
@@ -72,6 +74,7 @@ __all__ = [
     "policies",
     "predict",
     "search",
+    "search_folds",
     "simulate",
     "start_times",
     "StartOptions",
@@ -341,6 +344,36 @@ def search(
     tol = fm.Tolerances(p95_tolerance_pct, max_factor)
     opts = options or SimOptions()
     return runs.run_search(_loaded(traces, site), names, opts, tol, goal_pct, jobs, progress)
+
+
+def search_folds(
+    traces: Traces,
+    folds: int,
+    estimates: Sequence[str] = SEARCH_ESTIMATES,
+    *,
+    options: Optional[SimOptions] = None,
+    p95_tolerance_pct: float = runs.TOLERANCES.p95_pct,
+    max_factor: float = runs.TOLERANCES.max_factor,
+    goal_pct: float = formula_search.GOAL_PCT,
+    jobs: int = 1,
+    progress: Optional[Progress] = None,
+    site: Optional[Site] = None,
+    narrow: bool = False,
+) -> List[FoldResult]:
+    """:func:`search` across ``folds`` folds in time: tuned on folds 1..k, checked on fold
+    k+1, and the pick that held on the most next folds (:mod:`.replay.folds`).
+
+    Long because it is a front door: :func:`search`'s keywords and the folds'.
+
+    :param narrow: each step after the first tunes only what the previous step ran on its
+        next fold (cheaper)
+    :raises ValueError: an unknown estimate source, a bad fold count or folds too small
+    """
+    names = _baseline_first(estimates)
+    tol = fm.Tolerances(p95_tolerance_pct, max_factor)
+    opts = options or SimOptions()
+    plan = runs.FoldPlan(folds, tol, goal_pct, narrow)
+    return runs.run_folds(_loaded(traces, site), names, opts, plan, jobs, progress)
 
 
 # ---------------------------------------------------------------------------------------

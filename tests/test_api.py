@@ -131,13 +131,14 @@ def test_the_clis_copies_are_the_librarys() -> None:
     """cli/simulate.py spells out the library's values it needs for its options (building
     the parser imports no simulator): each copy is checked here."""
     from softwalltime.cli import simulate as cmd
-    from softwalltime.replay import corrections, pbsched, runs, sources
+    from softwalltime.replay import corrections, folds, pbsched, runs, sources
 
     assert cmd.SOURCES == sources.SOURCE_NAMES
     assert cmd.DEFAULT_SOURCES == ",".join(api.DEFAULT_ESTIMATES)
     assert cmd.SEARCH_SOURCES == ",".join(api.SEARCH_ESTIMATES)
     assert (cmd.P95_TOLERANCE_PCT, cmd.MAX_FACTOR) == runs.TOLERANCES
     assert cmd.GOAL_PCT == formula_search.GOAL_PCT
+    assert cmd.MAX_FOLDS == folds.MAX_FOLDS
     assert cmd.CORRECTIONS == corrections.CORRECTIONS
     assert cmd.BACKFILL_BY == pbsched.BACKFILL_BY
     assert cmd.CLASSES == pbsched.CLASSES

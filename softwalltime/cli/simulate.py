@@ -29,6 +29,7 @@ SEARCH_SOURCES = "users,v3"  # --search: the baseline's and the hook's default p
 P95_TOLERANCE_PCT = 10.0  # softwalltime.replay.formula.Tolerances
 MAX_FACTOR = 2.0
 GOAL_PCT = 40.0  # softwalltime.replay.formula_search.GOAL_PCT
+MAX_FOLDS = 12  # softwalltime.replay.folds.MAX_FOLDS
 CORRECTIONS = ("pbs", "simple", "power", "walltime")  # softwalltime.replay.corrections
 BACKFILL_BY = ("estimate", "walltime")  # softwalltime.replay.pbsched.BACKFILL_BY
 CLASSES = ("pbs", "rank", "none")  # softwalltime.replay.pbsched.CLASSES
@@ -142,6 +143,14 @@ PCT is the gain to check for: mean bsld PCT % under the baseline's on the second
 within the tolerances; the output says whether the recommendation reaches it, and which
 points of the front do.
 
+Folds in time (--search --folds K, default 2: the halves above): the trace is cut into K
+folds by job count; step k (1..K-1) is the search above tuned on folds 1..k and checked on
+fold k+1. The output gives each step's pick, whether it held the tolerances and the goal
+on the next fold, each pick's figures on every next fold, and the pick to recommend: the
+one that held on the most next folds (ties: the best worst-fold gain), its worst fold's
+figures beside its mean. --fold-narrow: each step after the first tunes only what the
+previous step ran on its next fold (its front and best; cheaper on large traces).
+
 Fit to real starts (--policies, --search): when the trace records when its jobs really
 started (SWF field 3, the wait; PBS accounting's start), the site's current policy
 (--current POLICY; default: the --site file's job_sort_formula, backfill_depth and
@@ -215,8 +224,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--target-under-pct",
         metavar="PCT|v3",
-        help="estimates calibrated and learned: the target under-estimate %% or v3 (default:"
-        " the setting target_under_pct)",
+        help="calibrated, learned: target under-estimate %% or v3 (default: the setting)",
     )
     p.add_argument("--procs", type=whole_number(1), metavar="N", help="processors of the machine")
     p.add_argument(
@@ -229,7 +237,7 @@ def register(sub: Any) -> None:
         "--rank-refresh",
         type=whole_number(0),
         metavar="S",
-        help=f"policy search: rank queued jobs again every S s (default: {RANK_REFRESH_S})",
+        help=f"policy search: rank again every S s (default: {RANK_REFRESH_S})",
     )
     p.add_argument(
         "--rank-by",
@@ -272,7 +280,7 @@ def register(sub: Any) -> None:
         "--classes",
         choices=CLASSES,
         metavar="KEY",
-        help="policy search: equivalence classes: %(choices)s (default: pbs)",
+        help="policy search: classes %(choices)s (default: pbs)",
     )
     p.add_argument(
         "--backfill-depth",
@@ -310,7 +318,7 @@ def register(sub: Any) -> None:
         help="refresh threshold, minutes (default: %(default)s)",
     )
     add_input_size(p)
-    add_site_option(p)
+    add_site_option(p, "--policies and --search run on its vnodes, queues, limits")
     p.add_argument(
         "--current",
         metavar="POLICY",
@@ -357,6 +365,18 @@ def _add_search_options(p: Any) -> None:
         type=bounded_number(1, 100),
         metavar="X",
         help=f"formula search: longest wait tolerance (default: {MAX_FACTOR:g}x)",
+    )
+    p.add_argument(
+        "--folds",
+        type=whole_number(2, MAX_FOLDS),
+        default=2,
+        metavar="K",
+        help="formula search: K folds in time (default 2: halves)",
+    )
+    p.add_argument(
+        "--fold-narrow",
+        action="store_true",
+        help="formula search: a fold tunes what the last checked",
     )
 
 
@@ -491,6 +511,8 @@ def _formula_search(
     ]
     if other:
         raise ConfigError(f"--search: not with {', '.join(other)}")
+    if args.folds != 2 or args.fold_narrow:
+        return _fold_search(args, names, traces, opts, site)
     fits, withheld = _fits(args, traces, opts, site)
     results = api.search(
         traces,
@@ -513,6 +535,38 @@ def _formula_search(
             log.info("wrote %s", r.write_plot(where))
     if args.json:
         _write_json([r.as_json() for r in results])
+    return 0
+
+
+def _fold_search(
+    args: argparse.Namespace, names: List[str], traces: List[Any], opts: Any, site: Any
+) -> int:
+    from .. import api
+
+    if args.plot or args.current:
+        raise ConfigError("--folds: not with --plot or --current")
+    try:
+        results = api.search_folds(
+            traces,
+            args.folds,
+            names,
+            options=opts,
+            p95_tolerance_pct=P95_TOLERANCE_PCT
+            if args.p95_tolerance is None
+            else args.p95_tolerance,
+            max_factor=MAX_FACTOR if args.max_factor is None else args.max_factor,
+            goal_pct=GOAL_PCT if args.goal is None else args.goal,
+            jobs=args.jobs,
+            progress=_progress_line(),
+            site=site,
+            narrow=args.fold_narrow,
+        )
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if args.json:
+        _write_json([r.as_json() for r in results])
+    else:
+        sys.stdout.write("".join(r.format() for r in results))
     return 0
 
 
@@ -567,6 +621,8 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         return _formula_search(args, names, traces, opts, site)
     if args.p95_tolerance is not None or args.max_factor is not None or args.goal is not None:
         raise ConfigError("--p95-tolerance, --max-factor, --goal: only with --search")
+    if args.folds != 2 or args.fold_narrow:
+        raise ConfigError("--folds, --fold-narrow: only with --search")
     if args.policies:
         return _policies(args, names, traces, opts, site)
     if args.current or args.force:

@@ -65,14 +65,9 @@ def run_export(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def add_site_option(p: Any) -> None:
-    """``--site FILE`` (simulate, wait, eval-start)."""
-    p.add_argument(
-        "--site",
-        metavar="FILE",
-        help="site export's file: simulate --policies and --search run on its vnodes, "
-        "queues and limits (wait, eval-start and EASY: one pool of its cpus)",
-    )
+def add_site_option(p: Any, what: str = "one pool of its cpus") -> None:
+    """``--site FILE`` (simulate, wait, eval-start); ``what``: what runs on it here."""
+    p.add_argument("--site", metavar="FILE", help=f"site export's file: {what}")
 
 
 SITE_MODEL = "site model"  # the policy simulations and the fit run on the vnodes

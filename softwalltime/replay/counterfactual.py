@@ -25,26 +25,13 @@ from . import pbsched
 from .evaluate import CLASSES, runtime_class
 from .sim_workload import SimWorkload
 from .simulate import BSLD_BOUND_S, _pct
-from .sources import EstimateSource
+from .sources import RecordedSource
 
 MIN_JOBS = 50  # fewer scored jobs: figures too noisy to compare (the section says so)
 P95_TOLERANCE_PCT = 10.0  # a class's p95 wait may rise this much over the counterfactual's
 LONGEST_FACTOR = 2.0  # the longest wait may be at most this multiple of the counterfactual's
 NOISE_S = 600  # differences of waits up to ten minutes never break a tolerance
 ALL = "all jobs"
-
-
-class RecordedSource(EstimateSource):
-    """The soft walltime each job had (its walltime when it had none): the history's own."""
-
-    name = "recorded"
-
-    def __init__(self, soft: Sequence[int]) -> None:
-        self.soft = soft
-
-    def on_submit(self, j: int, now: int) -> int:
-        s = self.soft[j]
-        return s if 0 < s <= self.work.wall[j] else self.work.wall[j]
 
 
 def policy_of(settings: Mapping[str, Optional[str]]) -> pbsched.Policy:
@@ -104,6 +91,7 @@ def period_of(jobs: Jobs, procs_total: int) -> Tuple[Period, int]:
     work = SimWorkload(
         source="history", user=pick(jobs.user), submit=pick(jobs.arrival), run=pick(jobs.run),
         wall=pick(jobs.wall), procs=pick(jobs.ncpus), machine_procs=procs_total, skipped={},
+        real_start=pick(jobs.start), recorded_soft=pick(jobs.soft),
     )  # fmt: skip
     first = sum(1 for k in keep if k < jobs.first)
     period = Period(work, pick(jobs.soft), pick(jobs.start), pick(jobs.queue), first, procs_total)
@@ -115,7 +103,7 @@ def replay(period: Period, policy: pbsched.Policy) -> List[int]:
     formula = pbsched.sort_formula(policy.job_sort_formula)
     ranker = pbsched.make_ranker(hook_rank.DEFAULT) if formula.reads_rank else None
     result = pbsched.simulate_pbs(
-        period.work, RecordedSource(period.soft), period.procs_total, policy, ranker=ranker
+        period.work, RecordedSource(), period.procs_total, policy, ranker=ranker
     )
     return result.start
 

@@ -25,13 +25,14 @@ from ..core.predict import PredictorParams
 from ..errors import ConfigError
 from ..site_file import Site
 from . import fit as fit_mod
+from . import folds as folds_mod
 from . import formula as fm
 from . import formula_search, pbsched
 from . import policies as srch
 from . import simulate as sim
 from .easy import Refresh, SimResult
 from .parallel import fork_map
-from .sim_workload import SimWorkload
+from .sim_workload import SimWorkload, take
 from .site_model import SiteModel, put_on_site
 from .sources import RecordedSource
 from .trace_readers import InputLimits
@@ -494,3 +495,120 @@ def run_search(
         sizes = (len(halves[i][0].submit), len(halves[i][1].submit))
         out.append(SearchResult(trace.path, trace.procs, sizes, rep, rules, opts.rank_refresh_s))
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# The formula search across folds in time
+
+
+class FoldResult(NamedTuple):
+    """One trace's formula search across folds (``simulate --search --folds K``)."""
+
+    path: str
+    procs: int
+    report: folds_mod.FoldReport
+
+    def as_json(self) -> Dict[str, Any]:
+        return dict(folds_mod.as_json(self.report), source=self.path)
+
+    def format(self) -> str:
+        title = f"source: {self.path}   machine: {self.procs} processors"
+        return folds_mod.format_report(title, self.report)
+
+
+def _step(
+    shared: _Tune,
+    k: int,
+    tol: fm.Tolerances,
+    goal_pct: float,
+    jobs: int,
+    progress: Optional[Progress],
+) -> folds_mod.Step:
+    # one step's search: shared holds its one (tuning folds, next fold) pair
+    got, cands = _tune_phases(shared, tol, jobs, progress)
+    procs = shared.procs[0]
+    rows = [
+        formula_search.Row(c, fm.expression(c.params, procs), got[(0, 0, j)], got.get((0, 1, j)))
+        for j, c in enumerate(cands)
+        if (0, 0, j) in got
+    ]
+    rep = formula_search.assess((got[(0, 0, -1)], got[(0, 1, -1)]), rows, tol, goal_pct)
+    pair = shared.halves[0]
+    return folds_mod.Step(k, (len(pair[0].submit), len(pair[1].submit)), rep)
+
+
+def _narrowed(step: folds_mod.Step) -> Tuple[fm.Candidate, ...]:
+    # --fold-narrow: the candidates the step ran on its next fold, at the grid's depth
+    out: List[fm.Candidate] = []
+    for r in step.report.rows:
+        c = r.candidate._replace(depth=1)
+        if r.second is not None and c not in out:
+            out.append(c)
+    return tuple(out)
+
+
+class FoldPlan(NamedTuple):
+    """How a search across folds runs (``simulate --search --folds K``)."""
+
+    folds: int
+    tolerances: fm.Tolerances = TOLERANCES
+    goal_pct: float = formula_search.GOAL_PCT
+    narrow: bool = False
+    """Each step after the first tunes only what the previous step ran on its next fold."""
+
+
+def _fold_pairs(trace: Loaded, folds: int) -> List[Tuple[SimWorkload, SimWorkload]]:
+    # per step k = 1..folds-1: (folds 1..k, fold k+1)
+    at = folds_mod.bounds(len(trace.work.submit), folds)
+    work = trace.work
+    return [
+        (take(work, range(0, at[k])), take(work, range(at[k], at[k + 1]))) for k in range(1, folds)
+    ]
+
+
+def _fold_trace(
+    trace: Loaded,
+    grid: Tuple[fm.Candidate, ...],
+    opts: SimOptions,
+    plan: FoldPlan,
+    jobs: int,
+    progress: Optional[Progress],
+) -> FoldResult:
+    rules = opts.rules(formula_search.BASELINE_POLICY)
+    tol = plan.tolerances
+    pairs = _fold_pairs(trace, plan.folds)
+    steps: List[folds_mod.Step] = []
+    cands = grid
+    for k, pair in enumerate(pairs, start=1):
+        shared = _Tune([pair], [trace.procs], [trace.model], cands, rules, opts)
+        steps.append(_step(shared, k, tol, plan.goal_pct, jobs, progress))
+        if plan.narrow:
+            cands = _narrowed(steps[-1])
+    # the steps' picks on the next folds their own step did not run them on
+    conts = tuple(folds_mod.contenders(steps))
+    shared = _Tune(
+        pairs, [trace.procs] * len(pairs), [trace.model] * len(pairs), conts, rules, opts
+    )
+    tasks = [(k - 1, 1, conts.index(c)) for k, c in folds_mod.missing(steps)]
+    got = _phase(shared, tasks, jobs, "next folds", progress)
+    on_next = {(i + 1, conts[j]): w for (i, _h, j), w in got.items()}
+    rep = folds_mod.assess(plan.folds, steps, on_next, tol, plan.narrow)
+    return FoldResult(trace.path, trace.procs, rep)
+
+
+def run_folds(
+    traces: Sequence[Loaded],
+    names: Sequence[str],
+    opts: SimOptions,
+    plan: FoldPlan,
+    jobs: int = 1,
+    progress: Optional[Progress] = None,
+) -> List[FoldResult]:
+    """Each trace's formula search across ``plan.folds`` folds in time (:mod:`.folds`).
+
+    :raises ValueError: a bad fold count, or folds too small (:func:`.folds.bounds`)
+    """
+    for t in traces:
+        folds_mod.bounds(len(t.work.submit), plan.folds)
+    grid = tuple(fm.candidates([n for n in names if n != sim.PERFECT]))
+    return [_fold_trace(t, grid, opts, plan, jobs, progress) for t in traces]
