@@ -19,6 +19,14 @@ sched_config, the formula, backfill_depth, scheduling, eligible_time_enable,
 scheduler_iteration and job history are restored and the jobs purged, whatever happens.
 Exits non-zero if PBS fails.
 
+``--pbs-estimates`` (:mod:`twin_start`, issue 47; the sources users and perfect) reads, at
+each batch's release and every 5 minutes compressed, PBS's own ``estimated.start_time`` of
+each queued job and the product's ``wait`` P50 and P90 computed from the same ``qstat``,
+scores both against the real starts (within 1 min, 10 min, 1 h compressed; all jobs and
+those that waited >= 10 min; the P90's coverage) and prints what the configuration cost the
+scheduler (its CPU and cycles). PBS estimates every queued job only with ``backfill_depth``
+over the queue: ``--policies fcfs-bf300``.
+
 ``--sources live`` (:mod:`twin_live`) runs the product as at a site instead: each trace
 user of the segment becomes a Unix user ``swtw<uid>`` (at most 300; those created are
 deleted afterwards), a throwaway PostgreSQL is migrated with ``softwalltime db upgrade``,

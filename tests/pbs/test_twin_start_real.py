@@ -38,9 +38,12 @@ def four_cpus(pbs_server: None) -> Iterator[None]:
 def replay(depth: int) -> tuple[ts.Recorder, twin.Replay]:
     policy = twin.policy(f"fcfs-bf{depth}", PROCS, 1.0)
     rec = ts.Recorder(PROCS, policy, 1.0)
-    with ts.polling(rec):
+    cost: list[ts.SchedCost] = []
+    with ts.sched_cost(cost), ts.polling(rec):
         run = twin.replay(JOBS, twin.USERS, PROCS, policy, before_release=rec.look)
     twin.purge_all(run.ids)
+    print(f"backfill_depth {depth}: {cost[0]}")  # what it cost the scheduler (pytest -s)
+    assert cost[0].cycles > 0, "the scheduler's log shows its cycles"
     return rec, run
 
 
