@@ -19,6 +19,14 @@ sched_config, the formula, backfill_depth, scheduling, eligible_time_enable,
 scheduler_iteration and job history are restored and the jobs purged, whatever happens.
 Exits non-zero if PBS fails.
 
+``--pbs-estimates`` (:mod:`twin_start`, issue 47; the sources users and perfect) reads, at
+each batch's release and every 5 minutes compressed, PBS's own ``estimated.start_time`` of
+each queued job and the product's ``wait`` P50 and P90 computed from the same ``qstat``,
+scores both against the real starts (within 1 min, 10 min, 1 h compressed; all jobs and
+those that waited >= 10 min; the P90's coverage) and prints what the configuration cost the
+scheduler (its CPU and cycles). PBS estimates every queued job only with ``backfill_depth``
+over the queue: ``--policies fcfs-bf300``.
+
 ``--sources live`` (:mod:`twin_live`) runs the product as at a site instead: each trace
 user of the segment becomes a Unix user ``swtw<uid>`` (at most 300; those created are
 deleted afterwards), a throwaway PostgreSQL is migrated with ``softwalltime db upgrade``,
@@ -59,6 +67,7 @@ import twin  # noqa: E402
 import twin_band  # noqa: E402
 import twin_live  # noqa: E402
 import twin_site  # noqa: E402
+import twin_start  # noqa: E402
 
 from softwalltime.replay import formula as fm  # noqa: E402
 from softwalltime.replay import pbsched  # noqa: E402
@@ -138,6 +147,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--cpu-div", type=int, default=4, help="--site: cpus and ncpus divided by (4)")
     p.add_argument("--node-div", type=int, default=4, help="--site: vnodes per type divided by (4)")
+    p.add_argument(
+        "--pbs-estimates",
+        action="store_true",
+        help="users/perfect: at each release and every 5 min (compressed) read PBS's"
+        " estimated.start_time and the product's wait P50/P90 from qstat, score both on the"
+        " real starts and say what the policy cost the scheduler (tests/pbs/twin_start.py;"
+        " PBS estimates every queued job with fcfs-bfN, N >= the jobs)",
+    )
     p.add_argument("--dump", type=Path, help="write each replay (jobs, times) as JSON here")
     p.add_argument(
         "--from-dump",
@@ -192,7 +209,13 @@ def one(
 ) -> None:
     policy = twin.policy(name, procs, factor, args.fuzzy)
     started = time.monotonic()
-    run = twin.replay(jobs, source, procs, policy)
+    if args.pbs_estimates:
+        rec = twin_start.Recorder(procs, policy, max(1.0, twin_start.REFRESH_S / factor))
+        cost: list[twin_start.SchedCost] = []
+        with twin_start.sched_cost(cost), twin_start.polling(rec):
+            run = twin.replay(jobs, source, procs, policy, before_release=rec.look)
+    else:
+        run = twin.replay(jobs, source, procs, policy)
     try:
         took = time.monotonic() - started
         over = sum(r - j.run for r, j in zip(run.runs, jobs)) / len(jobs)
@@ -211,8 +234,37 @@ def one(
         print(twin.start_report(fig), flush=True)
         if args.dump:
             dump(args.dump, f"{name}.{source}", factor, policy, jobs, run)
+        if args.pbs_estimates:
+            if args.dump:
+                args.dump.mkdir(parents=True, exist_ok=True)
+                looks = {"samples": rec.samples, "look_s": rec.look_s, "cost": cost[0]}
+                (args.dump / f"{name}.{source}.looks.json").write_text(json.dumps(looks))
+            print_estimates(rec, cost[0], run, factor)
     finally:
         twin.purge_all(run.ids)
+
+
+def print_estimates(
+    rec: twin_start.Recorder, cost: twin_start.SchedCost, run: twin.Replay, factor: float
+) -> None:
+    """PBS's estimated.start_time against the product's wait, at release and refreshes."""
+    release = {i: run.epoch + s for i, s in zip(run.ids, run.submit)}
+    start = {i: run.epoch + s for i, s in zip(run.ids, run.real)}
+    looks = rec.look_s
+    print(
+        f"### PBS's estimated.start_time against wait's P50 and P90, live from qstat"
+        f" ({len(looks)} looks, every {rec.interval:g} s and at each release; a look took"
+        f" {1000 * sum(looks) / len(looks):.0f} ms mean, {1000 * max(looks):.0f} ms max)"
+    )
+    print(
+        f"scheduler: {cost.cycles} cycles, {cost.cpu_s:.2f} s CPU"
+        f" ({1000 * cost.cpu_s / max(1, cost.cycles):.1f} ms a cycle), longest cycle"
+        f" {cost.longest_s} s (log resolution 1 s)"
+    )
+    rows = twin_start.at_release(rec.samples, release, start)
+    print(twin_start.report(twin_start.figures(rows, factor), "at the release"))
+    rows = twin_start.at_refresh(rec.samples, release, start)
+    print(twin_start.report(twin_start.figures(rows, factor), "at each later look"), flush=True)
 
 
 def dump(

@@ -437,12 +437,14 @@ def submit_all(
     soft: Sequence[int | None],
     ids: list[str],
     line: Callable[[int], str] | None = None,
+    before_release: Callable[[list[str]], None] | None = None,
 ) -> list[float]:
     """Each job at its scaled submit time (a monotonic clock from now); jobs due together
     go in one batch (``line``: job k's qsub line, default :func:`qsub_line`'s). Their ids
     go to ``ids`` as they are known (for the caller to purge whatever happens); returns
     their release times (epoch s, taken just before the release, so that no job can start
-    before it)."""
+    before it). ``before_release(batch ids)`` runs after the qalters, just before the
+    release (:mod:`twin_start` looks at the server)."""
     alice, root = Shell(pbsctl.USER), Shell()
     released: list[float] = []
     try:
@@ -454,6 +456,8 @@ def submit_all(
                 raise pbsctl.PbsError(f"qsub failed: {got}")
             if root.lines(alter_script(got, [soft[j] for j in batch]), 1) != ["OK"]:
                 raise pbsctl.PbsError(f"qalter failed for {got}")
+            if before_release is not None:
+                before_release(got)
             at = time.time()  # after the qalters: a batch's take seconds
             if root.lines(release_script(got), 1) != ["OK"]:
                 raise pbsctl.PbsError(f"qrls failed for {got}")
@@ -625,24 +629,34 @@ def measured_runs(
 
 
 def replay(
-    jobs: Sequence[TwinJob], source: str, procs: int, policy: pbsched.Policy, soft_margin: int = 0
+    jobs: Sequence[TwinJob],
+    source: str,
+    procs: int,
+    policy: pbsched.Policy,
+    soft_margin: int = 0,
+    before_release: Callable[[list[str]], None] | None = None,
 ) -> Replay:
     """Run ``jobs`` on the server (inside :func:`server`) under ``policy`` with ``source``'s
     soft walltimes, and simulate them with the real release times. The jobs stay (for the
     caller to purge with :func:`purge_all`)."""
     apply_policy(policy)
-    return run_jobs(jobs, source, procs, policy, soft_margin)
+    return run_jobs(jobs, source, procs, policy, soft_margin, before_release)
 
 
 def run_jobs(
-    jobs: Sequence[TwinJob], source: str, procs: int, policy: pbsched.Policy, soft_margin: int = 0
+    jobs: Sequence[TwinJob],
+    source: str,
+    procs: int,
+    policy: pbsched.Policy,
+    soft_margin: int = 0,
+    before_release: Callable[[list[str]], None] | None = None,
 ) -> Replay:
     """:func:`replay` under the policy the server has now (``policy``: what the simulation
     runs, which the caller says is the server's)."""
     soft = soft_walltimes(jobs, source, soft_margin)
     ids: list[str] = []
     try:
-        submit_all(jobs, soft, ids)
+        submit_all(jobs, soft, ids, before_release)
         planned = sum(j.run for j in jobs) + max(j.submit for j in jobs)
         eligible, starts, ends = real_times(ids, timeout=planned + 120)
         t0 = min(eligible)
