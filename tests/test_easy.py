@@ -128,6 +128,29 @@ def test_pass_with_two_reservations_protects_both() -> None:
     assert easy.shadow == 100
 
 
+def test_a_job_ending_before_the_later_reservation_passes() -> None:
+    # Issue 46, as PBS checks a job (simulate_resmin, simulate.cpp:1800-1802): the free
+    # processors over its own run only. T1 (the whole machine) is reserved at B's end, 20;
+    # T2 (3) at A's end, 6, with 1 processor beside it until 9. C (1, ends at 12) takes
+    # it: T1's 0 at 20 is after C's end. E (2) then waits; before issue 46 E started and
+    # C was refused (T2's extra was the least free from 6 on, T1's 0 included).
+    rows = [
+        ("a", 0, 6, 6, 2),  # A: runs 0..6
+        ("b", 0, 20, 20, 1),  # B: runs 0..20
+        ("t", 1, 3, 3, 5),  # T1: reserved at 20
+        ("u", 1, 3, 3, 3),  # T2: reserved at 6
+        ("c", 1, 12, 12, 1),  # C: beside T2, gone before T1
+        ("e", 1, 5, 5, 2),  # E: 1 processor left after C
+    ]
+    easy = Easy(sim.make_workload("two", rows), sim.make_source(sim.PERFECT), 5, backfill_depth=2)
+    easy.step()
+    assert easy.step() == 1
+    assert easy.start[2:] == [-1, -1, 1, -1]
+    assert easy.reservation[2:4] == [20, 6]
+    assert easy.queue == [2, 3, 5]
+    assert easy.shadow == 20
+
+
 # ---------------------------------------------------------------------------------------
 # Easy on real states: stepping through KTH-SP2
 

@@ -286,15 +286,13 @@ def test_one_vnode_site_simulates_as_the_pool(seed: int, policy: str) -> None:
         assert nodes.reservation == pool.reservation
 
 
-def test_two_top_jobs_a_job_ending_before_the_later_one_passes_unlike_the_pool() -> None:
+def test_two_top_jobs_a_job_ending_before_the_later_one_passes_as_on_the_pool() -> None:
     # 17 cpus: A (8) runs until 100, B (8) until 300, 1 cpu free. T1 (17 cpus) is reserved
     # at 300, T2 (8 cpus, 10 s) at 100. C (1 cpu) ends at 200: free beside T2 at 100, and
     # gone before T1. PBS checks a job against the calendar's starts before its end only
     # (node_info.cpp:3463-3465 here; simulate_resmin's te->event_time < end,
-    # simulate.cpp:1802, for the pool's resources), so C starts. The pool's reservation
-    # keeps the least free from T2's start on, T1's 0 included, and refuses C: at
-    # backfill_depth >= 2 the pool is the stricter (test_one_vnode_site_simulates_as_the_pool
-    # runs depth 1).
+    # simulate.cpp:1802, for the pool's resources), so C starts on both models; D (1 cpu)
+    # ends at 301, past T1's start with no cpu beside it: refused on both.
     specs = [("1:ncpus=8", ""), ("1:ncpus=8", ""), ("1:ncpus=17", ""), ("1:ncpus=8", ""),
              ("1:ncpus=1", "")]  # fmt: skip
     w = work(specs)
@@ -307,8 +305,8 @@ def test_two_top_jobs_a_job_ending_before_the_later_one_passes_unlike_the_pool()
             assert c.check(j, 0, end) == OK
             c.start(j, 0, end, end)
         assert (c.reserve(2, 10, 0, 0), c.reserve(3, 10, 0, 0)) == (300, 100)
-        results.append(c.check(4, 0, 200))
-    assert results == [OK, NO_RESOURCES]
+        results.append((c.check(4, 0, 200), c.check(4, 0, 301)))
+    assert results == [(OK, NO_RESOURCES), (OK, NO_RESOURCES)]
 
 
 @pytest.mark.parametrize("seed", range(20))

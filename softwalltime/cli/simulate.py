@@ -72,8 +72,9 @@ The model:
   scanned in order: a job that fits now starts if now + its estimate <= shadow, or else if
   it needs no more than extra processors (which it then uses up). A queued job's estimate is
   its submit-time prediction. --backfill-depth K > 1 gives the first K jobs that cannot
-  start a reservation each, protected the same way; --sjbf scans backfill candidates
-  shortest estimate first.
+  start a reservation each, and a job starts if the processors free until its estimated
+  end, with those reservations, never fall below its own (as PBS, simulate.cpp:1800-1802);
+  --sjbf scans backfill candidates shortest estimate first.
 - Event order at equal times: job ends (learnt by the predictors in FCFS order), then
   estimate corrections (and refreshes), then arrivals, then one scheduling pass.
 - A running job that outlives its estimate is corrected (--correction): pbs (the estimate

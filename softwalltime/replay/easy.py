@@ -34,6 +34,7 @@ from .sim_workload import SimWorkload
 from .sources import EstimateSource
 
 _INF = float("inf")
+_NO_TOP = 1 << 62  # no top job yet: every end is before its start
 
 
 class Refresh(NamedTuple):
@@ -734,7 +735,8 @@ class Easy:
 
     def pass_depth(self, t: int) -> None:
         """Backfilling with up to ``backfill_depth`` reservations on the availability
-        profile."""
+        profile: a job starts if the free processors over its run stay >= its own
+        (:meth:`_passes`)."""
         q = self.queue
         procs = self.procs
         est = self.est
@@ -745,24 +747,28 @@ class Easy:
             self.shadow = -1.0
             return
         profile = Profile(t, self.free, [(e, procs[r]) for e, r in self.running_ends()])
-        resv: List[List[int]] = []  # [shadow, extra]
+        top = [_NO_TOP, 0]  # the earliest top job's start; at most the least free from it on
+        shadow = -1  # the first top job's start
         order = list(q)
         rest: List[int] = []
         started: Set[int] = set()
+        tops = 0
         for idx, j in enumerate(order):
-            if len(resv) >= self.backfill_depth:
+            if tops >= self.backfill_depth:
                 rest = order[idx:]
                 break
             p = procs[j]
             d = est[j]
-            if self._passes(t, p, d, resv):
-                profile.occupy(t, max(d, 1), p)
-                self.start_job(j, t)
+            if self._passes(t, p, d, profile, top):
+                self._take(j, t, profile, top)
                 started.add(j)
                 continue
             s = profile.earliest(p, max(d, 1))
             profile.occupy(s, max(d, 1), p)
-            resv.append([s, profile.least_from(s)])
+            top[0] = min(top[0], s)
+            top[1] = profile.least_from(top[0])
+            tops += 1
+            shadow = s if shadow < 0 else shadow
             if self.reservation[j] < 0:
                 self.reservation[j] = s
         if self.sjbf:
@@ -770,23 +776,30 @@ class Easy:
         for j in rest:
             if self.free == 0:
                 break
-            if self._passes(t, procs[j], est[j], resv):
-                self.start_job(j, t)
+            if self._passes(t, procs[j], est[j], profile, top):
+                self._take(j, t, profile, top)
                 started.add(j)
         if started:
             q[:] = [j for j in q if j not in started]
-        self.shadow = float(resv[0][0]) if resv else -1.0
+        self.shadow = float(shadow)
 
-    def _passes(self, t: int, p: int, d: int, resv: List[List[int]]) -> bool:
-        """Whether a job of ``p`` processors and estimate ``d`` may start at ``t`` without
-        delaying a reservation ([shadow, extra]); if so, each reservation it runs past
-        loses its processors from extra."""
-        if p > self.free or not all(t + d <= s or p <= x for s, x in resv):
+    def _passes(self, t: int, p: int, d: int, profile: Profile, top: List[int]) -> bool:
+        """Whether a job of ``p`` processors and estimate ``d`` may start at ``t``: the free
+        processors over ``[t, t + d)`` stay >= ``p`` on the profile with the reservations
+        made so far, as PBS's ``simulate_resmin`` (simulate.cpp:1800-1802); the profile is
+        looked at only past the earliest top job's start ``top[0]`` and when the bound
+        ``top[1]`` does not already answer."""
+        if p > self.free:
             return False
-        for rv in resv:
-            if t + d > rv[0]:
-                rv[1] -= p
-        return True
+        return t + d <= top[0] or p <= top[1] or profile.holds(top[0], t + d, p)
+
+    def _take(self, j: int, t: int, profile: Profile, top: List[int]) -> None:
+        p = self.procs[j]
+        d = max(self.est[j], 1)
+        profile.occupy(t, d, p)
+        if t + d > top[0]:
+            top[1] -= p
+        self.start_job(j, t)
 
     # -----------------------------------------------------------------------------------
     # Depth 1: when the next correction can change a decision

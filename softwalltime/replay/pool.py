@@ -3,27 +3,37 @@ scheduler core (:func:`.pbsched.schedule_cycle`) began with, and the default of
 :func:`.pbsched.simulate_pbs` and :mod:`softwalltime.wait.starttime`.
 
 A job needs ``procs[j]`` processors anywhere in the pool. A cycle's calendar is a
-:class:`.profile.Profile` of the processors free from each estimated end on; a top job's
-reservation is ``[start, extra]``: a later job may run past ``start`` only on the ``extra``
-processors left beside the top job (the least free from ``start`` on once it is placed),
-and takes them from ``extra``. This is the test PBS makes of a job against the calendar
-(check.cpp:921-1000, ``simulate_resmin`` of the processors free until the job's end),
-for a machine whose only resource is a count of processors.
+:class:`.profile.Profile` of the processors free from each estimated end on, with the jobs
+started and the top jobs reserved so far in the cycle. A job may start now if the free
+processors over ``[now, end)`` never fall below its own: the test PBS makes of a job
+against the calendar (check.cpp:921-1000, ``simulate_resmin`` of the resources free over the
+events before the job's end, simulate.cpp:1800-1802), for a machine whose only resource is
+a count of processors. Only the part from the first top job's start on needs a look (the
+free count only rises before it), and ``floor``, a lower bound of the least free from there
+on, spares even that for a job it leaves room for.
+
+Two profiles: top jobs' starts are searched on ``profile``, where a job started in the cycle
+runs for the estimate it starts with; jobs are checked on ``calendar`` (a copy taken at the
+first reservation), where it runs until the end it was checked with (``end``, as the
+scheduler's own view of the job in its cycle has it). The two differ only where a job
+starts with another estimate than it was queued with.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Hashable, List, Optional, Sequence, Tuple
+from typing import Callable, Hashable, Optional, Sequence, Tuple
 
 from .machine import NEVER, NO_RESOURCES, OK
 from .profile import Profile
+
+NO_TOP = 1 << 62  # no top job yet: every end is before its start
 
 
 class PoolCycle:
     """One cycle on the pool (a :class:`.machine.CycleResources`): the free processors, the
     calendar and the reservations made so far."""
 
-    __slots__ = ("model", "procs", "total", "free", "profile", "resv")
+    __slots__ = ("model", "procs", "total", "free", "profile", "calendar", "first", "floor")
 
     def __init__(self, model: PoolModel, now: int, ends: Sequence[Tuple[int, int]]) -> None:
         self.model = model
@@ -31,23 +41,26 @@ class PoolCycle:
         self.total = model.total
         self.free = model.free
         self.profile = Profile(now, model.free, [(e, procs[j]) for e, j in ends])
-        self.resv: List[List[int]] = []  # [start, extra] of each top job, in order
+        self.calendar: Optional[Profile] = None  # the checks' profile, from the first top job
+        self.first = NO_TOP  # the earliest top job's start so far
+        self.floor = 0  # at most the least free from ``first`` on
 
     def check(self, j: int, now: int, end: int) -> int:
         p = self.procs[j]
         if p > self.free:
             return NEVER if p > self.total else NO_RESOURCES
-        for s, x in self.resv:  # ends by the top job's start, or fits beside it
-            if end > s and p > x:
-                return NO_RESOURCES
-        return OK
+        if end <= self.first or p <= self.floor:
+            return OK
+        assert self.calendar is not None  # first is a top job's start
+        return OK if self.calendar.holds(self.first, end, p) else NO_RESOURCES
 
     def start(self, j: int, now: int, end: int, d: int) -> None:
         p = self.procs[j]
-        for rv in self.resv:
-            if end > rv[0]:
-                rv[1] -= p
         self.profile.occupy(now, d, p)
+        if self.calendar is not None:
+            self.calendar.occupy(now, end - now, p)
+            if end > self.first:
+                self.floor -= p
         self.free -= p
         self.model.free -= p
 
@@ -58,7 +71,12 @@ class PoolCycle:
         profile = self.profile
         s = profile.earliest(p, d, window, epoch, after)
         profile.occupy(s, d, p)
-        self.resv.append([s, profile.least_from(s)])
+        if self.calendar is None:
+            self.calendar = profile.copy()
+        else:
+            self.calendar.occupy(s, d, p)
+        self.first = min(self.first, s)
+        self.floor = self.calendar.least_from(self.first)
         return s
 
     def full(self) -> bool:

@@ -21,6 +21,12 @@ class Profile:
                 self.times.append(e)
                 self.frees.append(self.frees[-1] + p)
 
+    def copy(self) -> Profile:
+        other = Profile(self.times[0], 0, [])
+        other.times = list(self.times)
+        other.frees = list(self.frees)
+        return other
+
     def _point(self, x: int) -> int:
         k = bisect.bisect_left(self.times, x)
         if k == len(self.times) or self.times[k] != x:
@@ -82,3 +88,15 @@ class Profile:
 
     def least_from(self, s: int) -> int:
         return min(self.frees[bisect.bisect_left(self.times, s) :])
+
+    def holds(self, s: int, end: int, p: int) -> bool:
+        """Whether ``p`` processors stay free over ``[s, end)`` (``s`` a breakpoint or
+        before the first): PBS's test of a job against the calendar, the least free over
+        the events before its end (``simulate_resmin``, simulate.cpp:1800-1802)."""
+        times, frees = self.times, self.frees
+        k = max(bisect.bisect_right(times, s) - 1, 0)
+        while k < len(times) and times[k] < end:
+            if frees[k] < p:
+                return False
+            k += 1
+        return True

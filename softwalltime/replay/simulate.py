@@ -22,8 +22,10 @@ The model (also in ``softwalltime simulate --help`` and the README):
   needs no more than *extra* processors (which it then uses up). A queued job's estimate is
   its submit-time prediction. ``backfill_depth`` K > 1 gives the first K jobs that cannot
   start a reservation each (computed on the availability profile, earlier reservations
-  included), each protected the same way (extra = the least number of processors free from
-  the shadow time on). ``sjbf`` scans backfill candidates shortest estimate first.
+  included), and a job starts if the processors free from now to its estimated end, with
+  those reservations, never fall below its own (PBS's ``simulate_resmin`` over the events
+  before the job's end, simulate.cpp:1800-1802). ``sjbf`` scans backfill candidates
+  shortest estimate first.
 - **Event order** at equal times: job ends (reported to the estimate source in FCFS
   order: a source that learns from ends, like ``calibrated``, may depend on it), then
   estimate corrections (and refreshes), then arrivals, then one scheduling pass.

@@ -11,6 +11,7 @@ later on the server (equal simulated starts may come in either order).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -356,14 +357,14 @@ FUZZY_JOBS = [R1, R2, R3, (3, 3, 3, 600), (1, 3, 14, 600)]
 HUGE_WINDOW_S = 10**9
 
 
-@pytest.fixture()
-def four_cpus(strict_ordering: None) -> Iterator[None]:
-    """The node with FUZZY_CPUS cpus, and opt_backfill_fuzzy, both restored afterwards."""
+@contextlib.contextmanager
+def _node_cpus(cpus: int) -> Iterator[None]:
+    """The node with ``cpus`` cpus, and opt_backfill_fuzzy, both restored afterwards."""
     out = pbsctl.qmgr(f"list node {twin.NODE} resources_available.ncpus").stdout
     ncpus = pbsctl._attribute(out, "resources_available.ncpus")
     fuzzy = pbsctl.sched_attribute("opt_backfill_fuzzy")
     try:
-        pbsctl.qmgr(f"set node {twin.NODE} resources_available.ncpus = {FUZZY_CPUS}")
+        pbsctl.qmgr(f"set node {twin.NODE} resources_available.ncpus = {cpus}")
         yield
     finally:
         if ncpus is None:
@@ -374,6 +375,13 @@ def four_cpus(strict_ordering: None) -> Iterator[None]:
             pbsctl.qmgr("unset sched opt_backfill_fuzzy", check=False)
         else:
             pbsctl.qmgr(f"set sched opt_backfill_fuzzy = {fuzzy}", check=False)
+
+
+@pytest.fixture()
+def four_cpus(strict_ordering: None) -> Iterator[None]:
+    """The node with FUZZY_CPUS cpus, and opt_backfill_fuzzy, both restored afterwards."""
+    with _node_cpus(FUZZY_CPUS):
+        yield
 
 
 def _fuzzy_model(fuzzy: int | None, epoch: int = 0) -> list[int]:
@@ -443,3 +451,51 @@ def test_real_backfill_depth_reserves_that_many_top_jobs(
     assert not _wrong_order(expected, real), f"depth {depth}: simulated {expected}, real {real}"
     other = _depth_model(2 if depth == 1 else 1)
     assert _wrong_order(other, real), f"depth {depth}: {other} fits the real {real} as well"
+
+
+# Two top jobs, the later-reserved one first (issue 46): a job may start if the free cpus
+# over its own run never fall below its own (simulate_resmin over the calendar's events
+# before its end, simulate.cpp:1800-1802; check.cpp:921-1000). On 5 cpus A (2 cpus, 6 s)
+# and B (1 cpu, 20 s) run, 2 free. T1 (5 cpus) is reserved at B's end, 20 s; T2 (3 cpus)
+# at A's end, 6 s, 1 cpu beside it until 9 s. C (1 cpu, 12 s) takes that cpu and is gone
+# before T1: it starts at once, and E (2 cpus, 5 s) waits for T2's end (9 s). The pool
+# before issue 46 kept T2's extra as the least free from 6 s on, T1's 0 at 20 s included,
+# refused C, started E at once (it ends by 6 s) and C with T2 at 6 s: OLD_POOL.
+PAIR_CPUS = 5
+PAIR_JOBS = [(2, 6, 6, 600), (1, 20, 20, 600), (5, 3, 3, 600), (3, 3, 3, 600),
+             (1, 12, 12, 600), (2, 5, 5, 600)]  # fmt: skip
+OLD_POOL = [0, 0, 20, 6, 6, 0]
+
+
+@pytest.fixture()
+def five_cpus(strict_ordering: None) -> Iterator[None]:
+    with _node_cpus(PAIR_CPUS):
+        yield
+
+
+def _pair_model(depth: int) -> list[int]:
+    policy = pbsched.parse_policy(f"fcfs-bf{depth}", backfill_fuzzy=0)
+    return _simulated(PAIR_JOBS, policy, procs=PAIR_CPUS)
+
+
+def test_a_job_ending_before_the_later_top_job_passes_at_depth_two() -> None:
+    # Not on the server: C starts at once, E after T2, at depth 1 and 2 alike.
+    assert _pair_model(2) == [0, 0, 20, 6, 0, 9]
+    assert _pair_model(1) == _pair_model(2)
+    assert _wrong_order(OLD_POOL, _pair_model(2))  # the two orders differ
+
+
+def test_real_a_job_ending_before_the_later_top_job_starts_at_depth_two(
+    five_cpus: None, jobs: list[str]
+) -> None:
+    pbsctl.qmgr("set server scheduling = False")
+    pbsctl.qmgr("unset sched job_sort_formula", check=False)
+    pbsctl.qmgr("set sched opt_backfill_fuzzy = 0")
+    pbsctl.qmgr("set server backfill_depth = 2")  # strict_ordering restores it
+    for cpus, run, soft, walltime in PAIR_JOBS:
+        jobs.append(_submit(cpus, run, soft, walltime))
+    expected = _pair_model(2)
+    pbsctl.qmgr("set server scheduling = True")
+    real = _real_starts(jobs)
+    assert not _wrong_order(expected, real), f"simulated {expected}, real {real}"
+    assert _wrong_order(OLD_POOL, real), f"the old pool's {OLD_POOL} fits the real {real}"
