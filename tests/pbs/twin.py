@@ -656,7 +656,7 @@ def run_jobs(
     soft = soft_walltimes(jobs, source, soft_margin)
     ids: list[str] = []
     try:
-        submit_all(jobs, soft, ids, before_release)
+        submit_all(jobs, soft, ids, before_release=before_release)
         planned = sum(j.run for j in jobs) + max(j.submit for j in jobs)
         eligible, starts, ends = real_times(ids, timeout=planned + 120)
         t0 = min(eligible)
