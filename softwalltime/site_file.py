@@ -110,11 +110,6 @@ class Site(NamedTuple):
         return None
 
 
-def pool(ncpus: int, name: str = "pool") -> Site:
-    """The one-pool machine the model assumed before site files: one vnode, one queue."""
-    return Site(name, (Vnode(name, name, ncpus),), (Queue("workq"),), "workq")
-
-
 # ---------------------------------------------------------------------------------------
 # JSON
 

@@ -55,14 +55,23 @@ def policy_of(settings: Mapping[str, Optional[str]]) -> pbsched.Policy:
 
 
 class Period(NamedTuple):
-    """The jobs of a period and what really happened to them."""
+    """The jobs of a period and what really happened to them: the workload holds their
+    real starts (``real_start``), the soft walltimes they had (``recorded_soft``) and the
+    machine (``machine_procs``)."""
 
     work: SimWorkload  # warm-up jobs first, then the period's (submit order)
-    soft: List[int]  # the soft walltime each job had (0: none)
-    real_start: List[int]
     queue: List[str]  # "" when unknown
     first: int  # index of the first job of the period (the ones scored)
-    procs_total: int
+
+    @property
+    def real_start(self) -> List[int]:
+        assert self.work.real_start is not None  # period_of sets it
+        return self.work.real_start
+
+    @property
+    def procs_total(self) -> int:
+        assert self.work.machine_procs is not None  # period_of sets it
+        return self.work.machine_procs
 
 
 class Jobs(NamedTuple):
@@ -94,7 +103,7 @@ def period_of(jobs: Jobs, procs_total: int) -> Tuple[Period, int]:
         real_start=pick(jobs.start), recorded_soft=pick(jobs.soft),
     )  # fmt: skip
     first = sum(1 for k in keep if k < jobs.first)
-    period = Period(work, pick(jobs.soft), pick(jobs.start), pick(jobs.queue), first, procs_total)
+    period = Period(work, pick(jobs.queue), first)
     return period, len(jobs.arrival) - len(keep)
 
 
