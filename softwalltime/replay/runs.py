@@ -24,6 +24,7 @@ from ..core.calibrated import DEFAULT_TARGET_UNDER_PCT
 from ..core.predict import PredictorParams
 from ..errors import ConfigError
 from ..site_file import Site
+from . import fairshare as fs
 from . import fit as fit_mod
 from . import folds as folds_mod
 from . import formula as fm
@@ -65,15 +66,24 @@ class SimOptions(NamedTuple):
     backfill_fuzzy: int = pbsched.DEFAULT_FUZZY_S
     rank_refresh_s: int = pbsched.DEFAULT_RANK_REFRESH_S
     rank_by: str = pbsched.RANK_BY[0]
+    fairshare: Optional[fs.Settings] = None
+    """The site's fairshare (sched_config's ``fair_share`` and its tree): on under every
+    policy simulated, as PBS keeps it on whatever ``job_sort_formula`` the admin sets
+    (the formula first, fairshare within equal values, sort.cpp:735-770). None: none, but
+    for the sort ``fairshare`` (a flat tree of the users with equal shares)."""
 
     def rules(self, policy: str) -> pbsched.Policy:
-        """The PBS policy ``policy`` under these options' scheduler rules.
+        """The PBS policy ``policy`` under these options' scheduler rules (with
+        :attr:`fairshare`, its fairshare).
 
         :raises ValueError: not a policy
         """
-        return pbsched.parse_policy(
+        rules = pbsched.parse_policy(
             policy, self.scheduler_iteration, self.backfill_by, self.classes, self.backfill_fuzzy
         )
+        if self.fairshare is not None:
+            rules = rules._replace(fairshare=self.fairshare)
+        return rules
 
     def source(self, name: str) -> Any:
         """A new estimate source ``name`` (each simulation has its own)."""
