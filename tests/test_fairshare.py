@@ -290,3 +290,35 @@ def test_a_formula_of_fairshare_perc_without_fair_share():
     assert policy.name == "fairshare_perc-bf1"
     assert starts(work, policy) == [20, 0, 10]  # bob 1/2, carl 1/3, ann 1/6
     assert starts(work, policy._replace(fairshare=None)) == [0, 10, 20]  # all 0: submit order
+
+
+def _queued(work, queues, priority, **order):
+    from softwalltime.replay.queues import SiteOrder
+
+    return SiteOrder(queues, priority, **order)
+
+
+def test_by_queue_sorts_each_queue_by_fairshare_and_takes_the_queues_in_priority():
+    # sort.cpp:1142-1160: with fair_share and by_queue, each queue's jobs are sorted on
+    # their own; next_job takes the queues in descending priority (fifo.cpp:2112-2130).
+    # One cpu busy with carl's job until 10; then ann (heavy user) and bob in queue
+    # "low", dave in queue "high". Fairshare alone: bob, dave, ann (dave's usage is
+    # between). by_queue: dave (high) first, then low's fairshare order: bob, ann.
+    work = _workload(["carl", "ann", "bob", "dave"], [1] * 4, [10] * 4, [600] * 4, [0, 1, 1, 1])
+    fair = fs.Settings(unknown_shares=10, usage=(("ann", 900.0), ("bob", 2.0), ("dave", 50.0)))
+    policy = pbsched.parse_policy("fcfs-bf1")._replace(fairshare=fair)
+    queues = ["low", "low", "low", "high"]
+    priority = {"low": 10, "high": 20}
+    run = pbsched.simulate_pbs
+    alone = run(work, Walltime(), 1, policy).start
+    assert alone == [0, 30, 10, 20]
+    by_queue = run(work, Walltime(), 1, policy, site=_queued(work, queues, priority)).start
+    assert by_queue == [0, 30, 20, 10]
+    # without by_queue (and no express queue) one list: fairshare's order again
+    flat = _queued(work, queues, priority, by_queue=False)
+    assert run(work, Walltime(), 1, policy, site=flat).start == alone
+    # an express queue (priority >= preempt_queue_prio, 150) first even without by_queue
+    express = _queued(work, queues, {"low": 10, "high": 200}, by_queue=False)
+    assert run(work, Walltime(), 1, policy, site=express).start == [0, 30, 20, 10]
+    with pytest.raises(ValueError, match="round_robin"):
+        run(work, Walltime(), 1, policy, site=_queued(work, queues, priority, round_robin=True))

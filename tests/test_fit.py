@@ -269,8 +269,10 @@ def test_cerit_with_its_site_file_is_fitted_per_queue(capsys) -> None:
     assert {"q_1d", "q_2h", "q_1w", "q_2d"} <= set(queues)
     assert queues["q_2d"]["real_mean_h"] > 40 > queues["q_4h"]["real_mean_h"]  # the issue's
     assert sum(q["jobs"] for q in fitted["queues"]) == 17764
-    # the site model waits 2.67 h (the pool: 0.38 h), the trace 14.28 h
-    assert round(fitted["overall"]["model_mean_h"], 2) == 2.67
+    # the site model with the site's fairshare waits 2.12 h (the pool: 0.38 h), the trace
+    # 14.28 h
+    assert fitted["policy"] == "fairshare-bf1"
+    assert round(fitted["overall"]["model_mean_h"], 2) == 2.12
     assert round(fitted["overall"]["real_mean_h"], 2) == 14.28
 
 
@@ -308,3 +310,38 @@ def test_the_replay_plans_with_the_soft_walltimes_the_jobs_had() -> None:
     assert (with_users.estimates, with_soft.estimates) == ("users", "recorded")
     assert with_soft.overall.within_10min_pct == 100.0  # c backfills at once, as it did
     assert with_users.overall.within_10min_pct < 100.0  # c waits behind b's reservation
+
+
+def test_the_sites_fairshare_runs_under_every_policy_and_the_fit(tmp_path, capsys) -> None:
+    # a site file with fair_share: the fit replays fairshare-bf1 and the line says why; a
+    # fair_share that gives nobody a share (unknown_shares 0, no resource_group) would run
+    # no job on PBS: refused
+    trace = str(_swf(tmp_path / "t.swf", [0] * len(JOBS)))
+    fair = sf.Scheduler(strict_ordering=True, fair_share=True, unknown_shares=10)
+    path = tmp_path / "fair.json"
+    site = sf.Site("fsite", (sf.Vnode("n0", "n0", 12),), (sf.Queue("workq"),), "workq")
+    path.write_text(sf.dump(site._replace(scheduler=fair)))
+    code, out, _ = _cli(capsys, "simulate", "--policies", "fcfs-bf1", "--estimates", "users",
+                        "--site", str(path), trace)  # fmt: skip
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[1] == (
+        "fairshare on under every policy (the site file's sched_config): fair_share by euser, "
+        "usage cput, decay x0.5 every 24 h, a flat tree of the users with equal shares"
+    )
+    assert lines[2].startswith("fit to real starts: fairshare-bf1 with the users' walltimes")
+    path.write_text(sf.dump(site._replace(scheduler=fair._replace(unknown_shares=0))))
+    code, _out, err = _cli(capsys, "simulate", "--policies", "fcfs-bf1", "--site", str(path),
+                           trace)  # fmt: skip
+    assert code != 0 and "--site: the site's fairshare gives no entity a share" in err
+
+
+def test_a_current_fairshare_policy_keeps_fairshare_on_under_every_policy(tmp_path, capsys):
+    trace = str(_swf(tmp_path / "t.swf", [0] * len(JOBS)))
+    code, out, _ = _cli(capsys, "simulate", "--policies", "sjf-bf1", "--estimates", "users",
+                        "--current", "fairshare-bf1", trace)  # fmt: skip
+    assert code == 0
+    assert out.startswith("fairshare on under every policy (--current fairshare-bf1): ")
+    code, out, _ = _cli(capsys, "simulate", "--policies", "sjf-bf1", "--estimates", "users",
+                        "--current", "fcfs-bf1", trace)  # fmt: skip
+    assert code == 0 and "fairshare on" not in out

@@ -408,6 +408,30 @@ def _options(args: argparse.Namespace, settings: Settings) -> Any:
     )
 
 
+def _fairshare(args: argparse.Namespace, site: Any) -> Any:
+    """The fairshare every policy and the search run under, said in one line: the site
+    file's (its scheduler's ``fair_share``), else the ``--current`` policy's when it names
+    fairshare (a site keeps ``fair_share`` whatever formula it sets), else None.
+
+    :raises ConfigError: the site's fairshare would run no job, or a bad --current
+    """
+    from ..replay import fairshare as fs
+    from ..replay import pbsched
+
+    try:
+        settings = fs.of_site(site.scheduler) if site is not None else None
+        where = "the site file's sched_config"
+        if settings is None and args.current:
+            settings = pbsched.parse_policy(args.current).fairshare
+            where = f"--current {args.current}"
+    except ValueError as err:
+        raise ConfigError(f"{'--current' if site is None else '--site'}: {err}") from None
+    if settings is not None:
+        out = sys.stderr if args.json else sys.stdout
+        print(f"fairshare on under every policy ({where}): {fs.describe(settings)}", file=out)
+    return settings
+
+
 def _fits(args: argparse.Namespace, traces: List[Any], opts: Any, site: Any) -> Any:
     """The fit of the site's current policy to each trace's real starts, printed first
     (text), and the line that withholds the PBS settings when one is poor ("" with
@@ -614,6 +638,7 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> int:
         check_plot_dir(args.plot)  # before the simulation, not after it (was: 24 s lost)
     if args.search or args.policies:
         site = load_site(args, SITE_MODEL)
+        opts = opts._replace(fairshare=_fairshare(args, site))
     else:
         site = load_site(args, POOL_ONLY, "EASY backfilling is one pool; --policies and "
                          "--search run the site model")  # fmt: skip

@@ -25,6 +25,7 @@ from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tu
 
 from .. import site_file as sf
 from ..units import parse_size
+from .fairshare import EQUAL_SHARES
 
 MAX_CHUNKS = 64  # parts of one node spec ("+"): far above CERIT-SC's 2
 _WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -207,15 +208,22 @@ def cerit_site(jobs: Iterable[AleaJob], machines: Sequence[Machine], name: str) 
         default_queue="route",
         # Qlist on sched_config's resources line: the scheduler matches chunks on it
         # (tests/pbs/test_site_real.py shows a pool keeping another queue's job out)
+        # fair_share with no resource_group: every user in PBS's unknown group, with
+        # unknown_shares shares, so each has an equal share (with PBS's default 0 none
+        # would, and under fairshare_enforce_no_shares no job would run)
         scheduler=sf.Scheduler(
-            strict_ordering=True, fair_share=True, resources=sf.Scheduler().resources + (POOL,)
+            strict_ordering=True,
+            fair_share=True,
+            unknown_shares=EQUAL_SHARES,
+            resources=sf.Scheduler().resources + (POOL,),
         ),
         source=(
             "derived from the trace's Alea columns and .machines by "
             "packaging/make_sites.py: node properties and queue pools from where jobs ran, "
             "walltime limits the longest asked per queue; the scheduler's settings are not "
             "in the trace: fcfs with strict_ordering and backfill_depth 1 (the model's "
-            "baseline), fair_share as the site's paper says"
+            "baseline), fair_share as the site's paper says, a flat tree of the users with "
+            "equal shares (no resource_group; unknown_shares 10)"
         ),
     )
 

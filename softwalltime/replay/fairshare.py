@@ -59,6 +59,10 @@ from ..site_file import Scheduler
 ROOT = "TREEROOT"  # config.h:75
 UNKNOWN = "unknown"  # config.h:66
 MIN_USAGE = 1.0  # FAIRSHARE_MIN_USAGE, constant.h:335
+# unknown_shares for a flat tree of the users with equal shares: no resource_group, every
+# entity in the unknown group with 1 share of it (sched_config's "give everyone equal
+# shares" example); the stated assumption where a site's tree is not known
+EQUAL_SHARES = 10
 ENTITIES = ("euser", "egroup", "Account_Name", "egroup:euser", "queue")  # parse.cpp:333-342
 MAX_NODES = 1_000_000  # resource_group entries plus the entities met in a workload
 # The names fairshare_usage_res may read, and how a job's value of each is known here: over
@@ -104,6 +108,42 @@ def from_scheduler(sched: Scheduler, unknown_shares: Optional[int] = None) -> Se
         enforce_no_shares=sched.fairshare_enforce_no_shares,
         unknown_shares=unknown_shares,
         groups=tuple(sched.resource_group),
+    )
+
+
+def of_site(sched: Scheduler) -> Optional[Settings]:
+    """The fairshare of a site file's scheduler (None: no ``fair_share``).
+
+    :raises ValueError: no entity can have a share (``unknown_shares`` 0 and no group with
+        shares): under ``fairshare_enforce_no_shares`` no job would ever run
+    """
+    if not sched.fair_share:
+        return None
+    settings = from_scheduler(sched)
+    check(settings)
+    if settings.enforce_no_shares and not settings.unknown_shares:
+        if not any(shares > 0 for *_, shares in settings.groups):
+            raise ValueError(
+                "the site's fairshare gives no entity a share (unknown_shares 0 and no "
+                "resource_group entry with shares): under fairshare_enforce_no_shares PBS "
+                "would run no job; set unknown_shares in the site file"
+            )
+    return settings
+
+
+def describe(settings: Settings) -> str:
+    """One line: what the fairshare is."""
+    t = settings.decay_time
+    tree = (
+        f"{len(settings.groups)} resource_group entries, unknown_shares {settings.unknown_shares}"
+        if settings.groups
+        else "a flat tree of the "
+        + ("users" if settings.entity == "euser" else f"{settings.entity} entities")
+        + " with equal shares"
+    )
+    return (
+        f"fair_share by {settings.entity}, usage {settings.usage_res}, decay x"
+        f"{settings.decay_factor:g} every {t / 3600:g} h, {tree}"
     )
 
 
@@ -403,6 +443,11 @@ class CycleOrder:
     ``values``: each queued job's ``job_sort_formula`` value (None: no formula). Jobs sort
     by value (higher first), then by fairshare, then in submit order; within one value and
     one entity the order never changes, so each step compares the entities' first jobs.
+    ``group``: each job's group (:func:`.queues.queue_groups`: with ``by_queue``, its
+    queue's place), taken in ascending order before the value (None: one group): with
+    ``by_queue`` PBS sorts each queue's jobs on its own (sort.cpp:1142-1160) and takes the
+    queues in turn (fifo.cpp:2112-2130), sorting again after each start or top job
+    (fifo.cpp:2036-2040).
     ``top_jobs``: how many jobs that do not start become top jobs (the cycle's
     ``backfill_depth`` under ``strict_ordering``, else 0), whose usage counts as if run
     (fifo.cpp:1832-1840): the first ``top_jobs`` handed out that do not start, as the
@@ -411,17 +456,22 @@ class CycleOrder:
     """
 
     def __init__(
-        self, state: State, queue: Sequence[int], values: Optional[Dict[int, float]], top_jobs: int
+        self,
+        state: State,
+        queue: Sequence[int],
+        values: Optional[Dict[int, float]],
+        top_jobs: int,
+        group: Optional[Callable[[int], int]] = None,
     ) -> None:
         self.state = state
         self.tops_left = top_jobs
         self.last: Optional[int] = None
         self.last_started = False
-        by_value: Dict[float, Dict[int, Deque[int]]] = {}
+        by_key: Dict[Tuple[int, float], Dict[int, Deque[int]]] = {}
         for j in sorted(queue):  # submit order: the workload's is FCFS
-            v = 0.0 if values is None else values[j]
-            by_value.setdefault(v, {}).setdefault(id(state.node[j]), deque()).append(j)
-        self.buckets = deque(by_value[v] for v in sorted(by_value, reverse=True))
+            key = (0 if group is None else group(j), 0.0 if values is None else -values[j])
+            by_key.setdefault(key, {}).setdefault(id(state.node[j]), deque()).append(j)
+        self.buckets = deque(by_key[k] for k in sorted(by_key))
 
     def __iter__(self) -> CycleOrder:
         return self

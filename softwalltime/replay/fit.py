@@ -102,9 +102,9 @@ def lacks(with_site: bool) -> str:
     """What the model lacks that a site has (for the line that withholds advice)."""
     if with_site:
         return (
-            "the site model (its vnodes, chunks, queues and limits) without fairshare, and "
+            "the site model (its vnodes, chunks, queues, limits and sched_config's fairshare), "
             "without what the trace does not record: other servers' jobs on shared nodes, "
-            "outages, holds"
+            "outages, holds, the site's fairshare tree and usage before the trace"
         )
     return (
         "one pool of cpus with one queue and no fairshare; the site's nodes and queues are "

@@ -363,7 +363,7 @@ class Policy(NamedTuple):
 # of the users with equal shares (every user in PBS's unknown group, EQUAL_SHARES for it:
 # sched_config's own "give everyone equal shares" example), PBS's other defaults.
 FAIRSHARE = "fairshare"
-EQUAL_SHARES = 10
+EQUAL_SHARES = fs.EQUAL_SHARES
 
 
 _HOW = re.compile(r"^(?P<sort>.+?)(?:-(?P<how>bf\d+|strict|greedy))?$")
@@ -972,6 +972,10 @@ class _Run:
         self.passes = 0
         self.reservation = [-1] * n
         self.fairshare = None if policy.fairshare is None else _fairshare_state(work, policy)
+        # the fairshare order's queue groups (raises for what it does not model)
+        self.fair_groups = (
+            site.groups() if site is not None and self.fairshare is not None else None
+        )
         # a cycle may order the queue anew though nothing else changed: usage grows
         self.time_dependent = self.formula.time_dependent or self.fairshare is not None
 
@@ -1080,14 +1084,16 @@ class _Run:
         state = self.fairshare
         assert state is not None
         values = self._fair_values(t)
+        site = self.site
         if not state.settings.fair_share:  # the formula, then submit order
-            if values is None:
-                return self.queue, begin
-            return sorted(self.queue, key=lambda j: (-values[j], j)), begin
+            plain = (
+                self.queue if values is None else sorted(self.queue, key=lambda j: (-values[j], j))
+            )
+            return (plain if site is None else site.order(plain)), begin
         policy = self.policy
         tops = policy.backfill_depth if policy.strict_ordering else 0
         queue = [j for j in self.queue if not state.never_runs(j)]
-        order = fs.CycleOrder(state, queue, values, tops)
+        order = fs.CycleOrder(state, queue, values, tops, self.fair_groups)
 
         def started(j: int) -> int:
             order.started(j)
@@ -1158,8 +1164,6 @@ def simulate_pbs(
             f"job {never} (in submit order, from 0) needs more than the machine has: it can "
             "never run"
         )
-    if policy.fairshare is not None and site is not None:
-        raise ValueError("fairshare with a site's queue order is not modelled")
     run = _Run(work, source, model, policy, correction, ranker, epoch, site)
     m, queue, time_dependent = run.machine, run.queue, run.time_dependent
     upkeep = run.fairshare

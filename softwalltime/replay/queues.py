@@ -144,23 +144,51 @@ def queue_order(
         express queues)
     :raises ValueError: a job's queue is not in ``queue_priority``
     """
-    rank = {q: k for k, q in enumerate(queue_priority)}
     for j in order:
-        if job_queue[j] not in rank:
+        if job_queue[j] not in queue_priority:
             raise ValueError(f"job {j}'s queue {job_queue[j]!r} has no priority")
-    queues = sorted(queue_priority, key=lambda q: (-queue_priority[q], rank[q]))
-    jobs: Dict[str, List[int]] = {q: [] for q in queues}
-    for j in order:
-        jobs[job_queue[j]].append(j)
     if round_robin:
+        queues = _by_priority(queue_priority)
+        jobs: Dict[str, List[int]] = {q: [] for q in queues}
+        for j in order:
+            jobs[job_queue[j]].append(j)
         return _round_robin(queues, jobs, queue_priority)
-    if by_queue:
-        return [j for q in queues for j in jobs[q]]
-    if express_priority is None:
-        return list(order)
-    express = [j for q in queues if queue_priority[q] >= express_priority for j in jobs[q]]
-    normal = [j for j in order if queue_priority[job_queue[j]] < express_priority]
-    return express + normal
+    group = queue_groups(job_queue, queue_priority, by_queue, express_priority)
+    return list(order) if group is None else sorted(order, key=group)
+
+
+def _by_priority(queue_priority: Mapping[str, int]) -> List[str]:
+    # The queues in descending priority, ties in the server's order.
+    rank = {q: k for k, q in enumerate(queue_priority)}
+    return sorted(queue_priority, key=lambda q: (-queue_priority[q], rank[q]))
+
+
+def queue_groups(
+    job_queue: Sequence[str],
+    queue_priority: Mapping[str, int],
+    by_queue: bool = True,
+    express_priority: Optional[int] = EXPRESS_PRIORITY,
+) -> Optional[Callable[[int], int]]:
+    """Without ``round_robin``, the group of each job the cycle takes before any later
+    group, the job sort ordering jobs within a group (None: one group): with ``by_queue``
+    its queue's place in descending priority; else an express queue's place for its jobs
+    and one group after them for all others (the module docstring). The fairshare order
+    (:class:`.fairshare.CycleOrder`) sorts within these groups, as ``sort_jobs`` sorts
+    within each queue with ``fair_share`` and ``by_queue`` (sort.cpp:1138-1160)."""
+    queues = _by_priority(queue_priority)
+    place = {q: k for k, q in enumerate(queues)}
+    if not by_queue:
+        if express_priority is None:
+            return None
+        place = {
+            q: (k if queue_priority[q] >= express_priority else len(queues))
+            for q, k in place.items()
+        }
+
+    def group(j: int) -> int:
+        return place[job_queue[j]]
+
+    return group
 
 
 def _round_robin(
@@ -219,6 +247,15 @@ class SiteOrder(NamedTuple):
             order, self.job_queue, self.priority, self.by_queue, self.round_robin,
             self.express_priority,
         )  # fmt: skip
+
+    def groups(self) -> Optional[Callable[[int], int]]:
+        """:func:`queue_groups` of these queues, for the fairshare order.
+
+        :raises ValueError: ``round_robin`` (its turns under fairshare are not modelled)
+        """
+        if self.round_robin:
+            raise ValueError("fairshare with round_robin's queue turns is not modelled")
+        return queue_groups(self.job_queue, self.priority, self.by_queue, self.express_priority)
 
 
 def site_order(

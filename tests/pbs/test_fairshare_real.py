@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pbsctl
 import pytest
@@ -107,7 +108,9 @@ def _run_jobs(jobs: list[str]) -> list[int]:
     return pbsctl.finished_starts(jobs, timeout=60)
 
 
-def _model(settings: fs.Settings | None, formula: str = pbsched.FCFS) -> list[int]:
+def _model(
+    settings: fs.Settings | None, formula: str = pbsched.FCFS, site: Any = None
+) -> list[int]:
     class Walltime(sim.EstimateSource):
         name = "walltime"
 
@@ -120,7 +123,7 @@ def _model(settings: fs.Settings | None, formula: str = pbsched.FCFS) -> list[in
     blank = [""] * n
     work = work._replace(site=SiteColumns(blank, blank, blank, [pbsctl.USER] * n, list(ACCOUNTS)))
     policy = pbsched.parse_policy(f"{formula}-greedy")._replace(fairshare=settings)
-    return pbsched.simulate_pbs(work, Walltime(), NODE_CPUS, policy).start
+    return pbsched.simulate_pbs(work, Walltime(), NODE_CPUS, policy, site=site).start
 
 
 def _order(starts: list[int]) -> list[str]:
@@ -181,4 +184,49 @@ def test_real_formula_reads_fairshare_perc_with_the_unknown_group(
     pbsctl.qmgr("set sched job_sort_formula = 'fairshare_perc'")
     with _sched_config({**ENTITY_LINE, "unknown_shares": "unknown_shares: 20"}):
         real = _run_jobs(jobs)
+    assert _order(real) == _order(expected), f"model {expected}, real {real}"
+
+
+QUEUES = {"swt_fshigh": 20, "swt_fslow": 10}  # by_queue: the higher priority first
+JOB_QUEUES = ("swt_fshigh", "swt_fslow", "swt_fslow")  # acctA's job, then B's and C's
+
+
+@pytest.fixture()
+def two_queues(fairshare_files: None, jobs: list[str]) -> Iterator[None]:
+    """Two execution queues of different priorities, deleted afterwards (jobs first)."""
+    made = []
+    try:
+        for name, priority in QUEUES.items():
+            pbsctl.qmgr(f"create queue {name} queue_type = Execution, priority = {priority}")
+            made.append(name)
+            pbsctl.qmgr(f"set queue {name} enabled = True, started = True")
+        yield
+    finally:
+        pbsctl.purge(jobs)
+        for name in made:
+            pbsctl.qmgr(f"delete queue {name}", check=False)
+
+
+def test_real_by_queue_sorts_each_queue_by_fairshare(two_queues: None, jobs: list[str]) -> None:
+    # sort.cpp:1142-1160: with fair_share and by_queue (sched_config's default) each queue
+    # is sorted by fairshare on its own and the queues go in priority order
+    # (fifo.cpp:2112-2130). acctA, the heaviest user, is alone in the high queue: first;
+    # then the low queue by fairshare, C before B. Fairshare over one list: C, B, A; FCFS
+    # by queue: A, B, C.
+    from softwalltime.replay.queues import SiteOrder
+
+    usage = {"acctA": 100000.0, "acctB": 1000.0, "acctC": 10.0}
+    settings = fs.Settings(entity="Account_Name", groups=_groups(EQUAL), usage=tuple(usage.items()))
+    order = SiteOrder(list(JOB_QUEUES), {"workq": 0, **QUEUES})
+    expected = _model(settings, site=order)
+    assert _order(expected) == ["acctA", "acctC", "acctB"]
+    assert _order(_model(settings)) == ["acctC", "acctB", "acctA"]
+    assert _order(_model(None, site=order)) == list(ACCOUNTS)
+    _setup(EQUAL, usage)
+    with _sched_config(FAIRSHARE_LINES):
+        for account, queue in zip(ACCOUNTS, JOB_QUEUES):
+            options = f"-q {queue} -A {account} -l select=1:ncpus=2 -l walltime={WALLTIME_S}"
+            jobs.append(pbsctl.qsub(options, f"sleep {RUN_S}"))
+        pbsctl.qmgr("set server scheduling = True")
+        real = pbsctl.finished_starts(jobs, timeout=60)
     assert _order(real) == _order(expected), f"model {expected}, real {real}"
