@@ -65,7 +65,7 @@ def make_workload(
     machine_procs: Optional[int] = None,
     skipped: Optional[Dict[str, int]] = None,
     starts: Optional[Sequence[Optional[int]]] = None,
-    site_rows: Optional[Sequence[Tuple[str, str, str]]] = None,
+    site_rows: Optional[Sequence[Tuple[str, ...]]] = None,
     softs: Optional[Sequence[Optional[int]]] = None,
 ) -> SimWorkload:
     """Build a :class:`SimWorkload` from ``(user, submit_s, walltime_s, runtime_s, procs)`` rows.
@@ -73,7 +73,8 @@ def make_workload(
     Rows are in trace order; unusable rows are skipped and counted by reason.
 
     :param starts: each row's real start (None: unknown), parallel to ``rows``
-    :param site_rows: each row's ``(select, place, queue)``, parallel to ``rows``
+    :param site_rows: each row's ``(select, place, queue[, group, account])``, parallel to
+        ``rows``
     :param softs: each row's recorded soft walltime (None: none), parallel to ``rows``
     """
     skipped = dict(skipped or {})
@@ -103,10 +104,8 @@ def make_workload(
         recorded_soft = [_or_unknown(softs[r[1]]) for r in keep]
     site = None
     if site_rows is not None:
-        cols = [site_rows[r[1]] for r in keep]
-        blank = [""] * len(cols)
-        site = SiteColumns([c[0] for c in cols], [c[1] for c in cols], [c[2] for c in cols],
-                           blank, list(blank))  # fmt: skip
+        cols = [tuple(site_rows[r[1]]) + ("", "") for r in keep]
+        site = SiteColumns(*([c[k] for c in cols] for k in range(5)))
     return SimWorkload(
         source=source,
         user=[r[2] for r in keep],  # type: ignore[misc]
@@ -167,7 +166,9 @@ def read_workload(
 
     :param limits: shared by the sources of one command (default: a fresh one)
     :param site_columns: read the columns of a site-shaped replay (:class:`SiteColumns`)
-        where the trace has them (Alea's: queue and node spec); a job whose node spec no
+        where the trace has them (PBS accounting's: ``Resource_List.select``,
+        ``Resource_List.place``, ``queue``, ``group``, ``account``; Alea's: queue and node
+        spec); a job whose node spec no
         PBS select can say is then skipped, counted by reason. False: a pool's workload,
         every job with a processor count (the figures of the pool model stay as they were)
     :raises ParseError: the source cannot be read or is beyond the limits
@@ -181,11 +182,12 @@ def read_workload(
     if os.path.isdir(path) or (
         os.path.exists(path) and trace_readers.sniff_format(path, limits) == trace_readers.PBS
     ):
-        trace = trace_readers.read_pbs([path], limits=limits)
+        site_rows: Optional[List[Tuple[str, ...]]] = [] if site_columns else None
+        trace = trace_readers.read_pbs([path], limits=limits, site_rows=site_rows)
         rows = [(j.user, j.submit_s, j.walltime_s, j.runtime_s, j.ncpus) for j in trace.jobs]
         pbs_starts = [j.start_s for j in trace.jobs]
         softs = [j.soft_walltime_s for j in trace.jobs]
-        return make_workload(path, rows, None, trace.skipped, pbs_starts, softs=softs)
+        return make_workload(path, rows, None, trace.skipped, pbs_starts, site_rows, softs)
     if not os.path.exists(path):
         raise ParseError(f"{path}: no such file or directory")
     header = trace_readers.SwfHeader()
@@ -202,9 +204,9 @@ def read_workload(
         )
         starts.append(None if submit_s is None or wait_s is None else submit_s + wait_s)
     if site_columns and extra and all(len(x) >= 3 and x[0].startswith("{") for x in extra):
-        keep, site_rows = alea_requests(extra, skipped)
+        keep, alea_rows = alea_requests(extra, skipped)
         rows, starts = [rows[k] for k in keep], [starts[k] for k in keep]
-        return make_workload(path, rows, header.max_procs, skipped, starts, site_rows)
+        return make_workload(path, rows, header.max_procs, skipped, starts, alea_rows)
     return make_workload(path, rows, header.max_procs, skipped, starts)
 
 

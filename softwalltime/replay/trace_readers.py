@@ -485,8 +485,16 @@ def _finished_row(line: str, server: Optional[str] = None) -> Optional[Tuple[Any
     return finished_job_row(parse_line(text), server)
 
 
+# What a site-shaped replay reads of an E record (SiteColumns' order): the job's select,
+# place, execution queue, group and account ("": none)
+SITE_FIELDS = ("select_spec", "place", "queue", "groupname", "account")
+
+
 def read_pbs(
-    paths: Sequence[str], server: Optional[str] = None, limits: Optional[InputLimits] = None
+    paths: Sequence[str],
+    server: Optional[str] = None,
+    limits: Optional[InputLimits] = None,
+    site_rows: Optional[List[Tuple[str, ...]]] = None,
 ) -> Trace:
     """Read finished jobs from PBS accounting logs (``E`` records of jobs).
 
@@ -498,6 +506,8 @@ def read_pbs(
     :param paths: accounting files or directories of them; all form one workload
     :param server: PBS server name for job ids without a ``.server`` suffix (Torque logs)
     :param limits: see :func:`_read_blocks`
+    :param site_rows: when given, filled with each returned job's :data:`SITE_FIELDS`, in
+        the jobs' order (a site-shaped replay's columns)
     :raises ParseError: a path cannot be read or is beyond the limits
     """
     from ..accounting import FINISHED_JOB_COLUMNS
@@ -511,11 +521,12 @@ def read_pbs(
         *(col[name] for name in ("walltime_s", "runtime_s", "ncpus", "soft_walltime_s")),
     )
     i_seq = col["job_seq"]
+    site_of = operator.itemgetter(*(col[name] for name in SITE_FIELDS))
     files: List[str] = []
     for p in paths:
         files.extend(pbs_files(p))
     # None: a job skipped as implausible (kept, so that its duplicates count as duplicates).
-    seen: Dict[Tuple[str, str, int], Optional[Tuple[int, TraceJob]]] = {}
+    seen: Dict[Tuple[str, str, int], Optional[Tuple[int, TraceJob, Tuple[Any, ...]]]] = {}
     skipped: Dict[str, int] = {}
     bad = dup = 0
     for path in files:
@@ -546,7 +557,7 @@ def read_pbs(
                 seen[key] = None
                 continue
             job = TraceJob(user or None, ctime, start, end, wall, run, ncpus, soft)
-            seen[key] = (row[i_seq], job)
+            seen[key] = (row[i_seq], job, site_of(row) if site_rows is not None else ())
     if bad > _MAX_WARNINGS:
         log.warning("%s malformed accounting records skipped in all", bad)
     # Trace order = submission order (ctime, then job number), as SWF lines are.
@@ -557,7 +568,9 @@ def read_pbs(
         skipped[SKIP_MALFORMED] = bad
     if dup:
         skipped[SKIP_DUPLICATE] = dup
-    return Trace(source=", ".join(paths), jobs=[j for _, j in ordered], skipped=skipped)
+    if site_rows is not None:
+        site_rows.extend(tuple(v or "" for v in site) for _, _, site in ordered)
+    return Trace(source=", ".join(paths), jobs=[j for _, j, _ in ordered], skipped=skipped)
 
 
 def read_sources(
