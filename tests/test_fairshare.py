@@ -322,3 +322,41 @@ def test_by_queue_sorts_each_queue_by_fairshare_and_takes_the_queues_in_priority
     assert run(work, Walltime(), 1, policy, site=express).start == [0, 30, 20, 10]
     with pytest.raises(ValueError, match="round_robin"):
         run(work, Walltime(), 1, policy, site=_queued(work, queues, priority, round_robin=True))
+
+
+@pytest.mark.parametrize("usage_res", ["cput", "ncpus*walltime", "walltime*walltime", "ncpus"])
+def test_accrual_matches_the_job_by_job_rule(usage_res):
+    # State sums linear jobs' rates per entity; the rule (fifo.cpp:344-354) is job by job:
+    # each job running at the end of the last cycle and still running grows by its usage
+    # now less its usage then, never below 0. Random cycles, jobs starting and ending.
+    import random
+
+    rng = random.Random(7)
+    users = ["ann", "bob", "cy"]
+    n = 40
+    procs = [rng.randint(1, 8) for _ in range(n)]
+    entity = [rng.choice(users) for _ in range(n)]
+    settings = fs.Settings(unknown_shares=10, usage_res=usage_res, decay_time=10**9)
+    state = fs.State(settings, entity, fs.Accrual(procs, [3600] * n))
+    value = fs.usage_function(usage_res)
+    expected = dict.fromkeys(users, 1.0)
+    running, last, last_running, now = {}, 0, {}, 0
+    for _ in range(200):
+        now += rng.randint(1, 900)
+        for j in list(running):
+            if rng.random() < 0.1:
+                del running[j]  # ended between cycles
+        state.start_cycle(now, dict(running))
+        for j, s in last_running.items():
+            if j in running:
+                p = procs[j]
+                delta = value(p * (now - s), now - s, p) - value(p * (last - s), last - s, p)
+                expected[entity[j]] += max(delta, 0.0)
+        for _ in range(rng.randint(0, 2)):
+            j = rng.randrange(n)
+            running.setdefault(j, now)  # started in this cycle
+        state.end_cycle(now, dict(running))
+        last, last_running = now, dict(running)
+    got = {u: state.tree.nodes[u].usage for u in users}
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert max(expected.values()) > 1.0 or usage_res == "ncpus"

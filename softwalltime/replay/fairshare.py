@@ -69,6 +69,7 @@ MAX_NODES = 1_000_000  # resource_group entries plus the entities met in a workl
 # resources_used (accrual) and over Resource_List (a job started in the cycle). A trace has
 # no CPU time: cput is taken as ncpus x elapsed (every cpu busy), and a job asks for none.
 USAGE_NAMES = ("cput", "walltime", "ncpus")
+LINEAR_CHECKS = (2, 3, 600, 3601, 86_399, 31_622_400)  # elapsed seconds (Accrual.rate)
 FORMULA_NAMES = ("fairshare_perc", "fairshare_tree_usage", "fairshare_factor")
 
 Group = Tuple[str, int, str, int]  # resource_group: (name, cresgrp id, parent, shares)
@@ -386,10 +387,21 @@ class Accrual(NamedTuple):
         """Over ``Resource_List`` (no cput requested)."""
         return value(0, self.wall[j], self.procs[j])
 
+    def rate(self, value: Callable[[float, float, float], float], j: int) -> Optional[float]:
+        """The growth per second of :meth:`used` when it is exactly linear in the elapsed
+        time (checked at times up to a year), else None."""
+        at0, at1 = self.used(value, j, 0), self.used(value, j, 1)
+        rate = at1 - at0
+        for e in LINEAR_CHECKS:
+            if self.used(value, j, e) != at0 + rate * e:
+                return None
+        return rate
+
 
 class State:
     """The scheduler's fairshare between cycles: the tree, the last decay, and the jobs
-    running at the end of the last cycle with their usage then (``last_running``)."""
+    running at the end of the last cycle (``last_running``, job -> start) and when that
+    was (``last_end``)."""
 
     def __init__(self, settings: Settings, entities: Sequence[str], accrual: Accrual) -> None:
         self.tree = Tree(settings)
@@ -400,17 +412,21 @@ class State:
             self.tree.set_usage(name, usage)
         self.node = [self.tree.entity(e) for e in entities]
         self.last_decay = settings.last_decay
-        self.last_running: Dict[int, float] = {}
+        self.last_running: Dict[int, int] = {}
+        self.last_end = 0
+        self.last_rates: Dict[_Node, float] = {}  # the linear jobs' rates per entity
+        self.nonlinear: List[int] = []  # the others of last_running
+        # each job's growth of usage per second when its usage is linear in its elapsed
+        # time (cput, walltime, ncpus*walltime: every expression of USAGE_NAMES a site
+        # uses), found once per job; None: not linear (then computed at each cycle)
+        self.rate: Dict[int, Optional[float]] = {}
 
     def start_cycle(self, now: int, running: Dict[int, int]) -> None:
         """init_scheduling_cycle's upkeep (fifo.cpp:334-394) at ``now``, with ``running``
         (job -> start) the jobs running now: accrue the growth of those that ran at the end
         of the last cycle, decay, then temp usage and usage factors."""
-        acc, value = self.accrual, self.value
-        for j, before in self.last_running.items():
-            if j in running:  # fifo.cpp:344: a job gone since is not found
-                delta = acc.used(value, j, now - running[j]) - before
-                self.tree.accrue(self.node[j], max(delta, 0.0))  # IF_NEG_THEN_ZERO
+        if self.last_running:
+            self._accrue(now, running)
         dt = self.tree.settings.decay_time
         if now - self.last_decay > dt:
             # fifo.cpp:368-377 decays while now - k * dt - last_decay > dt: k times
@@ -418,13 +434,54 @@ class State:
             self.last_decay = now - (now - self.last_decay) % dt  # fifo.cpp:380-386
         self.tree.start_cycle()
 
+    def _accrue(self, now: int, running: Dict[int, int]) -> None:
+        # Each job found running again grows by its usage now less its usage at the end of
+        # the last cycle (fifo.cpp:344-354; a job gone since is not found), never below 0
+        # (IF_NEG_THEN_ZERO); summed per entity, then added up its path once. A linear job
+        # grows by its rate times the time since: the rates were summed per entity at the
+        # end of the last cycle, less those of the jobs gone since.
+        acc, value, last = self.accrual, self.value, self.last_end
+        rates = dict(self.last_rates)
+        node, rate = self.node, self.rate
+        for j in self.last_running.keys() - running.keys():
+            r = rate[j]
+            if r is not None:
+                rates[node[j]] -= r
+        dt = now - last
+        gained = {n: r * dt for n, r in rates.items()}
+        for j in self.nonlinear:
+            start = running.get(j)
+            if start is not None:
+                delta = acc.used(value, j, now - start) - acc.used(value, j, last - start)
+                if delta > 0:
+                    gained[node[j]] = gained.get(node[j], 0.0) + delta
+        for n, delta in gained.items():
+            if delta > 0:
+                self.tree.accrue(n, delta)
+
     def end_cycle(self, now: int, running: Dict[int, int]) -> None:
         """``last_running`` from the jobs running at the end of the cycle, kept only with
         ``fair_share`` (fifo.cpp:1080-1082)."""
         if not self.settings.fair_share:
             return
-        acc, value = self.accrual, self.value
-        self.last_running = {j: acc.used(value, j, now - s) for j, s in running.items()}
+        self.last_running, self.last_end = running, now
+        rates: Dict[_Node, float] = {}
+        nonlinear: List[int] = []
+        node, rate = self.node, self.rate
+        for j in running:
+            r = rate.get(j, -1.0)
+            if r is not None and r < 0:
+                r = rate[j] = self._rate(j)
+            if r is None:
+                nonlinear.append(j)
+            else:
+                n = node[j]
+                rates[n] = rates.get(n, 0.0) + r
+        self.last_rates, self.nonlinear = rates, nonlinear
+
+    def _rate(self, j: int) -> Optional[float]:
+        r = self.accrual.rate(self.value, j)
+        return r if r is not None and r >= 0 else None  # a negative one: clamped per cycle
 
     def on_run(self, j: int) -> None:
         self.tree.add_temp(self.node[j], self.accrual.requested(self.value, j))
