@@ -36,8 +36,8 @@ from .core.calibrated import DEFAULT_TARGET_UNDER_PCT
 from .core.predict import HistoryRow, Prediction, PredictorParams
 from .errors import ConfigError
 from .replay import evaluate as ev
+from .replay import fairshare, formula_search, runs
 from .replay import formula as fm
-from .replay import formula_search, runs
 from .replay import simulate as sim
 from .replay.fit import Fit, site_policy
 from .replay.runs import (
@@ -237,8 +237,20 @@ def fit(
             if s
             else "fcfs-bf1"
         )
-    opts = options or SimOptions()
+    opts = _options(options, site)
     return [runs.run_fit(t, policy, opts) for t in _loaded(traces, site)]
+
+
+def _options(options: Optional[SimOptions], site: Optional[Site]) -> SimOptions:
+    """``options`` (None: the defaults), with the site's fairshare (:attr:`SimOptions.
+    fairshare`) when the site file turns ``fair_share`` on and the options name none.
+
+    :raises ValueError: the site's fairshare would run no job
+    """
+    opts = options or SimOptions()
+    if site is not None and opts.fairshare is None:
+        opts = opts._replace(fairshare=fairshare.of_site(site.scheduler))
+    return opts
 
 
 def _baseline_first(names: Sequence[str]) -> List[str]:
@@ -314,7 +326,7 @@ def policies(
     :raises ValueError: an unknown estimate source or a bad policy
     """
     names = _baseline_first(estimates)
-    opts = options or SimOptions()
+    opts = _options(options, site)
     return runs.run_policies(_loaded(traces, site), policies, names, opts, bounds_h, jobs)
 
 
@@ -342,7 +354,7 @@ def search(
     """
     names = _baseline_first(estimates)
     tol = fm.Tolerances(p95_tolerance_pct, max_factor)
-    opts = options or SimOptions()
+    opts = _options(options, site)
     return runs.run_search(_loaded(traces, site), names, opts, tol, goal_pct, jobs, progress)
 
 
@@ -371,7 +383,7 @@ def search_folds(
     """
     names = _baseline_first(estimates)
     tol = fm.Tolerances(p95_tolerance_pct, max_factor)
-    opts = options or SimOptions()
+    opts = _options(options, site)
     plan = runs.FoldPlan(folds, tol, goal_pct, narrow)
     return runs.run_folds(_loaded(traces, site), names, opts, plan, jobs, progress)
 
