@@ -33,7 +33,7 @@ import operator
 import os
 import re
 import zlib
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ..errors import ParseError
 from .bounds import implausible
@@ -560,17 +560,24 @@ def read_pbs(
             seen[key] = (row[i_seq], job, site_of(row) if site_rows is not None else ())
     if bad > _MAX_WARNINGS:
         log.warning("%s malformed accounting records skipped in all", bad)
-    # Trace order = submission order (ctime, then job number), as SWF lines are.
-    ordered = sorted(
-        (v for v in seen.values() if v is not None), key=lambda v: ((v[1].submit_s or 0), v[0])
-    )
     if bad:
         skipped[SKIP_MALFORMED] = bad
     if dup:
         skipped[SKIP_DUPLICATE] = dup
+    jobs = _in_trace_order(seen.values(), site_rows)
+    return Trace(source=", ".join(paths), jobs=jobs, skipped=skipped)
+
+
+def _in_trace_order(
+    seen: Iterable[Optional[Tuple[int, TraceJob, Tuple[Any, ...]]]],
+    site_rows: Optional[List[Tuple[str, ...]]],
+) -> List[TraceJob]:
+    """The jobs kept (None: skipped) in trace order, submission order (ctime, then job
+    number) as SWF lines are; their site columns appended to ``site_rows`` in that order."""
+    ordered = sorted((v for v in seen if v is not None), key=lambda v: ((v[1].submit_s or 0), v[0]))
     if site_rows is not None:
         site_rows.extend(tuple(v or "" for v in site) for _, _, site in ordered)
-    return Trace(source=", ".join(paths), jobs=[j for _, j, _ in ordered], skipped=skipped)
+    return [j for _, j, _ in ordered]
 
 
 def read_sources(
