@@ -415,7 +415,7 @@ class State:
         self.last_running: Dict[int, int] = {}
         self.last_end = 0
         self.last_rates: Dict[_Node, float] = {}  # the linear jobs' rates per entity
-        self.nonlinear: List[int] = []  # the others of last_running
+        self.nonlinear: Set[int] = set()  # the others of last_running
         # each job's growth of usage per second when its usage is linear in its elapsed
         # time (cput, walltime, ncpus*walltime: every expression of USAGE_NAMES a site
         # uses), found once per job; None: not linear (then computed at each cycle)
@@ -449,7 +449,7 @@ class State:
                 rates[node[j]] -= r
         dt = now - last
         gained = {n: r * dt for n, r in rates.items()}
-        for j in self.nonlinear:
+        for j in sorted(self.nonlinear):
             start = running.get(j)
             if start is not None:
                 delta = acc.used(value, j, now - start) - acc.used(value, j, last - start)
@@ -461,23 +461,27 @@ class State:
 
     def end_cycle(self, now: int, running: Dict[int, int]) -> None:
         """``last_running`` from the jobs running at the end of the cycle, kept only with
-        ``fair_share`` (fifo.cpp:1080-1082)."""
+        ``fair_share`` (fifo.cpp:1080-1082); the rates per entity follow it, the jobs
+        gone since the last cycle's end out, those started in this one in."""
         if not self.settings.fair_share:
             return
-        self.last_running, self.last_end = running, now
-        rates: Dict[_Node, float] = {}
-        nonlinear: List[int] = []
-        node, rate = self.node, self.rate
-        for j in running:
+        rates, node, rate = self.last_rates, self.node, self.rate
+        for j in self.last_running.keys() - running.keys():
+            r = rate[j]
+            if r is None:
+                self.nonlinear.discard(j)
+            else:
+                rates[node[j]] -= r
+        for j in running.keys() - self.last_running.keys():
             r = rate.get(j, -1.0)
             if r is not None and r < 0:
                 r = rate[j] = self._rate(j)
             if r is None:
-                nonlinear.append(j)
+                self.nonlinear.add(j)
             else:
                 n = node[j]
                 rates[n] = rates.get(n, 0.0) + r
-        self.last_rates, self.nonlinear = rates, nonlinear
+        self.last_running, self.last_end = running, now
 
     def _rate(self, j: int) -> Optional[float]:
         r = self.accrual.rate(self.value, j)
