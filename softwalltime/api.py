@@ -457,9 +457,7 @@ def start_times(
         raise ConfigError(f"{path}: {len(work.submit):,} usable jobs, none from job {o.first:,} on")
     began = time.perf_counter()
     truth = se.ground_truth(work, make_source(o.estimates), procs, policy, model)
-    preds = se.predict_targets(
-        work, truth, procs, policy, targets, o.samples, o.seed, progress, model
-    )
+    preds = se.predict_targets(work, truth, procs, policy, targets, o.samples, o.seed, progress)
     preds = se.with_pqstar(preds, work, truth, procs)
     seconds = time.perf_counter() - began
     return StartTimes(

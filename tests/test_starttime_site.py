@@ -224,6 +224,11 @@ def _live(job_id, queued, select, ncpus, exec_vnode="", place="", queue="workq")
 NOW = 1_000_000
 
 
+def _on_site(jobs, target, site):
+    found = livestart.on_machine(jobs, NOW, site.ncpus, target, site)
+    return livestart.predict_snapshot(found, [], FCFS, 3), found.left
+
+
 def test_a_live_queue_on_the_site_holds_running_jobs_on_their_exec_vnode():
     # a 2-cpu job on each vnode (until NOW + 100): 4 cpus free, 2 on each vnode; the queued
     # 3-cpu chunk starts at once on the pool, on the site when the running one ends
@@ -231,8 +236,7 @@ def test_a_live_queue_on_the_site_holds_running_jobs_on_their_exec_vnode():
     running = [_live("1", False, "2:ncpus=2", 4, "(n0:ncpus=2)+(n1:ncpus=2)")]
     target = _live("2", True, "1:ncpus=3", 3)
     jobs = [*running, target]
-    left: dict = {}
-    on_site = livestart.predict_start(jobs, [], target, NOW, 8, FCFS, 3, 0, site, left)
+    on_site, left = _on_site(jobs, target, site)
     pool = livestart.predict_start(jobs, [], target, NOW, 8, FCFS, 3)
     assert pool.pbs == pool.p50 == NOW
     assert on_site.pbs == NOW + 100 and NOW < on_site.p50 <= on_site.p90 <= NOW + 100
@@ -240,12 +244,10 @@ def test_a_live_queue_on_the_site_holds_running_jobs_on_their_exec_vnode():
     # an exec_vnode on a vnode the site file does not know: first fit (both chunks on n0),
     # counted; n1 is free for the 3-cpu chunk at once
     unknown = [_live("1", False, "2:ncpus=2", 4, "(zz:ncpus=2)+(n1:ncpus=2)"), target]
-    assert livestart.predict_start(unknown, [], target, NOW, 8, FCFS, 3, 0, site, left).p50 == NOW
-    assert left == {livesite.UNKNOWN_VNODE: 1}
+    answer, left = _on_site(unknown, target, site)
+    assert answer.p50 == NOW and left == {livesite.UNKNOWN_VNODE: 1}
     bad = [_live("1", False, "2:ncpus=2", 4, "n0:ncpus=2"), target]
-    left.clear()
-    livestart.predict_start(bad, [], target, NOW, 8, FCFS, 3, 0, site, left)
-    assert left == {livesite.BAD_EXEC_VNODE: 1}
+    assert _on_site(bad, target, site)[1] == {livesite.BAD_EXEC_VNODE: 1}
 
 
 def test_a_live_job_the_site_cannot_run_is_refused_and_left_out_of_publish():
@@ -253,7 +255,7 @@ def test_a_live_job_the_site_cannot_run_is_refused_and_left_out_of_publish():
     wide = _live("3", True, "1:ncpus=6", 6)
     fits = _live("4", True, "1:ncpus=2", 2)
     with pytest.raises(ValueError, match="cannot run on s's model"):
-        livestart.predict_start([wide, fits], [], wide, NOW, 8, FCFS, 3, 0, site)
+        _on_site([wide, fits], wide, site)
     answers = livestart.predict_all([wide, fits], [], NOW, 8, FCFS, 3, 0, site)
     assert set(answers) == {"4"} and answers["4"].p50 == NOW
     assert set(livestart.predict_all([wide, fits], [], NOW, 8, FCFS, 3)) == {"3", "4"}

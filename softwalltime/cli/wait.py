@@ -667,17 +667,16 @@ def _start_time(
     as epoch seconds, and what they assumed; on the ``site`` file's model (issue 46), which
     it was and the jobs it left out or placed first fit."""
     from ..replay.site_model import SiteModel
-    from ..wait.livestart import predict_start
+    from ..wait.livestart import on_machine, predict_snapshot
 
-    left: Dict[str, int] = {}
     try:
-        answer = predict_start(
-            snap.live, snap.trace.jobs, job, snap.now_s, machine, policy, args.samples, 0,
-            site, left,
-        )  # fmt: skip
+        found = on_machine(snap.live, snap.now_s, machine, job, site)
+        answer = predict_snapshot(found, snap.trace.jobs, policy, args.samples)
     except ValueError as err:
         raise ConfigError(f"start time: {err}") from None
-    on_site = {} if site is None else {"model": SiteModel(site).describe(), "site_left": left}
+    on_site = {}
+    if site is not None:
+        on_site = {"model": SiteModel(site).describe(), "site_left": found.left}
     return {
         **on_site,
         "p50_s": answer.p50,

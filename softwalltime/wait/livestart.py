@@ -118,19 +118,29 @@ def predict_start(
     policy: pbsched.Policy,
     samples: int = DEFAULT_SAMPLES,
     seed: int = 0,
-    on: Optional[Site] = None,
-    left: Optional[Dict[str, int]] = None,
 ) -> StartAnswer:
     """P50 and P90 of ``target``'s start and PBS's estimate (see :mod:`.starttime`; no
-    learned widening of the P90 here: it needs predictions whose job has started); on
-    ``on``'s model (None: one pool of ``procs_total``), the jobs it left out or placed
-    first fit counted into ``left``.
+    learned widening of the P90 here: it needs predictions whose job has started), on one
+    pool of ``procs_total``.
 
     :raises ValueError: the job needs more processors than the machine has
     """
-    found = on_machine(live, now, procs_total, target, on)
-    if left is not None:
-        left.update(found.left)
+    found = on_machine(live, now, procs_total, target, None)
+    return predict_snapshot(found, finished, policy, samples, seed)
+
+
+def predict_snapshot(
+    found: LiveSiteSnapshot,
+    finished: Sequence[TraceJob],
+    policy: pbsched.Policy,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
+) -> StartAnswer:
+    """:func:`predict_start` for the target of a snapshot :func:`on_machine` made (on a
+    site's model with ``on``).
+
+    :raises ValueError: the job never starts on the machine
+    """
     rows, site = histories(finished)
     sampler = RunSampler(random.Random(seed), site)
 

@@ -88,11 +88,13 @@ class RecordingSource(EstimateSource):
 
 class Truth(NamedTuple):
     """The ground-truth run: starts and the soft walltimes the scheduler had; on a site
-    model, where each job ran (:meth:`..replay.machine.MachineModel.where`)."""
+    model (``site``, where the predictions run too), where each job ran
+    (:meth:`..replay.machine.MachineModel.where`)."""
 
     start: List[int]
     est_submit: List[int]
     est_start: List[int]
+    site: Optional[SiteModel] = None
     where: Optional[Dict[int, Where]] = None
 
 
@@ -149,7 +151,7 @@ def ground_truth(
     inner, order = site.build(work)
     model = RecordingModel(inner)
     result = pbsched.simulate_pbs(work, rec, procs_total, policy, model=model, site=order)
-    return Truth(result.start, rec.at_submit, rec.at_start, model.ran)
+    return Truth(result.start, rec.at_submit, rec.at_start, site, model.ran)
 
 
 def target_jobs(n: int, first: int, count: int, predictions: int) -> List[int]:
@@ -247,10 +249,9 @@ def predict_targets(
     samples: int = DEFAULT_SAMPLES,
     seed: int = 0,
     progress: Optional[Callable[[int, int], None]] = None,
-    site: Optional[SiteModel] = None,
 ) -> List[Prediction]:
-    """Every method's prediction for each target (increasing job indices); on ``site``'s
-    model (the one the ground truth ran on), else one pool of ``procs_total``."""
+    """Every method's prediction for each target (increasing job indices), on the machine
+    the ground truth ran on (its site model, else one pool of ``procs_total``)."""
     sweep = _Sweep(work, truth)
     rng = random.Random(seed)
     widening = Widening()
@@ -262,7 +263,7 @@ def predict_targets(
             _, predicted, actual = heapq.heappop(unresolved)
             widening.learn(predicted, actual)
         sampler = RunSampler(rng, sweep.site)
-        snap = sweep.snapshot(k, procs_total, site)
+        snap = sweep.snapshot(k, procs_total, truth.site)
         raw = _predict(sweep, k, snap, policy, sampler, samples)
         heapq.heappush(unresolved, (truth.start[k], raw.p90 - now, truth.start[k] - now))
         out.append(raw._replace(p90=max(raw.p50, now + widening.widen(raw.p90 - now))))
