@@ -450,7 +450,7 @@ def start_times(
             work, model, dropped = site_run(site, work)
         except ValueError as err:
             raise ConfigError(f"{path}: {err}") from err
-        extra = {"model": model.describe(), "skipped_by_reason": dropped}
+        extra = {"model": se.describe(model), "skipped_by_reason": dropped}
     o = options
     targets = se.target_jobs(len(work.submit), o.first, o.targets, o.predictions)
     if not targets:

@@ -27,9 +27,10 @@ from softwalltime.wait.live import LiveJob
 FCFS = pbsched.parse_policy("fcfs-bf1")
 
 
-def _site(*cpus: int) -> sf.Site:
+def _site(*cpus: int, fair: bool = False) -> sf.Site:
     vnodes = tuple(sf.Vnode(f"n{k}", f"n{k}", c) for k, c in enumerate(cpus))
-    return sf.Site("s", vnodes, (sf.Queue("workq"),), "workq")
+    sched = sf.Scheduler(fair_share=fair, unknown_shares=10)
+    return sf.Site("s", vnodes, (sf.Queue("workq"),), "workq", scheduler=sched)
 
 
 def _jobs(specs: list[tuple[str, str, int]]) -> SimWorkload:
@@ -175,6 +176,11 @@ def test_eval_start_site_runs_the_site_model_and_says_so(tmp_path, capsys):
         f"site model: 2 vnodes, 1 queues (s, 8 cpus)   skipped: {wide} (chunks no vnode pool"
         f" holds {wide})"
     )
+    site.write_text(sf.dump(_site(4, 4, fair=True)))  # said: the forward runs have none
+    assert cli.main([*argv, "--site", str(site)]) == 0
+    fair = json.loads(capsys.readouterr().out)
+    assert fair["model"].endswith("(s, 8 cpus); its fair_share not modelled here")
+    assert fair["figures"] == nodes["figures"]
 
 
 # --- wait --site: a live queue on the site model ------------------------------------------

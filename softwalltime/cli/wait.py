@@ -668,6 +668,7 @@ def _start_time(
     it was and the jobs it left out or placed first fit."""
     from ..replay.site_model import SiteModel
     from ..wait.livestart import on_machine, predict_snapshot
+    from ..wait.starteval import describe
 
     try:
         found = on_machine(snap.live, snap.now_s, machine, job, site)
@@ -676,7 +677,7 @@ def _start_time(
         raise ConfigError(f"start time: {err}") from None
     on_site = {}
     if site is not None:
-        on_site = {"model": SiteModel(site).describe(), "site_left": found.left}
+        on_site = {"model": describe(SiteModel(site)), "site_left": found.left}
     return {
         **on_site,
         "p50_s": answer.p50,

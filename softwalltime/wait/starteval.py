@@ -154,6 +154,14 @@ def ground_truth(
     return Truth(result.start, rec.at_submit, rec.at_start, site, model.ran)
 
 
+def describe(site: SiteModel) -> str:
+    """The site model the start times run on (:meth:`..replay.site_model.SiteModel.describe`),
+    saying that a site file's ``fair_share`` is left out: the forward runs do not model
+    fairshare, and the ground truth runs as they do."""
+    fair = "; its fair_share not modelled here" if site.site.scheduler.fair_share else ""
+    return site.describe() + fair
+
+
 def target_jobs(n: int, first: int, count: int, predictions: int) -> List[int]:
     """Job indices first-1 .. first-1+count-1 (1-based ``first``, as eval-wait), every k-th so
     that at most ``predictions`` remain."""
