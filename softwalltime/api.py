@@ -49,6 +49,7 @@ from .replay.runs import (
     SearchResult,
     SimOptions,
 )
+from .replay.site_model import SiteModel, site_run
 from .replay.trace import Trace
 from .replay.trace_readers import InputLimits, read_sources
 from .site_file import Site
@@ -454,12 +455,20 @@ def start_times(
     if not procs:
         raise ConfigError(f"{path}: no machine size in the trace: give --procs")
     work = wl.fit_machine(work, procs)
+    model: Optional[SiteModel] = None
+    extra: Dict[str, Any] = {}
+    if site is not None:  # the site model, end to end (issue 46)
+        try:
+            work, model, dropped = site_run(site, work)
+        except ValueError as err:
+            raise ConfigError(f"{path}: {err}") from err
+        extra = {"model": se.describe(model), "skipped_by_reason": dropped}
     o = options
     targets = se.target_jobs(len(work.submit), o.first, o.targets, o.predictions)
     if not targets:
         raise ConfigError(f"{path}: {len(work.submit):,} usable jobs, none from job {o.first:,} on")
     began = time.perf_counter()
-    truth = se.ground_truth(work, make_source(o.estimates), procs, policy)
+    truth = se.ground_truth(work, make_source(o.estimates), procs, policy, model)
     preds = se.predict_targets(work, truth, procs, policy, targets, o.samples, o.seed, progress)
     preds = se.with_pqstar(preds, work, truth, procs)
     seconds = time.perf_counter() - began
@@ -469,6 +478,7 @@ def start_times(
             "policy": policy.name,
             "estimates": o.estimates,
             "procs": procs,
+            **extra,
             "jobs": len(work.submit),
             "predictions": len(preds),
             "samples": o.samples,

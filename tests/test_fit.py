@@ -244,12 +244,13 @@ def test_eval_start_and_wait_take_the_site(tmp_path, capsys) -> None:
                           "--predictions", "3", "--samples", "2", "--json", "--site", site,
                           trace)  # fmt: skip
     assert code == 0 and json.loads(out)["procs"] == 12
-    # the pool, said so: eval-start does not run the site model yet
-    assert "modelled as one pool of 12 cpus (eval-start does not run the site model yet)" in err
+    # the site model, said so (tests/test_starttime_site.py runs it)
+    assert "site tsite: 3 vnodes, 1 queues, modelled as a site model" in err
+    assert json.loads(out)["model"].startswith("site model: 3 vnodes")
     code, out, err = _cli(capsys, "wait", "--ncpus", "2", "--walltime", "1:00:00",
                           "--machine-procs", "8", "--site", site)  # fmt: skip
     assert code != 0 and "--procs 8 and the site's 12 cpus" in err
-    assert "(wait does not run the site model yet)" in out
+    assert "modelled as a site model" in out
 
 
 @pytest.mark.slow  # the whole trace on the site model, twice (about 30 s of cpu)

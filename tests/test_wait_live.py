@@ -635,3 +635,52 @@ def test_wait_as_a_user_who_may_not_read_the_config_file(tmp_path, capsys):
         assert all("s3cret" not in text for text in (out, err))
     finally:
         shutil.rmtree(public)
+
+
+def test_wait_site_holds_running_jobs_on_their_exec_vnode(fresh_dsn, tmp_path, capsys):
+    """--site: the start time on the site's vnodes (issue 46). A 2-cpu chunk runs on each of
+    two 4-cpu vnodes (its exec_vnode; first fit would put both on n0): the pool of 8 has 4
+    free for the queued 3-cpu chunk, no vnode does until the running job ends (at the
+    latest its walltime, 100 s from now)."""
+    import json
+    import time
+
+    from softwalltime import site_file as sf
+    from softwalltime.cli import main
+
+    now = int(time.time())
+
+    def date(epoch: int) -> str:
+        return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(epoch))
+
+    jobs = {
+        "90.pbs01": {"euser": "bob", "job_state": "R", "queue": "workq", "ctime": date(now - 900),
+                     "stime": date(now - 500), "exec_vnode": "(n0:ncpus=2)+(n1:ncpus=2)",
+                     "Resource_List": {"ncpus": 4, "select": "2:ncpus=2", "place": "free",
+                                       "walltime": "00:10:00"}},
+        "91.pbs01": {"euser": "alice", "job_state": "Q", "queue": "workq",
+                     "ctime": date(now - 100), "Resource_List": {"ncpus": 3,
+                     "select": "1:ncpus=3", "place": "pack", "walltime": "00:20:00"}},
+    }  # fmt: skip
+    site = tmp_path / "site.json"
+    vnodes = (sf.Vnode("n0", "n0", 4), sf.Vnode("n1", "n1", 4))
+    site.write_text(sf.dump(sf.Site("two", vnodes, (sf.Queue("workq"),), "workq")))
+    cfg = _fake_qstat(tmp_path, jobs)
+    base = ["--dsn", fresh_dsn, "--config", str(cfg), "wait", "--source", "qstat", "91.pbs01"]
+    assert main([*base, "--machine-procs", "8", "--json"]) == 0
+    pool = json.loads(capsys.readouterr().out)
+    assert main([*base, "--site", str(site), "--json"]) == 0
+    out, err = capsys.readouterr()
+    nodes = json.loads(out)
+    assert err.startswith("site two: 2 vnodes, 1 queues, modelled as a site model")
+    assert "model" not in pool["start"] and nodes["start"]["model"].startswith("site model: 2")
+    asked = pool["starts_by_s"] - pool["predicted_wait_s"]  # the snapshot's now
+    assert pool["start"]["p50_s"] == pool["start"]["pbs_method_s"] == asked
+    begun = nodes["starts_by_s"] - nodes["predicted_wait_s"]
+    assert begun < nodes["start"]["p50_s"] <= nodes["start"]["p90_s"] <= now - 500 + 600 + 5
+    assert nodes["start"]["site_left"] == {}
+    assert main([*base, "--site", str(site)]) == 0
+    assert (
+        "start time on the site model: 2 vnodes, 1 queues (two, 8 cpus)\n"
+        in capsys.readouterr().out
+    )

@@ -12,7 +12,7 @@ from ..core.config import Settings
 from ..errors import ConfigError
 from .argtypes import whole_number
 from .evaluate import add_input_size
-from .site import POOL_ONLY, add_site_option, load_site
+from .site import SITE_MODEL, add_site_option, load_site
 
 DESCRIPTION = """\
 Measure start-time predictions on SWF traces or PBS accounting logs. The ground truth is
@@ -106,7 +106,7 @@ def register(sub: Any) -> None:
         "--procs", type=_capped(10**8, "processors"), metavar="N", help="the machine's size"
     )
     add_input_size(p)
-    add_site_option(p)
+    add_site_option(p, "the ground truth and the forward runs run on its vnodes, queues, limits")
     p.add_argument("--json", action="store_true", help="print JSON (one object per SOURCE)")
     p.set_defaults(func=run_eval_start)
 
@@ -136,7 +136,7 @@ def run_eval_start(args: argparse.Namespace, settings: Settings) -> int:
         args.samples,
         args.seed,
     )
-    site = load_site(args, POOL_ONLY, "eval-start does not run the site model yet")
+    site = load_site(args, SITE_MODEL)
     reports: List[Dict[str, Any]] = []
     for path in args.sources:
         found = api.start_times(

@@ -20,7 +20,7 @@ from ..errors import ConfigError, DatabaseError
 from .argtypes import backfill_fuzzy, positive_duration, whole_number
 from .evaluate import add_input_size, check_plot_dir
 from .helptext import man_only, more
-from .site import POOL_ONLY, add_site_option, load_site
+from .site import SITE_MODEL, add_site_option, load_site
 
 DESCRIPTION = """\
 Replay SWF traces or PBS accounting logs through the queue-wait predictors of Kumar and
@@ -460,7 +460,8 @@ def _the_job(
     soft_s = _soft_ert(snap, args.user, args.walltime, settings)
     ert_s = soft_s if args.ert == "soft" else args.walltime
     job = WaitJob(now, 0, 0, args.ncpus, ert_s, args.user)
-    planned = LiveJob("", True, args.user, "", now, None, args.ncpus, args.walltime, soft_s)
+    planned = LiveJob("", True, args.user, "", now, None, args.ncpus, args.walltime, soft_s,
+                      f"1:ncpus={args.ncpus}")  # fmt: skip  # what the server makes of -l ncpus
     return None, job, planned
 
 
@@ -477,10 +478,11 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
     _check_wait_args(args)
     if args.job_id and not args.publish and not settings.dsn:
         return _answer_from_the_job(args, settings)
+    site = None
     if args.site:
         from .. import api
 
-        site = load_site(args, POOL_ONLY, "wait does not run the site model yet")
+        site = load_site(args, SITE_MODEL)
         args.machine_procs = api.pool_of(site, args.machine_procs)
     _policy(args)  # a bad --policy fails before the database is read
     snap = _snapshot(args, settings)
@@ -489,7 +491,7 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
     params = WaitParams(quick_s=args.quick)
     machine = args.machine_procs or snap.work.machine_procs
     if args.publish:
-        return _publish(args, settings, snap, machine, params)
+        return _publish(args, settings, snap, machine, params, site)
     now = snap.now_s
     target, job, planned = _the_job(args, snap, settings)
     ert_s = job.ert_s
@@ -503,7 +505,7 @@ def run_wait(args: argparse.Namespace, settings: Settings) -> int:
         args.history,
         target.job_id if target else "",
     )
-    start = _start_time(args, snap, planned, machine, policy)
+    start = _start_time(args, snap, planned, machine, policy, site)
     newest_end = max((j.end_s for j in snap.trace.jobs if j.end_s is not None), default=None)
     queued = sum(1 for j in snap.live if j.queued)
     quick = answer.rule != IBL
@@ -659,19 +661,25 @@ def _fuzzy(args: argparse.Namespace, pbs: Any) -> Tuple[int, str]:
 
 
 def _start_time(
-    args: argparse.Namespace, snap: _Snapshot, job: Any, machine: int, policy: Any
+    args: argparse.Namespace, snap: _Snapshot, job: Any, machine: int, policy: Any, site: Any
 ) -> Dict[str, Any]:
     """The start-time predictor's answer for ``job`` (issue 35): P50, P90 and PBS's method,
-    as epoch seconds, and what they assumed."""
-    from ..wait.livestart import predict_start
+    as epoch seconds, and what they assumed; on the ``site`` file's model (issue 46), which
+    it was and the jobs it left out or placed first fit."""
+    from ..replay.site_model import SiteModel
+    from ..wait.livestart import on_machine, predict_snapshot
+    from ..wait.starteval import describe
 
     try:
-        answer = predict_start(
-            snap.live, snap.trace.jobs, job, snap.now_s, machine, policy, args.samples
-        )
+        found = on_machine(snap.live, snap.now_s, machine, job, site)
+        answer = predict_snapshot(found, snap.trace.jobs, policy, args.samples)
     except ValueError as err:
         raise ConfigError(f"start time: {err}") from None
+    on_site = {}
+    if site is not None:
+        on_site = {"model": describe(SiteModel(site)), "site_left": found.left}
     return {
+        **on_site,
         "p50_s": answer.p50,
         "p90_s": answer.p90,
         "pbs_method_s": answer.pbs,
@@ -764,6 +772,9 @@ def _print_wait(args: argparse.Namespace, out: Dict[str, Any], target: Any, ert_
     print(
         f"PBS's method (every job runs its soft walltime): in {_hms(start['pbs_method_s'] - now)}"
     )
+    if "model" in start:
+        why = "".join(f"; {n} {reason}" for reason, n in sorted(start["site_left"].items()))
+        print(f"start time on the {start['model']}{why}")
     print(
         f"other methods: IBL {_hms(p['ibl'])}, QBETS-style bound {_hms(p['qbets'])},"
         f" log-uniform {_hms(p['loguniform'])}"
@@ -787,7 +798,12 @@ def _print_wait(args: argparse.Namespace, out: Dict[str, Any], target: Any, ert_
 
 
 def _publish(
-    args: argparse.Namespace, settings: Settings, snap: _Snapshot, machine: int, params: Any
+    args: argparse.Namespace,
+    settings: Settings,
+    snap: _Snapshot,
+    machine: int,
+    params: Any,
+    site: Any = None,
 ) -> int:
     """``wait --publish``: every queued job's Resource_List.softwalltime_wait."""
     from ..pbsserver import publish
@@ -820,7 +836,11 @@ def _publish(
 
     # the start time of every queued job at once (issue 35): one set of forward runs
     policy = _policy(args, snap.fuzzy[0])
-    starts = predict_all(on_server, snap.trace.jobs, now, machine, policy, args.samples)
+    try:
+        starts = predict_all(on_server, snap.trace.jobs, now, machine, policy, args.samples,
+                             on=site)  # fmt: skip
+    except ValueError as err:  # a job's select the site model cannot read
+        raise ConfigError(f"start time: {err}") from None
 
     def predict(job_id: str) -> Tuple[bool, int]:
         j = by_id[job_id]

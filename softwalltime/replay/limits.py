@@ -56,7 +56,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Protocol, Se
 
 from ..errors import ParseError
 from ..site_file import Site
-from .machine import LIMITED, NEVER, OK
+from .machine import LIMITED, NEVER, OK, Where
 
 ALL = "PBS_ALL"
 GENERIC = "PBS_GENERIC"
@@ -207,6 +207,7 @@ class Limits:
         self.pooled = {v.queue for v in site.vnodes if v.queue is not None}
         self.jobs_of: Dict[_Key, int] = {}
         self.ncpus_of: Dict[_Key, int] = {}
+        self.class_keys: Dict[int, Tuple[str, ...]] = {}  # class_key's, kept (it never changes)
 
     def any(self) -> bool:
         """Whether the site has any limit (else every check is OK)."""
@@ -287,7 +288,15 @@ class Limits:
     def class_key(self, j: int) -> Tuple[str, ...]:
         """What the limits add to job ``j``'s equivalence class key (job_info.cpp:2158-2233):
         its queue when that has limits or its own vnodes, then its user, group and project
-        when a limit of that kind exists on the server or in that queue."""
+        when a limit of that kind exists on the server or in that queue. Kept per job: the
+        cycle asks it of every queued job at every cycle (on CERIT-SC, a third of
+        ``eval-start --site``'s time before it was kept)."""
+        key = self.class_keys.get(j)
+        if key is None:
+            key = self.class_keys[j] = self._class_key(j)
+        return key
+
+    def _class_key(self, j: int) -> Tuple[str, ...]:
         job = self.jobs[j]
         qlim = self.scopes.get(job.queue)
         key: List[str] = []
@@ -379,9 +388,13 @@ class SiteLimits:
         # ends: (estimated end, job) sorted, the order the limits free in
         return _LimitedCycle(self.inner.cycle(now, ends), self.limits, now, ends)
 
-    def hold(self, j: int) -> None:
-        self.inner.hold(j)
+    def hold(self, j: int, where: Optional[Where] = None) -> bool:
+        held = bool(self.inner.hold(j, where))
         self.limits.start(j)
+        return held
+
+    def where(self, j: int) -> Optional[Where]:
+        return self.inner.where(j)  # type: ignore[no-any-return]
 
     def release(self, j: int) -> None:
         self.inner.release(j)

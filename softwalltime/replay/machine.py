@@ -30,7 +30,9 @@ A cycle (PBS's ``main_sched_loop``, fifo.cpp:786-1066) asks, for each job in sor
 
 Between cycles the driver keeps the running jobs' estimates (soft-walltime extensions) and
 tells the model of ends (:meth:`MachineModel.release`) and, for a queue snapshot, of the
-jobs already running (:meth:`MachineModel.hold`)."""
+jobs already running (:meth:`MachineModel.hold`), where a model of the same machine saw
+them run (:meth:`MachineModel.where`: the ground truth's vnodes, or a live job's
+``exec_vnode``)."""
 
 from __future__ import annotations
 
@@ -40,6 +42,11 @@ OK = 0  # can start now
 NO_RESOURCES = 1  # not enough free now, or would delay a reservation: may be a top job
 LIMITED = 2  # held by a run limit (max_run, max_run_res): may be a top job all the same
 NEVER = 3  # can never run on this machine (wider than any pool it may use)
+
+Where = Hashable
+"""Where a running job runs, in a model's own terms (the node model: its parts on the
+site's vnodes, :data:`.nodes.model.Placed`): read by :meth:`MachineModel.where`, given
+back to :meth:`MachineModel.hold` of another model of the same machine."""
 
 
 class CycleResources(Protocol):
@@ -94,9 +101,21 @@ class MachineModel(Protocol):
         running jobs, sorted."""
         ...
 
-    def hold(self, j: int) -> None:
+    def hold(self, j: int, where: Optional[Where] = None) -> bool:
         """Job ``j`` runs already (a queue snapshot's running job, started before the
-        model): its allocation is held until :meth:`release`."""
+        model): its allocation is held until :meth:`release`. ``where``: where it runs
+        (:meth:`where` of a model of the same machine, or a live job's ``exec_vnode``);
+        None, or a ``where`` whose resources are not free: where the model places it (the
+        node model: first fit). False: a ``where`` given was not free, the job was placed
+        by the model instead (the pool ignores ``where``: True).
+
+        :raises ValueError: it fits nowhere in what is free
+        """
+        ...
+
+    def where(self, j: int) -> Optional[Where]:
+        """Where running job ``j`` runs, for :meth:`hold` in a fresh model of the same
+        machine (the pool: None, a job runs anywhere)."""
         ...
 
     def release(self, j: int) -> None:

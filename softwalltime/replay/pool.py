@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Callable, Hashable, Optional, Sequence, Tuple
 
-from .machine import NEVER, NO_RESOURCES, OK
+from .machine import NEVER, NO_RESOURCES, OK, Where
 from .profile import Profile
 
 NO_TOP = 1 << 62  # no top job yet: every end is before its start
@@ -102,8 +102,12 @@ class PoolModel:
     def cycle(self, now: int, ends: Sequence[Tuple[int, int]]) -> PoolCycle:
         return PoolCycle(self, now, ends)
 
-    def hold(self, j: int) -> None:
-        self.free -= self.procs[j]
+    def hold(self, j: int, where: Optional[Where] = None) -> bool:
+        self.free -= self.procs[j]  # anywhere: ``where`` says nothing the pool keeps
+        return True
+
+    def where(self, j: int) -> Optional[Where]:
+        return None
 
     def release(self, j: int) -> None:
         self.free += self.procs[j]

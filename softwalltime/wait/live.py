@@ -46,6 +46,9 @@ class LiveJob(NamedTuple):
     ncpus: int
     walltime_s: int  # 0: none requested
     soft_s: Optional[int]
+    select: str = ""  # Resource_List.select, place and exec_vnode (qstat; "": not known)
+    place: str = ""
+    exec_vnode: str = ""
 
     def ert_s(self, ert: str) -> int:
         """Estimated run time: the walltime, or (``ert="soft"``) the soft walltime if set."""
@@ -79,6 +82,10 @@ def jobs_from_qstat(
     """
     live, left = live_from_qstat(jobs)
     return wait_rows(live, ert), left
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def live_from_qstat(jobs: Mapping[str, Any]) -> Tuple[List[LiveJob], Dict[str, int]]:
@@ -123,6 +130,9 @@ def live_from_qstat(jobs: Mapping[str, Any]) -> Tuple[List[LiveJob], Dict[str, i
                 ncpus=max(1, _int(res.get("ncpus")) or 1),
                 walltime_s=duration_or_none(res.get("walltime")) or 0,
                 soft_s=duration_or_none(res.get("soft_walltime")),
+                select=_text(res.get("select")),
+                place=_text(res.get("place")),
+                exec_vnode=_text(attrs.get("exec_vnode")) if start != UNKNOWN_S else "",
             )
         )
     rows.sort(key=lambda r: (r.submit_s, r.job_id))

@@ -6,11 +6,13 @@ the caller reads the database or qstat).
 from __future__ import annotations
 
 import random
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..replay import pbsched
 from ..replay.trace import TraceJob
+from ..site_file import Site
 from .live import LiveJob
+from .livesite import LiveSiteSnapshot, site_snapshot
 from .starttime import (
     DEFAULT_SAMPLES,
     SITE_RATIOS,
@@ -80,6 +82,33 @@ def snapshot(live: Sequence[LiveJob], now: int, procs_total: int, target: LiveJo
     return QueueSnapshot(now, procs_total, running, queued, index)
 
 
+def on_machine(
+    live: Sequence[LiveJob],
+    now: int,
+    procs_total: int,
+    target: Optional[LiveJob],
+    on: Optional[Site],
+) -> LiveSiteSnapshot:
+    """The snapshot (:func:`snapshot`), or on ``on``'s model (:func:`.livesite.site_snapshot`,
+    which may leave jobs out), with the queued and running jobs it holds in its order;
+    ``target`` None: every queued job's (``wait --publish``; the snapshot's target is
+    then its first queued job, if any).
+
+    :raises ValueError: as :func:`.livesite.site_snapshot`
+    """
+    running = _running(live)
+    if target is None:
+        waiting = sorted((j for j in live if j.queued), key=lambda j: (j.submit_s, j.job_id))
+        index = None
+    else:
+        waiting = _waiting(live, target)
+        index = next(i for i, j in enumerate(waiting) if j.job_id == target.job_id)
+    if on is not None:
+        return site_snapshot(on, waiting, running, now, index, _wall)
+    snap = snapshot(live, now, procs_total, target or waiting[0])
+    return LiveSiteSnapshot(snap, waiting, running, {})
+
+
 def predict_start(
     live: Sequence[LiveJob],
     finished: Sequence[TraceJob],
@@ -91,20 +120,38 @@ def predict_start(
     seed: int = 0,
 ) -> StartAnswer:
     """P50 and P90 of ``target``'s start and PBS's estimate (see :mod:`.starttime`; no
-    learned widening of the P90 here: it needs predictions whose job has started).
+    learned widening of the P90 here: it needs predictions whose job has started), on one
+    pool of ``procs_total``.
 
     :raises ValueError: the job needs more processors than the machine has
     """
-    snap = snapshot(live, now, procs_total, target)
+    found = on_machine(live, now, procs_total, target, None)
+    return predict_snapshot(found, finished, policy, samples, seed)
+
+
+def predict_snapshot(
+    found: LiveSiteSnapshot,
+    finished: Sequence[TraceJob],
+    policy: pbsched.Policy,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
+) -> StartAnswer:
+    """:func:`predict_start` for the target of a snapshot :func:`on_machine` made (on a
+    site's model with ``on``).
+
+    :raises ValueError: the job never starts on the machine
+    """
     rows, site = histories(finished)
     sampler = RunSampler(random.Random(seed), site)
 
     def kind(j: LiveJob) -> List[int]:
         return sampler.runs_of(_wall(j), max(1, j.ncpus), rows.get(j.user, []))
 
-    waiting = _waiting(live, target)
-    running = [kind(j) for j in _running(live)]
-    return start_quantiles(snap, policy, sampler, lambda i: kind(waiting[i]), running, samples)
+    waiting = found.waiting
+    running = [kind(j) for j in found.running]
+    return start_quantiles(
+        found.snap, policy, sampler, lambda i: kind(waiting[i]), running, samples
+    )
 
 
 def predict_all(
@@ -115,6 +162,7 @@ def predict_all(
     policy: pbsched.Policy,
     samples: int = DEFAULT_SAMPLES,
     seed: int = 0,
+    on: Optional[Site] = None,
 ) -> Dict[str, StartAnswer]:
     """Every queued job's start time by job id, from one set of forward runs to the last
     start (``wait --publish``); a job that cannot start (wider than the machine) is left
@@ -122,13 +170,18 @@ def predict_all(
     waiting = sorted((j for j in live if j.queued), key=lambda j: (j.submit_s, j.job_id))
     if not waiting:
         return {}
-    snap = snapshot(live, now, procs_total, waiting[0])
+    found = on_machine(live, now, procs_total, None, on)
+    waiting = found.waiting
+    if not waiting:
+        return {}  # none the site model can run
     rows, site = histories(finished)
     sampler = RunSampler(random.Random(seed), site)
 
     def kind(j: LiveJob) -> List[int]:
         return sampler.runs_of(_wall(j), max(1, j.ncpus), rows.get(j.user, []))
 
-    running = [kind(j) for j in _running(live)]
-    answers = all_quantiles(snap, policy, sampler, lambda i: kind(waiting[i]), running, samples)
+    running = [kind(j) for j in found.running]
+    answers = all_quantiles(
+        found.snap, policy, sampler, lambda i: kind(waiting[i]), running, samples
+    )
     return {j.job_id: a for j, a in zip(waiting, answers) if a is not None}

@@ -25,11 +25,13 @@ import heapq
 import random
 import statistics
 from collections import deque
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..replay import pbsched
+from ..replay.machine import CycleResources, MachineModel, Where
 from ..replay.rank import UserHistory
-from ..replay.sim_workload import SimWorkload
+from ..replay.sim_workload import SimWorkload, take
+from ..replay.site_model import SiteModel
 from ..replay.sources import EstimateSource
 from .pqstar import WaitParams, replay_waits
 from .starttime import (
@@ -40,6 +42,7 @@ from .starttime import (
     QueueSnapshot,
     RunningJob,
     RunSampler,
+    SiteMachine,
     Widening,
     forward_start,
     start_quantiles,
@@ -84,25 +87,79 @@ class RecordingSource(EstimateSource):
 
 
 class Truth(NamedTuple):
-    """The ground-truth run: starts and the soft walltimes the scheduler had."""
+    """The ground-truth run: starts and the soft walltimes the scheduler had; on a site
+    model (``site``, where the predictions run too), where each job ran
+    (:meth:`..replay.machine.MachineModel.where`)."""
 
     start: List[int]
     est_submit: List[int]
     est_start: List[int]
+    site: Optional[SiteModel] = None
+    where: Optional[Dict[int, Where]] = None
+
+
+class RecordingModel:
+    """Another machine model, recording where each job ran (read as it ends: every job
+    the ground truth starts ends in it, and its place does not change while it runs)."""
+
+    def __init__(self, inner: MachineModel) -> None:
+        self.inner = inner
+        self.class_part = inner.class_part
+        self.ran: Dict[int, Where] = {}
+
+    def can_ever_run(self, j: int) -> bool:
+        return self.inner.can_ever_run(j)
+
+    def cycle(self, now: int, ends: Sequence[Tuple[int, int]]) -> CycleResources:
+        return self.inner.cycle(now, ends)
+
+    def hold(self, j: int, where: Optional[Where] = None) -> bool:
+        return self.inner.hold(j, where)
+
+    def where(self, j: int) -> Optional[Where]:
+        return self.inner.where(j)
+
+    def release(self, j: int) -> None:
+        where = self.inner.where(j)
+        if where is not None:
+            self.ran[j] = where
+        self.inner.release(j)
+
+    def full(self) -> bool:
+        return self.inner.full()
 
 
 def ground_truth(
-    work: SimWorkload, source: EstimateSource, procs_total: int, policy: pbsched.Policy
+    work: SimWorkload,
+    source: EstimateSource,
+    procs_total: int,
+    policy: pbsched.Policy,
+    site: Optional[SiteModel] = None,
 ) -> Truth:
-    """Run PBS's scheduler model on the whole workload with the real run times.
+    """Run PBS's scheduler model on the whole workload with the real run times: on one
+    pool of ``procs_total``, or on ``site``'s model (the workload put on it,
+    :func:`..replay.site_model.site_run`), where each job ran recorded.
 
     :raises ValueError: a sort that reads ``softwalltime_rank`` (not evaluated here)
     """
     if pbsched.sort_formula(policy.job_sort_formula).reads_rank:
         raise ValueError("start-time evaluation does not simulate the rank: use a sort without it")
     rec = RecordingSource(source)
-    result = pbsched.simulate_pbs(work, rec, procs_total, policy)
-    return Truth(result.start, rec.at_submit, rec.at_start)
+    if site is None:
+        result = pbsched.simulate_pbs(work, rec, procs_total, policy)
+        return Truth(result.start, rec.at_submit, rec.at_start)
+    inner, order = site.build(work)
+    model = RecordingModel(inner)
+    result = pbsched.simulate_pbs(work, rec, procs_total, policy, model=model, site=order)
+    return Truth(result.start, rec.at_submit, rec.at_start, site, model.ran)
+
+
+def describe(site: SiteModel) -> str:
+    """The site model the start times run on (:meth:`..replay.site_model.SiteModel.describe`),
+    saying that a site file's ``fair_share`` is left out: the forward runs do not model
+    fairshare, and the ground truth runs as they do."""
+    fair = "; its fair_share not modelled here" if site.site.scheduler.fair_share else ""
+    return site.describe() + fair
 
 
 def target_jobs(n: int, first: int, count: int, predictions: int) -> List[int]:
@@ -156,14 +213,19 @@ class _Sweep:
                 self.site.append(w.run[j] / w.wall[j])
         return now
 
-    def snapshot(self, k: int, procs_total: int) -> QueueSnapshot:
+    def snapshot(self, k: int, procs_total: int, site: Optional[SiteModel] = None) -> QueueSnapshot:
+        """The queue and running jobs at job ``k``'s submit; on ``site``'s model, the running
+        jobs held where the ground truth ran them."""
         w, t = self.work, self.truth
-        queued = list(self.pending)
-        running = [
-            RunningJob(t.start[j], t.est_start[j], w.wall[j], w.procs[j]) for j in self.running
-        ]
+        queued, ran = list(self.pending), list(self.running)
+        running = [RunningJob(t.start[j], t.est_start[j], w.wall[j], w.procs[j]) for j in ran]
         waiting = [QueuedJob(w.submit[j], t.est_submit[j], w.wall[j], w.procs[j]) for j in queued]
-        return QueueSnapshot(w.submit[k], procs_total, running, waiting, queued.index(k))
+        machine = None
+        if site is not None:
+            jobs = take(w, queued + ran)  # the snapshot's model's jobs: queued, then running
+            where = t.where or {}
+            machine = SiteMachine(lambda: site.build(jobs), [where.get(j) for j in ran])
+        return QueueSnapshot(w.submit[k], procs_total, running, waiting, queued.index(k), machine)
 
     def kind(self, j: int, sampler: RunSampler) -> List[int]:
         """The run times job ``j``'s kind took (:meth:`.starttime.RunSampler.runs_of`)."""
@@ -196,7 +258,8 @@ def predict_targets(
     seed: int = 0,
     progress: Optional[Callable[[int, int], None]] = None,
 ) -> List[Prediction]:
-    """Every method's prediction for each target (increasing job indices)."""
+    """Every method's prediction for each target (increasing job indices), on the machine
+    the ground truth ran on (its site model, else one pool of ``procs_total``)."""
     sweep = _Sweep(work, truth)
     rng = random.Random(seed)
     widening = Widening()
@@ -207,7 +270,9 @@ def predict_targets(
         while unresolved and unresolved[0][0] <= now:
             _, predicted, actual = heapq.heappop(unresolved)
             widening.learn(predicted, actual)
-        raw = _predict(sweep, k, procs_total, policy, RunSampler(rng, sweep.site), samples)
+        sampler = RunSampler(rng, sweep.site)
+        snap = sweep.snapshot(k, procs_total, truth.site)
+        raw = _predict(sweep, k, snap, policy, sampler, samples)
         heapq.heappush(unresolved, (truth.start[k], raw.p90 - now, truth.start[k] - now))
         out.append(raw._replace(p90=max(raw.p50, now + widening.widen(raw.p90 - now))))
         if progress is not None:
@@ -218,13 +283,12 @@ def predict_targets(
 def _predict(
     sweep: _Sweep,
     k: int,
-    procs_total: int,
+    snap: QueueSnapshot,
     policy: pbsched.Policy,
     sampler: RunSampler,
     samples: int,
 ) -> Prediction:
-    # every method's prediction for target k, the P90 not widened
-    snap = sweep.snapshot(k, procs_total)
+    # every method's prediction for target k (the snapshot's), the P90 not widened
     pending = list(sweep.pending)
     kinds = Lazy(len(pending), lambda i: sweep.kind(pending[i], sampler))
     running_runs = [sweep.kind(j, sampler) for j in sweep.running]
@@ -317,6 +381,10 @@ def format_figures(report: Dict[str, Any]) -> str:
         f"predictions: {report['predictions']:,} ({report['samples']} forward runs each,"
         f" {report['seconds']:.1f} s)",
     ]
+    if "model" in report:  # --site: the ground truth and the predictions ran on it
+        why = ", ".join(f"{k} {v:,}" for k, v in sorted(report["skipped_by_reason"].items()))
+        skipped = sum(report["skipped_by_reason"].values())
+        lines.insert(2, f"{report['model']}   skipped: {skipped:,}{f' ({why})' if why else ''}")
     for group, title in (("all", "all targets"), ("waited_10min", "targets that waited >= 10 min")):
         fig = report["figures"][group]
         lines.append("")

@@ -43,8 +43,9 @@ from typing import (
 
 from ..core import calibrated as cal
 from ..replay import pbsched
-from ..replay.machine import NEVER, OK, MachineModel
+from ..replay.machine import NEVER, OK, MachineModel, Where
 from ..replay.pool import PoolCycle, PoolModel
+from ..replay.queues import SiteOrder
 
 MAX_EVENTS = 100_000  # ends simulated for one prediction (each frees processors)
 DEFAULT_SAMPLES = 9
@@ -85,15 +86,28 @@ class RunningJob(NamedTuple):
     procs: int
 
 
+class SiteMachine(NamedTuple):
+    """A snapshot's machine beyond one pool (issue 46): ``build`` makes a fresh model of the
+    snapshot's jobs (the queued ones ``j``, then the running ones ``len(queued) + i``) and
+    the cycle's queue order (:meth:`..replay.site_model.SiteModel.build` of them), once per
+    forward run (a model holds the running jobs); ``where[i]``: where running job ``i``
+    runs (:meth:`..replay.machine.MachineModel.where`; None: where the model places it)."""
+
+    build: Callable[[], Tuple[MachineModel, Optional[SiteOrder]]]
+    where: Sequence[Optional[Where]]
+
+
 class QueueSnapshot(NamedTuple):
     """The queue (in submit order) and the running jobs at ``now``; ``target`` indexes
-    ``queued``."""
+    ``queued``. ``machine``: the site model they run on (None: one pool of
+    ``procs_total``)."""
 
     now: int
     procs_total: int
     running: Sequence[RunningJob]
     queued: Sequence[QueuedJob]
     target: int
+    machine: Optional[SiteMachine] = None
 
 
 class _Columns(NamedTuple):
@@ -112,7 +126,12 @@ class _Cycles:
     :func:`..replay.pbsched.class_keys`. Jobs are indices into ``snap.queued``."""
 
     def __init__(
-        self, snap: QueueSnapshot, policy: pbsched.Policy, est: List[int], model: MachineModel
+        self,
+        snap: QueueSnapshot,
+        policy: pbsched.Policy,
+        est: List[int],
+        model: MachineModel,
+        site: Optional[SiteOrder] = None,
     ) -> None:
         q = snap.queued
         self.cols = _Columns([j.submit for j in q], [j.wall for j in q], [j.procs for j in q])
@@ -123,6 +142,11 @@ class _Cycles:
         self.est = est
         self.hard = self.cols.wall if policy.backfill_by == pbsched.WALLTIME else None
         self.cls = pbsched.class_keys(policy.classes, self.cols, self.rank, model.class_part)
+        self.site = site
+        if self.cls is not None and site is not None and site.class_key is not None:
+            # as simulate_pbs's (job_info.cpp:2158-2233), read once: ranks do not change here
+            cls, part = self.cls, site.class_key
+            self.cls = [(cls(j), part(j)) for j in range(len(q))].__getitem__
         self.keys: Dict[int, Tuple[float, int]] = {}  # time-independent sort keys
         self.queue = list(range(len(q)))
 
@@ -132,6 +156,8 @@ class _Cycles:
         order = pbsched.order_queue(
             self.queue, self.formula, now, self.cols, self.est, self.keys, self.rank
         )
+        if self.site is not None:
+            order = self.site.order(order)  # by_queue, round_robin, express queues
         policy = self.policy
         started, _top = pbsched.schedule_cycle(
             now, order, self.model.cycle(now, ends), self.est, policy.backfill_depth,
@@ -277,10 +303,11 @@ def _cycles(
     est: List[int],
     model: Optional[MachineModel],
     fast: bool,
+    site: Optional[SiteOrder] = None,
 ) -> _Cycles:
     nq = len(snap.queued)
     if model is not None:
-        return _Cycles(snap, policy, est, model)
+        return _Cycles(snap, policy, est, model, site)
     procs = [job.procs for job in snap.queued] + [r.procs for r in snap.running]
     pool = PoolModel(snap.procs_total, procs)
     formula = pbsched.sort_formula(policy.job_sort_formula)
@@ -305,7 +332,7 @@ def forward_start(
     :raises ValueError: the target needs more processors than the machine has, or
         :data:`MAX_EVENTS` ends pass without it starting
     """
-    if snap.queued[snap.target].procs > snap.procs_total:
+    if snap.machine is None and snap.queued[snap.target].procs > snap.procs_total:
         raise ValueError("the job needs more processors than the machine has")
     start = forward_starts(snap, policy, queued_run, running_end, fast, snap.target)
     if start[snap.target] < 0:
@@ -328,7 +355,13 @@ def forward_starts(
 
     ``model``: the machine (a :class:`..replay.machine.MachineModel`, fresh: nothing held),
     whose jobs are the queued ones (``j``) then the running ones (``len(snap.queued) + i``);
-    None: one pool of ``snap.procs_total`` processors (:class:`..replay.pool.PoolModel`)."""
+    None: ``snap.machine``'s, else one pool of ``snap.procs_total`` processors
+    (:class:`..replay.pool.PoolModel`)."""
+    site: Optional[SiteOrder] = None
+    where: Sequence[Optional[Where]] = ()
+    if model is None and snap.machine is not None:
+        model, site = snap.machine.build()
+        where = snap.machine.where
     q = snap.queued
     nq = len(q)
     now = snap.now
@@ -336,14 +369,14 @@ def forward_starts(
     period = policy.scheduler_iteration if formula.time_dependent else 0
     est = [job.est or job.wall for job in q]
     # the jobs of the model: the queued ones, then the running ones (nq + i)
-    cycles = _cycles(snap, policy, est, model, fast)
+    cycles = _cycles(snap, policy, est, model, fast, site)
     model = cycles.model
     start = [-1] * nq
     left = sum(1 for j in range(nq) if model.can_ever_run(j))
     planned: Dict[int, int] = {}  # running job -> its estimated end, for the scheduler
     ends: List[Tuple[int, int]] = []  # heap of (real end, running job)
     for i, (r, end) in enumerate(zip(snap.running, running_end)):
-        model.hold(nq + i)
+        model.hold(nq + i, where[i] if where else None)
         planned[nq + i] = r.start + (r.est or r.wall)
         ends.append((max(now + 1, min(end, r.start + r.wall)), nq + i))
     heapq.heapify(ends)
