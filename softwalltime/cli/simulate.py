@@ -405,7 +405,20 @@ def _options(args: argparse.Namespace, settings: Settings) -> Any:
         backfill_fuzzy=DEFAULT_FUZZY_S if args.backfill_fuzzy is None else args.backfill_fuzzy,
         rank_refresh_s=RANK_REFRESH_S if args.rank_refresh is None else int(args.rank_refresh),
         rank_by=args.rank_by or RANK_BY[0],
+        fairshare=_temporary_fairshare(),
     )
+
+
+def _temporary_fairshare() -> Any:
+    # TEMPORARY (branch fsearch, for the lead to replace by --site/--current's wiring):
+    # SOFTWALLTIME_FAIRSHARE_EQUAL=1 gives the search a flat tree of the users with equal
+    # shares, as the sort fairshare has.
+    from ..replay import fairshare as fs
+    from ..replay import pbsched
+
+    if os.environ.get("SOFTWALLTIME_FAIRSHARE_EQUAL") != "1":
+        return None
+    return fs.Settings(unknown_shares=pbsched.EQUAL_SHARES)
 
 
 def _fits(args: argparse.Namespace, traces: List[Any], opts: Any, site: Any) -> Any:
