@@ -4,6 +4,7 @@
 term, highest first::
 
     (eligible_time + S) / (E + S) + eligible_time / A + L * E / 86400 + W * ncpus / P
+        + F * fairshare_factor
 
 or, with the power 2 (:attr:`Params.power`), the first term ``3600 * (eligible_time + S) /
 ((E + S) * (E + S))``: the expansion factor per hour of estimate, nearer to shortest
@@ -22,7 +23,13 @@ first (KTH-SP2's first half, users' walltimes, with an age of 24 h: mean bsld 4.
   pushes up (KTH-SP2's first half: long jobs' p95 33.4 h under the expansion factor by
   the rank, 15.1 h with ``L`` 4, against 22.5 h under FCFS);
 - ``W`` (:attr:`Params.width`; 0: no term): ``W`` units for a job as wide as the machine
-  (``P`` its processors), so that wide jobs, which rarely fit, are not starved.
+  (``P`` its processors), so that wide jobs, which rarely fit, are not starved;
+- ``F`` (:attr:`Params.fairshare`; 0: no term; only on a site with fairshare): a term
+  ``+ F * fairshare_factor``, the user's ``2 ** -(usage / share)`` in (0, 1]: the lighter
+  user's job first by up to ``F`` units. Without it fairshare only breaks the formula's
+  ties, which a formula of waited time rarely has. ``F`` 4 was chosen on KTH-SP2's first
+  half (docs/simulate.md, Fairshare): against 0, more candidates within the tolerances
+  (5 of 72 against 2) and a lower best score; 16 and 64 push wide jobs' p95 wait up.
 
 **What PBS accepts.** OpenPBS 23.06.06 checks a formula at ``qmgr`` time in a Python
 sub-interpreter (``src/server/sched_func.c:120-300``, ``validate_job_formula``): it must be a

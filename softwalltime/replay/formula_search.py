@@ -12,6 +12,13 @@ candidates :func:`checked` picks (the first half's Pareto front and its best
 :data:`TOP_CHECKED` within the tolerances) are also simulated on the second half: the
 report gives the recommendation's figures there, whether the tolerances still hold, its
 rank on both halves, and the front.
+
+On a site with fairshare (:func:`fairshare`: the rules carry the site's tree) the
+baseline is the site's own ordering, ``fairshare-bf1`` with the users' walltimes; every
+candidate keeps fair_share on (it orders jobs of equal formula value) and the grid gains
+the fairshare term; the report says what the rank adds on top of fairshare
+(:func:`rank_adds`: the best candidate without the rank key against the best with it,
+both run on the second half).
 """
 
 from __future__ import annotations

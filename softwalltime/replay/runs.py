@@ -490,7 +490,8 @@ def run_search(
     progress: Optional[Progress] = None,
 ) -> List[SearchResult]:
     """Each trace's formula search over the candidates of ``names`` (perfect left out),
-    against fcfs-bf1 with the users' walltimes; see :mod:`.tune`."""
+    against fcfs-bf1 with the users' walltimes (with ``opts.fairshare``, fairshare-bf1, the
+    site's ordering); see :mod:`.formula_search`."""
     rules = opts.rules(formula_search.BASELINE_POLICY)
     halves = [formula_search.halves(t.work) for t in traces]
     fair = formula_search.fairshare(rules)
