@@ -208,3 +208,12 @@ def test_policies_name_the_sites_fairshare_and_its_baseline_is_fairshare() -> No
     plain = runs.run_policies([trace], ["sjf-bf1"], ["users"], runs.SimOptions())[0]
     assert plain.rows[0].policy == "sjf-bf1"
     assert plain.rows[0].bsld_mean != res.rows[1].bsld_mean  # fairshare breaks sjf's ties
+
+
+def test_a_half_without_long_jobs_prints_no_long_p95() -> None:
+    base = fm.Waits(4.0, 2.0, {"short": 1.0, "long": None, "wide": 3.0}, 9.0, 9.0)
+    row = base._replace(bsld=3.0)
+    line = formula_search._adds_row("with rank", row, base, "xf2.rank+fs4, v3")
+    assert "bsld   3.00 (-25.0 %)" in line and "long p95 -  xf2.rank+fs4, v3" in line
+    with_long = row._replace(p95={"short": 1.0, "long": 5.0, "wide": 3.0})
+    assert "long p95 5.00 h (-)" in formula_search._adds_row("x", with_long, base, "")

@@ -416,11 +416,14 @@ def _adds_row(name: str, w: Optional[fm.Waits], base: fm.Waits, what: str) -> st
     if w is None:
         return f"  {name:<13} {what}: not run on the second half"
     long95, base95 = w.p95["long"], base.p95["long"]
-    change95 = "-" if long95 is None or base95 is None else _change(long95, base95)
+    long_text = "-"  # no long job in the half
+    if long95 is not None:
+        change95 = "-" if base95 is None else _change(long95, base95)
+        long_text = f"{long95:.2f} h ({change95})"
     return (
         f"  {name:<13} bsld {w.bsld:6.2f} ({_change(w.bsld, base.bsld)})  mean wait "
         f"{w.wait_mean_h:.2f} h ({_change(w.wait_mean_h, base.wait_mean_h)})  long p95 "
-        f"{_h(long95)} h ({change95})  {what}"
+        f"{long_text}  {what}"
     )
 
 
