@@ -344,7 +344,8 @@ def search(
     site: Optional[Site] = None,
 ) -> List[SearchResult]:
     """Search job_sort_formulas for each trace: tuned on its first half, checked on its
-    second, against fcfs-bf1 with the users' walltimes (:mod:`.replay.formula_search`).
+    second, against fcfs-bf1 with the users' walltimes, or with ``options.fairshare`` the site's
+    fairshare-bf1 (:mod:`.replay.formula_search`).
 
     Long because it is a front door: each tolerance, and the site, is a keyword of its own.
 

@@ -127,7 +127,9 @@ factor (eligible_time + 600) / (E + 600) (or, with the power 2, 3600 * (eligible
 a grid (powers 1, 2; A none, 72 h, 24 h; L 0, 1; W 0, 8) per estimate source (--estimates,
 default users,v3; the rank with every source but users) on the model of PBS's scheduler
 above with strict ordering and backfill_depth 1, fcfs-bf1 with the users' walltimes the
-baseline. The trace is cut in two halves by job count, each simulated on its own; every
+baseline (with the site's fairshare, from --site or a --current fairshare policy:
+fairshare-bf1, every candidate under fair_share, and the grid gains a term F *
+fairshare_factor, F 0 or 4; the report says what the rank adds to fairshare). The trace is cut in two halves by job count, each simulated on its own; every
 candidate runs on the first half, its 12 best by mean bsld again with backfill_depth 3
 (labelled -bf3: more top jobs protect wide and long jobs), and the recommendation is the
 best mean bsld there among those within the tolerances: the p95 wait of short (<= 2 h),

@@ -205,12 +205,13 @@ def usage_function(expression: str) -> Callable[[float, float, float], float]:
 
 class _Node:
     __slots__ = ("name", "shares", "parent", "children", "group_perc", "tree_perc", "usage",
-                 "temp", "factor", "path")  # fmt: skip
+                 "temp", "factor", "factor_at", "path")  # fmt: skip
 
     def __init__(self, name: str, shares: int, parent: Optional[_Node]) -> None:
         self.name, self.shares, self.parent = name, shares, parent
         self.children: List[_Node] = []
         self.group_perc = self.tree_perc = self.factor = 0.0
+        self.factor_at = -1  # the Tree.cycle its factor is of (-1: none yet)
         self.usage = self.temp = MIN_USAGE  # fairshare.cpp:817-818
         self.path: List[_Node] = (parent.path if parent else []) + [self]
         if parent is not None:
@@ -227,7 +228,7 @@ class Tree:
         self.root.tree_perc = 1.0  # fairshare.cpp:328
         self.nodes: Dict[str, _Node] = {ROOT: self.root}
         self.dirty: Set[_Node] = set()  # usage or temp usage changed since start_cycle
-        self.factors_due = True
+        self.cycle = 0  # start_cycle's count: a node's factor is of the cycle factor_at
         self.unknown = self._add(UNKNOWN, settings.unknown_shares, self.root)
         for k, (name, _cgroup, parent, shares) in enumerate(settings.groups):
             self._group(k, name, parent, shares)
@@ -306,20 +307,25 @@ class Tree:
         for g in self.dirty:
             g.temp = g.usage
         self.dirty = set()
-        self.factors_due = True
+        self.cycle += 1
 
-    def _all_factors(self) -> None:
-        self.factors_due = False
-        for c in self.root.children:  # fairshare.cpp:1017-1020
-            c.factor = c.usage / self.root.usage
-            self._factors(c)
-
-    def _factors(self, top: _Node) -> None:
-        # calc_usage_factor_rec (fairshare.cpp:980-993)
-        for c in top.children:
-            u = c.usage / self.root.usage
-            c.factor = u + (top.factor - u) * c.group_perc
-            self._factors(c)
+    def _factor(self, node: _Node) -> float:
+        # The usage factor of calc_usage_factor (fairshare.cpp:980-1021), computed along
+        # node's path only, when a formula term first reads it in a cycle: usage does not
+        # change within a cycle (add_temp changes temp), so it is the value the whole
+        # tree's pass at the start of the cycle gives.
+        if node.factor_at == self.cycle:
+            return node.factor
+        root = self.root
+        parent = node.parent
+        if parent is root:  # fairshare.cpp:1017-1020
+            f = node.usage / root.usage
+        else:  # calc_usage_factor_rec (fairshare.cpp:980-993)
+            assert parent is not None
+            u = node.usage / root.usage
+            f = u + (self._factor(parent) - u) * node.group_perc
+        node.factor, node.factor_at = f, self.cycle
+        return f
 
     def add_temp(self, node: _Node, usage: float) -> None:
         """A job started or made a top job: its usage on its path, for this cycle only
@@ -344,9 +350,7 @@ class Tree:
     def terms(self, node: _Node) -> Tuple[float, float, float]:
         """``fairshare_perc``, ``fairshare_tree_usage`` and ``fairshare_factor`` of an entity
         (job_info.cpp:4030-4033), after :meth:`start_cycle`."""
-        if self.factors_due:
-            self._all_factors()
-        perc, factor = node.tree_perc, node.factor
+        perc, factor = node.tree_perc, self._factor(node)
         return perc, factor, (0.0 if perc == 0 else math.pow(2, -(factor / perc)))
 
 

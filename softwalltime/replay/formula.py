@@ -4,6 +4,7 @@
 term, highest first::
 
     (eligible_time + S) / (E + S) + eligible_time / A + L * E / 86400 + W * ncpus / P
+        + F * fairshare_factor
 
 or, with the power 2 (:attr:`Params.power`), the first term ``3600 * (eligible_time + S) /
 ((E + S) * (E + S))``: the expansion factor per hour of estimate, nearer to shortest
@@ -22,7 +23,13 @@ first (KTH-SP2's first half, users' walltimes, with an age of 24 h: mean bsld 4.
   pushes up (KTH-SP2's first half: long jobs' p95 33.4 h under the expansion factor by
   the rank, 15.1 h with ``L`` 4, against 22.5 h under FCFS);
 - ``W`` (:attr:`Params.width`; 0: no term): ``W`` units for a job as wide as the machine
-  (``P`` its processors), so that wide jobs, which rarely fit, are not starved.
+  (``P`` its processors), so that wide jobs, which rarely fit, are not starved;
+- ``F`` (:attr:`Params.fairshare`; 0: no term; only on a site with fairshare): a term
+  ``+ F * fairshare_factor``, the user's ``2 ** -(usage / share)`` in (0, 1]: the lighter
+  user's job first by up to ``F`` units. Without it fairshare only breaks the formula's
+  ties, which a formula of waited time rarely has. ``F`` 4 was chosen on KTH-SP2's first
+  half (docs/simulate.md, Fairshare): against 0, more candidates within the tolerances
+  (5 of 72 against 2) and a lower best score; 16 and 64 push wide jobs' p95 wait up.
 
 **What PBS accepts.** OpenPBS 23.06.06 checks a formula at ``qmgr`` time in a Python
 sub-interpreter (``src/server/sched_func.c:120-300``, ``validate_job_formula``): it must be a
@@ -52,6 +59,11 @@ RANK = "rank"  # the key E: softwalltime_rank, else the soft walltime, else the 
 KEYS = (ESTIMATE, RANK)
 _E = {ESTIMATE: "(soft_walltime or walltime)", RANK: pbsched._RANK}
 SMOOTH_S = 600  # the bounded slowdown's bound
+FAIRSHARE_FACTOR = "fairshare_factor"
+"""The fairshare term ``F`` weighs: ``2 ** -(usage / fairshare_perc)``, in (0, 1] (0 for
+an entity without shares), the keyword PBS's formula reads (``FORMULA_FSFACTOR``,
+``src/include/pbs_share.h:60``; accepted by qmgr, ``src/server/sched_func.c:214``;
+evaluated, ``src/scheduler/job_info.cpp:4034``)."""
 
 # The grid the search runs (per key and estimate source): 2 powers x 3 ages x 2 lengths x
 # 2 widths. The width matters where wide jobs' p95 wait is the bound that binds (CTC-SP2,
@@ -60,6 +72,9 @@ POWERS = (1, 2)
 AGES_H = (0.0, 72.0, 24.0)
 LENGTHS = (0.0, 1.0)
 WIDTHS = (0.0, 8.0)
+FAIRSHARES = (0.0, 4.0)
+"""The fairshare weights ``F`` the grid tries when the site has fairshare
+(:func:`candidates`); without it, 0 only."""
 
 
 class Params(NamedTuple):
@@ -71,10 +86,12 @@ class Params(NamedTuple):
     width: float = 0.0
     length: float = 0.0
     power: int = 1
+    fairshare: float = 0.0
 
     @property
     def label(self) -> str:
-        """A short name: ``xf``, ``xf2``, ``.rank``, ``+age24h``, ``+len1``, ``+w8``."""
+        """A short name: ``xf``, ``xf2``, ``.rank``, ``+age24h``, ``+len1``, ``+w8``,
+        ``+fs4``."""
         text = ("xf" if self.power == 1 else "xf2") + (".rank" if self.key == RANK else "")
         if self.age_h:
             text += f"+age{_num(self.age_h)}h"
@@ -82,17 +99,20 @@ class Params(NamedTuple):
             text += f"+len{_num(self.length)}"
         if self.width:
             text += f"+w{_num(self.width)}"
+        if self.fairshare:
+            text += f"+fs{_num(self.fairshare)}"
         return text
 
 
 _LABEL = re.compile(
     r"^xf(?P<power>2?)(?P<rank>\.rank)?(?:\+age(?P<age>\d+(?:\.\d+)?)h)?"
-    r"(?:\+len(?P<len>\d+(?:\.\d+)?))?(?:\+w(?P<w>\d+(?:\.\d+)?))?$"
+    r"(?:\+len(?P<len>\d+(?:\.\d+)?))?(?:\+w(?P<w>\d+(?:\.\d+)?))?"
+    r"(?:\+fs(?P<fs>\d+(?:\.\d+)?))?$"
 )
 
 
 def parse_label(text: str) -> Params:
-    """The formula a :attr:`Params.label` names (``xf2.rank+age72h+len1+w8``).
+    """The formula a :attr:`Params.label` names (``xf2.rank+age72h+len1+w8+fs4``).
 
     :raises ValueError: not a label of this family
     """
@@ -105,6 +125,7 @@ def parse_label(text: str) -> Params:
         width=float(m.group("w") or 0),
         length=float(m.group("len") or 0),
         power=2 if m.group("power") else 1,
+        fairshare=float(m.group("fs") or 0),
     )
 
 
@@ -126,8 +147,8 @@ def expression(p: Params, procs_total: int, time_scale: float = 1.0) -> str:
     """
     if p.key not in KEYS:
         raise ValueError(f"formula key must be one of {KEYS}, not {p.key!r}")
-    if p.smooth_s < 1 or min(p.age_h, p.width, p.length) < 0 or procs_total < 1:
-        raise ValueError("smooth_s >= 1, age_h, length, width >= 0 and procs_total >= 1")
+    if p.smooth_s < 1 or min(p.age_h, p.width, p.length, p.fairshare) < 0 or procs_total < 1:
+        raise ValueError("smooth_s >= 1, age_h, length, width, fairshare >= 0 and procs_total >= 1")
     if p.power not in (1, 2):
         raise ValueError(f"formula power must be 1 or 2, not {p.power!r}")
     if time_scale <= 0 or p.smooth_s / time_scale < 1:
@@ -144,6 +165,8 @@ def expression(p: Params, procs_total: int, time_scale: float = 1.0) -> str:
         text += f" + {_num(p.length)} * {e} / {_num(86400.0 / time_scale)}"
     if p.width:
         text += f" + {_num(p.width)} * ncpus / {procs_total}"
+    if p.fairshare:
+        text += f" + {_num(p.fairshare)} * {FAIRSHARE_FACTOR}"
     return text
 
 
@@ -174,7 +197,7 @@ def check_pbs_form(text: str) -> None:
 
     :raises ValueError: another character, name or construct
     """
-    pos, names = 0, set(pbsched.NAMES) | {"or"}
+    pos, names = 0, set(pbsched.NAMES) | set(pbsched.FAIRSHARE_NAMES) | {"or"}
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None or m.end() == pos:
@@ -208,16 +231,19 @@ class Candidate(NamedTuple):
         return self.params.label + ("" if self.depth == 1 else f"-bf{self.depth}")
 
 
-def candidates(sources: Sequence[str]) -> List[Candidate]:
-    """The grid (:data:`POWERS` x :data:`AGES_H` x :data:`LENGTHS` x :data:`WIDTHS`) per
-    estimate source, with the rank key for every source but the users' walltimes (the hook
-    that publishes the rank sets soft walltimes too) and ``perfect`` (no site has it)."""
+def candidates(sources: Sequence[str], fairshare: bool = False) -> List[Candidate]:
+    """The grid (:data:`POWERS` x :data:`AGES_H` x :data:`LENGTHS` x :data:`WIDTHS`, and
+    x :data:`FAIRSHARES` when the site has ``fairshare``) per estimate source, with the
+    rank key for every source but the users' walltimes (the hook that publishes the rank
+    sets soft walltimes too) and ``perfect`` (no site has it)."""
     out = []
+    weights = FAIRSHARES if fairshare else (0.0,)
     for source in sources:
         keys = [ESTIMATE] + ([RANK] if source not in ("users", "perfect") else [])
-        grid = itertools.product(keys, POWERS, AGES_H, LENGTHS, WIDTHS)
-        for key, power, age, length, width in grid:
-            out.append(Candidate(source, Params(key, SMOOTH_S, age, width, length, power)))
+        grid = itertools.product(keys, POWERS, AGES_H, LENGTHS, WIDTHS, weights)
+        for key, power, age, length, width, f in grid:
+            params = Params(key, SMOOTH_S, age, width, length, power, f)
+            out.append(Candidate(source, params))
     return out
 
 

@@ -12,6 +12,13 @@ candidates :func:`checked` picks (the first half's Pareto front and its best
 :data:`TOP_CHECKED` within the tolerances) are also simulated on the second half: the
 report gives the recommendation's figures there, whether the tolerances still hold, its
 rank on both halves, and the front.
+
+On a site with fairshare (:func:`fairshare`: the rules carry the site's tree) the
+baseline is the site's own ordering, ``fairshare-bf1`` with the users' walltimes; every
+candidate keeps fair_share on (it orders jobs of equal formula value) and the grid gains
+the fairshare term; the report says what the rank adds on top of fairshare
+(:func:`rank_adds`: the best candidate without the rank key against the best with it,
+both run on the second half).
 """
 
 from __future__ import annotations
@@ -64,6 +71,35 @@ def waits(work: SimWorkload, result: SimResult) -> fm.Waits:
         p95=p95,
         max_h=max(h, default=0.0),
         wide_max_h=max(by_class["wide"]) if by_class["wide"] else None,
+    )
+
+
+def fairshare(rules: pbsched.Policy) -> bool:
+    """Whether the site has fairshare (:attr:`.pbsched.Policy.fairshare`): then the
+    baseline is its ordering (``fairshare-bf1``: fair_share on, no formula), every candidate
+    keeps it (fairshare within equal formula values, sort.cpp:735-770) and the grid tries a
+    fairshare term (:data:`.formula.FAIRSHARES`)."""
+    return rules.fairshare is not None
+
+
+def baseline_name(rules: pbsched.Policy) -> str:
+    """The baseline's policy as :attr:`.pbsched.Policy.name` gives it: ``fcfs-bf1``, or
+    ``fairshare-bf1`` with the site's fair_share."""
+    return policy_of(None, 1, rules).name
+
+
+def baseline_text(rules: pbsched.Policy) -> str:
+    """The baseline in words: its policy with the users' walltimes, and with fairshare the
+    site's ordering."""
+    text = f"{baseline_name(rules)} with the users' walltimes"
+    f = rules.fairshare
+    if f is None:
+        return text
+    tree = f"{len(f.groups)} resource_group entries, " if f.groups else ""
+    return (
+        f"{text} (the site's ordering: fair_share {f.fair_share} by {f.entity}, "
+        f"{tree}unknown_shares {f.unknown_shares}, usage by {f.usage_res} from the trace's "
+        "start; every candidate keeps it within equal formula values)"
     )
 
 
@@ -184,14 +220,43 @@ def _point(w: fm.Waits) -> Tuple[float, float, float]:
     return (w.bsld, w.p95["long"] or 0.0, w.wide_max_h or 0.0)
 
 
-def checked(base: fm.Waits, firsts: Sequence[fm.Waits], tol: fm.Tolerances) -> List[int]:
+def checked(
+    base: fm.Waits,
+    firsts: Sequence[fm.Waits],
+    tol: fm.Tolerances,
+    keys: Optional[Sequence[str]] = None,
+) -> List[int]:
     """The candidates (indices of their first-half figures) to simulate on the second half
     too: the first half's Pareto front and its :data:`TOP_CHECKED` best by :func:`score`
-    within the tolerances, and the recommendation."""
+    within the tolerances, and the recommendation; with ``keys`` (each candidate's
+    :attr:`.formula.Params.key`), the best of each key too (:func:`best_by_key`)."""
     ok = _by_score(firsts, base, tol)
     picks = set(fm.front([_point(w) for w in firsts])) | set(ok[:TOP_CHECKED])
     best = _pick(ok, firsts, base)
+    if keys is not None:
+        for key in fm.KEYS:
+            got = best_by_key(firsts, keys, key, base, tol)
+            picks |= {got[0]} if got is not None else set()
     return sorted(picks | ({best} if best is not None else set()))
+
+
+def best_by_key(
+    ws: Sequence[fm.Waits],
+    keys: Sequence[str],
+    key: str,
+    base: fm.Waits,
+    tol: fm.Tolerances,
+) -> Optional[Tuple[int, bool]]:
+    """The best of the candidates of ``key`` (``keys[i]``: candidate i's) on the first half
+    (``ws``): the lowest :func:`score` within the tolerances, else (none within them) the
+    lowest score; with whether it is within them. None: no candidate of ``key``."""
+    mine = [i for i, k in enumerate(keys) if k == key]
+    ok = [i for i in _by_score(ws, base, tol) if keys[i] == key]
+    if ok:
+        return ok[0], True
+    if not mine:
+        return None
+    return min(mine, key=lambda i: (score(ws[i], base, tol), i)), False
 
 
 def assess(
@@ -293,9 +358,9 @@ def _recommendation(
     tol, base = rep.tolerances, rep.base
     if rep.best is None:
         return [
-            "recommended: no change (fcfs-bf1 with the users' walltimes): no candidate lowers "
-            "mean bsld within the tolerances on the first half; the front below shows what "
-            "each gain costs"
+            f"recommended: no change ({baseline_name(rules)} with the users' walltimes): no "
+            "candidate lowers mean bsld within the tolerances on the first half; the front "
+            "below shows what each gain costs"
         ]
     row = rep.rows[rep.best]
     second = _second(row)
@@ -327,6 +392,100 @@ def _recommendation(
     return lines + ["  " + s for s in settings(row, procs, rules, refresh)]
 
 
+class Adds(NamedTuple):
+    """What the rank adds on a fairshare site: the best candidate (:func:`best_by_key`)
+    without the rank key and with it (indices into the rows; None: no such candidate),
+    each with whether it is within the tolerances on the first half."""
+
+    no_rank: Optional[Tuple[int, bool]]
+    rank: Optional[Tuple[int, bool]]
+
+
+def rank_adds(rep: Report) -> Adds:
+    """The best candidate without the rank key and with it, on the first half."""
+    firsts = [r.first for r in rep.rows]
+    keys = [r.candidate.params.key for r in rep.rows]
+    base, tol = rep.base[0], rep.tolerances
+    return Adds(
+        best_by_key(firsts, keys, fm.ESTIMATE, base, tol),
+        best_by_key(firsts, keys, fm.RANK, base, tol),
+    )
+
+
+def _adds_row(name: str, w: Optional[fm.Waits], base: fm.Waits, what: str) -> str:
+    if w is None:
+        return f"  {name:<13} {what}: not run on the second half"
+    long95, base95 = w.p95["long"], base.p95["long"]
+    long_text = "-"  # no long job in the half
+    if long95 is not None:
+        change95 = "-" if base95 is None else _change(long95, base95)
+        long_text = f"{long95:.2f} h ({change95})"
+    return (
+        f"  {name:<13} bsld {w.bsld:6.2f} ({_change(w.bsld, base.bsld)})  mean wait "
+        f"{w.wait_mean_h:.2f} h ({_change(w.wait_mean_h, base.wait_mean_h)})  long p95 "
+        f"{long_text}  {what}"
+    )
+
+
+def _adds_lines(rep: Report, rules: pbsched.Policy) -> List[str]:
+    adds, base = rank_adds(rep), rep.base[1]
+    lines = [
+        "What the rank adds to fairshare (second half; the best of each kind is the lowest "
+        "score on the first half within the tolerances there, else the lowest score, marked "
+        "'outside'):",
+        _adds_row("baseline", base, base, baseline_name(rules) + ", users"),
+    ]
+    got: Dict[str, Optional[fm.Waits]] = {}
+    for name, pick in (("without rank", adds.no_rank), ("with rank", adds.rank)):
+        if pick is None:
+            lines.append(f"  {name:<13} no candidate")
+            got[name] = None
+            continue
+        row = rep.rows[pick[0]]
+        what = f"{row.candidate.label}, {row.candidate.source}" + ("" if pick[1] else " (outside)")
+        got[name] = row.second
+        lines.append(_adds_row(name, row.second, base, what))
+    a, b = got["without rank"], got["with rank"]
+    if a is not None and b is not None:
+        lines.append(
+            f"  the rank adds: {b.bsld - a.bsld:+.2f} points of mean bsld "
+            f"({_change(b.bsld, a.bsld)} against the best without it)"
+        )
+    return lines
+
+
+def adds_json(rep: Report) -> Dict[str, Any]:
+    """:func:`rank_adds` as one object: each pick's row index, label, source, whether
+    within the tolerances on the first half and second-half figures, and the rank's change
+    of mean bsld there against the best without it (points, %)."""
+    adds = rank_adds(rep)
+
+    def pick(p: Optional[Tuple[int, bool]]) -> Optional[Dict[str, Any]]:
+        if p is None:
+            return None
+        r = rep.rows[p[0]]
+        return {
+            "index": p[0],
+            "label": r.candidate.label,
+            "source": r.candidate.source,
+            "within_tolerances_first": p[1],
+            "second": None if r.second is None else r.second._asdict(),
+        }
+
+    a, b = pick(adds.no_rank), pick(adds.rank)
+    points = pct = None
+    if a is not None and b is not None and a["second"] and b["second"]:
+        x, y = a["second"]["bsld"], b["second"]["bsld"]
+        points, pct = y - x, (100.0 * (y - x) / x if x else None)
+    return {
+        "baseline_second": rep.base[1]._asdict(),
+        "without_rank": a,
+        "with_rank": b,
+        "bsld_points": points,
+        "bsld_pct": pct,
+    }
+
+
 def format_report(
     title: str,
     rep: Report,
@@ -348,11 +507,13 @@ def format_report(
         f"half; the front and the best within the tolerances ({checked_n}) run on the "
         "second; waits in hours"
     )
-    lines += ["", "baseline: fcfs-bf1 with the users' walltimes"]
+    lines += ["", f"baseline: {baseline_text(rules)}"]
     lines += [_waits_line("first half", base[0], base[0])]
     lines += [_waits_line("second half", base[1], base[1]), ""]
     lines += _recommendation(rep, procs, rules, rank_refresh_s, withheld)
     lines += [_goal_line(rep), ""]
+    if fairshare(rules):
+        lines += _adds_lines(rep, rules) + [""]
     lines.append(
         "Pareto front of the first half (mean bsld, long jobs' p95, wide jobs' longest wait); "
         "figures of the second half, and what each gives up there against the baseline:"
@@ -407,7 +568,11 @@ def as_json(
         rec["rank_first"] = rep.rank_first
         rec["rank_second"] = rep.rank_second
     met, reaching = goal(rep)
+    extra: Dict[str, Any] = {}
+    if fairshare(rules):
+        extra = {"baseline_policy": baseline_name(rules), "rank_adds": adds_json(rep)}
     return {
+        **extra,
         "backfill_by": rules.backfill_by,
         "classes": rules.classes,
         "backfill_fuzzy_s": rules.backfill_fuzzy,
@@ -450,7 +615,7 @@ def write_plot(rep: Report, directory: str, title: str) -> str:
             color = "#d62728" if i == rep.best else "#1f77b4" if i in rep.front else "#c7c7c7"
             ax.plot([r.second.bsld], [get(r.second) or 0.0], "o", color=color, ms=5)
         b = get(base)
-        ax.plot([base.bsld], [b or 0.0], "s", color="black", ms=7, label="fcfs-bf1, users")
+        ax.plot([base.bsld], [b or 0.0], "s", color="black", ms=7, label="baseline, users")
         if most is not None:
             ax.axhline(most, ls="--", color="#7f7f7f", lw=1)
         ax.set_xlabel("mean bounded slowdown (second half)")

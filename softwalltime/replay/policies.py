@@ -162,10 +162,37 @@ def rules_line(rules: pbsched.Policy) -> str:
     return f"{RULES[rules.backfill_by]}; {CLASS_RULES[rules.classes]}; {fuzzy}"
 
 
+FAIRSHARE_MARK = "+" + pbsched.FAIRSHARE
+
+
+def fair_name(policy: str, parsed: pbsched.Policy) -> str:
+    """``policy`` as a row names it: under the site's ``fair_share``
+    (:attr:`.pbsched.Policy.fairshare`) its sort with ``+fairshare``, ``fcfs`` then being
+    ``fairshare`` (as :attr:`.pbsched.Policy.name`): ``sjf+fairshare-bf1``,
+    ``fairshare-bf1``."""
+    f = parsed.fairshare
+    m = pbsched._HOW.match(policy.strip())
+    if f is None or not f.fair_share or m is None:
+        return policy
+    sort, how = m.group("sort"), m.group("how") or "bf1"
+    if sort == pbsched.FAIRSHARE or sort.endswith(FAIRSHARE_MARK):
+        return policy
+    sort = pbsched.FAIRSHARE if sort == pbsched.FCFS else sort + FAIRSHARE_MARK
+    return f"{sort}-{how}"
+
+
 def _policy(name: str, rules: pbsched.Policy) -> pbsched.Policy:
-    return pbsched.parse_policy(
+    # a row's policy (fair_name's +fairshare: the rules' fairshare) under the rules
+    m = pbsched._HOW.match(name.strip())
+    fair = m is not None and m.group("sort").endswith(FAIRSHARE_MARK)
+    if fair and m is not None:
+        name = m.group("sort")[: -len(FAIRSHARE_MARK)] + "-" + (m.group("how") or "bf1")
+    policy = pbsched.parse_policy(
         name, rules.scheduler_iteration, rules.backfill_by, rules.classes, rules.backfill_fuzzy
     )
+    if rules.fairshare is not None and (fair or policy.fairshare is not None):
+        policy = policy._replace(fairshare=rules.fairshare)
+    return policy
 
 
 def rank_name(rows: Sequence[Figures]) -> str:

@@ -297,7 +297,9 @@ def _policy_one(
         work, opts.source(name), traces[i].procs, parsed, opts.correction, ranker=ranker,
         model=model, site=order,
     )  # fmt: skip
-    figures = srch.figures(policy, work, result, ranker.name if ranker else "")
+    figures = srch.figures(
+        srch.fair_name(policy, parsed), work, result, ranker.name if ranker else ""
+    )
     return figures, time.perf_counter() - started
 
 
@@ -468,7 +470,12 @@ def _tune_phases(
     for p in traces:
         run = [k for k in range(len(cands)) if (p, 0, k) in got]
         firsts = [got[(p, 0, k)] for k in run]
-        second += [(p, 1, run[i]) for i in formula_search.checked(got[(p, 0, -1)], firsts, tol)]
+        # with fairshare, the best with and without the rank key too (what the rank adds)
+        keys = None
+        if formula_search.fairshare(shared.rules):
+            keys = [cands[k].params.key for k in run]
+        picks = formula_search.checked(got[(p, 0, -1)], firsts, tol, keys)
+        second += [(p, 1, run[i]) for i in picks]
     got.update(_phase(shared._replace(candidates=tuple(cands)), second, jobs, "3/3", progress))
     return got, cands
 
@@ -483,10 +490,12 @@ def run_search(
     progress: Optional[Progress] = None,
 ) -> List[SearchResult]:
     """Each trace's formula search over the candidates of ``names`` (perfect left out),
-    against fcfs-bf1 with the users' walltimes; see :mod:`.tune`."""
+    against fcfs-bf1 with the users' walltimes (with ``opts.fairshare``, fairshare-bf1, the
+    site's ordering); see :mod:`.formula_search`."""
     rules = opts.rules(formula_search.BASELINE_POLICY)
     halves = [formula_search.halves(t.work) for t in traces]
-    candidates = tuple(fm.candidates([n for n in names if n != sim.PERFECT]))
+    fair = formula_search.fairshare(rules)
+    candidates = tuple(fm.candidates([n for n in names if n != sim.PERFECT], fair))
     models = [t.model for t in traces]
     shared = _Tune(halves, [t.procs for t in traces], models, candidates, rules, opts)
     started = time.monotonic()
@@ -620,5 +629,6 @@ def run_folds(
     """
     for t in traces:
         folds_mod.bounds(len(t.work.submit), plan.folds)
-    grid = tuple(fm.candidates([n for n in names if n != sim.PERFECT]))
+    fair = formula_search.fairshare(opts.rules(formula_search.BASELINE_POLICY))
+    grid = tuple(fm.candidates([n for n in names if n != sim.PERFECT], fair))
     return [_fold_trace(t, grid, opts, plan, jobs, progress) for t in traces]
