@@ -129,9 +129,9 @@ default users,v3; the rank with every source but users) on the model of PBS's sc
 above with strict ordering and backfill_depth 1, fcfs-bf1 with the users' walltimes the
 baseline (with the site's fairshare, from --site or a --current fairshare policy:
 fairshare-bf1, every candidate under fair_share, and the grid gains a term F *
-fairshare_factor, F 0 or 4; the report says what the rank adds to fairshare). The trace is cut in two halves by job count, each simulated on its own; every
-candidate runs on the first half, its 12 best by mean bsld again with backfill_depth 3
-(labelled -bf3: more top jobs protect wide and long jobs), and the recommendation is the
+fairshare_factor, F 0 or 4; the report says what the rank adds to fairshare). The trace
+is cut in two halves by job count, each simulated on its own; every candidate runs on
+the first half, its 12 best by mean bsld again with backfill_depth 3 (labelled -bf3: more top jobs protect wide and long jobs), and the recommendation is the
 best mean bsld there among those within the tolerances: the p95 wait of short (<= 2 h),
 long (> 24 h) and wide (>= 1/8 of the machine) jobs at most
 --p95-tolerance % (10) over the baseline's, the longest wait of any job at most
