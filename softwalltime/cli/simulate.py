@@ -123,28 +123,28 @@ Formula search (--search): job_sort_formulas of one family, each a sum of the ex
 factor (eligible_time + 600) / (E + 600) (or, with the power 2, 3600 * (eligible_time +
 600) / ((E + 600) * (E + 600))), an age term eligible_time / A, a length term L * E /
 86400 and a width term W * ncpus / P (P: the machine's processors), E the soft walltime
-(else the walltime) or the rank (else the soft walltime, else the walltime), searched on
-a grid (powers 1, 2; A none, 72 h, 24 h; L 0, 1; W 0, 8) per estimate source (--estimates,
+(else the walltime) or the rank (else the soft walltime, else the walltime), searched on a
+grid (powers 1, 2; A none, 72 h, 24 h; L 0, 1; W 0, 8) per estimate source (--estimates,
 default users,v3; the rank with every source but users) on the model of PBS's scheduler
 above with strict ordering and backfill_depth 1, fcfs-bf1 with the users' walltimes the
 baseline (with the site's fairshare, from --site or a --current fairshare policy:
 fairshare-bf1, every candidate under fair_share, and the grid gains a term F *
-fairshare_factor, F 0 or 4; the report says what the rank adds to fairshare). The trace
-is cut in two halves by job count, each simulated on its own; every candidate runs on
-the first half, its 12 best by mean bsld again with backfill_depth 3 (labelled -bf3: more top jobs protect wide and long jobs), and the recommendation is the
-best mean bsld there among those within the tolerances: the p95 wait of short (<= 2 h),
-long (> 24 h) and wide (>= 1/8 of the machine) jobs at most
---p95-tolerance % (10) over the baseline's, the longest wait of any job at most
---max-factor (2) times its, each give or take 0.1 h. The first half's Pareto front (mean
-bsld, long jobs' p95, wide jobs' longest wait) and its 8 best within the tolerances also
-run on the second half, which reports the recommendation's figures, whether the
-tolerances still hold, its rank among those on both halves, and the front with what each
-point gives up against the baseline; then the qmgr and sched_config lines. --plot DIR
-draws the front (formula_front.png); --json carries the same; --jobs N runs the
-simulations in N processes, with a progress line on stderr when it is a terminal. --goal
-PCT is the gain to check for: mean bsld PCT % under the baseline's on the second half
-within the tolerances; the output says whether the recommendation reaches it, and which
-points of the front do.
+fairshare_factor, F 0 or 4; the report says what the rank adds to fairshare). The trace is
+cut in two halves by job count, each simulated on its own; every candidate runs on the
+first half, its 12 best by mean bsld again with backfill_depth 3 (labelled -bf3: more top
+jobs protect wide and long jobs), and the recommendation is the best mean bsld there among
+those within the tolerances: the p95 wait of short (<= 2 h), long (> 24 h) and wide (>=
+1/8 of the machine) jobs at most --p95-tolerance % (10) over the baseline's, the longest
+wait of any job at most --max-factor (2) times its, each give or take 0.1 h. The first
+half's Pareto front (mean bsld, long jobs' p95, wide jobs' longest wait) and its 8 best
+within the tolerances also run on the second half, which reports the recommendation's
+figures, whether the tolerances still hold, its rank among those on both halves, and the
+front with what each point gives up against the baseline; then the qmgr and sched_config
+lines. --plot DIR draws the front (formula_front.png); --json carries the same; --jobs N
+runs the simulations in N processes, with a progress line on stderr when it is a terminal.
+--goal PCT is the gain to check for: mean bsld PCT % under the baseline's on the second
+half within the tolerances; the output says whether the recommendation reaches it, and
+which points of the front do.
 
 Folds in time (--search --folds K, default 2: the halves above): the trace is cut into K
 folds by job count; step k (1..K-1) is the search above tuned on folds 1..k and checked on
