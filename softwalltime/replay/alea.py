@@ -130,12 +130,15 @@ class AleaJob(NamedTuple):
 
 
 class Machine(NamedTuple):
-    """One line of Alea's ``.machines``: ``id name nodes cpus_per_node ? mem_bytes``."""
+    """One line of Alea's ``.machines``: ``id name nodes cpus_per_node ? mem_kb``. The
+    memory is in kB: CERIT-SC's zewura line says 529426432 (505 GiB; the cluster's nodes
+    have 512 GB), and the trace's own jobs asked up to 85 GiB (field 10, bytes) on one
+    node, which 529426432 bytes could not hold."""
 
     name: str
     nodes: int
     cpus: int
-    mem_bytes: int
+    mem_kb: int
 
 
 def parse_machines(text: str, where: str = ".machines") -> List[Machine]:
@@ -248,7 +251,7 @@ def _vnode(node: str, m: Machine, props: Set[str], pool: Set[str]) -> sf.Vnode:
     if pool:
         res[POOL] = ",".join(sorted(pool))
     name = node if not node.isdigit() else f"{m.name}-{node}"
-    return sf.Vnode(name, name, m.cpus, mem_kb=m.mem_bytes // 1024, resources=res)
+    return sf.Vnode(name, name, m.cpus, mem_kb=m.mem_kb, resources=res)
 
 
 def _queues(wall: Dict[str, int], limits: Dict[str, Limits]) -> Tuple[sf.Queue, ...]:
