@@ -235,6 +235,12 @@ def main(argv: List[str]) -> int:
     jobs = read(args.trace)
     machines = alea.parse_machines(Path(args.trace.replace(".swf.gz", ".swf.machines")).read_text())
     nodes = Nodes(jobs, machines, args.down_hours * 3600)
+    if nodes.down:
+        days = sum(b - a for v in nodes.down.values() for a, b in v) / 86400
+        first, last = min(j.submit for j in jobs), max(j.end for j in jobs)
+        print(f"down: {sum(1 for v in nodes.down.values() if v)} nodes idle >= "
+              f"{args.down_hours} h at a time, {days:.0f} of "
+              f"{len(nodes.kind) * (last - first) / 86400:.0f} node-days")  # fmt: skip
     pools: Dict[str, List[str]] = defaultdict(list)
     for n in sorted({n for j in jobs for n in j.nodes}):
         for q in sorted({j.queue for j in jobs if n in j.nodes}):
