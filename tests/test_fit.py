@@ -263,18 +263,21 @@ def test_cerit_with_its_site_file_is_fitted_per_queue(capsys) -> None:
     assert code == 0
     found = json.loads(out)
     fitted = found["fit"]
-    # 14 jobs ask for chunks no pool of their queue holds: skipped, counted
-    assert fitted["overall"]["jobs"] == 17764 and fitted["verdict"] == "poor"
+    # every job a select can say has a pool (the vnodes' memory holds the mem=3gb ones)
+    assert fitted["overall"]["jobs"] == 17778 and fitted["verdict"] == "poor"
     assert fitted["model"].startswith("site model: 68 vnodes, 11 queues")
     queues = {q["name"]: q for q in fitted["queues"]}
     assert {"q_1d", "q_2h", "q_1w", "q_2d"} <= set(queues)
     assert queues["q_2d"]["real_mean_h"] > 40 > queues["q_4h"]["real_mean_h"]  # the issue's
-    assert sum(q["jobs"] for q in fitted["queues"]) == 17764
-    # the site model with the site's fairshare waits 2.12 h (the pool: 0.38 h), the trace
-    # 14.28 h
+    assert sum(q["jobs"] for q in fitted["queues"]) == 17778
+    # the site model with the site's fairshare and its inferred run limits waits 3.00 h
+    # (without the limits 2.11 h; the pool: 0.37 h), the trace 14.27 h
     assert fitted["policy"] == "fairshare-bf1"
-    assert round(fitted["overall"]["model_mean_h"], 2) == 2.12
-    assert round(fitted["overall"]["real_mean_h"], 2) == 14.28
+    assert round(fitted["overall"]["model_mean_h"], 2) == 3.00
+    assert round(fitted["overall"]["real_mean_h"], 2) == 14.27
+    # the per-queue ranking table: q_2d, the longest real wait, is 4th of 6 in the model
+    model = {n: round(queues[n]["model_mean_h"], 2) for n in ("q_2h", "q_4d", "q_2d")}
+    assert model == {"q_2h": 6.79, "q_4d": 4.52, "q_2d": 1.15}
 
 
 def test_pbs_accounting_starts_are_the_real_ones() -> None:

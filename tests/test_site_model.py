@@ -144,7 +144,8 @@ def test_cerit_queues_keep_their_jobs_on_their_pools():
                                                ("1:ncpus=1", "", "q_2h")])  # fmt: skip
     fitted, model, _ = site_run(site, work)
     assert fitted.site is not None and fitted.site.select[0] == "1:ncpus=1:Qlist=q_2w_plus"
-    m, _order = model.build(fitted)
+    limited, _order = model.build(fitted)
+    m = limited.inner  # the node model, behind the site file's (inferred) run limits
     own = {k for k, v in enumerate(site.vnodes) if "q_2w_plus" in str(v.resources.get("Qlist"))}
     assert 0 < len(own) < len(site.vnodes)
     assert m.job(0).ok[0] == own

@@ -121,6 +121,42 @@ def test_cerit_site_from_a_few_jobs() -> None:
     ]  # fmt: skip
 
 
+def test_the_most_a_queue_ran_at_once_is_its_inferred_run_limit() -> None:
+    # 2 nodes of 8 cpus; q_1d never ran more than 6 cpus (2 jobs) at once, 4 for one user;
+    # q_2h filled its pool (16 cpus) with one user's jobs, so it shows no limit
+    machines = [alea.Machine("m", 2, 8, 1024)]
+
+    def job(nodes: str, queue: str, user: str, start: int, end: int) -> alea.AleaJob:
+        return alea.AleaJob(3600, alea.node_ids(nodes), queue, "1:ppn=1", user, start, end)
+
+    jobs = [
+        job("{1,1,1,1}", "q_1d", "a", 0, 100),
+        job("{2,2}", "q_1d", "b", 50, 200),
+        job("{1,1,1,1}", "q_1d", "a", 100, 300),  # starts as a's first ends: 4 for a, not 8
+        job("{1,1,1,1,1,1,1,1}", "q_2h", "c", 400, 500),
+        job("{2,2,2,2,2,2,2,2}", "q_2h", "c", 400, 500),
+        job("{2}", "q_2h", "c", 600, 600),  # ran no time: never at once with anything
+    ]
+    site = alea.cerit_site(jobs, machines, "t")
+    q_1d, q_2h = site.queue("q_1d"), site.queue("q_2h")
+    assert q_1d is not None and q_2h is not None
+    assert q_1d.max_run == "[o:PBS_ALL=2],[u:PBS_GENERIC=1]"
+    assert q_1d.max_run_res == {"ncpus": "[o:PBS_ALL=6],[u:PBS_GENERIC=4]"}
+    assert q_2h.max_run == "[o:PBS_ALL=2]"  # 2 jobs of its pool's 16 cpus
+    assert q_2h.max_run_res == {}  # it filled its pool: no cpu limit
+    # a job without a real start or end counts in no limit
+    alone = alea.cerit_site(jobs[:1] + [job("{2,2}", "q_1d", "b", 0, 0)._replace(end=None)],
+                            machines, "t").queue("q_1d")  # fmt: skip
+    assert alone is not None and alone.max_run == "[o:PBS_ALL=1]"
+    assert alone.max_run_res == {"ncpus": "[o:PBS_ALL=4]"}
+
+
+def test_most_at_once_frees_before_it_takes_at_one_instant() -> None:
+    spans = [alea.Span(0, 10, 3, "a"), alea.Span(10, 20, 5, "a"), alea.Span(5, 15, 1, "b")]
+    assert alea.most_at_once(spans) == (2, 6)  # 3+1 until 10, then 5+1
+    assert alea.most_at_once([]) == (0, 0)
+
+
 def test_malformed_alea_inputs_are_refused() -> None:
     with pytest.raises(ValueError, match="not a node list"):
         alea.node_ids("1241,1241")

@@ -33,6 +33,8 @@ def test_the_scaled_site_keeps_both_node_types_in_ratio_each_its_own_host() -> N
     assert q2h is not None and full is not None
     assert (q2h.walltime_max, full.walltime_max) == (72, 7200)
     assert q2h.default_chunk == {"Qlist": "q_2h"}
+    # the full site's inferred run limits are left out (the server is not given them)
+    assert full.max_run is not None and q2h.max_run is None and q2h.max_run_res == {}
 
 
 def test_too_many_vnodes_for_the_one_mom_are_refused() -> None:

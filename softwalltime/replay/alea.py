@@ -117,21 +117,28 @@ def node_ids(column: str) -> Counter[str]:
 
 class AleaJob(NamedTuple):
     """What :func:`cerit_site` reads of one job: its requested walltime (s), its Alea
-    columns (cpus per node id, queue, node spec)."""
+    columns (cpus per node id, queue, node spec), its user and its real start and end
+    (s; None: unknown)."""
 
     walltime_s: Optional[int]
     nodes: Counter[str]
     queue: str
     spec: str
+    user: Optional[str] = None
+    start: Optional[int] = None
+    end: Optional[int] = None
 
 
 class Machine(NamedTuple):
-    """One line of Alea's ``.machines``: ``id name nodes cpus_per_node ? mem_bytes``."""
+    """One line of Alea's ``.machines``: ``id name nodes cpus_per_node ? mem_kb``. The
+    memory is in kB: CERIT-SC's zewura line says 529426432 (505 GiB; the cluster's nodes
+    have 512 GB), and the trace's own jobs asked up to 85 GiB (field 10, bytes) on one
+    node, which 529426432 bytes could not hold."""
 
     name: str
     nodes: int
     cpus: int
-    mem_bytes: int
+    mem_kb: int
 
 
 def parse_machines(text: str, where: str = ".machines") -> List[Machine]:
@@ -180,12 +187,17 @@ def cerit_site(jobs: Iterable[AleaJob], machines: Sequence[Machine], name: str) 
       one queue (its ``queue`` attribute), and CERIT-SC's pools overlap, so the pools are a
       string-array node resource ``Qlist`` (the queues whose jobs ran on the node) that
       each queue's chunks request through its ``default_chunk.Qlist``.
+    - Run limits, INFERRED (the trace does not record the site's): each queue's
+      ``max_run`` and ``max_run_res.ncpus`` are the most jobs and cpus the queue ever ran at
+      once (``[o:PBS_ALL=N]``), and the most one user ever ran at once in it
+      (``[u:PBS_GENERIC=N]``), from the real starts and ends (:func:`run_limits`).
     """
     by_size = sorted(machines, key=lambda m: m.cpus)
     used: Dict[str, int] = defaultdict(int)
     props: Dict[str, Set[str]] = defaultdict(set)
     pools: Dict[str, Set[str]] = defaultdict(set)
     wall: Dict[str, int] = defaultdict(int)
+    spans: Dict[str, List[Span]] = defaultdict(list)
     for job in jobs:
         try:
             asked = [p for p in props_of(to_select(job.spec).select) if not p.startswith("cl_")]
@@ -196,6 +208,8 @@ def cerit_site(jobs: Iterable[AleaJob], machines: Sequence[Machine], name: str) 
             props[node].update(asked)
             pools[node].add(job.queue)
         wall[job.queue] = max(wall[job.queue], job.walltime_s or 0)
+        if job.start is not None and job.end is not None:
+            spans[job.queue].append(Span(job.start, job.end, sum(job.nodes.values()), job.user))
     cluster = _cluster_of(used, by_size)
     vnodes = [_vnode(n, cluster[n], props[n], pools[n]) for n in sorted(used, key=int)]
     for m in by_size:
@@ -204,7 +218,7 @@ def cerit_site(jobs: Iterable[AleaJob], machines: Sequence[Machine], name: str) 
     return sf.Site(
         name=name,
         vnodes=tuple(vnodes),
-        queues=_queues(wall),
+        queues=_queues(wall, {q: run_limits(s, _pool_cpus(vnodes, q)) for q, s in spans.items()}),
         default_queue="route",
         # Qlist on sched_config's resources line: the scheduler matches chunks on it
         # (tests/pbs/test_site_real.py shows a pool keeping another queue's job out)
@@ -220,7 +234,10 @@ def cerit_site(jobs: Iterable[AleaJob], machines: Sequence[Machine], name: str) 
         source=(
             "derived from the trace's Alea columns and .machines by "
             "packaging/make_sites.py: node properties and queue pools from where jobs ran, "
-            "walltime limits the longest asked per queue; the scheduler's settings are not "
+            "walltime limits the longest asked per queue; run limits INFERRED: each queue's "
+            "max_run and max_run_res.ncpus the most jobs and cpus it ever ran at once, "
+            "overall and for one user (the real limits are not in the trace; "
+            "docs/simulate.md); the scheduler's settings are not "
             "in the trace: fcfs with strict_ordering and backfill_depth 1 (the model's "
             "baseline), fair_share as the site's paper says, a flat tree of the users with "
             "equal shares (no resource_group; unknown_shares 10)"
@@ -234,16 +251,87 @@ def _vnode(node: str, m: Machine, props: Set[str], pool: Set[str]) -> sf.Vnode:
     if pool:
         res[POOL] = ",".join(sorted(pool))
     name = node if not node.isdigit() else f"{m.name}-{node}"
-    return sf.Vnode(name, name, m.cpus, mem_kb=m.mem_bytes // 1024, resources=res)
+    return sf.Vnode(name, name, m.cpus, mem_kb=m.mem_kb, resources=res)
 
 
-def _queues(wall: Dict[str, int]) -> Tuple[sf.Queue, ...]:
+def _queues(wall: Dict[str, int], limits: Dict[str, Limits]) -> Tuple[sf.Queue, ...]:
     routed = sorted((q for q in wall if ROUTED.match(q)), key=lambda q: (wall[q], q))
     other = sorted(q for q in wall if not ROUTED.match(q))
     queues = [sf.Queue("route", kind="route", destinations=tuple(routed))]
     for q in routed + other:
-        queues.append(sf.Queue(q, walltime_max=wall[q] or None, default_chunk={POOL: q}))
+        run, res = limits.get(q, (None, {}))
+        queues.append(
+            sf.Queue(
+                q,
+                walltime_max=wall[q] or None,
+                max_run=run,
+                max_run_res=res,
+                default_chunk={POOL: q},
+            )
+        )
     return tuple(queues)
+
+
+# ---------------------------------------------------------------------------------------
+# Run limits read from the real schedule
+
+
+class Span(NamedTuple):
+    """One job as it really ran: start and end (s), cpus, user."""
+
+    start: int
+    end: int
+    cpus: int
+    user: Optional[str]
+
+
+Limits = Tuple[Optional[str], Dict[str, str]]  # a queue's max_run, max_run_res
+
+
+def most_at_once(spans: Iterable[Span]) -> Tuple[int, int]:
+    """The most jobs and the most cpus running at once; a job ending at t has freed its
+    cpus before one starting at t takes them, and a job of no length never runs."""
+    events = []
+    for s in spans:
+        if s.end > s.start:
+            events += [(s.start, 1, s.cpus), (s.end, -1, -s.cpus)]
+    events.sort(key=lambda e: (e[0], e[1]))
+    jobs = cpus = most_jobs = most_cpus = 0
+    for _, dj, dc in events:
+        jobs, cpus = jobs + dj, cpus + dc
+        most_jobs, most_cpus = max(most_jobs, jobs), max(most_cpus, cpus)
+    return most_jobs, most_cpus
+
+
+def run_limits(spans: Sequence[Span], pool_cpus: int) -> Limits:
+    """A queue's run limits inferred from how its jobs really ran: ``[o:PBS_ALL=N]`` the
+    most jobs (``max_run``) and cpus (``max_run_res.ncpus``) it ran at once, when below its
+    pool's cpus (a queue that filled its pool shows no limit); ``[u:PBS_GENERIC=N]`` the
+    most one user ran at once, when below the queue's. Not the site's configured limits
+    (the trace has none): bounds the real schedule kept, which a model should keep too."""
+    jobs, cpus = most_at_once(spans)
+    by_user: Dict[Optional[str], List[Span]] = defaultdict(list)
+    for s in spans:
+        by_user[s.user].append(s)
+    mine = [most_at_once(v) for u, v in by_user.items() if u is not None]
+    user_jobs = max((m[0] for m in mine), default=jobs)
+    user_cpus = max((m[1] for m in mine), default=cpus)
+    run = _limit(jobs, user_jobs, pool_cpus)
+    ncpus = _limit(cpus, user_cpus, pool_cpus)
+    return run, ({"ncpus": ncpus} if ncpus else {})
+
+
+def _limit(overall: int, user: int, pool_cpus: int) -> Optional[str]:
+    parts = []
+    if 0 < overall < pool_cpus:
+        parts.append(f"[o:PBS_ALL={overall}]")
+    if 0 < user < min(overall, pool_cpus):
+        parts.append(f"[u:PBS_GENERIC={user}]")
+    return ",".join(parts) or None
+
+
+def _pool_cpus(vnodes: Sequence[sf.Vnode], queue: str) -> int:
+    return sum(v.ncpus for v in vnodes if queue in str(v.resources.get(POOL, "")).split(","))
 
 
 def swf_site(name: str, nodes: int, cpus_per_node: int, excl: bool, source: str) -> sf.Site:

@@ -84,21 +84,24 @@ def _swf_site(m: SwfMachine, trace_dir: Optional[str]) -> sf.Site:
 
 
 def cerit_jobs(path: str) -> Iterator[alea.AleaJob]:
-    """The Alea columns of a trace's jobs.
+    """The Alea columns of a trace's jobs, with their users and real starts and ends.
 
     :raises ParseError: the trace cannot be read, or a line lacks the Alea columns
     """
     extra: List[List[str]] = []
     skipped: Dict[str, int] = {}
-    walls = [row[6] for row in swf_rows(path, skipped, SwfHeader(), InputLimits(), extra)]
-    for k, (wall, cols) in enumerate(zip(walls, extra)):
+    rows = list(swf_rows(path, skipped, SwfHeader(), InputLimits(), extra))
+    for k, (row, cols) in enumerate(zip(rows, extra)):
+        user, submit, wait, run, wall = row[0], row[1], row[2], row[3], row[6]
         if len(cols) < 3:
             raise ParseError(f"{path}: job {k + 1} has no Alea columns (node list, queue, spec)")
         try:
             nodes = alea.node_ids(cols[0])
         except ValueError as err:
             raise ParseError(f"{path}: job {k + 1}: {err}") from None
-        yield alea.AleaJob(wall, nodes, cols[1], cols[2])
+        start = None if submit is None or wait is None else submit + wait
+        end = None if start is None or run is None else start + run
+        yield alea.AleaJob(wall, nodes, cols[1], cols[2], user, start, end)
 
 
 def derive(trace_dir: str) -> Dict[str, sf.Site]:

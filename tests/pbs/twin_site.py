@@ -7,7 +7,8 @@ on the real OpenPBS server and in the node-level simulator.
   with ``ncpus / cpu_div`` cpus (80 -> 20, 12 -> 3 with ``cpu_div`` 4), its own host
   (``vhostK``, :mod:`vnodes`), and its properties and ``Qlist`` as in the site file. The
   queues as the site file has them, walltime limits divided by the time factor (rounded
-  up), the routing queue ``route`` in front.
+  up), without their run limits (the full site's, not set on the server), the routing
+  queue ``route`` in front.
 - **The jobs** (:func:`site_jobs`): each chunk's ncpus divided by ``cpu_div`` (rounded up,
   at least 1), its count, properties and the job's ``place`` (``excl``) kept; times
   compressed as :func:`twin.scale` does. A job of a walltime queue is submitted to
@@ -88,10 +89,14 @@ def scaled_site(site: sf.Site, cpu_div: int, node_div: int, factor: float) -> sf
                  resources=dict(v.resources))
         for k, v in enumerate(picked)
     )  # fmt: skip
+    # the site file's run limits are the full site's (CERIT-SC's, inferred from the trace):
+    # not scaled and not set on the server, so the twin leaves them out on both sides
     queues = tuple(
-        q
-        if q.walltime_max is None
-        else q._replace(walltime_max=twin.scaled(q.walltime_max, factor))
+        q._replace(
+            walltime_max=None if q.walltime_max is None else twin.scaled(q.walltime_max, factor),
+            max_run=None,
+            max_run_res={},
+        )
         for q in site.queues
     )
     return site._replace(name=f"{site.name}-scaled", vnodes=nodes, queues=queues)
