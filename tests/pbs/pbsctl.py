@@ -106,6 +106,22 @@ def wait_state(jobid: str, states: str, timeout: float = 60) -> str:
     raise PbsError(f"{jobid} still in state {state!r} after {timeout} s (wanted {states})")
 
 
+def wait_started(jobid: str, timeout: float = 60) -> dict[str, Any]:
+    """Wait until the job runs and has its ``stime``; its ``qstat -f``. The server shows
+    ``job_state`` R as soon as it sends the job to MoM and writes ``stime`` only once MoM
+    has taken it (``complete_running``, src/server/req_runjob.c:1122-1166, called from
+    ``post_sendmom``): between the two, a job in state R has no ``stime`` yet."""
+    deadline = time.monotonic() + timeout
+    info: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        info = job(jobid)
+        if info.get("job_state") == "R" and info.get("stime"):
+            return info
+        time.sleep(0.3)
+    raise PbsError(f"{jobid} not started after {timeout} s: state {info.get('job_state')!r}, "
+                   f"stime {info.get('stime')!r}")  # fmt: skip
+
+
 def finished_starts(jobids: list[str], timeout: float = 120) -> list[int]:
     """The jobs' real start times (``stime``), once all have finished, relative to the
     first to start."""

@@ -146,7 +146,7 @@ def test_compared_with_pbss_own_estimate_with_walltimes_and_soft_walltimes(
     try:
         jobs.append(pbsctl.qsub("-l select=1:ncpus=2 -l walltime=00:10:00", script="sleep 40"))
         blocker = jobs[-1]
-        pbsctl.wait_state(blocker, "R")
+        pbsctl.wait_started(blocker)
         blocker_start = qstat_time_of(blocker, "stime")
         jobs.append(pbsctl.qsub("-l walltime=00:20:00", script="sleep 1"))
         mine = jobs[-1]

@@ -59,8 +59,7 @@ def test_wait_site_holds_the_running_job_on_its_exec_vnode(
 ) -> None:
     jobs.append(pbsctl.qsub("-l select=2:ncpus=2 -l place=scatter -l walltime=00:10:00",
                             "sleep 300"))  # fmt: skip
-    pbsctl.wait_state(jobs[-1], "R")
-    running = pbsctl.job(jobs[-1])
+    running = pbsctl.wait_started(jobs[-1])
     assert running["exec_vnode"] == f"({two_vnodes[0]}:ncpus=2)+({two_vnodes[1]}:ncpus=2)"
     stime = qstat_time(running["stime"])
     assert stime is not None
