@@ -170,6 +170,26 @@ def test_what_the_rank_adds_is_the_rows_own(searched: List[runs.SearchResult]) -
         assert f"bsld {w['second']['bsld']:6.2f}" in text
 
 
+def test_the_folds_name_the_sites_fairshare_as_their_baseline() -> None:
+    # --folds runs the search of each step against the same baseline as --search: the
+    # site's fairshare ordering, and its report and JSON say so
+    trace = runs.Loaded("t.swf", _workload(90), 16)
+    plan = runs.FoldPlan(3, narrow=True)
+    [res] = runs.run_folds([trace], ["users"], runs.SimOptions(fairshare=EQUAL), plan)
+    assert formula_search.baseline_name(res.rules) == "fairshare-bf1"
+    text = res.format()
+    assert "baseline: fairshare-bf1 with the users' walltimes (the site's ordering: " in text
+    assert "fcfs-bf1" not in text
+    assert res.as_json()["baseline_policy"] == "fairshare-bf1"
+    # and its figures are fairshare's on the tuning fold, not FCFS's
+    fold1 = runs._fold_pairs(trace, 3)[0][0]
+    opts = runs.SimOptions(fairshare=EQUAL)
+    fair = formula_search.simulate(fold1, 16, None, res.rules, opts.source, 3600)
+    fcfs_rules = runs.SimOptions().rules(formula_search.BASELINE_POLICY)
+    fcfs = formula_search.simulate(fold1, 16, None, fcfs_rules, opts.source, 3600)
+    assert res.report.steps[0].report.base[0] == fair != fcfs
+
+
 def test_without_fairshare_the_report_is_as_before() -> None:
     work = _workload(60)
     trace = runs.Loaded("t.swf", work, 16)

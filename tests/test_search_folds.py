@@ -132,6 +132,8 @@ def test_on_folds_that_repeat_the_first_the_first_pick_holds_on_every_next_fold(
     assert gain > 0
     assert st.gains() == pytest.approx([gain, gain])
     text = res.format()
+    assert "\nbaseline: fcfs-bf1 with the users' walltimes\n" in text
+    assert res.as_json()["baseline_policy"] == "fcfs-bf1"
     assert f"recommended across the folds: {row.candidate.label} with users, held on 2 of 2" in text
     assert f"worst (fold 2) {gain:+.1f} %" in text
     assert "  fold 2 (worst): held\n" in text and "  fold 3: held\n" in text

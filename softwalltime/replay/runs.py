@@ -526,12 +526,21 @@ class FoldResult(NamedTuple):
     path: str
     procs: int
     report: folds_mod.FoldReport
+    rules: pbsched.Policy
+    """The baseline's rules: fcfs-bf1, or fairshare-bf1 with the site's fair_share."""
 
     def as_json(self) -> Dict[str, Any]:
-        return dict(folds_mod.as_json(self.report), source=self.path)
+        return dict(
+            folds_mod.as_json(self.report),
+            source=self.path,
+            baseline_policy=formula_search.baseline_name(self.rules),
+        )
 
     def format(self) -> str:
-        title = f"source: {self.path}   machine: {self.procs} processors"
+        title = (
+            f"source: {self.path}   machine: {self.procs} processors\n"
+            f"baseline: {formula_search.baseline_text(self.rules)}"
+        )
         return folds_mod.format_report(title, self.report)
 
 
@@ -612,7 +621,7 @@ def _fold_trace(
     got = _phase(shared, tasks, jobs, "next folds", progress)
     on_next = {(i + 1, conts[j]): w for (i, _h, j), w in got.items()}
     rep = folds_mod.assess(plan.folds, steps, on_next, tol, plan.narrow)
-    return FoldResult(trace.path, trace.procs, rep)
+    return FoldResult(trace.path, trace.procs, rep, rules)
 
 
 def run_folds(
