@@ -299,6 +299,13 @@ def test_published_values_read_back_and_change_only_when_the_answer_does():
     assert not publish.needs_update(later, False, now + 5 * 3600 + 600, now)
     assert publish.needs_update(later, False, now + 5 * 3600 + 1900, now)
     assert publish.needs_update(later, True, now + 3600, now)
+    # the value names a minute: a start within the current minute is not expired by the
+    # seconds the minute has run (each run would alter it again), only once it has ended
+    minute = now - now % 60
+    soon = publish.value(False, minute + 40)
+    assert not publish.needs_update(soon, False, minute + 40, minute + 50)
+    assert not publish.needs_update(soon, False, minute + 59, minute + 59)
+    assert publish.needs_update(soon, False, minute + 70, minute + 60)
 
 
 def test_wait_jobid_from_qstat_shows_pbss_own_estimate(fresh_dsn, tmp_path, capsys):

@@ -13,8 +13,9 @@ The value is an absolute time in the server's zone, e.g.
 ``quick_starter:by_2026-11-25T12:52+0000`` (PQStar marked the job: it starts within the
 quick-starter threshold) or ``predicted:about_2026-11-25T15:10+0000`` (the start time's
 P50, :mod:`..wait.livestart`, else IBL's predicted wait). It is altered only when the
-answer changed: the kind, an expired time, or a predicted start moved by more than
-max(15 min, 10 %) (each ``qalter`` writes an ``a`` record to the accounting log).
+answer changed: the kind, an expired time (the minute it names has ended), or a predicted
+start moved by more than max(15 min, 10 %) (each ``qalter`` writes an ``a`` record to the
+accounting log).
 
 :func:`value`, :func:`parse_value` and :func:`needs_update` are pure.
 """
@@ -66,7 +67,7 @@ def needs_update(old: Optional[str], quick: bool, start_s: int, now_s: int) -> b
     if parsed is None:
         return True
     was_quick, was_s = parsed
-    if was_quick != quick or was_s < now_s:
+    if was_quick != quick or was_s + 60 <= now_s:  # expired: the minute it names has ended
         return True
     if quick:
         return False  # a promise made earlier still holds while PQStar still marks the job
