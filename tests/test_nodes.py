@@ -536,3 +536,18 @@ def test_every_check_the_memo_answers_is_the_placement_itself(policy: str) -> No
     finally:
         NodeCycle._check_place = memo_place  # type: ignore[method-assign]
     assert asked["memo"] > 100
+
+
+def test_the_calendar_is_in_time_order_with_ends_already_past_and_top_jobs() -> None:
+    # reserve applies the calendar's events in time order: the running jobs' ends come
+    # sorted (those already past moved to now, out of job order), the top jobs' added
+    w = work([("1:ncpus=1", "")] * 4 + [("1:ncpus=4", "")] * 2)
+    m = NodeModel(site(Vnode("a", "a", 4)), w)
+    for j in range(4):
+        _started(m, j)
+    c = m.cycle(10, [(3, 3), (5, 1), (40, 0), (40, 2)])
+    assert [e[:3] for e in c._calendar()] == [(10, 0, 3), (10, 0, 1), (40, 0, 0), (40, 0, 2)]
+    assert c.reserve(4, 20, 0, 0) == 40
+    got = [e[:3] for e in c._calendar()]
+    assert got == sorted(got) and (40, 1, 0) in got and (60, 0, -1) in got
+    assert c.reserve(5, 20, 0, 0) == 60

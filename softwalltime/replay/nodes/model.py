@@ -307,12 +307,16 @@ class _State:
 
     def apply(self, parts: Alloc, held: Tuple[int, ...], sign: int) -> None:
         """``sign`` 1: a job ends (frees ``parts``); -1: it starts."""
+        fc, fm, fg, njobs = self.fc, self.fm, self.fg, self.njobs
         for v, c, m, g in parts:
-            self.fc[v] += sign * c
-            self.fm[v] += sign * m
-            self.fg[v] += sign * g
-        for v in {v for v, *_ in parts}:
-            self.njobs[v] -= sign
+            fc[v] += sign * c
+            fm[v] += sign * m
+            fg[v] += sign * g
+        if len(parts) == 1:  # most jobs: one part
+            njobs[parts[0][0]] -= sign
+        else:
+            for v in {v for v, *_ in parts}:
+                njobs[v] -= sign
         for v in held:
             self.xheld[v] -= sign
 
@@ -486,21 +490,32 @@ class NodeCycle:
         bisect.insort(self.ends, (now + d, j))
         self.end_of[j] = now + d
 
+    def _calendar(self) -> List[Tuple[int, int, int, Alloc, Tuple[int, ...]]]:
+        """The running jobs' ends and the top jobs' starts and ends, in time order (at one
+        instant ends first, then by job): ``(time, kind, job, parts, held)``; a top job
+        is ``-1 - k`` at its end, ``k`` at its start (its index in ``tops``)."""
+        m = self.m
+        parts, held = m.parts, m.held
+        events = [(e, _END, k, parts[k], held[k]) for e, k in self.ends]  # sorted already
+        if self.tops:
+            for k, top in enumerate(self.tops):
+                events.append((top.start, _RUN, k, top.parts, top.held))
+                events.append((top.end, _END, -1 - k, top.parts, top.held))
+            events.sort()
+        return events
+
     def reserve(self, j: int, d: int, window: int, epoch: int, after: int = 0) -> int:
         """``after``: no earlier than then (a run limit holds the job until then,
         :class:`.limits.SiteLimits`; PBS's ``calc_run_time`` checks the limits at each
         event too, simulate.cpp:747-768)."""
         self.last = None
-        events: List[Tuple[int, int, int, Alloc, Tuple[int, ...]]] = []
         m = self.m
-        for e, k in self.ends:
-            events.append((e, _END, k, m.parts[k], m.held[k]))
-        for k, top in enumerate(self.tops):
-            events.append((top.start, _RUN, k, top.parts, top.held))
-            events.append((top.end, _END, -1 - k, top.parts, top.held))
-        events.sort()
+        events = self._calendar()
         first = max(self.now, after)
-        times = sorted({first} | {e[0] for e in events if e[0] > first})
+        times = [first]  # the events' instants after the first, in order
+        for event in events:
+            if event[0] > times[-1]:
+                times.append(event[0])
         state, done, k, last = self.state.copy(), 0, 0, len(times) - 1
         while True:
             t = times[k]
