@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from softwalltime.errors import ParseError
@@ -116,6 +118,66 @@ def test_free_at_is_when_enough_of_the_entitys_jobs_have_ended():
     never = Limits(_site(max_run="[u:alice=0]"), jobs)
     never.start(1)
     assert never.free_at(2, [(50, 1)], 10) is None
+
+
+def _check_by_definition(lim, j):
+    # check's definition: each limit of the server and of the job's queue on each of its
+    # entities, read from the parsed limits
+    job = lim.jobs[j]
+    for scope in (job.queue, None):
+        limits = lim.scopes.get(scope)
+        for kind, name in () if limits is None else lim._entities(job):
+            key = (scope, kind, name)
+            for limit, used, extra in ((limits.run, lim.jobs_of, 0),
+                                       (limits.ncpus, lim.ncpus_of, job.ncpus - 1)):  # fmt: skip
+                by = {"u": limit.user, "g": limit.group, "p": limit.project}.get(kind)
+                most = limit.overall if kind == "o" else entity_limit(by, name)
+                if most is not None and used.get(key, 0) + extra >= most:
+                    return LIMITED
+    return OK
+
+
+def _free_at_by_releases(lim, j, ends, now):
+    # free_at's definition: release the ends one by one, checking after each
+    if _check_by_definition(lim, j) == OK:
+        return now
+    gone, found = [], None
+    for end, k in ends:
+        lim.release(k)
+        gone.append(k)
+        if _check_by_definition(lim, j) == OK:
+            found = max(end, now)
+            break
+    for k in gone:
+        lim.start(k)
+    return found
+
+
+_RUN = ["", "[o:PBS_ALL=2]", "[u:PBS_GENERIC=1]", "[u:alice=2],[g:PBS_GENERIC=2]"]
+_NCPUS = [{}, {"ncpus": "[o:PBS_ALL=5]"}, {"ncpus": "[u:PBS_GENERIC=3]"}, {"ncpus": "[u:bob=0]"}]
+
+
+def test_free_at_and_the_kept_rules_agree_with_releasing_the_ends_one_by_one():
+    # free_at applies the ends to a copy of the counts the job's own limits read, and check
+    # reads limits kept per job: on random limits, jobs and ends, the same answers as the
+    # definitions (the counts released and checked after each end)
+    rng = random.Random(7)
+    pick = rng.choice
+    for _ in range(300):
+        site = _site(max_run=pick(_RUN) or None, qa=pick(_RUN) or None, qa_res=pick(_NCPUS),
+                     max_run_res=pick(_NCPUS))  # fmt: skip
+        users = ["alice", "bob", "carol"]
+        jobs = _jobs(*[(pick("ab"), pick(users), rng.randint(1, 3)) for _ in range(12)])
+        lim = Limits(site, jobs)
+        running = rng.sample(range(12), rng.randint(0, 8))
+        for k in running:
+            lim.start(k)
+        ends = sorted((rng.randint(0, 100), k) for k in running)
+        for j in set(range(12)) - set(running):
+            before = (dict(lim.jobs_of), dict(lim.ncpus_of))
+            assert lim.check(j) == _check_by_definition(lim, j)
+            assert lim.free_at(j, ends, 5) == _free_at_by_releases(lim, j, ends, 5)
+            assert (lim.jobs_of, lim.ncpus_of) == before
 
 
 def test_the_class_key_holds_what_the_limits_tell_apart():

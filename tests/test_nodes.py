@@ -22,6 +22,7 @@ from softwalltime.replay.nodes import (
     place,
     placement,
 )  # fmt: skip
+from softwalltime.replay.nodes.model import NodeCycle
 from softwalltime.replay.nodes.spec import Chunk, Place, Request, parse_size_kb
 from softwalltime.replay.pool import PoolModel
 from softwalltime.replay.profile import Profile
@@ -472,3 +473,81 @@ def test_fit_site_drops_what_no_pool_holds_and_counts_it() -> None:
     assert fitted.site is not None and fitted.site.select == ["2:ncpus=3"]
     assert fitted.skipped == {SKIP_NEVER_FITS: 2}
     assert fit_site(fitted, TWO_HOSTS) is fitted  # nothing to drop
+
+
+# --- the cycle's memo (issue 46's speed) ----------------------------------------------
+
+
+def test_the_memo_forgets_what_a_start_or_a_reservation_changed() -> None:
+    # one vnode of 4 cpus; two jobs of one kind (3 cpus): the first fits, the second no
+    # longer once the first has started; a top job of 4 cpus reserved at its end: a job
+    # of one cpu that ends before the top job's start fits, one of the same kind ending
+    # after it does not
+    w = work([("1:ncpus=3", "")] * 2 + [("1:ncpus=4", "")] + [("1:ncpus=1", "")] * 3)
+    m = NodeModel(site(Vnode("a", "a", 4)), w)
+    c = m.cycle(0, [])
+    assert c.check(0, 0, 50) == OK and c.check(1, 0, 50) == OK
+    c.start(0, 0, 50, 50)
+    assert c.check(1, 0, 50) == NO_RESOURCES
+    assert c.check(3, 0, 100) == OK  # one cpu left
+    assert c.reserve(2, 10, 0, 0) == 50
+    assert c.check(4, 0, 50) == OK and c.check(5, 0, 51) == NO_RESOURCES
+
+
+def _few_kinds_queued(seed: int) -> tuple[Site, SimWorkload]:
+    # _site_work's jobs with 4 of its requests and 4 walltimes, submitted 10 at a time: a
+    # queue where one kind's jobs of several classes meet in a cycle
+    s, work = _site_work(seed)
+    assert work.site is not None
+    few = random.Random(seed).sample(sorted(set(zip(work.site.select, work.site.place))), 4)
+    rng = random.Random(seed)
+    kinds = [rng.choice(few) for _ in work.submit]
+    cols = work.site._replace(select=[k for k, _ in kinds], place=[p for _, p in kinds])
+    wall = [rng.choice([60, 120, 300, 600]) for _ in work.submit]
+    run = [min(r, w) for r, w in zip(work.run, wall)]
+    submit = [10 * (k // 10) for k in range(len(wall))]
+    work = work._replace(site=cols, wall=wall, run=run, submit=submit)
+    probe = NodeModel(s, work)
+    return s, take(work, [j for j in range(len(work.submit)) if probe.can_ever_run(j)])
+
+
+@pytest.mark.parametrize("policy", ["fcfs-bf1", "sjf-bf2", "fcfs-bf3"])
+def test_every_check_the_memo_answers_is_the_placement_itself(policy: str) -> None:
+    # on random sites, requests and calendars (several top jobs), each answer check takes
+    # from the memo is what the view and the search give at that moment
+    asked = {"memo": 0}
+    memo_place = NodeCycle._check_place
+
+    def compared(self: NodeCycle, j: int, now: int, end: int) -> object:
+        kept = (self.m.job(j), now, self._runs(now, end)) in self.memo.found
+        got = memo_place(self, j, now, end)
+        fresh = self._place(j, self._view(j, self.state, now, end, False))
+        assert got == fresh, (j, now, end)
+        asked["memo"] += kept
+        return got
+
+    pol = pbsched.parse_policy(policy, scheduler_iteration=0)
+    try:
+        NodeCycle._check_place = compared  # type: ignore[method-assign]
+        for seed in range(12):
+            s, work = _few_kinds_queued(seed)
+            model = NodeModel(s, work)
+            pbsched.simulate_pbs(work, PerfectSource(), s.ncpus, pol, model=model)
+    finally:
+        NodeCycle._check_place = memo_place  # type: ignore[method-assign]
+    assert asked["memo"] > 100
+
+
+def test_the_calendar_is_in_time_order_with_ends_already_past_and_top_jobs() -> None:
+    # reserve applies the calendar's events in time order: the running jobs' ends come
+    # sorted (those already past moved to now, out of job order), the top jobs' added
+    w = work([("1:ncpus=1", "")] * 4 + [("1:ncpus=4", "")] * 2)
+    m = NodeModel(site(Vnode("a", "a", 4)), w)
+    for j in range(4):
+        _started(m, j)
+    c = m.cycle(10, [(3, 3), (5, 1), (40, 0), (40, 2)])
+    assert [e[:3] for e in c._calendar()] == [(10, 0, 3), (10, 0, 1), (40, 0, 0), (40, 0, 2)]
+    assert c.reserve(4, 20, 0, 0) == 40
+    got = [e[:3] for e in c._calendar()]
+    assert got == sorted(got) and (40, 1, 0) in got and (60, 0, -1) in got
+    assert c.reserve(5, 20, 0, 0) == 60

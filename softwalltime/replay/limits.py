@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Set, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Protocol, Sequence, Set, Tuple
 
 from ..errors import ParseError
 from ..site_file import Site
@@ -189,6 +189,7 @@ class JobEntity(NamedTuple):
 
 
 _Key = Tuple[Optional[str], str, str]  # (scope, kind, entity name)
+_Rule = Tuple[_Key, Optional[int], Optional[int]]  # a count key, its max_run, its max ncpus
 
 
 class Limits:
@@ -208,6 +209,11 @@ class Limits:
         self.jobs_of: Dict[_Key, int] = {}
         self.ncpus_of: Dict[_Key, int] = {}
         self.class_keys: Dict[int, Tuple[str, ...]] = {}  # class_key's, kept (it never changes)
+        # per job, kept (a job's entities and the limits never change): its count keys, and
+        # the limits that apply to it (_rules); the forward runs ask them of every queued
+        # job at every cycle and at each top job's reservation
+        self.keys_of: Dict[int, Tuple[_Key, ...]] = {}
+        self.rules_of: Dict[int, Tuple[_Rule, ...]] = {}
 
     def any(self) -> bool:
         """Whether the site has any limit (else every check is OK)."""
@@ -221,18 +227,40 @@ class Limits:
     def _entities(job: JobEntity) -> Tuple[Tuple[str, str], ...]:
         return (("o", ALL), ("u", job.user), ("g", job.group), ("p", job.project))
 
-    def _keys(self, j: int) -> Iterable[_Key]:
-        job = self.jobs[j]
-        for scope in (None, job.queue):
-            for kind, name in self._entities(job):
-                yield (scope, kind, name)
+    def _keys(self, j: int) -> Tuple[_Key, ...]:
+        """The counts job ``j`` is in: its entities' on the server and in its queue."""
+        keys = self.keys_of.get(j)
+        if keys is None:
+            job = self.jobs[j]
+            keys = self.keys_of[j] = tuple(
+                (scope, kind, name)
+                for scope in (None, job.queue)
+                for kind, name in self._entities(job)
+            )
+        return keys
+
+    def _rules(self, j: int) -> Tuple[_Rule, ...]:
+        """The limits that apply to job ``j``: per count key of its entities, on the server
+        and in its queue (when that has limits), the ``max_run`` and the ``max_run_res.ncpus``
+        limit (None: none), the keys without either left out."""
+        rules = self.rules_of.get(j)
+        if rules is None:
+            job, out = self.jobs[j], []
+            for lim in self._applying(j):
+                for kind, name in self._entities(job):
+                    run, cap = _limit(lim.run, kind, name), _limit(lim.ncpus, kind, name)
+                    if run is not None or cap is not None:
+                        out.append(((lim.scope, kind, name), run, cap))
+            rules = self.rules_of[j] = tuple(out)
+        return rules
 
     def start(self, j: int) -> None:
         """Job ``j`` started: it counts against its entities on the server and its queue."""
         p = self.jobs[j].ncpus
+        jobs_of, ncpus_of = self.jobs_of, self.ncpus_of
         for key in self._keys(j):
-            self.jobs_of[key] = self.jobs_of.get(key, 0) + 1
-            self.ncpus_of[key] = self.ncpus_of.get(key, 0) + p
+            jobs_of[key] = jobs_of.get(key, 0) + 1
+            ncpus_of[key] = ncpus_of.get(key, 0) + p
 
     def release(self, j: int) -> None:
         """Running job ``j`` ended."""
@@ -243,47 +271,35 @@ class Limits:
 
     def check(self, j: int) -> int:
         """:data:`.machine.OK`, or :data:`.machine.LIMITED` when a limit holds job ``j``."""
-        job = self.jobs[j]
-        for lim in self._applying(j):
-            for kind, name in self._entities(job):
-                key = (lim.scope, kind, name)
-                run = _limit(lim.run, kind, name)
-                if run is not None and run <= self.jobs_of.get(key, 0):
-                    return LIMITED
-                cap = _limit(lim.ncpus, kind, name)
-                if cap is not None and self.ncpus_of.get(key, 0) + job.ncpus > cap:
-                    return LIMITED
-        return OK
+        ok = _within(self._rules(j), self.jobs_of, self.ncpus_of, self.jobs[j].ncpus)
+        return OK if ok else LIMITED
 
     def can_ever_run(self, j: int) -> bool:
         """False when no count could ever let job ``j`` start (see the module docstring)."""
-        job = self.jobs[j]
-        for lim in self._applying(j):
-            for kind, name in self._entities(job):
-                run = _limit(lim.run, kind, name)
-                cap = _limit(lim.ncpus, kind, name)
-                if run == 0 or (cap is not None and job.ncpus > cap):
-                    return False
-        return True
+        p = self.jobs[j].ncpus
+        return not any(run == 0 or (cap is not None and p > cap) for _, run, cap in self._rules(j))
 
     def free_at(self, j: int, ends: Sequence[Tuple[int, int]], now: int) -> Optional[int]:
         """When the limits first let job ``j`` start, as the running jobs end at ``ends``
         (``(estimated end, job)``, sorted): ``now`` if they already do, None if never
         (the limits alone; ``calc_run_time`` checks them with the resources at each
-        event, simulate.cpp:752-771). The counts are left as they were."""
-        if self.check(j) == OK:
+        event, simulate.cpp:752-771). The counts are left as they were: the ends are
+        applied to a copy of the counts the job's limits read (an end changes no other)."""
+        rules, p = self._rules(j), self.jobs[j].ncpus
+        jobs_of = {key: self.jobs_of.get(key, 0) for key, _, _ in rules}
+        ncpus_of = {key: self.ncpus_of.get(key, 0) for key, _, _ in rules}
+        if _within(rules, jobs_of, ncpus_of, p):
             return now
-        gone: List[int] = []
-        try:
-            for end, k in ends:
-                self.release(k)
-                gone.append(k)
-                if self.check(j) == OK:
-                    return max(end, now)
-            return None
-        finally:
-            for k in gone:
-                self.start(k)
+        for end, k in ends:
+            pk, changed = self.jobs[k].ncpus, False
+            for key in self._keys(k):
+                if key in jobs_of:
+                    jobs_of[key] -= 1
+                    ncpus_of[key] -= pk
+                    changed = True
+            if changed and _within(rules, jobs_of, ncpus_of, p):
+                return max(end, now)
+        return None
 
     def class_key(self, j: int) -> Tuple[str, ...]:
         """What the limits add to job ``j``'s equivalence class key (job_info.cpp:2158-2233):
@@ -305,6 +321,19 @@ class Limits:
         kinds = self.scopes[None].kinds() | (qlim.kinds() if qlim is not None else set())
         key += [name for kind, name in self._entities(job)[1:] if kind in kinds]
         return tuple(key)
+
+
+def _within(rules: Sequence[_Rule], jobs_of: Dict[_Key, int], ncpus_of: Dict[_Key, int],
+            ncpus: int) -> bool:  # fmt: skip
+    """Whether a job of ``ncpus`` passes its ``rules`` (:meth:`Limits._rules`) with these
+    counts: no run limit reached, ``max <= used`` (limits.cpp:1181-1190, 1813-1819), no
+    resource limit passed, ``used + request > max`` (limits.cpp:2759-2768, 1688-1692)."""
+    for key, run, cap in rules:
+        if run is not None and run <= jobs_of.get(key, 0):
+            return False
+        if cap is not None and ncpus_of.get(key, 0) + ncpus > cap:
+            return False
+    return True
 
 
 def _limit(lim: LimitSet, kind: str, name: str) -> Optional[int]:

@@ -21,6 +21,7 @@ depends on time (``eligible_time``).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import random
@@ -380,18 +381,21 @@ def forward_starts(
         planned[nq + i] = r.start + (r.est or r.wall)
         ends.append((max(now + 1, min(end, r.start + r.wall)), nq + i))
     heapq.heapify(ends)
+    # (estimated end, running job), sorted: the cycle's ends, kept as jobs start and end
+    by_end = sorted((e, k) for k, e in planned.items())
     for _ in range(MAX_EVENTS):
-        for j in cycles.cycle(now, sorted((e, k) for k, e in planned.items())):
+        for j in cycles.cycle(now, list(by_end)):
             start[j] = now
             left -= 1
             planned[j] = now + est[j]
+            bisect.insort(by_end, (planned[j], j))
             heapq.heappush(ends, (now + max(1, min(queued_run[j], q[j].wall)), j))
         if (until is not None and start[until] >= 0) or left <= 0 or not ends:
             break
         now = ends[0][0] if not period else min(ends[0][0], now + period)
         while ends and ends[0][0] <= now:
             _, k = heapq.heappop(ends)
-            del planned[k]
+            del by_end[bisect.bisect_left(by_end, (planned.pop(k), k))]
             model.release(k)
     return start
 

@@ -32,6 +32,7 @@ import bisect
 from typing import (
     Callable,
     Dict,
+    FrozenSet,
     Hashable,
     List,
     NamedTuple,
@@ -306,12 +307,16 @@ class _State:
 
     def apply(self, parts: Alloc, held: Tuple[int, ...], sign: int) -> None:
         """``sign`` 1: a job ends (frees ``parts``); -1: it starts."""
+        fc, fm, fg, njobs = self.fc, self.fm, self.fg, self.njobs
         for v, c, m, g in parts:
-            self.fc[v] += sign * c
-            self.fm[v] += sign * m
-            self.fg[v] += sign * g
-        for v in {v for v, *_ in parts}:
-            self.njobs[v] -= sign
+            fc[v] += sign * c
+            fm[v] += sign * m
+            fg[v] += sign * g
+        if len(parts) == 1:  # most jobs: one part
+            njobs[parts[0][0]] -= sign
+        else:
+            for v in {v for v, *_ in parts}:
+                njobs[v] -= sign
         for v in held:
             self.xheld[v] -= sign
 
@@ -326,6 +331,36 @@ class _Top(NamedTuple):
     excl: bool
 
 
+class _Through(NamedTuple):
+    """The vnodes as they stay free from one instant while some top jobs start (the least
+    free at their starts, :meth:`NodeCycle._least`; the free lists themselves when none
+    does), the vnodes those top jobs use, and the vnodes of the exclusive ones."""
+
+    ac: List[int]
+    am: List[int]
+    ag: List[int]
+    touched: FrozenSet[int]
+    excl: FrozenSet[int]
+
+
+class _Memo:
+    """What :meth:`NodeCycle.check` found in a cycle since the vnodes and the calendar last
+    changed (a start or a reservation makes a new one).
+
+    Between those changes a check's answer depends only on the job's kind (its request and
+    pool, :class:`_Job`), the instant, and which top jobs start before its end: the view
+    is the state at that instant, the least free at those top jobs' starts (an event
+    after the last of them changes no least: ``check_resources_for_node`` takes the least
+    at each run event, node_info.cpp:3463-3516), and the vnodes they block; so the jobs of
+    one kind, whatever their walltime, user or class, have one answer per set of top jobs
+    before their end (``found``); what stays free under each set is shared by every kind
+    (``through``)."""
+
+    def __init__(self) -> None:
+        self.found: Dict[Tuple[_Job, int, Tuple[int, ...]], Optional[Placed]] = {}
+        self.through: Dict[Tuple[int, Tuple[int, ...]], _Through] = {}
+
+
 class NodeCycle:
     """The vnodes during one cycle at ``now`` (module docstring): the model's free
     resources, the running jobs' estimated ends and the top jobs reserved so far."""
@@ -337,6 +372,9 @@ class NodeCycle:
         self.tops: List[_Top] = []
         self.state = _State(model.fc, model.fm, model.fg, model.njobs, model.xheld)
         self.last: Optional[Tuple[int, Optional[Tuple[Alloc, Tuple[int, ...]]]]] = None
+        # what check found, kept until a start or a reservation changes the vnodes or the
+        # calendar (_Memo)
+        self.memo = _Memo()
 
     def _least(self, view_of: List[int], runs: List[_Top], state: _State, t: int,
                until: int) -> Dict[int, Tuple[int, int, int]]:  # fmt: skip
@@ -372,24 +410,39 @@ class NodeCycle:
                         least[v] = (min(lo[0], x[0]), min(lo[1], x[1]), min(lo[2], x[2]))
         return least  # type: ignore[return-value]
 
-    def _view(self, j: int, state: _State, t: int, until: int, applied: bool) -> View:
+    def _runs(self, lo: int, until: int) -> Tuple[int, ...]:
+        """The top jobs (indices into ``tops``) that start in ``[lo, until)``."""
+        return tuple(k for k, top in enumerate(self.tops) if lo <= top.start < until)
+
+    def _through(self, runs: Tuple[int, ...], state: _State, t: int, until: int,
+                 applied: bool) -> _Through:  # fmt: skip
+        """What stays free on each vnode from ``t`` while the top jobs ``runs`` start, the
+        vnodes they use, and the vnodes of the exclusive ones (:meth:`_view`)."""
+        if not runs:
+            return _Through(state.fc, state.fm, state.fg, frozenset(), frozenset())
+        tops = [self.tops[k] for k in runs]
+        touched = sorted({v for top in tops for v, *_ in top.parts})
+        excl = frozenset(v for top in tops if top.excl for v, *_ in top.parts)
+        least = self._least(touched, tops, state, t - (not applied), until)
+        ac, am, ag = list(state.fc), list(state.fm), list(state.fg)
+        for v, (c, m, g) in least.items():
+            ac[v], am[v], ag[v] = c, m, g
+        return _Through(ac, am, ag, frozenset(touched), excl)
+
+    def _view(self, j: int, state: _State, t: int, until: int, applied: bool,
+              through: Optional[_Through] = None) -> View:  # fmt: skip
         """Job ``j``'s view of the vnodes at ``t`` for a run until ``until``; ``applied``:
-        the calendar's events at ``t`` are already in ``state``."""
+        the calendar's events at ``t`` are already in ``state``; ``through``: what
+        :meth:`_through` gives for them (else computed here)."""
         info = self.m.job(j)
         excl = info.req.place.excl
-        lo = t + 1 if applied else t  # the starts at t are in ``state`` already
-        runs = [top for top in self.tops if lo <= top.start < until]
-        ac, am, ag = state.fc, state.fm, state.fg
-        blocked: Set[int] = set()
-        if runs:
-            touched = sorted({v for top in runs for v, *_ in top.parts})
-            for top in runs:
-                if excl or top.excl:  # node_info.cpp:3497-3498
-                    blocked.update(v for v, *_ in top.parts)
-            least = self._least(touched, runs, state, t - (not applied), until)
-            ac, am, ag = list(ac), list(am), list(ag)
-            for v, (c, m, g) in least.items():
-                ac[v], am[v], ag[v] = c, m, g
+        if through is None:
+            lo = t + 1 if applied else t  # the starts at t are in ``state`` already
+            through = self._through(self._runs(lo, until), state, t, until, applied)
+        ac, am, ag = through.ac, through.am, through.ag
+        # node_info.cpp:3497-3498: a vnode where a top job starts before this job's end is
+        # none of this job's when either is exclusive
+        blocked = through.touched if excl else through.excl
         nj, xh = state.njobs, state.xheld
         if not excl and not blocked and not any(xh):
             ok = info.ok  # nothing but the job's own pool and properties to apply
@@ -406,9 +459,23 @@ class NodeCycle:
     def check(self, j: int, now: int, end: int) -> int:
         if not self.m.can_ever_run(j):
             return NEVER
-        found = self._place(j, self._view(j, self.state, now, end, False))
+        found = self._check_place(j, now, end)
         self.last = (j, found)
         return OK if found is not None else NO_RESOURCES
+
+    def _check_place(self, j: int, now: int, end: int) -> Optional[Placed]:
+        """Where job ``j`` fits now until ``end`` (None: nowhere), from the memo when a job
+        of its kind was placed on the same vnodes and top jobs (:class:`_Memo`)."""
+        info, runs, memo = self.m.job(j), self._runs(now, end), self.memo
+        key = (info, now, runs)
+        if key in memo.found:
+            return memo.found[key]
+        through = memo.through.get((now, runs))
+        if through is None:
+            through = memo.through[(now, runs)] = self._through(runs, self.state, now, end, False)
+        view = self._view(j, self.state, now, end, False, through)
+        found = memo.found[key] = self._place(j, view)
+        return found
 
     def start(self, j: int, now: int, end: int, d: int) -> None:
         if self.last is None or self.last[0] != j:
@@ -418,25 +485,37 @@ class NodeCycle:
         if found is None:
             raise ValueError(f"job {j} started where its chunks do not fit")
         self.last = None
+        self.memo = _Memo()
         self.m.take(j, found[0], found[1])
         bisect.insort(self.ends, (now + d, j))
         self.end_of[j] = now + d
+
+    def _calendar(self) -> List[Tuple[int, int, int, Alloc, Tuple[int, ...]]]:
+        """The running jobs' ends and the top jobs' starts and ends, in time order (at one
+        instant ends first, then by job): ``(time, kind, job, parts, held)``; a top job
+        is ``-1 - k`` at its end, ``k`` at its start (its index in ``tops``)."""
+        m = self.m
+        parts, held = m.parts, m.held
+        events = [(e, _END, k, parts[k], held[k]) for e, k in self.ends]  # sorted already
+        if self.tops:
+            for k, top in enumerate(self.tops):
+                events.append((top.start, _RUN, k, top.parts, top.held))
+                events.append((top.end, _END, -1 - k, top.parts, top.held))
+            events.sort()
+        return events
 
     def reserve(self, j: int, d: int, window: int, epoch: int, after: int = 0) -> int:
         """``after``: no earlier than then (a run limit holds the job until then,
         :class:`.limits.SiteLimits`; PBS's ``calc_run_time`` checks the limits at each
         event too, simulate.cpp:747-768)."""
         self.last = None
-        events: List[Tuple[int, int, int, Alloc, Tuple[int, ...]]] = []
         m = self.m
-        for e, k in self.ends:
-            events.append((e, _END, k, m.parts[k], m.held[k]))
-        for k, top in enumerate(self.tops):
-            events.append((top.start, _RUN, k, top.parts, top.held))
-            events.append((top.end, _END, -1 - k, top.parts, top.held))
-        events.sort()
+        events = self._calendar()
         first = max(self.now, after)
-        times = sorted({first} | {e[0] for e in events if e[0] > first})
+        times = [first]  # the events' instants after the first, in order
+        for event in events:
+            if event[0] > times[-1]:
+                times.append(event[0])
         state, done, k, last = self.state.copy(), 0, 0, len(times) - 1
         while True:
             t = times[k]
@@ -456,6 +535,7 @@ class NodeCycle:
         if found is not None:
             excl = m.job(j).req.place.excl
             self.tops.append(_Top(t, t + d, found[0], found[1], excl))
+            self.memo = _Memo()
         return t
 
     def full(self) -> bool:
